@@ -1,0 +1,1 @@
+# examples: built only against the installed header (see examples/Makefile)

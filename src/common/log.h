@@ -1,0 +1,26 @@
+/*
+ * log.h - the error log: leveled lines to stderr (with syslog priority
+ * prefixes "<3>" so journald keeps the level) or to a file.
+ */
+#ifndef PAGID_LOG_H
+#define PAGID_LOG_H
+
+#include <stdarg.h>
+
+#include "config.h"
+
+/** Open the log per config (path NULL = stderr); 0 or -1. */
+int log_open(const char *path, log_level level);
+void log_set_level(log_level level);
+/** Prefix every line with this process's role, e.g. "master" or "worker 2". */
+void log_set_role(const char *role);
+void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_vmsg(log_level level, const char *fmt, va_list ap);
+int log_reopen(void);
+
+#define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_LVL_DEBUG, __VA_ARGS__)
+
+#endif

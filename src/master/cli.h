@@ -1,0 +1,32 @@
+/*
+ * cli.h - the command line: options, and building the effective config
+ * (defaults, then -c FILE, then -l/-w/-a overrides).
+ */
+#ifndef PAGID_CLI_H
+#define PAGID_CLI_H
+
+#include <stdio.h>
+#include "../common/config.h"
+
+typedef struct cli_options {
+    const char *config_file; /* -c */
+    int test_only;           /* -t */
+    int show_version;        /* -v/--version */
+    int show_help;           /* -h/--help */
+    const char **listens;    /* -l, repeatable (owned array, borrowed strings) */
+    size_t n_listens;
+    const char *workers;     /* -w */
+    const char *app;         /* -a */
+} cli_options;
+
+/** Parse argv; 0, or -1 after printing a usage error to err. */
+int cli_parse(int argc, char **argv, cli_options *o, FILE *err);
+void cli_options_free(cli_options *o);
+void cli_usage(FILE *out);
+/**
+ * Build the effective config into c. Errors are printed to err
+ * ("FILE:LINE:COLUMN: message" for the file). Returns the error count.
+ */
+int cli_build_config(const cli_options *o, pagid_config *c, FILE *err);
+
+#endif

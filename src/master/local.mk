@@ -1,0 +1,10 @@
+# src/master: command line, listeners, the supervisor; main().
+sbin_PROGRAMS += pagid
+pagid_SOURCES = src/master/main.c
+pagid_LDADD = $(PAGID_LIBS)
+pagid_LDFLAGS = $(AM_LDFLAGS) -Wl,--export-dynamic
+
+libpagid_a_SOURCES += \
+	src/master/cli.c src/master/cli.h \
+	src/master/listeners.c src/master/listeners.h \
+	src/master/supervisor.c src/master/supervisor.h

@@ -1,0 +1,27 @@
+/*
+ * worker.h - the worker process: one libev loop that accepts on the
+ * inherited listeners and runs every connection's lifecycle.
+ */
+#ifndef PAGID_WORKER_H
+#define PAGID_WORKER_H
+
+#include <stddef.h>
+#include "../common/config.h"
+
+/** A bound, listening, non-blocking socket handed to the worker. */
+typedef struct worker_listener {
+    int fd;
+    const pagid_listen *conf;
+} worker_listener;
+
+/**
+ * Run a worker until it is told to stop. worker_num counts from 1;
+ * under_master says whether a master supervises it (0 for --workers 0).
+ * Signals: SIGTERM (and SIGINT when alone) drain gracefully within
+ * timeouts.shutdown; SIGQUIT stops at once. Returns an exit code from
+ * exitcodes.h: EXIT_WORKER_FATAL when the app cannot start (never respawn).
+ */
+int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
+               int worker_num, int under_master);
+
+#endif

@@ -1,0 +1,2 @@
+# tests/integration: drive the built pagid over real sockets (run-integration.sh).
+EXTRA_DIST += tests/integration

@@ -1,0 +1,7 @@
+# tests/unit: one Check suite per source file, named after it.
+UNIT_LDADD = $(PAGID_LIBS) $(CHECK_LIBS)
+UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+
+include $(srcdir)/tests/unit/common.mk
+include $(srcdir)/tests/unit/worker.mk
+include $(srcdir)/tests/unit/master.mk
