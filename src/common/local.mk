@@ -1,5 +1,5 @@
 # src/common: config model and loader, logging, buffers.
-libpagid_a_SOURCES += \
+libpagid_common_a_SOURCES += \
 	src/common/buf.c src/common/buf.h \
 	src/common/log.c src/common/log.h \
 	src/common/config.c src/common/config.h \

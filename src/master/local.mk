@@ -4,7 +4,7 @@ pagid_SOURCES = src/master/main.c
 pagid_LDADD = $(PAGID_LIBS)
 pagid_LDFLAGS = $(AM_LDFLAGS) -Wl,--export-dynamic
 
-libpagid_a_SOURCES += \
+libpagid_master_a_SOURCES += \
 	src/master/cli.c src/master/cli.h \
 	src/master/listeners.c src/master/listeners.h \
 	src/master/supervisor.c src/master/supervisor.h

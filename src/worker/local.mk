@@ -1,14 +1,16 @@
-# src/worker: the event loop, connections, HTTP/1.1, the PAGI scope engine, apps.
-libpagid_a_SOURCES += \
+# src/worker: the event loop, connections, the PAGI scope engine, apps.
+libpagid_http1_a_SOURCES += \
+	src/worker/http1_parser.c src/worker/http1_parser.h \
+	src/worker/http1_response.c src/worker/http1_response.h
+
+libpagid_worker_a_SOURCES += \
 	src/worker/worker.c src/worker/worker.h \
 	src/worker/runq.c src/worker/runq.h \
 	src/worker/loop.c src/worker/loop.h \
 	src/worker/conn.c src/worker/conn.h \
 	src/worker/outq.c src/worker/outq.h \
-	src/worker/http1_parser.c src/worker/http1_parser.h \
-	src/worker/http1_response.c src/worker/http1_response.h \
 	src/worker/http1_conn.c src/worker/http1_conn.h \
-	src/worker/scope.c src/worker/scope.h src/worker/scope_internal.h \
+	src/worker/scope.c src/worker/scope.h \
 	src/worker/scope_http.c \
 	src/worker/lifespan.c src/worker/lifespan.h \
 	src/worker/reason.h \

@@ -1,6 +1,6 @@
 # tests/unit: one Check suite per source file, named after it.
-UNIT_LDADD = $(PAGID_LIBS) $(CHECK_LIBS)
-UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+UNIT_TEST_LIBS = $(PAGID_LIBS) $(CHECK_LIBS)
+UNIT_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 
 include $(srcdir)/tests/unit/common.mk
 include $(srcdir)/tests/unit/worker.mk

@@ -1,0 +1,2 @@
+/* placeholder: being written */
+typedef int pagid_placeholder_http1_response;

@@ -1,0 +1,2 @@
+/* placeholder: being written */
+typedef int pagid_placeholder_outq;
