@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# dev.sh - the two commands of pagid's README, for a fresh Debian 12 (as root):
+#
+#   ./dev.sh run    install what is missing, build in build/, run build/pagid
+#                   in the foreground (127.0.0.1:8080, the default app)
+#   ./dev.sh test   install, build with -Werror, run the unit tests (Check) and
+#                   the integration tests; then again with ASan+UBSan in
+#                   build-asan/. Ends with "N passed, M failed"; exit 1 on failure.
+#
+# CI (.ci/run) calls "./dev.sh test" with no stdin.
+set -uo pipefail
+
+cd "$(dirname "$0")" || exit 1
+ROOT=$(pwd)
+JOBS=${JOBS:-2}
+
+PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
+          libhttp-parser-dev libyaml-dev libsystemd-dev check curl python3
+          python3-websockets nginx-light wrk hey)
+
+say() { printf '==> %s\n' "$*"; }
+die() { printf 'dev.sh: %s\n' "$*" >&2; exit 1; }
+
+install_packages() {
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        say "not a Debian system: skipping package installation"
+        return 0
+    fi
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+            missing+=("$p")
+        fi
+    done
+    ((${#missing[@]} == 0)) && return 0
+    say "installing: ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "need root (or sudo) to install: ${missing[*]}"
+        sudo=(sudo)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -q || die "apt-get update failed"
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null \
+        || die "apt-get install failed"
+}
+
+bootstrap() {
+    say "autoreconf -fi"
+    autoreconf -fi >/dev/null || die "autoreconf failed"
+}
+
+# build DIR [configure options...]: configure (when the options changed or
+# nothing is configured yet) and make.
+build() {
+    local dir=$1
+    shift
+    mkdir -p "$dir" || return 1
+    local flags="$*"
+    if [ ! -f "$dir/Makefile" ] || [ "$(cat "$dir/.dev-configure-flags" 2>/dev/null)" != "$flags" ]; then
+        say "configure $flags (in $dir/)"
+        [ -f "$dir/Makefile" ] && make -C "$dir" clean >/dev/null 2>&1
+        (cd "$dir" && ../configure -q "$@") || {
+            echo "configure failed: see $dir/config.log" >&2
+            return 1
+        }
+        printf '%s' "$flags" >"$dir/.dev-configure-flags"
+    fi
+    say "make -j$JOBS (in $dir/)"
+    make -C "$dir" -j"$JOBS" >"$dir/.dev-make.log" 2>&1 || {
+        tail -n 60 "$dir/.dev-make.log"
+        return 1
+    }
+}
+
+# ---------------------------------------------------------------- results
+
+TOTAL_PASS=0
+TOTAL_FAIL=0
+SUMMARY=()
+
+record() { # record SUITE PASSED FAILED [note]
+    TOTAL_PASS=$((TOTAL_PASS + $2))
+    TOTAL_FAIL=$((TOTAL_FAIL + $3))
+    SUMMARY+=("$(printf '%-26s %4d passed, %d failed%s' "$1:" "$2" "$3" "${4:+  ($4)}")")
+}
+
+# Count Check results from the automake test logs in DIR: each suite's log has
+# "NN%: Checks: X, Failures: Y, Errors: Z"; a suite without that line (it
+# crashed or did not run) counts from its .trs result.
+count_unit() {
+    local dir=$1 pass=0 fail=0 trs log line checks failures errors res
+    while IFS= read -r trs; do
+        log=${trs%.trs}.log
+        line=$(grep -Eo '[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$log" 2>/dev/null | tail -n 1)
+        res=$(sed -n 's/^:test-result: //p' "$trs" | head -n 1)
+        if [ -n "$line" ]; then
+            checks=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
+            failures=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
+            errors=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
+            pass=$((pass + checks - failures - errors))
+            fail=$((fail + failures + errors))
+            # a suite that reported all checks fine but still failed (leak, crash at exit)
+            if [ "$failures" -eq 0 ] && [ "$errors" -eq 0 ] && [ "$res" != PASS ] && [ "$res" != SKIP ]; then
+                fail=$((fail + 1))
+                echo "    $(basename "${trs%.trs}"): $res after all checks passed (see $log)" >&2
+            fi
+        else
+            case $res in
+                PASS | XFAIL) pass=$((pass + 1)) ;;
+                SKIP) ;;
+                *) fail=$((fail + 1)) ;;
+            esac
+        fi
+    done < <(find "$dir/tests" -name '*.trs' 2>/dev/null | sort)
+    echo "$pass $fail"
+}
+
+run_unit() { # run_unit DIR LABEL
+    local dir=$1 label=$2 n
+    find "$dir" -name '*.trs' -delete 2>/dev/null
+    say "unit tests: make check (in $dir/)"
+    make -C "$dir" -j"$JOBS" check >"$dir/.dev-check.log" 2>&1
+    local rc=$?
+    grep -E '^(PASS|FAIL|ERROR|XPASS|SKIP):' "$dir/.dev-check.log" | sed 's/^/    /'
+    read -r p f < <(count_unit "$dir")
+    n=$(find "$dir/tests" -name '*.trs' 2>/dev/null | wc -l)
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        # make check itself failed (a test did not build, ...)
+        tail -n 40 "$dir/.dev-check.log"
+        f=1
+    fi
+    if [ "$f" -gt 0 ] && [ -f "$dir/test-suite.log" ]; then
+        sed -n '1,200p' "$dir/test-suite.log" | grep -vE '^(=+|-+)$' | tail -n 60
+    fi
+    echo "    unit ($label): $p passed, $f failed ($n suites)"
+    record "unit ($label)" "$p" "$f"
+}
+
+run_integration() { # run_integration BINARY LABEL
+    local bin=$1 label=$2 out p f
+    say "integration tests against $bin"
+    out=$(mktemp)
+    python3 "$ROOT/tests/integration/run.py" "$bin" 2>&1 | tee "$out"
+    line=$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    skips=$(grep -Eo '^integration: [0-9]+ skipped' "$out" | grep -Eo '[0-9]+' | tail -n 1)
+    rm -f "$out"
+    if [ -z "$line" ]; then
+        record "integration ($label)" 0 1 "runner did not finish"
+        return
+    fi
+    p=$(sed -E 's/^integration: ([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")
+    record "integration ($label)" "$p" "$f" "${skips:+$skips skipped}"
+}
+
+cmd_run() {
+    install_packages
+    bootstrap
+    build build || die "build failed"
+    say "exec build/pagid (Ctrl-C to stop)"
+    exec build/pagid
+}
+
+cmd_test() {
+    local t0=$SECONDS
+    install_packages
+    bootstrap
+
+    if build build --enable-werror; then
+        run_unit build werror
+        run_integration build/pagid werror
+    else
+        record "build (werror)" 0 1
+    fi
+
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    if build build-asan --enable-sanitizers; then
+        run_unit build-asan asan
+        run_integration build-asan/pagid asan
+    else
+        record "build (asan)" 0 1
+    fi
+
+    echo
+    say "summary ($((SECONDS - t0))s)"
+    local s
+    for s in "${SUMMARY[@]}"; do echo "    $s"; done
+    echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+    [ "$TOTAL_FAIL" -eq 0 ]
+}
+
+case ${1:-} in
+    run) cmd_run ;;
+    test) cmd_test ;;
+    *)
+        echo "usage: $0 run|test" >&2
+        exit 2
+        ;;
+esac

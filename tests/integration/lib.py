@@ -1,0 +1,513 @@
+"""Helpers for pagid's integration tests: registering tests, starting and
+stopping the server under test, raw HTTP/1.x over sockets, reading the
+lifecycle app's log. Python 3 standard library only."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Sanitizer builds start and run slower; every wait scales with this.
+SLOW = float(os.environ.get("PAGID_TEST_SLOWDOWN", "1"))
+
+# ---------------------------------------------------------------------------
+# Test registry
+# ---------------------------------------------------------------------------
+
+TESTS = []
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def test(timeout=30, name=None):
+    """Register a test function f(ctx); its name is '<area>.<function>'."""
+
+    def deco(fn):
+        area = fn.__module__.replace("test_", "")
+        TESTS.append((name or "%s.%s" % (area, fn.__name__), fn, timeout))
+        return fn
+
+    return deco
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def check_eq(got, expected, what):
+    if got != expected:
+        raise TestFailure("%s: expected %r, got %r" % (what, expected, got))
+
+
+def wait_for(pred, timeout, interval=0.02):
+    """Poll pred() until truthy or timeout (scaled); returns its last value."""
+    deadline = time.monotonic() + timeout * SLOW
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------
+# Ports and processes
+# ---------------------------------------------------------------------------
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def port_is_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def children_of(pid):
+    """PIDs whose parent is pid (scans /proc, works without procps)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...; comm may contain spaces or parens.
+        rest = stat[stat.rfind(")") + 2:].split()
+        if len(rest) > 1 and int(rest[1]) == pid and rest[0] != "Z":
+            kids.append(int(d))
+    return sorted(kids)
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+        return stat[stat.rfind(")") + 2] != "Z"
+    except OSError:
+        return False
+
+
+CRASH_PATTERNS = [
+    r"crashed",
+    r"AddressSanitizer",
+    r"LeakSanitizer",
+    r"UndefinedBehaviorSanitizer",
+    r"runtime error:",
+    r"Segmentation fault",
+    r"SIGSEGV",
+    r"SIGABRT",
+    r"Assertion .* failed",
+]
+
+
+class Server:
+    """One pagid process. Logs go to files in the test's temp dir."""
+
+    def __init__(self, ctx, args, port, env=None, name="pagid"):
+        self.ctx = ctx
+        self.port = port
+        self.args = args
+        self.name = name
+        self.stdout_path = os.path.join(ctx.tmpdir, "%s.stdout" % name)
+        self.stderr_path = os.path.join(ctx.tmpdir, "%s.stderr" % name)
+        full_env = dict(os.environ)
+        full_env["PAGID_TEST_LOG"] = ctx.app_log
+        if env:
+            full_env.update(env)
+        self.out = open(self.stdout_path, "wb")
+        self.err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            [ctx.pagid] + args,
+            stdin=subprocess.DEVNULL,
+            stdout=self.out,
+            stderr=self.err,
+            env=full_env,
+            cwd=ctx.tmpdir,
+        )
+        self.pid = self.proc.pid
+        self.returncode = None
+        self.stopped_by_kill = False
+        self.allow_crash = False
+
+    # -- state -------------------------------------------------------------
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stdout(self):
+        try:
+            with open(self.stdout_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def crash_reports(self):
+        text = self.stderr()
+        return [
+            line
+            for line in text.splitlines()
+            if any(re.search(p, line) for p in CRASH_PATTERNS)
+        ]
+
+    def wait_ready(self, timeout=10):
+        """Wait until the port accepts connections (or the process dies)."""
+        deadline = time.monotonic() + timeout * SLOW
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise TestFailure(
+                    "pagid exited with status %s before listening on %d"
+                    % (self.proc.returncode, self.port)
+                )
+            try:
+                s = socket.create_connection(("127.0.0.1", self.port), timeout=1)
+                s.close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        raise TestFailure("pagid not listening on %d after %ss" % (self.port, timeout))
+
+    def workers(self):
+        return children_of(self.pid)
+
+    # -- stopping ----------------------------------------------------------
+    def signal(self, sig):
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def wait_exit(self, timeout):
+        try:
+            self.returncode = self.proc.wait(timeout=timeout * SLOW)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop(self, timeout=10):
+        """SIGTERM, then SIGKILL after timeout. Returns the exit status."""
+        if self.returncode is None:
+            if self.alive():
+                self.signal(signal.SIGTERM)
+                if not self.wait_exit(timeout):
+                    self.stopped_by_kill = True
+                    self.proc.kill()
+                    self.returncode = self.proc.wait()
+            else:
+                self.returncode = self.proc.returncode
+        for f in (self.out, self.err):
+            if not f.closed:
+                f.close()
+        return self.returncode
+
+    def kill_now(self):
+        if self.alive():
+            self.proc.kill()
+        try:
+            self.returncode = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+# ---------------------------------------------------------------------------
+# Raw HTTP/1.x
+# ---------------------------------------------------------------------------
+
+
+class Response:
+    def __init__(self):
+        self.version = None
+        self.status = None
+        self.reason = None
+        self.headers = []  # (lower-case name, value)
+        self.body = b""
+        self.chunked = False
+        self.complete = False  # framing finished (not truncated)
+        self.interim = []  # 1xx responses seen before this one
+
+    def header(self, name, default=None):
+        name = name.lower()
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return default
+
+    def header_all(self, name):
+        name = name.lower()
+        return [v for k, v in self.headers if k == name]
+
+    def __repr__(self):
+        return "<Response %s %s headers=%r body=%r%s>" % (
+            self.status,
+            self.reason,
+            self.headers,
+            self.body[:200],
+            "" if self.complete else " INCOMPLETE",
+        )
+
+
+class Closed(Exception):
+    pass
+
+
+class Conn:
+    """A client connection with its own read buffer."""
+
+    def __init__(self, port, timeout=5, host="127.0.0.1"):
+        self.sock = socket.create_connection((host, port), timeout=timeout * SLOW)
+        self.sock.settimeout(timeout * SLOW)
+        self.buf = b""
+        self.eof = False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def reset(self):
+        """Close with RST (SO_LINGER 0)."""
+        import struct
+
+        try:
+            self.sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+            )
+        except OSError:
+            pass
+        self.close()
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sock.sendall(data)
+
+    def settimeout(self, t):
+        self.sock.settimeout(t * SLOW)
+
+    def _fill(self):
+        if self.eof:
+            raise Closed("connection closed by server")
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            self.eof = True
+            raise Closed("connection reset by server")
+        if not data:
+            self.eof = True
+            raise Closed("connection closed by server")
+        self.buf += data
+
+    def read_until(self, marker, limit=1 << 20):
+        while marker not in self.buf:
+            if len(self.buf) > limit:
+                raise TestFailure("no %r within %d bytes" % (marker, limit))
+            self._fill()
+        i = self.buf.index(marker) + len(marker)
+        out, self.buf = self.buf[:i], self.buf[i:]
+        return out
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_to_eof(self):
+        while True:
+            try:
+                self._fill()
+            except Closed:
+                break
+        out, self.buf = self.buf, b""
+        return out
+
+    def read_head(self):
+        head = self.read_until(b"\r\n\r\n", limit=64 * 1024)
+        lines = head[:-4].split(b"\r\n")
+        m = re.match(rb"^HTTP/(\d\.\d) (\d{3})(?: (.*))?$", lines[0])
+        if not m:
+            raise TestFailure("bad status line %r" % lines[0])
+        r = Response()
+        r.version = m.group(1).decode()
+        r.status = int(m.group(2))
+        r.reason = (m.group(3) or b"").decode("latin-1")
+        for line in lines[1:]:
+            if b":" not in line:
+                raise TestFailure("bad response header line %r" % line)
+            k, v = line.split(b":", 1)
+            r.headers.append((k.decode("latin-1").lower(), v.strip().decode("latin-1")))
+        return r
+
+    def read_response(self, method="GET", allow_truncated=False):
+        """Read one response (skipping 1xx interim ones, kept in .interim)."""
+        interim = []
+        while True:
+            r = self.read_head()
+            if 100 <= r.status < 200 and r.status != 101:
+                interim.append(r)
+                continue
+            break
+        r.interim = interim
+        if method == "HEAD" or r.status in (204, 304):
+            r.complete = True
+            return r
+        te = r.header("transfer-encoding")
+        cl = r.header("content-length")
+        try:
+            if te is not None:
+                check("chunked" in te.lower(), "unexpected transfer-encoding %r" % te)
+                r.chunked = True
+                self._read_chunked(r)
+            elif cl is not None:
+                r.body = self.read_exact(int(cl))
+                r.complete = True
+            else:
+                r.body = self.read_to_eof()
+                r.complete = True
+        except (Closed, socket.timeout) as e:
+            if not allow_truncated:
+                raise TestFailure("truncated response (%s): %r" % (e, r))
+        return r
+
+    def _read_chunked(self, r):
+        body = b""
+        while True:
+            line = self.read_until(b"\r\n")
+            size = int(line.split(b";")[0].strip(), 16)
+            if size == 0:
+                # trailers until an empty line
+                while self.read_until(b"\r\n") != b"\r\n":
+                    pass
+                r.body = body
+                r.complete = True
+                return
+            chunk = self.read_exact(size + 2)
+            check(chunk.endswith(b"\r\n"), "chunk not followed by CRLF")
+            body += chunk[:-2]
+            r.body = body
+
+    def expect_closed(self, timeout=3):
+        """The server closes the connection within timeout (s); returns extra bytes."""
+        self.settimeout(timeout)
+        extra = self.buf
+        self.buf = b""
+        start = time.monotonic()
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return extra
+                extra += data
+        except ConnectionResetError:
+            return extra
+        except socket.timeout:
+            raise TestFailure(
+                "connection still open %.1fs after the response (extra bytes %r)"
+                % (time.monotonic() - start, extra[:200])
+            )
+
+    def is_open(self, wait=0.3):
+        """True if the server has not closed the connection within wait seconds."""
+        self.sock.settimeout(wait)
+        try:
+            data = self.sock.recv(65536, socket.MSG_PEEK)
+            return bool(data)
+        except socket.timeout:
+            return True
+        except OSError:
+            return False
+        finally:
+            self.sock.settimeout(5 * SLOW)
+
+
+def request(port, method="GET", path="/", headers=None, body=b"", version="1.1",
+            timeout=5):
+    """One request on a fresh connection with Connection: close."""
+    c = Conn(port, timeout=timeout)
+    try:
+        h = {"Host": "127.0.0.1:%d" % port, "Connection": "close"}
+        h.update(headers or {})
+        if body and "Content-Length" not in h and "Transfer-Encoding" not in h:
+            h["Content-Length"] = str(len(body))
+        c.send(build_request(method, path, h, version) + body)
+        return c.read_response(method)
+    finally:
+        c.close()
+
+
+def build_request(method, path, headers, version="1.1"):
+    head = "%s %s HTTP/%s\r\n" % (method, path, version)
+    for k, v in headers.items():
+        head += "%s: %s\r\n" % (k, v)
+    return (head + "\r\n").encode("latin-1")
+
+
+def get(port, path, test_id=None, extra=""):
+    """A keep-alive-less GET request as bytes, tagged with x-test-id."""
+    s = "GET %s HTTP/1.1\r\nHost: t\r\n" % path
+    if test_id:
+        s += "x-test-id: %s\r\n" % test_id
+    return (s + extra + "\r\n").encode()
+
+
+# ---------------------------------------------------------------------------
+# Lifecycle app log
+# ---------------------------------------------------------------------------
+
+
+def app_events(ctx, test_id):
+    """The lifecycle app's log lines for test_id, without the id."""
+    try:
+        with open(ctx.app_log, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    prefix = test_id + " "
+    return [ln[len(prefix):] for ln in lines if ln.startswith(prefix)]
+
+
+def wait_event(ctx, test_id, event, timeout=5):
+    """Wait until an event line starting with `event` is logged for test_id."""
+    return wait_for(
+        lambda: any(e.startswith(event) for e in app_events(ctx, test_id)), timeout
+    )
+
+
+def count_events(events, prefix):
+    return sum(1 for e in events if e == prefix or e.startswith(prefix + " "))
+
+
+def write_config(ctx, text, name="pagid.yaml"):
+    path = os.path.join(ctx.tmpdir, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
