@@ -56,6 +56,7 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pagid-bench.XXXXXX")
 declare -A PID=()
+CLIENT=""   # pid of the running wrk/hey, if any
 
 # ------------------------------------------------------------- lifecycle
 stop_server() { # name: TERM by its own pid, then KILL its process group
@@ -76,6 +77,7 @@ stop_server() { # name: TERM by its own pid, then KILL its process group
 cleanup() {
     local rc=$? name
     trap - EXIT INT TERM
+    [[ -z $CLIENT ]] || kill -TERM "$CLIENT" 2>/dev/null || true
     for name in "${!PID[@]}"; do stop_server "$name"; done
     if [[ $rc -ne 0 && -d $WORK ]]; then
         note "failed; server logs kept in $WORK"
@@ -218,12 +220,16 @@ run_tool() { # tool name round
     limit=$((DURATION + 60))
     kill -0 "${PID[$name]}" 2>/dev/null || die "$name is no longer running"
     note "round $round: $tool -> $name (${DURATION}s)"
+    # In the background and waited for, so that a signal is handled at once.
     case $tool in
     wrk) timeout -k 5 "$limit" wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" \
-             --latency "$url" >"$out" 2>&1 || true ;;
+             --latency "$url" >"$out" 2>&1 & ;;
     hey) timeout -k 5 "$limit" hey -z "${DURATION}s" -c "$CONNECTIONS" \
-             "$url" >"$out" 2>&1 || true ;;
+             "$url" >"$out" 2>&1 & ;;
     esac
+    CLIENT=$!
+    wait "$CLIENT" || true
+    CLIENT=""
     RES[$tool.$name.$round]=$("parse_$tool" "$out")
     [[ -n $RESULTS ]] && { printf '==== %s %s round %s\n' "$tool" "$name" "$round"; cat "$out"; } >>"$WORK/raw.txt"
     sleep 1
