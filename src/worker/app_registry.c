@@ -1,2 +1,80 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_app_registry;
+/*
+ * app_registry.c - built-in apps by name, modules by path (dlopen). A
+ * module must export PAGI_MODULE_SYMBOL with a matching abi_version.
+ */
+#include "app_registry.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/builtin.h"
+
+static const struct {
+    const char *name;
+    const pagi_app *app;
+} builtin_apps[] = {
+    {"hello", &app_hello},
+    {"echo", &app_echo},
+    {"demo", &app_echo}, /* the demo page arrives with WebSocket/SSE; echo until then */
+};
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+int app_registry_load(const char *spec, app_handle *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (ends_with(spec, ".so") || strchr(spec, '/')) {
+        void *dl = dlopen(spec, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+            snprintf(err, errlen, "cannot load app module %s: %s", spec, dlerror());
+            return -1;
+        }
+        const pagi_app *app = dlsym(dl, PAGI_MODULE_SYMBOL);
+        if (!app) {
+            snprintf(err, errlen, "app module %s does not export '%s'", spec, PAGI_MODULE_SYMBOL);
+            dlclose(dl);
+            return -1;
+        }
+        if (app->abi_version != PAGI_ABI_VERSION) {
+            snprintf(err, errlen, "app module %s was built for PAGI ABI %d; this pagid has ABI %d",
+                     spec, app->abi_version, PAGI_ABI_VERSION);
+            dlclose(dl);
+            return -1;
+        }
+        if (!app->handle) {
+            snprintf(err, errlen, "app module %s has no handle function", spec);
+            dlclose(dl);
+            return -1;
+        }
+        out->app = app;
+        out->dl = dl;
+        return 0;
+    }
+    const char *colon = strchr(spec, ':');
+    size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+    for (size_t i = 0; i < sizeof builtin_apps / sizeof builtin_apps[0]; i++) {
+        if (strlen(builtin_apps[i].name) == nlen && strncmp(builtin_apps[i].name, spec, nlen) == 0) {
+            out->app = builtin_apps[i].app;
+            if (colon && !(out->arg = strdup(colon + 1))) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "unknown app '%s'", spec);
+    return -1;
+}
+
+void app_registry_unload(app_handle *h)
+{
+    free(h->arg);
+    /* Modules stay mapped until exit: callbacks may still point into them. */
+    memset(h, 0, sizeof *h);
+}

@@ -1,2 +1,372 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_conn;
+/*
+ * conn.c - connection I/O and lifecycle: reading into the input buffer,
+ * writing the output queue (coalesced at the loop's safe point), the one
+ * timer per connection, the state machine, and the single release path.
+ */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "reason.h"
+#include "scope.h"
+
+#define READ_CHUNK 16384
+#define LINGER_SECONDS 1.0
+
+static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents);
+static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents);
+static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents);
+
+conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
+               int server_port)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->w = w;
+    c->fd = fd;
+    c->server_host = server_host;
+    c->server_port = server_port;
+    if (peer && peer->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)peer;
+        inet_ntop(AF_INET, &a->sin_addr, c->peer_host, sizeof c->peer_host);
+        c->peer_port = ntohs(a->sin_port);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    } else if (peer && peer->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)peer;
+        inet_ntop(AF_INET6, &a->sin6_addr, c->peer_host, sizeof c->peer_host);
+        c->peer_port = ntohs(a->sin6_port);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    outq_init(&c->out);
+    if (h1_conn_init(c) < 0) {
+        close(fd);
+        free(c);
+        return NULL;
+    }
+    ev_io_init(&c->rio, conn_on_read, fd, EV_READ);
+    c->rio.data = c;
+    ev_io_init(&c->wio, conn_on_write, fd, EV_WRITE);
+    c->wio.data = c;
+    ev_init(&c->timer, conn_on_timer);
+    c->timer.data = c;
+
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    w->n_conns++;
+    c->state = CONN_WAIT_REQUEST;
+    conn_set_state(c, CONN_WAIT_REQUEST);
+    return c;
+}
+
+/* ---- timer ---- */
+
+static void conn_arm(conn *c, conn_timeout kind, double seconds)
+{
+    struct ev_loop *ev = c->w->loop.ev;
+    if (kind == TMO_NONE || seconds <= 0) {
+        c->tmo = TMO_NONE;
+        ev_timer_stop(ev, &c->timer);
+        return;
+    }
+    double deadline = ev_now(ev) + seconds;
+    /* Re-arming the same deadline kind only moves it when progress was made. */
+    c->tmo = kind;
+    c->deadline = deadline;
+    ev_timer_stop(ev, &c->timer);
+    ev_timer_set(&c->timer, seconds, 0.);
+    ev_timer_start(ev, &c->timer);
+}
+
+/* Which timeout applies now; deadlines that measure a whole phase are kept. */
+static void conn_update_timer(conn *c, int progress)
+{
+    const pagid_timeouts *t = &c->w->cfg->timeouts;
+    switch (c->state) {
+    case CONN_WAIT_REQUEST:
+        if (c->tmo != TMO_IDLE && c->tmo != TMO_KEEPALIVE)
+            conn_arm(c, c->served ? TMO_KEEPALIVE : TMO_IDLE, c->served ? t->keepalive : t->idle);
+        break;
+    case CONN_READ_HEAD:
+        /* The whole head must arrive within `header`: slowloris gets no refills. */
+        if (c->tmo != TMO_HEADER)
+            conn_arm(c, TMO_HEADER, t->header);
+        break;
+    case CONN_ACTIVE:
+    case CONN_CLOSING:
+        if (outq_buffered(&c->out) > 0 && c->write_blocked) {
+            if (c->tmo != TMO_WRITE || progress)
+                conn_arm(c, TMO_WRITE, t->write);
+        } else if (c->state == CONN_ACTIVE && h1_conn_waiting_for_body(c)) {
+            if (c->tmo != TMO_REQUEST || progress)
+                conn_arm(c, TMO_REQUEST, t->request);
+        } else {
+            conn_arm(c, TMO_NONE, 0);
+        }
+        break;
+    case CONN_LINGER:
+        if (c->tmo != TMO_LINGER)
+            conn_arm(c, TMO_LINGER, LINGER_SECONDS);
+        break;
+    case CONN_CLOSED:
+        conn_arm(c, TMO_NONE, 0);
+        break;
+    }
+}
+
+static void conn_update_read(conn *c)
+{
+    struct ev_loop *ev = c->w->loop.ev;
+    int want;
+    switch (c->state) {
+    case CONN_WAIT_REQUEST:
+    case CONN_READ_HEAD:
+    case CONN_LINGER:
+        want = !c->eof;
+        break;
+    case CONN_ACTIVE:
+        want = !c->eof && h1_conn_wants_read(c);
+        break;
+    default:
+        want = 0;
+    }
+    if (want && !c->reading) {
+        ev_io_start(ev, &c->rio);
+        c->reading = 1;
+    } else if (!want && c->reading) {
+        ev_io_stop(ev, &c->rio);
+        c->reading = 0;
+    }
+}
+
+void conn_refresh(conn *c)
+{
+    if (c->state == CONN_CLOSED)
+        return;
+    conn_update_read(c);
+    conn_update_timer(c, 0);
+}
+
+void conn_set_state(conn *c, conn_state s)
+{
+    if (c->state == CONN_CLOSED)
+        return;
+    if (s != c->state)
+        c->tmo = TMO_NONE; /* a new phase starts its own deadline */
+    c->state = s;
+    if (s == CONN_LINGER) {
+        shutdown(c->fd, SHUT_WR);
+        buf_reset(&c->in);
+    }
+    conn_update_read(c);
+    conn_update_timer(c, 0);
+}
+
+static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    conn *c = w->data;
+    conn_timeout kind = c->tmo;
+    c->tmo = TMO_NONE;
+    switch (kind) {
+    case TMO_IDLE:
+        conn_close(c, reason_idle_timeout);
+        break;
+    case TMO_KEEPALIVE:
+        conn_close(c, reason_keepalive_timeout);
+        break;
+    case TMO_HEADER:
+        h1_conn_header_timeout(c);
+        break;
+    case TMO_REQUEST:
+        conn_close(c, reason_client_timeout);
+        break;
+    case TMO_WRITE:
+        conn_close(c, reason_write_timeout);
+        break;
+    case TMO_LINGER:
+        conn_close(c, NULL);
+        break;
+    case TMO_NONE:
+        break;
+    }
+}
+
+/* ---- reading ---- */
+
+static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
+{
+    conn *c = w->data;
+    for (int rounds = 0; rounds < 4; rounds++) {
+        char *p = buf_reserve(&c->in, READ_CHUNK);
+        if (!p) {
+            conn_close(c, reason_server_error);
+            return;
+        }
+        ssize_t n = read(c->fd, p, READ_CHUNK);
+        if (n > 0) {
+            if (c->state == CONN_LINGER)
+                continue; /* discard */
+            buf_commit(&c->in, (size_t)n);
+            if ((size_t)n < READ_CHUNK)
+                break;
+            continue;
+        }
+        if (n == 0) {
+            c->eof = 1;
+            if (c->state == CONN_LINGER) {
+                conn_close(c, NULL);
+                return;
+            }
+            break;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            break;
+        /* A reset is the client going away; anything else is a read failure. */
+        conn_close(c, errno == ECONNRESET ? reason_client_closed : reason_read_error);
+        return;
+    }
+    if (c->state == CONN_LINGER || c->state == CONN_CLOSED)
+        return;
+    if (buf_size(&c->in) > 0)
+        h1_conn_on_input(c);
+    if (c->state == CONN_CLOSED)
+        return;
+    if (c->eof) {
+        h1_conn_on_eof(c);
+        if (c->state == CONN_CLOSED)
+            return;
+    }
+    conn_update_read(c);
+    conn_update_timer(c, 1);
+}
+
+/* ---- writing ---- */
+
+void conn_schedule_flush(conn *c)
+{
+    if (c->in_flush_list || c->state == CONN_CLOSED || c->write_blocked)
+        return;
+    c->in_flush_list = 1;
+    c->flush_next = c->w->flush_list;
+    c->w->flush_list = c;
+}
+
+static void conn_flush_list_remove(conn *c)
+{
+    if (!c->in_flush_list)
+        return;
+    for (conn **pp = &c->w->flush_list; *pp; pp = &(*pp)->flush_next) {
+        if (*pp == c) {
+            *pp = c->flush_next;
+            break;
+        }
+    }
+    c->in_flush_list = 0;
+}
+
+void conn_flush(conn *c)
+{
+    if (c->state == CONN_CLOSED)
+        return;
+    size_t written = 0;
+    outq_result r = outq_buffered(&c->out) ? outq_write(&c->out, c->fd, &written) : OUTQ_DONE;
+    if (r == OUTQ_ERROR) {
+        conn_close(c, reason_write_error);
+        return;
+    }
+    struct ev_loop *ev = c->w->loop.ev;
+    if (r == OUTQ_AGAIN && !c->write_blocked) {
+        c->write_blocked = 1;
+        ev_io_start(ev, &c->wio);
+    } else if (r == OUTQ_DONE && c->write_blocked) {
+        c->write_blocked = 0;
+        ev_io_stop(ev, &c->wio);
+    }
+    if (c->state == CONN_CLOSING) {
+        if (r == OUTQ_DONE) {
+            /* Linger only when the client may still be sending: else a plain close. */
+            if (c->eof || (buf_size(&c->in) == 0 && c->h1.msg_complete))
+                conn_close(c, NULL);
+            else
+                conn_set_state(c, CONN_LINGER);
+        } else {
+            conn_update_timer(c, written > 0);
+        }
+        return;
+    }
+    h1_conn_on_written(c);
+    if (c->state != CONN_CLOSED)
+        conn_update_timer(c, written > 0);
+}
+
+static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents) { conn_flush(w->data); }
+
+void conn_flush_all(worker_ctx *w)
+{
+    while (w->flush_list) {
+        conn *c = w->flush_list;
+        w->flush_list = c->flush_next;
+        c->in_flush_list = 0;
+        conn_flush(c);
+    }
+}
+
+/* ---- ending ---- */
+
+static void conn_free_job(const runq_item *it) { free(it->a); }
+
+void conn_close_after_write(conn *c)
+{
+    if (c->state == CONN_CLOSED || c->state == CONN_CLOSING || c->state == CONN_LINGER)
+        return;
+    conn_set_state(c, CONN_CLOSING);
+    conn_schedule_flush(c);
+}
+
+void conn_close(conn *c, const char *reason)
+{
+    if (c->state == CONN_CLOSED)
+        return;
+    worker_ctx *w = c->w;
+    struct ev_loop *ev = w->loop.ev;
+    h1_conn_on_close(c, reason);
+    c->state = CONN_CLOSED;
+    ev_io_stop(ev, &c->rio);
+    ev_io_stop(ev, &c->wio);
+    ev_timer_stop(ev, &c->timer);
+    conn_flush_list_remove(c);
+    close(c->fd);
+    c->fd = -1;
+    outq_free(&c->out);
+    buf_free(&c->in);
+    h1_conn_free(c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    w->n_conns--;
+    /* Freed at the safe point: callers up the stack may still hold c. */
+    if (loop_queue(&w->loop, conn_free_job, NULL, c, NULL, NULL) < 0)
+        log_error("leaking a connection record (out of memory)");
+    if (w->on_conn_count)
+        w->on_conn_count(w);
+}

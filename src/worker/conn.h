@@ -1,2 +1,83 @@
-/* placeholder */
-#pragma once
+/*
+ * conn.h - one client connection: its socket, input buffer, output queue,
+ * watchers and its single timer, driven through an explicit state machine
+ * (conn_set_state is the one transition function). Whatever ends a
+ * connection goes through conn_close, the one release path.
+ *
+ * The HTTP/1 protocol state (http1_conn.h) is embedded: conn.c moves bytes,
+ * http1_conn.c / http1_exchange.c give them meaning.
+ */
+#ifndef PAGID_CONN_H
+#define PAGID_CONN_H
+
+#include <ev.h>
+#include <sys/socket.h>
+
+#include "../common/buf.h"
+#include "http1_conn.h"
+#include "outq.h"
+#include "worker_ctx.h"
+
+typedef enum conn_state {
+    CONN_WAIT_REQUEST, /* nothing of the next request read yet (idle / keep-alive) */
+    CONN_READ_HEAD,    /* part of a request head read */
+    CONN_ACTIVE,       /* a request is being served */
+    CONN_CLOSING,      /* writing the last bytes, then close */
+    CONN_LINGER,       /* write side shut; discarding input for a moment so no RST eats the answer */
+    CONN_CLOSED        /* released; memory freed at the next safe point */
+} conn_state;
+
+typedef enum conn_timeout {
+    TMO_NONE,
+    TMO_IDLE,
+    TMO_KEEPALIVE,
+    TMO_HEADER,
+    TMO_REQUEST,
+    TMO_WRITE,
+    TMO_LINGER
+} conn_timeout;
+
+struct conn {
+    worker_ctx *w;
+    conn *prev, *next;  /* worker's list of live connections */
+    conn *flush_next;   /* worker's flush list */
+    int in_flush_list;
+    int fd;
+    conn_state state;
+    unsigned served;    /* responses completed on this connection */
+    ev_io rio, wio;
+    ev_timer timer;
+    conn_timeout tmo;
+    double deadline;    /* when tmo fires (absolute, ev_now based) */
+    int reading, write_blocked, eof;
+    buf in;
+    outq out;
+    char peer_host[64];
+    int peer_port;
+    const char *server_host; /* owned by the config */
+    int server_port;
+    h1_conn h1;
+};
+
+/** Take an accepted socket; returns NULL (socket closed) on failure. */
+conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
+               int server_port);
+/** The one transition function; also re-arms the timer and read interest. */
+void conn_set_state(conn *c, conn_state s);
+/** Recompute timer and read interest after the protocol's needs changed. */
+void conn_refresh(conn *c);
+/** Queue the connection for writing at the next safe point. */
+void conn_schedule_flush(conn *c);
+/** Write now; may complete responses and start pipelined requests. */
+void conn_flush(conn *c);
+/**
+ * End the connection. reason NULL is a normal close; otherwise the active
+ * exchange (if any) ends abnormally with that reason word. Idempotent.
+ */
+void conn_close(conn *c, const char *reason);
+/** Close after the queued output is written (server-initiated, lingering). */
+void conn_close_after_write(conn *c);
+/** Worker hook: flush every connection on the flush list. */
+void conn_flush_all(worker_ctx *w);
+
+#endif

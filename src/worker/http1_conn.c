@@ -1,2 +1,288 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_http1_conn;
+/*
+ * http1_conn.c - HTTP/1.1 on a connection: feeding the parser, creating a
+ * scope per request, body flow control, parse errors as server-generated
+ * responses, and what happens when a response is complete (keep-alive and
+ * the next pipelined request, or close). Requests are served one at a time,
+ * so pipelined responses leave in order.
+ */
+#include "http1_conn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "conn.h"
+#include "reason.h"
+#include "scope.h"
+
+/* Input kept for a request that is already complete (pipelined bytes). */
+#define PIPELINE_INPUT_MAX 65536
+
+static int h1_on_request(void *ud, const h1_request *req);
+static int h1_on_body(void *ud, const char *data, size_t len);
+static int h1_on_complete(void *ud);
+
+static const h1_parser_callbacks h1_callbacks = {
+    .on_request = h1_on_request,
+    .on_body = h1_on_body,
+    .on_complete = h1_on_complete,
+};
+
+int h1_conn_init(conn *c)
+{
+    const pagid_limits *l = &c->w->cfg->limits;
+    h1_limits lim = {
+        .max_request_line = l->max_request_line,
+        .max_header_size = l->max_header_size,
+        .max_header_count = l->max_header_count,
+        .max_body_size = l->max_body_size,
+    };
+    memset(&c->h1, 0, sizeof c->h1);
+    c->h1.parser = h1_parser_new(&lim, &h1_callbacks, c);
+    return c->h1.parser ? 0 : -1;
+}
+
+void h1_conn_free(conn *c)
+{
+    h1_parser_free(c->h1.parser);
+    c->h1.parser = NULL;
+    buf_free(&c->h1.body);
+    free(c->h1.parked);
+    c->h1.parked = NULL;
+    c->h1.n_parked = c->h1.cap_parked = 0;
+}
+
+static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermark; }
+
+/* ---- parser callbacks (run inside h1_parser_feed) ---- */
+
+static int h1_on_request(void *ud, const h1_request *req)
+{
+    conn *c = ud;
+    h1_conn *h = &c->h1;
+    scope_request sr = {
+        .method = req->method,
+        .http_version = req->http_minor == 0 ? "1.0" : "1.1",
+        .scheme = "http",
+        .path = req->path,
+        .raw_path = req->raw_path,
+        .query = req->query,
+        .headers = req->headers,
+        .header_count = req->header_count,
+        .client_host = c->peer_host[0] ? c->peer_host : NULL,
+        .client_port = c->peer_port,
+        .server_host = c->server_host,
+        .server_port = c->server_port,
+    };
+    pagi_scope *s = scope_new(c->w, PAGI_SCOPE_HTTP, &h1_exchange_ops, c, &sr);
+    if (!s)
+        return -1;
+    h->scope = s;
+    h->start_app = 1;
+    h->msg_complete = 0;
+    h->parse_error = 0;
+    h->body_end_delivered = 0;
+    h->req_keep_alive = req->keep_alive;
+    h->http_minor = req->http_minor;
+    h->head_request = strcmp(req->method, "HEAD") == 0;
+    h->continue_pending =
+        req->expect_continue && (req->chunked || req->content_length > 0);
+    h->resp = RESP_NONE;
+    h->body_sent = 0;
+    h->above_high = 0;
+    conn_set_state(c, CONN_ACTIVE);
+    return 0;
+}
+
+static int h1_on_body(void *ud, const char *data, size_t len)
+{
+    conn *c = ud;
+    h1_conn *h = &c->h1;
+    if (buf_append(&h->body, data, len) < 0)
+        return -1;
+    h->continue_pending = 0; /* the client sent the body without waiting */
+    if (h->scope)
+        scope_poke_receive(h->scope);
+    return 0;
+}
+
+static int h1_on_complete(void *ud)
+{
+    conn *c = ud;
+    h1_conn *h = &c->h1;
+    h->msg_complete = 1;
+    h->continue_pending = 0;
+    if (h->scope)
+        scope_poke_receive(h->scope);
+    return 0;
+}
+
+/* ---- server-generated responses ---- */
+
+static void h1_queue_error(conn *c, int status, const char *text)
+{
+    buf *tmp = &c->w->scratch;
+    buf_reset(tmp);
+    if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
+        outq_append(&c->out, buf_head(tmp), buf_size(tmp));
+}
+
+/* End the current exchange abnormally (on_disconnect with reason) and let go of it. */
+static void h1_abort_exchange(conn *c, const char *reason)
+{
+    h1_conn *h = &c->h1;
+    pagi_scope *s = h->scope;
+    if (!s)
+        return;
+    scope_disconnect(s, reason);
+    h1_exchange_settle_parked(c, NULL);
+    h->scope = NULL;
+    scope_detach(s);
+}
+
+static void h1_parse_failed(conn *c)
+{
+    h1_conn *h = &c->h1;
+    int status = h1_parser_error_status(h->parser);
+    const char *text = h1_parser_error_text(h->parser);
+    log_info("%d from %s:%d: %s", status, c->peer_host, c->peer_port, text);
+    if (h->scope) {
+        /* The head was fine; the body was not (bad chunk, or over the size limit). */
+        int started = scope_is_started(h->scope);
+        h1_abort_exchange(c, status == 413 ? reason_body_too_large : reason_protocol_error);
+        if (started) {
+            conn_close(c, NULL);
+            return;
+        }
+    }
+    h1_queue_error(c, status, text);
+    conn_close_after_write(c);
+}
+
+void h1_conn_header_timeout(conn *c)
+{
+    h1_queue_error(c, 408, "request header timeout");
+    conn_close_after_write(c);
+}
+
+/* ---- input ---- */
+
+void h1_conn_on_input(conn *c)
+{
+    h1_conn *h = &c->h1;
+    for (;;) {
+        if (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE)
+            return;
+        if (c->state == CONN_ACTIVE &&
+            (h->msg_complete || buf_size(&h->body) >= body_buffer_limit(c)))
+            return; /* pipelined bytes wait; or the app has not taken the body yet */
+        size_t avail = buf_size(&c->in);
+        if (avail == 0)
+            return;
+        size_t used = 0;
+        h1_state st = h1_parser_feed(h->parser, buf_head(&c->in), avail, &used);
+        buf_consume(&c->in, used);
+        if (c->state == CONN_WAIT_REQUEST && h1_parser_started(h->parser))
+            conn_set_state(c, CONN_READ_HEAD);
+        if (h->start_app && h->scope) {
+            h->start_app = 0;
+            pagi_scope *s = h->scope;
+            scope_ref(s);
+            scope_start_app(s);
+            int gone = (c->state == CONN_CLOSED || h->scope != s);
+            scope_unref(s);
+            if (gone && st != H1_ERROR)
+                return;
+        }
+        if (c->state == CONN_CLOSED)
+            return;
+        if (st == H1_ERROR) {
+            h1_parse_failed(c);
+            return;
+        }
+        if (st == H1_NEED_MORE)
+            return;
+        /* H1_DONE: loop once more, which returns as the message is complete. */
+    }
+}
+
+void h1_conn_on_eof(conn *c)
+{
+    switch (c->state) {
+    case CONN_WAIT_REQUEST:
+    case CONN_READ_HEAD:
+        conn_close(c, NULL);
+        break;
+    case CONN_ACTIVE:
+        /* The client left while its request was being served. */
+        conn_close(c, reason_client_closed);
+        break;
+    default:
+        break; /* closing: finish writing what we have */
+    }
+}
+
+int h1_conn_wants_read(const conn *c)
+{
+    const h1_conn *h = &c->h1;
+    if (buf_size(&c->in) >= PIPELINE_INPUT_MAX)
+        return 0;
+    if (h->msg_complete)
+        return 1; /* keep watching, to see a client that leaves */
+    return buf_size(&h->body) < body_buffer_limit(c);
+}
+
+int h1_conn_waiting_for_body(const conn *c)
+{
+    const h1_conn *h = &c->h1;
+    return h->scope && !h->msg_complete && !h->continue_pending &&
+           scope_receive_waiting(h->scope) && buf_size(&h->body) == 0;
+}
+
+/* ---- output side ---- */
+
+void h1_conn_on_written(conn *c)
+{
+    h1_conn *h = &c->h1;
+    if (!h->scope)
+        return;
+    size_t b = outq_buffered(&c->out);
+    if (h->above_high && b < c->w->cfg->low_watermark) {
+        h->above_high = 0;
+        scope_notify_drain(h->scope);
+        h1_exchange_settle_parked(c, NULL);
+    }
+    if (h->resp == RESP_FINAL && b == 0)
+        h1_exchange_end(c);
+}
+
+/* The response is fully written: complete the exchange, then keep-alive or close. */
+void h1_exchange_end(conn *c)
+{
+    h1_conn *h = &c->h1;
+    pagi_scope *s = h->scope;
+    scope_mark_complete(s);
+    h1_exchange_settle_parked(c, NULL);
+    h->scope = NULL;
+    scope_detach(s);
+    c->served++;
+    int keep = h->plan.keep_alive && h->msg_complete && !c->w->draining && !c->eof;
+    if (!keep) {
+        conn_close_after_write(c);
+        return;
+    }
+    h1_parser_reset(h->parser);
+    buf_reset(&h->body);
+    h->resp = RESP_NONE;
+    h->msg_complete = 0;
+    conn_set_state(c, CONN_WAIT_REQUEST);
+    if (buf_size(&c->in) > 0)
+        h1_conn_on_input(c);
+}
+
+void h1_conn_on_close(conn *c, const char *reason)
+{
+    if (c->h1.scope)
+        h1_abort_exchange(c, reason ? reason : reason_server_error);
+}

@@ -1,2 +1,743 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_http1_parser;
+/*
+ * http1_parser.c - strict HTTP/1.x request parser (see http1_parser.h).
+ *
+ * Our own byte state machine is authoritative: http-parser 2.9.4 accepts
+ * obs-fold, bare LF, "Name :", chunk data not followed by CRLF and rejects
+ * extension methods, so it cannot be the judge. It still runs in lockstep
+ * over the same bytes as an independent second parser: both must accept the
+ * message and agree on where it ends (a smuggling tripwire), and it gives the
+ * request head its own hard 80 KiB ceiling. The semantic checks of the head
+ * (framing, Host, Connection, target forms) live in http1_parser_head.c.
+ */
+#include "http1_parser_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* RFC 9110 tchar. */
+static const unsigned char tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1,
+};
+
+int h1_is_tchar(unsigned char c) { return tchar[c]; }
+
+/* field-value bytes: HTAB, SP, VCHAR, obs-text. */
+static inline int is_vchar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
+
+/* request-target bytes: visible ASCII and (for interop, as nginx) obs-text; no '#'. */
+static inline int is_target_char(unsigned char c) { return c > 0x20 && c != 0x7f && c != '#'; }
+
+static inline int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Arena                                                               */
+/* ------------------------------------------------------------------ */
+
+int h1_arena_reserve(h1_parser *p, size_t n)
+{
+    if (p->arena_cap - p->arena_len >= n)
+        return 0;
+    size_t cap = p->arena_cap ? p->arena_cap : 1024;
+    while (cap - p->arena_len < n) {
+        if (cap > ((size_t)-1) / 2)
+            return -1;
+        cap *= 2;
+    }
+    char *a = realloc(p->arena, cap);
+    if (!a)
+        return -1;
+    p->arena = a;
+    p->arena_cap = cap;
+    return 0;
+}
+
+int h1_arena_put(h1_parser *p, const void *data, size_t n)
+{
+    if (h1_arena_reserve(p, n) < 0)
+        return -1;
+    if (n)
+        memcpy(p->arena + p->arena_len, data, n);
+    p->arena_len += n;
+    return 0;
+}
+
+int h1_fail(h1_parser *p, int status, const char *text)
+{
+    if (p->st != PS_ERROR) {
+        p->st = PS_ERROR;
+        p->error_status = status;
+        p->error_text = text;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* http-parser, the second opinion                                     */
+/* ------------------------------------------------------------------ */
+
+static int hp_on_message_complete(http_parser *hp)
+{
+    h1_parser *p = hp->data;
+    p->hp_done = 1;
+    http_parser_pause(hp, 1);
+    return 0;
+}
+
+static void hp_start(h1_parser *p)
+{
+    http_parser_init(&p->hp, HTTP_REQUEST);
+    p->hp.data = p;
+    p->hp_done = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle                                                           */
+/* ------------------------------------------------------------------ */
+
+h1_parser *h1_parser_new(const h1_limits *limits, const h1_parser_callbacks *cb, void *ud)
+{
+    h1_parser *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->lim = *limits;
+    /* 0 means "no limit of ours"; the request line still gets a hard cap
+     * because http-parser never sees it (it gets a synthetic one). */
+    if (p->lim.max_request_line == 0 || p->lim.max_request_line > H1_HARD_REQUEST_LINE)
+        p->lim.max_request_line = H1_HARD_REQUEST_LINE;
+    if (p->lim.max_header_size == 0)
+        p->lim.max_header_size = SIZE_MAX;
+    if (p->lim.max_header_count == 0)
+        p->lim.max_header_count = SIZE_MAX;
+    if (p->lim.max_body_size == 0 || p->lim.max_body_size > (size_t)INT64_MAX)
+        p->lim.max_body_size = (size_t)INT64_MAX;
+    if (cb)
+        p->cb = *cb;
+    p->ud = ud;
+    memset(&p->hs, 0, sizeof p->hs);
+    p->hs.on_message_complete = hp_on_message_complete;
+    h1_parser_reset(p);
+    return p;
+}
+
+void h1_parser_free(h1_parser *p)
+{
+    if (!p)
+        return;
+    free(p->arena);
+    free(p->fields);
+    free(p->headers);
+    free(p);
+}
+
+void h1_parser_reset(h1_parser *p)
+{
+    p->st = PS_IDLE;
+    p->arena_len = 0;
+    p->nfields = 0;
+    p->line_len = 0;
+    p->head_bytes = 0;
+    p->in_trailers = 0;
+    p->started = 0;
+    p->head_done = 0;
+    p->error_status = 0;
+    p->error_text = NULL;
+    p->body_left = 0;
+    p->body_total = 0;
+    p->ext_total = 0;
+    p->line_ext = 0;
+    p->chunk_digits = 0;
+    p->vers_len = 0;
+    memset(&p->req, 0, sizeof p->req);
+    hp_start(p);
+}
+
+int h1_parser_started(const h1_parser *p) { return p->started; }
+int h1_parser_head_done(const h1_parser *p) { return p->head_done; }
+int h1_parser_error_status(const h1_parser *p) { return p->error_status; }
+const char *h1_parser_error_text(const h1_parser *p)
+{
+    return p->error_text ? p->error_text : "";
+}
+
+/* ------------------------------------------------------------------ */
+/* The state machine                                                   */
+/* ------------------------------------------------------------------ */
+
+/* Keeps an earlier error (a limit) if there is one. */
+static int oom(h1_parser *p) { return h1_fail(p, 500, "out of memory"); }
+
+static int finish_version(h1_parser *p)
+{
+    const char *v = p->vers;
+    if (p->vers_len != 8 || memcmp(v, "HTTP/", 5) != 0 || v[6] != '.' || v[5] < '0' ||
+        v[5] > '9' || v[7] < '0' || v[7] > '9')
+        return h1_fail(p, 400, "malformed HTTP version");
+    if (v[5] != '1' || (v[7] != '0' && v[7] != '1'))
+        return h1_fail(p, 505, "HTTP version not supported");
+    p->req.http_minor = v[7] - '0';
+    return 0;
+}
+
+/* Grow the request line counter by n bytes, 414 past the limit. */
+static inline int line_add(h1_parser *p, size_t n)
+{
+    p->line_len += n;
+    if (p->line_len > p->lim.max_request_line)
+        return h1_fail(p, 414, "request line too long");
+    return 0;
+}
+
+/* Count header-section bytes (name + value as sent), 431 past the limit. */
+static inline int head_add(h1_parser *p, size_t n)
+{
+    p->head_bytes += n;
+    if (p->head_bytes > p->lim.max_header_size)
+        return h1_fail(p, 431, p->in_trailers ? "trailer section too large"
+                                              : "request header section too large");
+    return 0;
+}
+
+static int end_field(h1_parser *p)
+{
+    if (++p->nfields_seen > p->lim.max_header_count)
+        return h1_fail(p, 431, "too many header fields");
+    if (p->in_trailers)
+        return 0; /* trailers are validated, then discarded */
+    /* Trim trailing OWS (leading OWS was never stored). */
+    while (p->arena_len > p->val_off &&
+           (p->arena[p->arena_len - 1] == ' ' || p->arena[p->arena_len - 1] == '\t'))
+        p->arena_len--;
+    size_t vlen = p->arena_len - p->val_off;
+    if (h1_arena_put(p, "", 1) < 0)
+        return h1_fail(p, 500, "out of memory");
+    if (p->nfields == p->fields_cap) {
+        size_t cap = p->fields_cap ? p->fields_cap * 2 : 32;
+        h1_field *f = realloc(p->fields, cap * sizeof *f);
+        if (!f)
+            return h1_fail(p, 500, "out of memory");
+        p->fields = f;
+        p->fields_cap = cap;
+    }
+    h1_field *f = &p->fields[p->nfields++];
+    f->name_off = p->name_off;
+    f->name_len = p->name_len;
+    f->val_off = p->val_off;
+    f->val_len = vlen;
+    return 0;
+}
+
+/* The message ended at byte `end` of this slice of length `len`: http-parser
+ * must have ended at exactly the same byte, then tell the app. */
+static int message_done(h1_parser *p, size_t end, size_t len)
+{
+    if (!p->hp_done || end != len)
+        return h1_fail(p, 400, "ambiguous message framing");
+    p->st = PS_DONE;
+    if (p->cb.on_complete && p->cb.on_complete(p->ud) < 0)
+        return h1_fail(p, 400, "aborted");
+    return 0;
+}
+
+static int head_complete(h1_parser *p, size_t end, size_t len)
+{
+    if (h1_head_finish(p) < 0)
+        return -1;
+    p->head_done = 1;
+    if (p->cb.on_request && p->cb.on_request(p->ud, &p->req) < 0)
+        return h1_fail(p, 400, "aborted");
+    if (p->req.chunked) {
+        p->st = PS_CHUNK_SIZE_START;
+        return 0;
+    }
+    if (p->req.content_length > 0) {
+        p->body_left = (uint64_t)p->req.content_length;
+        p->st = PS_BODY_LENGTH;
+        return 0;
+    }
+    return message_done(p, end, len);
+}
+
+static int chunk_size_line_done(h1_parser *p)
+{
+    if (p->body_left == 0) {
+        /* last-chunk: the trailer section follows, under the header limits */
+        p->in_trailers = 1;
+        p->head_bytes = 0;
+        p->nfields_seen = 0;
+        p->st = PS_HDR_LINE;
+    } else {
+        p->st = PS_CHUNK_DATA;
+    }
+    return 0;
+}
+
+static int deliver(h1_parser *p, const char *d, size_t n)
+{
+    if (n && p->cb.on_body && p->cb.on_body(p->ud, d, n) < 0)
+        return h1_fail(p, 400, "aborted");
+    return 0;
+}
+
+/*
+ * Run over d[0..len). Stops after the request line (so the caller can feed
+ * http-parser its synthetic request line), at the end of the message, or on
+ * error. Returns the bytes consumed.
+ */
+static size_t run(h1_parser *p, const char *d, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = (unsigned char)d[i];
+        switch (p->st) {
+        case PS_IDLE:
+            /* RFC 9112 §2.2: empty lines before a request are ignored. */
+            if (c == '\r') {
+                p->st = PS_IDLE_LF;
+                i++;
+                break;
+            }
+            p->started = 1;
+            if (!tchar[c]) {
+                h1_fail(p, 400, "malformed request line");
+                return i;
+            }
+            p->method_off = p->arena_len;
+            p->st = PS_METHOD;
+            break;
+        case PS_IDLE_LF:
+            if (c != '\n') {
+                p->started = 1;
+                h1_fail(p, 400, "bare CR");
+                return i;
+            }
+            p->st = PS_IDLE;
+            i++;
+            break;
+        case PS_METHOD: {
+            size_t s = i;
+            while (i < len && tchar[(unsigned char)d[i]])
+                i++;
+            if (line_add(p, i - s) < 0 || h1_arena_put(p, d + s, i - s) < 0) {
+                oom(p);
+                return i;
+            }
+            if (i == len)
+                break;
+            if (d[i] != ' ' || p->arena_len == p->method_off) {
+                h1_fail(p, 400, "invalid method");
+                return i;
+            }
+            p->method_len = p->arena_len - p->method_off;
+            for (size_t k = 0; k < p->method_len; k++)
+                if (p->arena[p->method_off + k] >= 'a' && p->arena[p->method_off + k] <= 'z') {
+                    /* methods are case-sensitive; we only take upper-case ones, as nginx */
+                    h1_fail(p, 400, "invalid method");
+                    return i;
+                }
+            if (h1_arena_put(p, "", 1) < 0 || line_add(p, 1) < 0) {
+                oom(p);
+                return i;
+            }
+            p->target_off = p->arena_len;
+            p->st = PS_TARGET;
+            i++;
+            break;
+        }
+        case PS_TARGET: {
+            size_t s = i;
+            while (i < len && is_target_char((unsigned char)d[i]))
+                i++;
+            if (line_add(p, i - s) < 0 || h1_arena_put(p, d + s, i - s) < 0) {
+                oom(p);
+                return i;
+            }
+            if (i == len)
+                break;
+            c = (unsigned char)d[i];
+            if (c == '\r' && p->arena_len > p->target_off) {
+                h1_fail(p, 505, "HTTP/0.9 not supported");
+                return i;
+            }
+            if (c != ' ' || p->arena_len == p->target_off) {
+                h1_fail(p, 400, "malformed request target");
+                return i;
+            }
+            p->target_len = p->arena_len - p->target_off;
+            if (h1_arena_put(p, "", 1) < 0 || line_add(p, 1) < 0) {
+                oom(p);
+                return i;
+            }
+            p->st = PS_VERSION;
+            i++;
+            break;
+        }
+        case PS_VERSION:
+            if (c == '\r') {
+                if (finish_version(p) < 0)
+                    return i;
+                p->st = PS_RL_LF;
+                i++;
+                break;
+            }
+            if (line_add(p, 1) < 0)
+                return i;
+            if (p->vers_len == sizeof p->vers) {
+                h1_fail(p, 400, "malformed HTTP version");
+                return i;
+            }
+            p->vers[p->vers_len++] = (char)c;
+            i++;
+            break;
+        case PS_RL_LF:
+            if (c != '\n') {
+                h1_fail(p, 400, "bare CR in request line");
+                return i;
+            }
+            p->st = PS_HDR_LINE;
+            p->nfields_seen = 0;
+            return i + 1; /* the caller now starts http-parser */
+        case PS_HDR_LINE:
+            if (c == '\r') {
+                p->st = PS_HEAD_END_LF;
+                i++;
+                break;
+            }
+            if (c == ' ' || c == '\t') {
+                h1_fail(p, 400, "obsolete line folding");
+                return i;
+            }
+            if (!tchar[c]) {
+                h1_fail(p, 400, "invalid header field name");
+                return i;
+            }
+            p->name_off = p->arena_len;
+            p->st = PS_HDR_NAME;
+            break;
+        case PS_HDR_NAME: {
+            size_t s = i;
+            while (i < len && tchar[(unsigned char)d[i]])
+                i++;
+            if (head_add(p, i - s) < 0)
+                return i;
+            if (!p->in_trailers) {
+                size_t at = p->arena_len;
+                if (h1_arena_put(p, d + s, i - s) < 0) {
+                    h1_fail(p, 500, "out of memory");
+                    return i;
+                }
+                for (; at < p->arena_len; at++)
+                    if (p->arena[at] >= 'A' && p->arena[at] <= 'Z')
+                        p->arena[at] |= 0x20;
+            }
+            if (i == len)
+                break;
+            if (d[i] != ':') {
+                h1_fail(p, 400, d[i] == ' ' || d[i] == '\t' ? "whitespace before colon"
+                                                             : "invalid header field name");
+                return i;
+            }
+            if (!p->in_trailers) {
+                p->name_len = p->arena_len - p->name_off;
+                if (h1_arena_put(p, "", 1) < 0) {
+                    h1_fail(p, 500, "out of memory");
+                    return i;
+                }
+                p->val_off = p->arena_len;
+            }
+            p->st = PS_HDR_OWS;
+            i++;
+            break;
+        }
+        case PS_HDR_OWS:
+            if (c == ' ' || c == '\t') {
+                if (head_add(p, 1) < 0)
+                    return i;
+                i++;
+                break;
+            }
+            p->st = PS_HDR_VALUE;
+            break;
+        case PS_HDR_VALUE: {
+            size_t s = i;
+            while (i < len && is_vchar((unsigned char)d[i]))
+                i++;
+            if (head_add(p, i - s) < 0)
+                return i;
+            if (!p->in_trailers && h1_arena_put(p, d + s, i - s) < 0) {
+                h1_fail(p, 500, "out of memory");
+                return i;
+            }
+            if (i == len)
+                break;
+            if (d[i] != '\r') {
+                h1_fail(p, 400, d[i] == '\n' ? "bare LF" : "control character in header value");
+                return i;
+            }
+            p->st = PS_HDR_LF;
+            i++;
+            break;
+        }
+        case PS_HDR_LF:
+            if (c != '\n') {
+                h1_fail(p, 400, "bare CR");
+                return i;
+            }
+            i++;
+            if (end_field(p) < 0)
+                return i;
+            p->st = PS_HDR_LINE;
+            break;
+        case PS_HEAD_END_LF:
+            if (c != '\n') {
+                h1_fail(p, 400, "bare CR");
+                return i;
+            }
+            i++;
+            if (p->in_trailers) {
+                message_done(p, i, len);
+                return i;
+            }
+            if (head_complete(p, i, len) < 0 || p->st == PS_DONE)
+                return i;
+            break;
+        case PS_BODY_LENGTH: {
+            size_t n = len - i;
+            if ((uint64_t)n > p->body_left)
+                n = (size_t)p->body_left;
+            p->body_left -= n;
+            if (deliver(p, d + i, n) < 0)
+                return i + n;
+            i += n;
+            if (p->body_left == 0) {
+                message_done(p, i, len);
+                return i;
+            }
+            break;
+        }
+        case PS_CHUNK_SIZE_START:
+            if (hexval(c) < 0) {
+                h1_fail(p, 400, "invalid chunk size");
+                return i;
+            }
+            p->body_left = 0;
+            p->chunk_digits = 0;
+            p->line_ext = 0;
+            p->st = PS_CHUNK_SIZE;
+            break;
+        case PS_CHUNK_SIZE: {
+            int h = hexval(c);
+            if (h >= 0) {
+                /* leading zeros are legal but bounded, like everything else */
+                if (++p->chunk_digits > 16) {
+                    h1_fail(p, 400, "invalid chunk size");
+                    return i;
+                }
+                /* checked before shifting, so it can never overflow */
+                uint64_t room = (uint64_t)p->lim.max_body_size - p->body_total;
+                if (p->body_left > room >> 4 || (p->body_left << 4 | (uint64_t)h) > room) {
+                    h1_fail(p, 413, "request body too large");
+                    return i;
+                }
+                p->body_left = p->body_left << 4 | (uint64_t)h;
+                i++;
+                break;
+            }
+            if (c == ';') {
+                p->st = PS_CHUNK_EXT;
+            } else if (c == ' ' || c == '\t') {
+                p->st = PS_CHUNK_BWS;
+            } else if (c == '\r') {
+                p->body_total += p->body_left;
+                p->st = PS_CHUNK_SIZE_LF;
+            } else {
+                h1_fail(p, 400, "invalid chunk size");
+                return i;
+            }
+            i++;
+            break;
+        }
+        case PS_CHUNK_BWS:
+            if (c == ';') {
+                p->st = PS_CHUNK_EXT;
+            } else if (c != ' ' && c != '\t') {
+                h1_fail(p, 400, "invalid chunk size");
+                return i;
+            }
+            if (++p->line_ext > H1_MAX_CHUNK_EXT) {
+                h1_fail(p, 400, "chunk extension too long");
+                return i;
+            }
+            i++;
+            break;
+        case PS_CHUNK_EXT: {
+            /* Extensions are ignored, but a bare LF or control byte inside
+             * one is where front ends and back ends disagree: refuse. Their
+             * size is bounded per line and per message (CVE-2023-39326-like
+             * floods of tiny chunks with big extensions). */
+            size_t s = i;
+            while (i < len && is_vchar((unsigned char)d[i]))
+                i++;
+            p->line_ext += i - s;
+            p->ext_total += i - s;
+            if (p->line_ext > H1_MAX_CHUNK_EXT || p->ext_total > H1_MAX_CHUNK_EXT_TOTAL) {
+                h1_fail(p, 400, "chunk extension too long");
+                return i;
+            }
+            if (i == len)
+                break;
+            if (d[i] != '\r') {
+                h1_fail(p, 400, "invalid chunk extension");
+                return i;
+            }
+            p->body_total += p->body_left;
+            p->st = PS_CHUNK_SIZE_LF;
+            i++;
+            break;
+        }
+        case PS_CHUNK_SIZE_LF:
+            if (c != '\n') {
+                h1_fail(p, 400, "bare CR in chunk size line");
+                return i;
+            }
+            i++;
+            chunk_size_line_done(p);
+            break;
+        case PS_CHUNK_DATA: {
+            size_t n = len - i;
+            if ((uint64_t)n > p->body_left)
+                n = (size_t)p->body_left;
+            p->body_left -= n;
+            if (deliver(p, d + i, n) < 0)
+                return i + n;
+            i += n;
+            if (p->body_left == 0)
+                p->st = PS_CHUNK_DATA_CR;
+            break;
+        }
+        case PS_CHUNK_DATA_CR:
+            if (c != '\r') {
+                h1_fail(p, 400, "chunk data not followed by CRLF");
+                return i;
+            }
+            p->st = PS_CHUNK_DATA_LF;
+            i++;
+            break;
+        case PS_CHUNK_DATA_LF:
+            if (c != '\n') {
+                h1_fail(p, 400, "chunk data not followed by CRLF");
+                return i;
+            }
+            p->st = PS_CHUNK_SIZE_START;
+            i++;
+            break;
+        case PS_DONE:
+        case PS_ERROR:
+            return i;
+        }
+        if (p->st == PS_ERROR)
+            return i;
+    }
+    return i;
+}
+
+static int hp_error_status(enum http_errno e)
+{
+    return e == HPE_HEADER_OVERFLOW ? 431 : 400;
+}
+
+h1_state h1_parser_feed(h1_parser *p, const char *data, size_t len, size_t *consumed)
+{
+    size_t off = 0;
+    *consumed = 0;
+    if (len == 0 && p->st != PS_DONE && p->st != PS_ERROR)
+        return H1_NEED_MORE;
+    if (p->st == PS_ERROR)
+        return H1_ERROR;
+    if (p->st == PS_DONE)
+        return H1_DONE;
+
+    if (p->st < PS_HDR_LINE) {
+        off = run(p, data, len);
+        *consumed = off;
+        if (p->st == PS_ERROR)
+            return H1_ERROR;
+        if (p->st < PS_HDR_LINE)
+            return H1_NEED_MORE;
+        /* http-parser only knows its fixed method list; it gets a neutral
+         * request line (GET never changes how a request body is framed). */
+        const char *rl = p->req.http_minor ? "GET / HTTP/1.1\r\n" : "GET / HTTP/1.0\r\n";
+        http_parser_execute(&p->hp, &p->hs, rl, 16);
+        if (HTTP_PARSER_ERRNO(&p->hp) != HPE_OK) {
+            h1_fail(p, 400, "malformed request line");
+            return H1_ERROR;
+        }
+    }
+
+    /* http-parser goes first: it tells how far it accepts the bytes (up to
+     * its message end, or its error); ours then runs only that far. */
+    size_t rest = len - off;
+    if (rest == 0)
+        return H1_NEED_MORE; /* a zero length tells http-parser "EOF" */
+    size_t hp_n = http_parser_execute(&p->hp, &p->hs, data + off, rest);
+    enum http_errno e = HTTP_PARSER_ERRNO(&p->hp);
+    int hp_err = e != HPE_OK && !(e == HPE_PAUSED && p->hp_done);
+    size_t limit = hp_n;
+    if (hp_err && limit < rest)
+        limit++; /* let ours see the offending byte: its status is more precise */
+
+    size_t n = run(p, data + off, limit);
+    off += n;
+    *consumed = off;
+    if (p->st == PS_ERROR)
+        return H1_ERROR;
+    if (hp_err) {
+        h1_fail(p, hp_error_status(e),
+                e == HPE_HEADER_OVERFLOW ? "request header section too large"
+                                         : "malformed request");
+        return H1_ERROR;
+    }
+    if (p->st == PS_DONE)
+        return H1_DONE;
+    if (p->hp_done || n != limit) {
+        h1_fail(p, 400, "ambiguous message framing");
+        return H1_ERROR;
+    }
+    return H1_NEED_MORE;
+}
+
+size_t h1_percent_decode(char *dst, const char *src, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '%' && i + 2 < len) {
+            int hi = hexval((unsigned char)src[i + 1]);
+            int lo = hexval((unsigned char)src[i + 2]);
+            if (hi >= 0 && lo >= 0) {
+                dst[o++] = (char)(hi << 4 | lo);
+                i += 2;
+                continue;
+            }
+        }
+        dst[o++] = src[i];
+    }
+    return o;
+}

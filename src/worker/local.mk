@@ -1,6 +1,7 @@
 # src/worker: the event loop, connections, the PAGI scope engine, apps.
 libpagid_http1_a_SOURCES += \
 	src/worker/http1_parser.c src/worker/http1_parser.h \
+	src/worker/http1_parser_head.c src/worker/http1_parser_int.h \
 	src/worker/http1_response.c src/worker/http1_response.h
 
 libpagid_worker_a_SOURCES += \
@@ -10,8 +11,9 @@ libpagid_worker_a_SOURCES += \
 	src/worker/conn.c src/worker/conn.h \
 	src/worker/outq.c src/worker/outq.h \
 	src/worker/http1_conn.c src/worker/http1_conn.h \
-	src/worker/scope.c src/worker/scope.h \
-	src/worker/scope_http.c \
+	src/worker/scope.c src/worker/scope.h src/worker/scope_api.c \
+	src/worker/state_table.c src/worker/state_table.h src/worker/worker_ctx.h \
+	src/worker/http1_exchange.c \
 	src/worker/lifespan.c src/worker/lifespan.h \
 	src/worker/reason.h \
 	src/worker/app_registry.c src/worker/app_registry.h \

@@ -1,2 +1,173 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_loop;
+/*
+ * loop.c - the worker loop's safe point (run queue + flush) and the public
+ * loop services of pagi.h: timers, fd watches, deferred calls, logging.
+ */
+#include "loop.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "../common/log.h"
+
+struct pagi_timer {
+    ev_timer w;
+    pagi_loop *loop;
+    pagi_timer_cb cb;
+    void *ud;
+};
+
+struct pagi_io {
+    ev_io w;
+    pagi_loop *loop;
+    pagi_io_cb cb;
+    void *ud;
+};
+
+static void loop_on_idle(struct ev_loop *ev, ev_idle *w, int revents)
+{
+    /* Nothing to do: being active is what keeps the poll from blocking. */
+}
+
+static void loop_on_prepare(struct ev_loop *ev, ev_prepare *w, int revents)
+{
+    pagi_loop *l = w->data;
+    runq_drain(&l->rq);
+    if (l->flush)
+        l->flush(l->flush_ud);
+    if (runq_pending(&l->rq))
+        ev_idle_start(ev, &l->idle);
+    else
+        ev_idle_stop(ev, &l->idle);
+}
+
+int loop_init(pagi_loop *l, struct ev_loop *ev)
+{
+    l->ev = ev;
+    runq_init(&l->rq);
+    l->flush = NULL;
+    l->flush_ud = NULL;
+    ev_prepare_init(&l->prepare, loop_on_prepare);
+    l->prepare.data = l;
+    ev_prepare_start(ev, &l->prepare);
+    ev_unref(ev); /* the safe-point watcher alone must not keep the loop alive */
+    ev_idle_init(&l->idle, loop_on_idle);
+    return 0;
+}
+
+void loop_destroy(pagi_loop *l)
+{
+    ev_ref(l->ev);
+    ev_prepare_stop(l->ev, &l->prepare);
+    ev_idle_stop(l->ev, &l->idle);
+    runq_free(&l->rq);
+}
+
+int loop_queue(pagi_loop *l, runq_fn fn, runq_any_fn cb, void *a, void *b, void *c)
+{
+    if (runq_push(&l->rq, fn, cb, a, b, c) < 0)
+        return -1;
+    ev_idle_start(l->ev, &l->idle);
+    return 0;
+}
+
+void loop_drain_all(pagi_loop *l)
+{
+    for (int rounds = 0; runq_pending(&l->rq) && rounds < 10000; rounds++) {
+        runq_drain(&l->rq);
+        if (l->flush)
+            l->flush(l->flush_ud);
+    }
+}
+
+/* ---- public loop services ---- */
+
+static void timer_on_fire(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    pagi_timer *t = w->data;
+    t->cb(t, t->ud);
+}
+
+pagi_timer *pagi_timer_start(pagi_loop *l, double after, double repeat, pagi_timer_cb cb,
+                             void *ud)
+{
+    if (!l || !cb || after < 0 || repeat < 0)
+        return NULL;
+    pagi_timer *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->loop = l;
+    t->cb = cb;
+    t->ud = ud;
+    ev_timer_init(&t->w, timer_on_fire, after, repeat);
+    t->w.data = t;
+    ev_timer_start(l->ev, &t->w);
+    return t;
+}
+
+static void free_job(const runq_item *it) { free(it->a); }
+
+void pagi_timer_stop(pagi_timer *t)
+{
+    if (!t)
+        return;
+    ev_timer_stop(t->loop->ev, &t->w);
+    /* Freed at the safe point: the caller may be inside this timer's callback. */
+    if (loop_queue(t->loop, free_job, NULL, t, NULL, NULL) < 0)
+        free(t);
+}
+
+static void io_on_ready(struct ev_loop *ev, ev_io *w, int revents)
+{
+    pagi_io *io = w->data;
+    int ev_mask = ((revents & EV_READ) ? PAGI_IO_READ : 0) | ((revents & EV_WRITE) ? PAGI_IO_WRITE : 0);
+    io->cb(io, io->w.fd, ev_mask, io->ud);
+}
+
+pagi_io *pagi_io_watch(pagi_loop *l, int fd, int events, pagi_io_cb cb, void *ud)
+{
+    if (!l || !cb || fd < 0 || !(events & (PAGI_IO_READ | PAGI_IO_WRITE)))
+        return NULL;
+    pagi_io *io = calloc(1, sizeof *io);
+    if (!io)
+        return NULL;
+    io->loop = l;
+    io->cb = cb;
+    io->ud = ud;
+    ev_io_init(&io->w, io_on_ready, fd,
+               ((events & PAGI_IO_READ) ? EV_READ : 0) | ((events & PAGI_IO_WRITE) ? EV_WRITE : 0));
+    io->w.data = io;
+    ev_io_start(l->ev, &io->w);
+    return io;
+}
+
+void pagi_io_stop(pagi_io *io)
+{
+    if (!io)
+        return;
+    ev_io_stop(io->loop->ev, &io->w);
+    if (loop_queue(io->loop, free_job, NULL, io, NULL, NULL) < 0)
+        free(io);
+}
+
+static void defer_run(const runq_item *it) { ((pagi_defer_cb)it->cb)(it->a); }
+
+int pagi_defer(pagi_loop *l, pagi_defer_cb cb, void *ud)
+{
+    if (!l || !cb)
+        return -1;
+    return loop_queue(l, defer_run, (runq_any_fn)cb, ud, NULL, NULL);
+}
+
+double pagi_loop_now(const pagi_loop *l) { return ev_now(l->ev); }
+
+void pagi_log(pagi_loop *l, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (level < 0)
+        level = 0;
+    if (level > LOG_LVL_DEBUG)
+        level = LOG_LVL_DEBUG;
+    log_vmsg((log_level)level, fmt, ap);
+    va_end(ap);
+}

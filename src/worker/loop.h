@@ -1,2 +1,35 @@
-/* placeholder */
-#pragma once
+/*
+ * loop.h - the worker's loop: a libev loop plus the run queue, and the
+ * public loop services (timers, fd watches, deferred calls) apps use.
+ *
+ * Each iteration, just before the loop would block, loop_before_sleep runs
+ * one round of the run queue and then the flush hook (which writes every
+ * connection's pending output, so a response's head and body leave in one
+ * write). If the round queued more work, an idle watcher keeps the next
+ * poll from blocking.
+ */
+#ifndef PAGID_LOOP_H
+#define PAGID_LOOP_H
+
+#include <ev.h>
+#include <pagi/pagi.h>
+
+#include "runq.h"
+
+struct pagi_loop {
+    struct ev_loop *ev;
+    runq rq;
+    ev_prepare prepare;
+    ev_idle idle;
+    void (*flush)(void *ud); /* runs after each run-queue round */
+    void *flush_ud;
+};
+
+int loop_init(pagi_loop *l, struct ev_loop *ev);
+void loop_destroy(pagi_loop *l);
+/** Queue a closure on the run queue and make sure the loop will run it. */
+int loop_queue(pagi_loop *l, runq_fn fn, runq_any_fn cb, void *a, void *b, void *c);
+/** Run queue rounds until empty (used at shutdown). */
+void loop_drain_all(pagi_loop *l);
+
+#endif

@@ -1,2 +1,40 @@
-/* placeholder */
-#pragma once
+/*
+ * outq.h - a connection's output queue: memory segments and file segments
+ * (sent with sendfile), written in order. It owns the bytes and the file
+ * descriptors queued in it; buffered() is what pagi.transport reports.
+ */
+#ifndef PAGID_OUTQ_H
+#define PAGID_OUTQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct outq_seg outq_seg;
+
+typedef struct outq {
+    outq_seg *head, *tail;
+    outq_seg *spare;  /* one emptied memory segment kept for reuse */
+    size_t buffered;  /* bytes not yet written */
+} outq;
+
+typedef enum outq_result {
+    OUTQ_DONE,    /* everything written */
+    OUTQ_AGAIN,   /* socket full; wait for writability */
+    OUTQ_ERROR    /* write failed; errno is set */
+} outq_result;
+
+void outq_init(outq *q);
+/** Free every segment and close every queued file. */
+void outq_free(outq *q);
+int outq_append(outq *q, const void *data, size_t n);
+/** Reserve n bytes at the tail for direct formatting; commit with outq_commit. */
+char *outq_reserve(outq *q, size_t n);
+void outq_commit(outq *q, size_t n);
+/** Queue len bytes of fd from offset; the queue takes ownership of fd. */
+int outq_append_file(outq *q, int fd, off_t offset, size_t len);
+static inline size_t outq_buffered(const outq *q) { return q->buffered; }
+/** Write as much as the socket takes; *written gets the byte count. */
+outq_result outq_write(outq *q, int sock, size_t *written);
+
+#endif

@@ -1,2 +1,319 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_scope;
+/*
+ * scope.c - the scope engine: creation with a private copy of the request,
+ * reference counting, pull-receive delivery through the run queue, and the
+ * two ways an exchange ends (disconnect / complete) with their callbacks in
+ * the spec's order. Protocol specifics sit behind scope_ops.
+ */
+#include "scope_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+/* ---- creation: one allocation holds every request string ---- */
+
+static size_t str_room(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+static char *copy_str(char **p, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*p, s, n);
+    char *r = *p;
+    *p += n;
+    return r;
+}
+
+static pagi_str copy_bytes(char **p, pagi_str s)
+{
+    pagi_str r = {*p, s.len};
+    if (s.len)
+        memcpy(*p, s.ptr, s.len);
+    (*p)[s.len] = '\0';
+    *p += s.len + 1;
+    return r;
+}
+
+static int scope_copy_request(pagi_scope *s, const scope_request *req)
+{
+    size_t need = str_room(req->method) + str_room(req->http_version) + str_room(req->scheme) +
+                  str_room(req->client_host) + str_room(req->server_host) + req->path.len +
+                  req->raw_path.len + req->query.len + 3 + sizeof(pagi_header) * req->header_count +
+                  _Alignof(pagi_header);
+    for (size_t i = 0; i < req->header_count; i++)
+        need += req->headers[i].name.len + req->headers[i].value.len + 2;
+    char *block = malloc(need);
+    if (!block)
+        return -1;
+    /* Header array first, so it is suitably aligned. */
+    pagi_header *hv = (pagi_header *)block;
+    char *p = block + sizeof(pagi_header) * req->header_count;
+    for (size_t i = 0; i < req->header_count; i++) {
+        hv[i].name = copy_bytes(&p, req->headers[i].name);
+        hv[i].value = copy_bytes(&p, req->headers[i].value);
+    }
+    s->req.headers = hv;
+    s->req.header_count = req->header_count;
+    s->req.method = copy_str(&p, req->method);
+    s->req.http_version = copy_str(&p, req->http_version);
+    s->req.scheme = copy_str(&p, req->scheme);
+    s->req.client_host = copy_str(&p, req->client_host);
+    s->req.server_host = copy_str(&p, req->server_host);
+    s->req.client_port = req->client_port;
+    s->req.server_port = req->server_port;
+    s->req.path = copy_bytes(&p, req->path);
+    s->req.raw_path = copy_bytes(&p, req->raw_path);
+    s->req.query = copy_bytes(&p, req->query);
+    s->req_block = block;
+    return 0;
+}
+
+pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops, void *proto,
+                      const scope_request *req)
+{
+    pagi_scope *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->type = type;
+    s->refs = 2; /* connection side + app side */
+    s->w = w;
+    s->ops = ops;
+    s->proto = proto;
+    s->connected = 1;
+    if (req && scope_copy_request(s, req) < 0) {
+        free(s);
+        return NULL;
+    }
+    s->state = state_table_ref(w->state);
+    return s;
+}
+
+void scope_ref(pagi_scope *s) { s->refs++; }
+
+static void cb_list_free(scope_cb_list *l)
+{
+    free(l->v);
+    l->v = NULL;
+    l->n = l->cap = 0;
+}
+
+void scope_unref(pagi_scope *s)
+{
+    if (--s->refs > 0)
+        return;
+    if (s->release)
+        s->release(s, s->userdata);
+    state_table_unref(s->state);
+    cb_list_free(&s->on_disconnect);
+    cb_list_free(&s->on_complete);
+    cb_list_free(&s->on_high);
+    cb_list_free(&s->on_drain);
+    buf_free(&s->delivery);
+    free(s->req_block);
+    free(s);
+}
+
+void *scope_proto(const pagi_scope *s) { return s->proto; }
+buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
+worker_ctx *scope_worker(const pagi_scope *s) { return s->w; }
+
+void scope_start_app(pagi_scope *s) { s->w->app->handle(s, s->w->app_instance); }
+
+int scope_fail(pagi_scope *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->error, sizeof s->error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- queued callbacks: each job holds a scope reference ---- */
+
+static int scope_queue(pagi_scope *s, runq_fn fn, runq_any_fn cb, void *b, void *c)
+{
+    scope_ref(s);
+    if (loop_queue(&s->w->loop, fn, cb, s, b, c) < 0) {
+        s->refs--;
+        log_error("out of memory queueing a callback");
+        return -1;
+    }
+    return 0;
+}
+
+static void send_done_job(const runq_item *it)
+{
+    pagi_scope *s = it->a;
+    if (it->cb)
+        ((pagi_send_cb)it->cb)(s, (const char *)it->c, it->b);
+    scope_unref(s);
+}
+
+void scope_complete_send(pagi_scope *s, pagi_send_cb cb, void *ud, const char *err)
+{
+    if (!cb)
+        return;
+    scope_queue(s, send_done_job, (runq_any_fn)cb, ud, (void *)err);
+}
+
+static void disconnect_cb_job(const runq_item *it)
+{
+    pagi_scope *s = it->a;
+    ((pagi_disconnect_cb)it->cb)(s, s->reason, it->b);
+    scope_unref(s);
+}
+
+static void notify_cb_job(const runq_item *it)
+{
+    pagi_scope *s = it->a;
+    ((pagi_notify_cb)it->cb)(s, it->b);
+    scope_unref(s);
+}
+
+static void queue_all(pagi_scope *s, const scope_cb_list *l, runq_fn job)
+{
+    for (size_t i = 0; i < l->n; i++)
+        scope_queue(s, job, l->v[i].fn, l->v[i].ud, NULL);
+}
+
+int scope_cb_add(scope_cb_list *l, runq_any_fn fn, void *ud)
+{
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 2;
+        scope_cb *v = realloc(l->v, ncap * sizeof *v);
+        if (!v)
+            return -1;
+        l->v = v;
+        l->cap = ncap;
+    }
+    l->v[l->n].fn = fn;
+    l->v[l->n].ud = ud;
+    l->n++;
+    return 0;
+}
+
+/* A late registration after the fact runs too (queued, never nested). */
+void scope_queue_disconnect_cb(pagi_scope *s, runq_any_fn fn, void *ud)
+{
+    scope_queue(s, disconnect_cb_job, fn, ud, NULL);
+}
+
+void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud)
+{
+    scope_queue(s, notify_cb_job, fn, ud, NULL);
+}
+
+/* ---- receive ---- */
+
+static void deliver_job(const runq_item *it)
+{
+    pagi_scope *s = it->a;
+    s->recv_queued = 0;
+    if (s->recv_waiting) {
+        pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_NONE);
+        if (s->ops->next_event(s, &ev, 1)) {
+            pagi_receive_cb cb = s->recv_cb;
+            void *ud = s->recv_ud;
+            s->recv_waiting = 0;
+            s->recv_cb = NULL;
+            cb(s, &ev, ud);
+        }
+    }
+    scope_unref(s);
+}
+
+void scope_poke_receive(pagi_scope *s)
+{
+    if (!s->recv_waiting || s->recv_queued)
+        return;
+    /* Only a probe: the job takes the event at delivery time, with what has arrived by then. */
+    if (!s->ops->next_event(s, NULL, 0))
+        return;
+    if (scope_queue(s, deliver_job, NULL, NULL, NULL) == 0)
+        s->recv_queued = 1;
+}
+
+int scope_receive_waiting(const pagi_scope *s) { return s->recv_waiting; }
+
+int pagi_receive(pagi_scope *s, pagi_receive_cb cb, void *ud)
+{
+    if (!s || !cb)
+        return -1;
+    if (s->finished)
+        return scope_fail(s, "receive after the scope finished");
+    if (s->recv_waiting)
+        return scope_fail(s, "a receive is already pending");
+    s->recv_waiting = 1;
+    s->recv_cb = cb;
+    s->recv_ud = ud;
+    if (s->connected && s->ops->receive_wanted)
+        s->ops->receive_wanted(s);
+    scope_poke_receive(s);
+    return 0;
+}
+
+/* ---- send / finish ---- */
+
+int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
+{
+    if (!s)
+        return -1;
+    if (!ev)
+        return scope_fail(s, "send: no event");
+    if (s->finished)
+        return scope_fail(s, "send after the scope finished");
+    if (ev->type <= PAGI_EV_NONE || ev->type >= PAGI_EV__COUNT)
+        return scope_fail(s, "send: unknown event type %d", (int)ev->type);
+    return s->ops->send(s, ev, cb, ud);
+}
+
+void pagi_scope_finish(pagi_scope *s, const char *error)
+{
+    if (!s || s->finished)
+        return;
+    s->finished = 1;
+    s->recv_waiting = 0;
+    s->recv_cb = NULL;
+    s->ops->finished(s, error);
+    scope_unref(s); /* the app side's reference */
+}
+
+/* ---- how an exchange ends ---- */
+
+void scope_disconnect(pagi_scope *s, const char *reason)
+{
+    if (!s->connected || s->complete)
+        return;
+    s->connected = 0;
+    s->reason = reason;
+    queue_all(s, &s->on_disconnect, disconnect_cb_job);
+    scope_poke_receive(s);
+}
+
+void scope_mark_complete(pagi_scope *s)
+{
+    if (s->complete || !s->connected)
+        return;
+    s->complete = 1;
+    queue_all(s, &s->on_complete, notify_cb_job);
+    scope_poke_receive(s);
+}
+
+void scope_mark_started(pagi_scope *s) { s->started = 1; }
+int scope_is_connected(const pagi_scope *s) { return s->connected; }
+int scope_is_finished(const pagi_scope *s) { return s->finished; }
+int scope_is_complete(const pagi_scope *s) { return s->complete; }
+int scope_is_started(const pagi_scope *s) { return s->started; }
+
+void scope_detach(pagi_scope *s)
+{
+    s->proto = NULL;
+    scope_unref(s);
+}
+
+void scope_notify_high_water(pagi_scope *s) { queue_all(s, &s->on_high, notify_cb_job); }
+void scope_notify_drain(pagi_scope *s) { queue_all(s, &s->on_drain, notify_cb_job); }

@@ -1,2 +1,94 @@
-/* placeholder */
-#pragma once
+/*
+ * scope.h - the pagi_scope object seen from the server side: creation,
+ * reference counting, and the hooks the protocol drivers (http1_conn.c,
+ * lifespan.c) use to feed it events and report how the exchange ended.
+ *
+ * Lifetime: a scope holds one reference for the connection side (dropped by
+ * scope_detach) and one for the app side (dropped by pagi_scope_finish);
+ * each queued callback holds one more. At zero the app's release callback
+ * runs and the scope is freed: exactly one release per scope.
+ */
+#ifndef PAGID_SCOPE_H
+#define PAGID_SCOPE_H
+
+#include <pagi/pagi.h>
+
+#include "../common/buf.h"
+#include "worker_ctx.h"
+
+/** What the protocol driver implements for a scope type. */
+typedef struct scope_ops {
+    /** Validate and perform a send; 0 accepted (completion queued/parked) or -1 (error set). */
+    int (*send)(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud);
+    /**
+     * Is a receive event available now (1) or must the receive wait (0)?
+     * With take, also fill ev and consume the event; bytes it points to
+     * must live in scope_delivery_buf so they outlive the connection.
+     */
+    int (*next_event)(pagi_scope *s, pagi_event *ev, int take);
+    /** The app called pagi_receive (e.g. send 100 Continue, resume reading). */
+    void (*receive_wanted)(pagi_scope *s);
+    /** The app finished (error may be NULL). */
+    void (*finished)(pagi_scope *s, const char *error);
+    /** pagi.transport: bytes queued, and whether the high mark is engaged. */
+    size_t (*buffered)(const pagi_scope *s);
+    int (*above_high)(const pagi_scope *s);
+} scope_ops;
+
+/** Request facts copied into the scope (the parser's buffers are reused). */
+typedef struct scope_request {
+    const char *method, *http_version, *scheme;
+    pagi_str path, raw_path, query;
+    const pagi_header *headers;
+    size_t header_count;
+    const char *client_host;
+    int client_port;
+    const char *server_host;
+    int server_port;
+} scope_request;
+
+pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops, void *proto,
+                      const scope_request *req);
+void scope_ref(pagi_scope *s);
+void scope_unref(pagi_scope *s);
+/** The protocol driver's per-scope data (the HTTP exchange, ...). */
+void *scope_proto(const pagi_scope *s);
+worker_ctx *scope_worker(const pagi_scope *s);
+/** Start the app on this scope (app->handle). */
+void scope_start_app(pagi_scope *s);
+
+/** New input may satisfy a waiting receive: re-check and deliver. */
+void scope_poke_receive(pagi_scope *s);
+/** Is a receive waiting? */
+int scope_receive_waiting(const pagi_scope *s);
+
+/** Scope-owned storage for the bytes of the event being delivered. */
+buf *scope_delivery_buf(pagi_scope *s);
+
+/** Queue a send completion for the app. */
+void scope_complete_send(pagi_scope *s, pagi_send_cb cb, void *ud, const char *err);
+/** Record a rejected call's message; returns -1 for convenience. */
+int scope_fail(pagi_scope *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/**
+ * Abnormal end, in the spec's order: is_connected false, reason set,
+ * on_disconnect callbacks queued in registration order, then the waiting
+ * receive (if any) gets the disconnect event. Idempotent; never after
+ * scope_mark_complete.
+ */
+void scope_disconnect(pagi_scope *s, const char *reason);
+/** Normal end: response_complete, on_complete callbacks queued. */
+void scope_mark_complete(pagi_scope *s);
+void scope_mark_started(pagi_scope *s);
+int scope_is_connected(const pagi_scope *s);
+int scope_is_finished(const pagi_scope *s);
+int scope_is_complete(const pagi_scope *s);
+int scope_is_started(const pagi_scope *s);
+/** The connection side is done with the scope (drops its reference). */
+void scope_detach(pagi_scope *s);
+
+/** Transport watermarks crossed (edge-triggered; hysteresis kept by caller). */
+void scope_notify_high_water(pagi_scope *s);
+void scope_notify_drain(pagi_scope *s);
+
+#endif

@@ -1,2 +1,334 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_worker;
+/*
+ * worker.c - a worker process: load the app, run lifespan startup, accept
+ * on the inherited listeners, and on SIGTERM drain (stop accepting, close
+ * idle connections, let in-flight requests finish within timeouts.shutdown,
+ * then end what is left with server_shutdown and run lifespan shutdown).
+ */
+#include "worker.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/exitcodes.h"
+#include "../common/log.h"
+#include "app_registry.h"
+#include "conn.h"
+#include "lifespan.h"
+#include "reason.h"
+#include "state_table.h"
+
+#define ACCEPT_BATCH 64
+
+typedef struct acceptor {
+    ev_io io;
+    int fd;
+    char host[INET6_ADDRSTRLEN + 8];
+    int port;
+    struct worker_run_ctx *run;
+} acceptor;
+
+typedef struct worker_run_ctx {
+    worker_ctx w;
+    acceptor *acceptors;
+    size_t n_acceptors;
+    int accepting;
+    int exit_code;
+    int stopping;  /* lifespan shutdown started */
+    ev_signal sig_term, sig_int, sig_quit;
+    ev_timer shutdown_timer, accept_retry;
+} worker_run_ctx;
+
+static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
+
+static void accepting_set(worker_run_ctx *r, int on)
+{
+    if (r->accepting == on)
+        return;
+    r->accepting = on;
+    for (size_t i = 0; i < r->n_acceptors; i++) {
+        if (on)
+            ev_io_start(r->w.loop.ev, &r->acceptors[i].io);
+        else
+            ev_io_stop(r->w.loop.ev, &r->acceptors[i].io);
+    }
+}
+
+static void worker_on_accept(struct ev_loop *ev, ev_io *io, int revents)
+{
+    acceptor *a = io->data;
+    worker_run_ctx *r = a->run;
+    worker_ctx *w = &r->w;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        if (w->n_conns >= w->cfg->limits.max_connections) {
+            /* At the limit: leave the rest in the shared queue for other workers. */
+            accepting_set(r, 0);
+            return;
+        }
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept4(a->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                log_warn("accept: %s; pausing accepts for 100ms", strerror(errno));
+                accepting_set(r, 0);
+                ev_timer_set(&r->accept_retry, 0.1, 0.);
+                ev_timer_start(ev, &r->accept_retry);
+                return;
+            }
+            log_error("accept: %s", strerror(errno));
+            return;
+        }
+        conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port);
+    }
+}
+
+static void worker_on_accept_retry(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    worker_run_ctx *r = t->data;
+    if (!r->w.draining)
+        accepting_set(r, 1);
+}
+
+/* ---- stopping ---- */
+
+static void worker_on_lifespan_stopped(worker_ctx *w)
+{
+    ev_break(w->loop.ev, EVBREAK_ALL);
+}
+
+static void worker_maybe_finish(worker_run_ctx *r)
+{
+    if (!r->w.draining || r->w.n_conns > 0 || r->stopping)
+        return;
+    r->stopping = 1;
+    ev_timer_stop(r->w.loop.ev, &r->shutdown_timer);
+    lifespan_stop(&r->w, worker_on_lifespan_stopped);
+}
+
+static void worker_on_conn_count(worker_ctx *w)
+{
+    worker_run_ctx *r = run_of(w);
+    if (w->draining) {
+        worker_maybe_finish(r);
+        return;
+    }
+    if (!r->accepting && w->n_conns < w->cfg->limits.max_connections &&
+        !ev_is_active(&r->accept_retry))
+        accepting_set(r, 1);
+}
+
+static void worker_on_shutdown_deadline(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    worker_run_ctx *r = t->data;
+    if (r->w.n_conns)
+        log_info("shutdown timeout: closing %zu connection(s) with server_shutdown", r->w.n_conns);
+    while (r->w.conns)
+        conn_close(r->w.conns, reason_server_shutdown);
+    worker_maybe_finish(r);
+}
+
+static void worker_drain(worker_run_ctx *r)
+{
+    worker_ctx *w = &r->w;
+    if (w->draining)
+        return;
+    w->draining = 1;
+    log_info("draining: %zu connection(s) open", w->n_conns);
+    accepting_set(r, 0);
+    ev_timer_stop(w->loop.ev, &r->accept_retry);
+    for (size_t i = 0; i < r->n_acceptors; i++) {
+        close(r->acceptors[i].fd);
+        r->acceptors[i].fd = -1;
+    }
+    /* Idle keep-alive connections have nothing in flight: close them now. */
+    conn *c = w->conns;
+    while (c) {
+        conn *next = c->next;
+        if (c->state == CONN_WAIT_REQUEST)
+            conn_close(c, NULL);
+        c = next;
+    }
+    if (w->cfg->timeouts.shutdown > 0) {
+        ev_timer_set(&r->shutdown_timer, w->cfg->timeouts.shutdown, 0.);
+        ev_timer_start(w->loop.ev, &r->shutdown_timer);
+    }
+    worker_maybe_finish(r);
+}
+
+static void worker_on_signal(struct ev_loop *ev, ev_signal *s, int revents)
+{
+    worker_run_ctx *r = s->data;
+    if (s->signum == SIGQUIT) {
+        log_info("SIGQUIT: stopping now");
+        ev_break(ev, EVBREAK_ALL);
+        return;
+    }
+    if (r->w.draining) {
+        log_info("second stop signal: stopping now");
+        ev_break(ev, EVBREAK_ALL);
+        return;
+    }
+    worker_drain(r);
+}
+
+/* ---- starting ---- */
+
+static void worker_on_lifespan_started(worker_ctx *w, lifespan_outcome o, const char *msg)
+{
+    worker_run_ctx *r = run_of(w);
+    if (o == LIFESPAN_FAILED) {
+        log_error("lifespan startup failed: %s; this worker will not serve", msg ? msg : "");
+        r->exit_code = EXIT_WORKER_FATAL;
+        ev_break(w->loop.ev, EVBREAK_ALL);
+        return;
+    }
+    if (w->draining) {
+        worker_maybe_finish(r);
+        return;
+    }
+    log_info("worker %d ready", w->worker_num);
+    accepting_set(r, 1);
+}
+
+static void acceptor_describe(acceptor *a, const worker_listener *l)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    a->port = -1;
+    snprintf(a->host, sizeof a->host, "%s", l->conf && l->conf->path ? l->conf->path : "");
+    if (getsockname(l->fd, (struct sockaddr *)&ss, &len) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &in->sin_addr, a->host, sizeof a->host);
+        a->port = ntohs(in->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &in6->sin6_addr, a->host, sizeof a->host);
+        a->port = ntohs(in6->sin6_port);
+    }
+}
+
+static void worker_flush(void *ud) { conn_flush_all(ud); }
+
+int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
+               int worker_num, int under_master)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (under_master) {
+        signal(SIGINT, SIG_IGN); /* the master turns a terminal ^C into SIGTERM */
+        signal(SIGHUP, SIG_IGN);
+    }
+    char err[512];
+    app_handle app;
+    if (app_registry_load(cfg->app, &app, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return EXIT_WORKER_FATAL;
+    }
+    struct ev_loop *ev = ev_default_loop(EVFLAG_AUTO);
+    if (!ev) {
+        log_error("cannot create the event loop");
+        return EXIT_WORKER_FATAL;
+    }
+    worker_run_ctx *r = calloc(1, sizeof *r);
+    if (!r)
+        return EXIT_WORKER_FATAL;
+    worker_ctx *w = &r->w;
+    w->cfg = cfg;
+    w->app = app.app;
+    w->worker_num = worker_num;
+    w->under_master = under_master;
+    w->on_conn_count = worker_on_conn_count;
+    loop_init(&w->loop, ev);
+    w->loop.flush = worker_flush;
+    w->loop.flush_ud = w;
+    r->exit_code = EXIT_OK;
+
+    if (app.app->create) {
+        const char *cerr = NULL;
+        w->app_instance = app.app->create(app.arg, &w->loop, &cerr);
+        if (cerr) {
+            log_error("app %s failed to start: %s", cfg->app, cerr);
+            r->exit_code = EXIT_WORKER_FATAL;
+            goto out;
+        }
+    }
+
+    r->acceptors = calloc(n ? n : 1, sizeof *r->acceptors);
+    if (!r->acceptors) {
+        r->exit_code = EXIT_WORKER_FATAL;
+        goto out;
+    }
+    r->n_acceptors = n;
+    for (size_t i = 0; i < n; i++) {
+        acceptor *a = &r->acceptors[i];
+        a->fd = listeners[i].fd;
+        a->run = r;
+        acceptor_describe(a, &listeners[i]);
+        ev_io_init(&a->io, worker_on_accept, a->fd, EV_READ);
+        a->io.data = a;
+    }
+    ev_init(&r->accept_retry, worker_on_accept_retry);
+    r->accept_retry.data = r;
+    ev_init(&r->shutdown_timer, worker_on_shutdown_deadline);
+    r->shutdown_timer.data = r;
+    ev_signal_init(&r->sig_term, worker_on_signal, SIGTERM);
+    r->sig_term.data = r;
+    ev_signal_start(ev, &r->sig_term);
+    ev_signal_init(&r->sig_quit, worker_on_signal, SIGQUIT);
+    r->sig_quit.data = r;
+    ev_signal_start(ev, &r->sig_quit);
+    if (!under_master) {
+        ev_signal_init(&r->sig_int, worker_on_signal, SIGINT);
+        r->sig_int.data = r;
+        ev_signal_start(ev, &r->sig_int);
+    }
+
+    if (lifespan_start(w, worker_on_lifespan_started) < 0) {
+        log_error("cannot start the lifespan scope");
+        r->exit_code = EXIT_WORKER_FATAL;
+        goto out;
+    }
+    ev_run(ev, 0);
+
+    /* Whatever is still open ends now; queued callbacks get their turn. */
+    while (w->conns)
+        conn_close(w->conns, reason_server_shutdown);
+    loop_drain_all(&w->loop);
+    lifespan_free(w);
+    loop_drain_all(&w->loop);
+    ev_signal_stop(ev, &r->sig_term);
+    ev_signal_stop(ev, &r->sig_quit);
+    ev_signal_stop(ev, &r->sig_int);
+    ev_timer_stop(ev, &r->shutdown_timer);
+    ev_timer_stop(ev, &r->accept_retry);
+    accepting_set(r, 0);
+    for (size_t i = 0; i < r->n_acceptors; i++)
+        if (r->acceptors[i].fd >= 0 && !under_master)
+            r->acceptors[i].fd = -1; /* the caller owns the listening sockets */
+
+out:;
+    int code = r->exit_code;
+    if (w->app_instance && app.app->destroy)
+        app.app->destroy(w->app_instance);
+    state_table_unref(w->state);
+    buf_free(&w->scratch);
+    loop_destroy(&w->loop);
+    free(r->acceptors);
+    free(r);
+    app_registry_unload(&app);
+    ev_loop_destroy(ev);
+    log_info("worker %d exiting (%d)", worker_num, code);
+    return code;
+}

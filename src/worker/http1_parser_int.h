@@ -1,0 +1,97 @@
+/*
+ * http1_parser_int.h - the parser's private state, shared between the byte
+ * state machine (http1_parser.c) and the head semantics (http1_parser_head.c).
+ * Not part of the contract: use http1_parser.h.
+ */
+#ifndef PAGID_HTTP1_PARSER_INT_H
+#define PAGID_HTTP1_PARSER_INT_H
+
+#include <http_parser.h>
+#include <stdint.h>
+
+#include "http1_parser.h"
+
+/* The request line never reaches http-parser, so it needs a cap of its own
+ * even when the configured limit is 0 (unlimited) or absurd. */
+#define H1_HARD_REQUEST_LINE (64 * 1024)
+/* Chunk extensions are ignored; bound what a client can make us skip. */
+#define H1_MAX_CHUNK_EXT 4096
+#define H1_MAX_CHUNK_EXT_TOTAL (64 * 1024)
+
+typedef enum h1_pstate {
+    PS_IDLE,    /* before the request line: empty lines are skipped */
+    PS_IDLE_LF, /* CR of a leading empty line */
+    PS_METHOD,
+    PS_TARGET,
+    PS_VERSION,
+    PS_RL_LF,       /* CR ending the request line */
+    PS_HDR_LINE,    /* start of a field line, or of the empty line */
+    PS_HDR_NAME,
+    PS_HDR_OWS,     /* after the colon */
+    PS_HDR_VALUE,
+    PS_HDR_LF,      /* CR ending a field line */
+    PS_HEAD_END_LF, /* CR of the empty line (head or trailer section) */
+    PS_BODY_LENGTH,
+    PS_CHUNK_SIZE_START,
+    PS_CHUNK_SIZE,
+    PS_CHUNK_BWS, /* whitespace after the size: only ';' may follow */
+    PS_CHUNK_EXT,
+    PS_CHUNK_SIZE_LF,
+    PS_CHUNK_DATA,
+    PS_CHUNK_DATA_CR,
+    PS_CHUNK_DATA_LF,
+    PS_DONE,
+    PS_ERROR
+} h1_pstate;
+
+/* Field positions are arena offsets: the arena moves while it grows. */
+typedef struct h1_field {
+    size_t name_off, name_len, val_off, val_len;
+} h1_field;
+
+struct h1_parser {
+    h1_limits lim;
+    h1_parser_callbacks cb;
+    void *ud;
+    h1_pstate st;
+
+    char *arena; /* every string of the request, NUL-terminated */
+    size_t arena_len, arena_cap;
+    h1_field *fields;
+    size_t nfields, fields_cap;
+    size_t nfields_seen; /* field lines in the current section, for the limit */
+    pagi_header *headers;
+    size_t headers_cap;
+    h1_request req;
+
+    size_t line_len;   /* request line bytes so far */
+    size_t head_bytes; /* name + value bytes of the current section */
+    size_t method_off, method_len, target_off, target_len;
+    size_t name_off, name_len, val_off;
+    char vers[8];
+    size_t vers_len;
+
+    int in_trailers;
+    int started, head_done;
+    int error_status;
+    const char *error_text;
+
+    uint64_t body_left;  /* of the Content-Length body, or of the chunk */
+    uint64_t body_total; /* chunked: declared so far, against max_body_size */
+    size_t chunk_digits, line_ext, ext_total;
+
+    http_parser hp; /* the second opinion */
+    http_parser_settings hs;
+    int hp_done;
+};
+
+int h1_is_tchar(unsigned char c);
+/** Room for n more arena bytes; offsets stay valid, pointers don't. */
+int h1_arena_reserve(h1_parser *p, size_t n);
+int h1_arena_put(h1_parser *p, const void *data, size_t n);
+/** Record the first error: status + static text; returns -1. */
+int h1_fail(h1_parser *p, int status, const char *text);
+/** The head is complete: validate it and fill p->req. 0 or -1 (h1_fail). */
+int h1_head_finish(h1_parser *p);
+
+#endif

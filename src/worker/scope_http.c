@@ -1,2 +1,0 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_scope_http;

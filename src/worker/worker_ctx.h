@@ -1,0 +1,37 @@
+/*
+ * worker_ctx.h - the explicit worker context every worker module is handed:
+ * the config, the loop, the application and the set of live connections.
+ * There is no global: a unit test can build one.
+ */
+#ifndef PAGID_WORKER_CTX_H
+#define PAGID_WORKER_CTX_H
+
+#include <stddef.h>
+#include <pagi/pagi.h>
+
+#include "../common/buf.h"
+#include "../common/config.h"
+#include "loop.h"
+
+typedef struct conn conn;
+typedef struct state_table state_table;
+typedef struct lifespan lifespan;
+
+typedef struct worker_ctx {
+    const pagid_config *cfg;
+    pagi_loop loop;
+    const pagi_app *app;
+    void *app_instance;
+    int worker_num;
+    int under_master;
+    state_table *state;   /* lifespan state snapshot (copy-on-write) */
+    conn *conns;          /* all live connections (intrusive list) */
+    size_t n_conns;
+    conn *flush_list;     /* connections with output to write at the safe point */
+    buf scratch;          /* reusable space for formatting response heads */
+    lifespan *lifespan;   /* the lifespan scope's driver */
+    int draining;         /* graceful stop in progress: no keep-alive */
+    void (*on_conn_count)(struct worker_ctx *w); /* called when n_conns drops */
+} worker_ctx;
+
+#endif
