@@ -17,26 +17,33 @@
 /* RFC 9110 tchar. */
 static const unsigned char tchar[256] = {
     ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
+    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
+    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
+    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
+    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
+    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
 };
 
-int h1_is_tchar(unsigned char c) { return tchar[c]; }
+int h1_is_tchar(unsigned char c)
+{
+    return tchar[c];
+}
 
 /* field-value bytes: HTAB, SP, VCHAR, obs-text. */
-static inline int is_vchar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
+static inline int is_vchar(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
 
 /* request-target bytes: visible ASCII and (for interop, as nginx) obs-text; no '#'. */
-static inline int is_target_char(unsigned char c) { return c > 0x20 && c != 0x7f && c != '#'; }
+static inline int is_target_char(unsigned char c)
+{
+    return c > 0x20 && c != 0x7f && c != '#';
+}
 
 static inline int hexval(unsigned char c)
 {
@@ -170,9 +177,18 @@ void h1_parser_reset(h1_parser *p)
     hp_start(p);
 }
 
-int h1_parser_started(const h1_parser *p) { return p->started; }
-int h1_parser_head_done(const h1_parser *p) { return p->head_done; }
-int h1_parser_error_status(const h1_parser *p) { return p->error_status; }
+int h1_parser_started(const h1_parser *p)
+{
+    return p->started;
+}
+int h1_parser_head_done(const h1_parser *p)
+{
+    return p->head_done;
+}
+int h1_parser_error_status(const h1_parser *p)
+{
+    return p->error_status;
+}
 const char *h1_parser_error_text(const h1_parser *p)
 {
     return p->error_text ? p->error_text : "";
@@ -183,13 +199,16 @@ const char *h1_parser_error_text(const h1_parser *p)
 /* ------------------------------------------------------------------ */
 
 /* Keeps an earlier error (a limit) if there is one. */
-static int oom(h1_parser *p) { return h1_fail(p, 500, "out of memory"); }
+static int oom(h1_parser *p)
+{
+    return h1_fail(p, 500, "out of memory");
+}
 
 static int finish_version(h1_parser *p)
 {
     const char *v = p->vers;
-    if (p->vers_len != 8 || memcmp(v, "HTTP/", 5) != 0 || v[6] != '.' || v[5] < '0' ||
-        v[5] > '9' || v[7] < '0' || v[7] > '9')
+    if (p->vers_len != 8 || memcmp(v, "HTTP/", 5) != 0 || v[6] != '.' || v[5] < '0' || v[5] > '9' ||
+        v[7] < '0' || v[7] > '9')
         return h1_fail(p, 400, "malformed HTTP version");
     if (v[5] != '1' || (v[7] != '0' && v[7] != '1'))
         return h1_fail(p, 505, "HTTP version not supported");
@@ -211,8 +230,9 @@ static inline int head_add(h1_parser *p, size_t n)
 {
     p->head_bytes += n;
     if (p->head_bytes > p->lim.max_header_size)
-        return h1_fail(p, 431, p->in_trailers ? "trailer section too large"
-                                              : "request header section too large");
+        return h1_fail(p, 431,
+                       p->in_trailers ? "trailer section too large"
+                                      : "request header section too large");
     return 0;
 }
 
@@ -451,8 +471,9 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             if (i == len)
                 break;
             if (d[i] != ':') {
-                h1_fail(p, 400, d[i] == ' ' || d[i] == '\t' ? "whitespace before colon"
-                                                             : "invalid header field name");
+                h1_fail(p, 400,
+                        d[i] == ' ' || d[i] == '\t' ? "whitespace before colon"
+                                                    : "invalid header field name");
                 return i;
             }
             if (!p->in_trailers) {

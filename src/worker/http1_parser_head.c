@@ -11,9 +11,13 @@
 #include <strings.h>
 
 #define NAME_IS(p, f, lit)                                                                         \
-    ((f)->name_len == sizeof(lit) - 1 && memcmp((p)->arena + (f)->name_off, lit, sizeof(lit) - 1) == 0)
+    ((f)->name_len == sizeof(lit) - 1 &&                                                           \
+     memcmp((p)->arena + (f)->name_off, lit, sizeof(lit) - 1) == 0)
 
-static inline int is_ows(char c) { return c == ' ' || c == '\t'; }
+static inline int is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
 
 /*
  * Next element of a comma-separated list (RFC 9110 §5.6.1), skipping empty
@@ -94,7 +98,8 @@ static void te_scan(te_state *te, const char *v, size_t len)
     }
 }
 
-static int add_field(h1_parser *p, const char *name, size_t name_len, size_t val_off, size_t val_len)
+static int add_field(h1_parser *p, const char *name, size_t name_len, size_t val_off,
+                     size_t val_len)
 {
     if (p->nfields == p->fields_cap) {
         size_t cap = p->fields_cap ? p->fields_cap * 2 : 32;

@@ -24,10 +24,10 @@ typedef enum h1_pstate {
     PS_METHOD,
     PS_TARGET,
     PS_VERSION,
-    PS_RL_LF,       /* CR ending the request line */
-    PS_HDR_LINE,    /* start of a field line, or of the empty line */
+    PS_RL_LF,    /* CR ending the request line */
+    PS_HDR_LINE, /* start of a field line, or of the empty line */
     PS_HDR_NAME,
-    PS_HDR_OWS,     /* after the colon */
+    PS_HDR_OWS, /* after the colon */
     PS_HDR_VALUE,
     PS_HDR_LF,      /* CR ending a field line */
     PS_HEAD_END_LF, /* CR of the empty line (head or trailer section) */

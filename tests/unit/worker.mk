@@ -1,1 +1,12 @@
 # tests/unit for src/worker
+check_PROGRAMS += tests/unit/test_http1_parser
+TESTS += tests/unit/test_http1_parser
+tests_unit_test_http1_parser_SOURCES = tests/unit/test_http1_parser.c
+tests_unit_test_http1_parser_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_http1_parser_LDADD = $(HTTP1_LIBS) $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test_http1_response
+TESTS += tests/unit/test_http1_response
+tests_unit_test_http1_response_SOURCES = tests/unit/test_http1_response.c
+tests_unit_test_http1_response_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_http1_response_LDADD = $(HTTP1_LIBS) $(CHECK_LIBS)
