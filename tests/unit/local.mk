@@ -4,4 +4,5 @@ UNIT_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 
 include $(srcdir)/tests/unit/common.mk
 include $(srcdir)/tests/unit/worker.mk
+include $(srcdir)/tests/unit/worker_engine.mk
 include $(srcdir)/tests/unit/master.mk

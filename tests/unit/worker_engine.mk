@@ -1,0 +1,1 @@
+# tests/unit for the worker engine (runq, loop, outq, state_table, scope, app_registry)
