@@ -93,7 +93,14 @@ static void conn_arm(conn *c, conn_timeout kind, double seconds)
     ev_timer_start(ev, &c->timer);
 }
 
-/* Which timeout applies now; deadlines that measure a whole phase are kept. */
+/* What made progress since the timer was last armed. */
+enum { PROGRESS_NONE = 0, PROGRESS_READ = 1, PROGRESS_WRITE = 2 };
+
+/*
+ * Which timeout applies now. Deadlines that measure a whole phase (header,
+ * idle) are kept; the write and request deadlines measure time without
+ * progress in their own direction only.
+ */
 static void conn_update_timer(conn *c, int progress)
 {
     const pagid_timeouts *t = &c->w->cfg->timeouts;
@@ -110,10 +117,10 @@ static void conn_update_timer(conn *c, int progress)
     case CONN_ACTIVE:
     case CONN_CLOSING:
         if (outq_buffered(&c->out) > 0 && c->write_blocked) {
-            if (c->tmo != TMO_WRITE || progress)
+            if (c->tmo != TMO_WRITE || (progress & PROGRESS_WRITE))
                 conn_arm(c, TMO_WRITE, t->write);
         } else if (c->state == CONN_ACTIVE && h1_conn_waiting_for_body(c)) {
-            if (c->tmo != TMO_REQUEST || progress)
+            if (c->tmo != TMO_REQUEST || (progress & PROGRESS_READ))
                 conn_arm(c, TMO_REQUEST, t->request);
         } else {
             conn_arm(c, TMO_NONE, 0);
@@ -159,7 +166,7 @@ void conn_refresh(conn *c)
     if (c->state == CONN_CLOSED)
         return;
     conn_update_read(c);
-    conn_update_timer(c, 0);
+    conn_update_timer(c, PROGRESS_NONE);
 }
 
 void conn_set_state(conn *c, conn_state s)
@@ -174,7 +181,7 @@ void conn_set_state(conn *c, conn_state s)
         buf_reset(&c->in);
     }
     conn_update_read(c);
-    conn_update_timer(c, 0);
+    conn_update_timer(c, PROGRESS_NONE);
 }
 
 static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
@@ -254,7 +261,7 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
             return;
     }
     conn_update_read(c);
-    conn_update_timer(c, 1);
+    conn_update_timer(c, PROGRESS_READ);
 }
 
 /* ---- writing ---- */
@@ -307,13 +314,13 @@ void conn_flush(conn *c)
             else
                 conn_set_state(c, CONN_LINGER);
         } else {
-            conn_update_timer(c, written > 0);
+            conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
         }
         return;
     }
     h1_conn_on_written(c);
     if (c->state != CONN_CLOSED)
-        conn_update_timer(c, written > 0);
+        conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
 }
 
 static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents) { conn_flush(w->data); }
