@@ -129,7 +129,7 @@ static void h1_queue_error(conn *c, int status, const char *text)
 }
 
 /* End the current exchange abnormally (on_disconnect with reason) and let go of it. */
-static void h1_abort_exchange(conn *c, const char *reason)
+void h1_abort_exchange(conn *c, const char *reason)
 {
     h1_conn *h = &c->h1;
     pagi_scope *s = h->scope;

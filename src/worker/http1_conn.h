@@ -70,5 +70,7 @@ extern const struct scope_ops h1_exchange_ops;
 void h1_exchange_settle_parked(conn *c, const char *err);
 void h1_exchange_after_append(conn *c, pagi_send_cb cb, void *ud);
 void h1_exchange_end(conn *c);
+/** End the exchange abnormally: on_disconnect(reason), then detach the scope. */
+void h1_abort_exchange(conn *c, const char *reason);
 
 #endif

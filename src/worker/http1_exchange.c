@@ -329,10 +329,7 @@ static void h1x_finished(pagi_scope *s, const char *error)
             log_error("app finished without responding to %s %.*s; sent 500", method, plen,
                       path.ptr);
         scope_mark_started(s);
-        scope_disconnect(s, reason_server_error);
-        h1_exchange_settle_parked(c, NULL);
-        h->scope = NULL;
-        scope_detach(s);
+        h1_abort_exchange(c, reason_server_error);
         buf *tmp = &c->w->scratch;
         buf_reset(tmp);
         if (h1_error_response(tmp, 500, "Internal Server Error",
@@ -345,7 +342,9 @@ static void h1x_finished(pagi_scope *s, const char *error)
         log_error("app %s%s after starting its response to %s %.*s; connection closed",
                   error ? "failed: " : "finished without completing the body", error ? error : "",
                   method, plen, path.ptr);
-        conn_close(c, reason_server_error);
+        /* What the app already sent still goes out; the missing end tells the client. */
+        h1_abort_exchange(c, reason_server_error);
+        conn_close_after_write(c);
         return;
     }
     if (error)
