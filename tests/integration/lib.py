@@ -153,6 +153,7 @@ class Server:
         self.returncode = None
         self.stopped_by_kill = False
         self.allow_crash = False
+        self.fd_baseline = None  # single-process servers: open fds once idle
 
     # -- state -------------------------------------------------------------
     def alive(self):
@@ -199,6 +200,12 @@ class Server:
 
     def workers(self):
         return children_of(self.pid)
+
+    def fd_count(self):
+        try:
+            return len(os.listdir("/proc/%d/fd" % self.pid))
+        except OSError:
+            return None
 
     # -- stopping ----------------------------------------------------------
     def signal(self, sig):

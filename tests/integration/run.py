@@ -151,6 +151,9 @@ class Context:
         self.servers.append(srv)
         if wait:
             srv.wait_ready()
+            if workers == 0:
+                time.sleep(0.1)
+                srv.fd_baseline = srv.fd_count()
         return srv
 
     def note(self, msg):
@@ -160,6 +163,12 @@ class Context:
         """After the test body: servers still alive, no crash, clean stop."""
         problems = []
         for srv in self.servers:
+            if srv.returncode is None and srv.alive() and srv.fd_baseline is not None:
+                # every connection's fd is released once its clients are gone
+                base = srv.fd_baseline + 2
+                if not self.lib.wait_for(lambda: (srv.fd_count() or 0) <= base, 3):
+                    problems.append("pagid (pid %d) holds %s fds after the test, %d when idle "
+                                    "(fd leak?)" % (srv.pid, srv.fd_count(), srv.fd_baseline))
             if srv.returncode is None:
                 if not srv.alive():
                     rc = srv.proc.returncode

@@ -140,6 +140,13 @@ def sigterm_inflight(ctx, workers):
     check_eq(sum(1 for e in ev if e == "release"), 1, "release count")
     check(srv.returncode is not None and srv.returncode >= 0,
           "killed by signal %s" % (-(srv.returncode or 0)))
+    if workers == 0:
+        # Lifespan spec: lifespan.shutdown comes once all connections are closed.
+        with open(ctx.app_log) as f:
+            lines = f.read().splitlines()
+        check("lifespan lifespan shutdown" in lines, "lifespan.shutdown never delivered")
+        check(lines.index("lifespan lifespan shutdown") > lines.index("sd1 release"),
+              "lifespan.shutdown delivered while the stream was still open: %r" % lines[-8:])
 
 
 @test(timeout=40)
