@@ -26,36 +26,39 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+static int load_module(const char *spec, app_handle *out, char *err, size_t errlen)
+{
+    void *dl = dlopen(spec, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        snprintf(err, errlen, "cannot load app module %s: %s", spec, dlerror());
+        return -1;
+    }
+    const pagi_app *app = dlsym(dl, PAGI_MODULE_SYMBOL);
+    const char *problem = NULL;
+    char abi[128];
+    if (!app) {
+        problem = "does not export '" PAGI_MODULE_SYMBOL "'";
+    } else if (app->abi_version != PAGI_ABI_VERSION) {
+        snprintf(abi, sizeof abi, "was built for PAGI ABI %d; this pagid has ABI %d",
+                 app->abi_version, PAGI_ABI_VERSION);
+        problem = abi;
+    } else if (!app->handle) {
+        problem = "has no handle function";
+    }
+    if (problem) {
+        snprintf(err, errlen, "app module %s %s", spec, problem);
+        dlclose(dl);
+        return -1;
+    }
+    out->app = app;
+    out->dl = dl;
+    return 0;
+}
+
 int app_registry_load(const char *spec, app_handle *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (ends_with(spec, ".so") || strchr(spec, '/')) {
-        void *dl = dlopen(spec, RTLD_NOW | RTLD_LOCAL);
-        if (!dl) {
-            snprintf(err, errlen, "cannot load app module %s: %s", spec, dlerror());
-            return -1;
-        }
-        const pagi_app *app = dlsym(dl, PAGI_MODULE_SYMBOL);
-        if (!app) {
-            snprintf(err, errlen, "app module %s does not export '%s'", spec, PAGI_MODULE_SYMBOL);
-            dlclose(dl);
-            return -1;
-        }
-        if (app->abi_version != PAGI_ABI_VERSION) {
-            snprintf(err, errlen, "app module %s was built for PAGI ABI %d; this pagid has ABI %d",
-                     spec, app->abi_version, PAGI_ABI_VERSION);
-            dlclose(dl);
-            return -1;
-        }
-        if (!app->handle) {
-            snprintf(err, errlen, "app module %s has no handle function", spec);
-            dlclose(dl);
-            return -1;
-        }
-        out->app = app;
-        out->dl = dl;
-        return 0;
-    }
+    /* Built-in names first: their argument may well be a path ("static:/srv/www"). */
     const char *colon = strchr(spec, ':');
     size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
     for (size_t i = 0; i < sizeof builtin_apps / sizeof builtin_apps[0]; i++) {
@@ -68,6 +71,8 @@ int app_registry_load(const char *spec, app_handle *out, char *err, size_t errle
             return 0;
         }
     }
+    if (ends_with(spec, ".so") || strchr(spec, '/'))
+        return load_module(spec, out, err, errlen);
     snprintf(err, errlen, "unknown app '%s'", spec);
     return -1;
 }

@@ -240,13 +240,13 @@ static int h1x_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *
                           pagi_event_type_name(ev->type));
     }
     conn *c = exchange_conn(s);
-    if (!scope_is_connected(s)) {
+    if (scope_is_complete(s))
+        return scope_fail(s, "send: the response is already complete");
+    if (!c || !scope_is_connected(s)) {
         /* The spec: a send after disconnect is a no-op that does not raise. */
         scope_complete_send(s, cb, ud, NULL);
         return 0;
     }
-    if (!c || scope_is_complete(s))
-        return scope_fail(s, "send: the response is already complete");
     switch (ev->type) {
     case PAGI_EV_HTTP_RESPONSE_START:
         return send_start(s, c, ev, cb, ud);

@@ -7,6 +7,7 @@
 #include "scope_internal.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,10 +102,8 @@ static void cb_list_free(scope_cb_list *l)
     l->n = l->cap = 0;
 }
 
-void scope_unref(pagi_scope *s)
+static void scope_free(pagi_scope *s)
 {
-    if (--s->refs > 0)
-        return;
     if (s->release)
         s->release(s, s->userdata);
     state_table_unref(s->state);
@@ -115,6 +114,17 @@ void scope_unref(pagi_scope *s)
     buf_free(&s->delivery);
     free(s->req_block);
     free(s);
+}
+
+static void scope_free_job(const runq_item *it) { scope_free(it->a); }
+
+void scope_unref(pagi_scope *s)
+{
+    if (--s->refs > 0)
+        return;
+    /* The release callback is a callback too: never inside the call that dropped the last ref. */
+    if (loop_queue(&s->w->loop, scope_free_job, NULL, s, NULL, NULL) < 0)
+        scope_free(s);
 }
 
 void *scope_proto(const pagi_scope *s) { return s->proto; }
@@ -212,6 +222,11 @@ void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud)
 static void deliver_job(const runq_item *it)
 {
     pagi_scope *s = it->a;
+    if ((unsigned long)(uintptr_t)it->b != s->recv_gen) {
+        /* Queued before a disconnect: the disconnect's own delivery comes after its callbacks. */
+        scope_unref(s);
+        return;
+    }
     s->recv_queued = 0;
     if (s->recv_waiting) {
         pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_NONE);
@@ -233,7 +248,7 @@ void scope_poke_receive(pagi_scope *s)
     /* Only a probe: the job takes the event at delivery time, with what has arrived by then. */
     if (!s->ops->next_event(s, NULL, 0))
         return;
-    if (scope_queue(s, deliver_job, NULL, NULL, NULL) == 0)
+    if (scope_queue(s, deliver_job, NULL, (void *)(uintptr_t)s->recv_gen, NULL) == 0)
         s->recv_queued = 1;
 }
 
@@ -291,6 +306,9 @@ void scope_disconnect(pagi_scope *s, const char *reason)
     s->connected = 0;
     s->reason = reason;
     queue_all(s, &s->on_disconnect, disconnect_cb_job);
+    /* The spec's order: callbacks first, then the receive gets the disconnect. */
+    s->recv_gen++;
+    s->recv_queued = 0;
     scope_poke_receive(s);
 }
 
@@ -312,6 +330,9 @@ int scope_is_started(const pagi_scope *s) { return s->started; }
 void scope_detach(pagi_scope *s)
 {
     s->proto = NULL;
+    /* A completed request's connection is no longer its own: report it closed, with no reason. */
+    if (s->complete)
+        s->connected = 0;
     scope_unref(s);
 }
 

@@ -41,6 +41,7 @@ struct pagi_scope {
     void *recv_ud;
     int recv_waiting;
     int recv_queued; /* a delivery job is on the run queue */
+    unsigned long recv_gen; /* bumped on disconnect: retires deliveries queued before it */
     buf delivery;    /* bytes of the event being delivered */
 
     /* pagi.connection */
