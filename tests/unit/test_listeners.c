@@ -1,0 +1,291 @@
+/*
+ * test_listeners.c - Check suite for src/master/listeners.c: socket options
+ * on TCP (IPv4, IPv6) listeners, bind errors, and the unix socket rules
+ * (stale file removed, live socket or non-socket refused, unlink only ours).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "master/listeners.h"
+
+static char tmpdir[64];
+static char sock_path[128];
+
+static void setup(void)
+{
+    log_open(NULL, LOG_LVL_ERROR);
+    strcpy(tmpdir, "/tmp/pagid-ltest-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(sock_path, sizeof sock_path, "%s/s.sock", tmpdir);
+}
+
+static void teardown(void)
+{
+    unlink(sock_path);
+    rmdir(tmpdir);
+}
+
+/* A one-listener config; port 0 asks the kernel for a free port. */
+static pagid_config one(listen_kind kind, const char *spec, const char *host, int port,
+                        const char *path, pagid_listen *l)
+{
+    *l = (pagid_listen){.kind = kind,
+                        .spec = (char *)spec,
+                        .host = (char *)host,
+                        .port = port,
+                        .path = (char *)path};
+    pagid_config c;
+    memset(&c, 0, sizeof c);
+    c.listens = l;
+    c.n_listens = 1;
+    return c;
+}
+
+static int int_opt(int fd, int level, int name)
+{
+    int v = -1;
+    socklen_t len = sizeof v;
+    ck_assert_int_eq(getsockopt(fd, level, name, &v, &len), 0);
+    return v;
+}
+
+START_TEST(tcp4_options)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, "127.0.0.1:0", "127.0.0.1", 0, NULL, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), 0);
+    ck_assert_uint_eq(ls.n, 1);
+    int fd = ls.items[0].fd;
+    ck_assert_ptr_eq(ls.items[0].conf, &l);
+    ck_assert(fcntl(fd, F_GETFL) & O_NONBLOCK);
+    ck_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    ck_assert_int_eq(int_opt(fd, SOL_SOCKET, SO_REUSEADDR), 1);
+    ck_assert_int_eq(int_opt(fd, SOL_SOCKET, SO_REUSEPORT), 1);
+    ck_assert_int_eq(int_opt(fd, SOL_SOCKET, SO_ACCEPTCONN), 1);
+
+    /* A client connects through the kernel queue without anyone accepting. */
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    int cl = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(connect(cl, (struct sockaddr *)&sin, len), 0);
+    close(cl);
+    listeners_destroy(&ls);
+    ck_assert_uint_eq(ls.n, 0);
+}
+END_TEST
+
+START_TEST(tcp6_v6only)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, "[::1]:0", "::1", 0, NULL, &l);
+    listener_set ls;
+    char err[256];
+    if (listeners_open(&c, &ls, err, sizeof err) < 0) {
+        /* No IPv6 loopback in this sandbox: nothing to check. */
+        ck_assert_ptr_nonnull(strstr(err, "cannot listen on [::1]:0: "));
+        return;
+    }
+    ck_assert_uint_eq(ls.n, 1);
+    ck_assert_int_eq(int_opt(ls.items[0].fd, IPPROTO_IPV6, IPV6_V6ONLY), 1);
+    listeners_destroy(&ls);
+}
+END_TEST
+
+START_TEST(tcp_in_use)
+{
+    /* A foreign listener without SO_REUSEPORT holds the port. */
+    int other = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(bind(other, (struct sockaddr *)&sin, len), 0);
+    ck_assert_int_eq(listen(other, 1), 0);
+    ck_assert_int_eq(getsockname(other, (struct sockaddr *)&sin, &len), 0);
+    int port = ntohs(sin.sin_port);
+
+    char spec[64], want[128], err[256];
+    snprintf(spec, sizeof spec, "127.0.0.1:%d", port);
+    snprintf(want, sizeof want, "cannot listen on %s: %s", spec, strerror(EADDRINUSE));
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, spec, "127.0.0.1", port, NULL, &l);
+    listener_set ls;
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_uint_eq(ls.n, 0);
+    close(other);
+}
+END_TEST
+
+START_TEST(tcp_bad_host)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, "256.1.1.1:80", "256.1.1.1", 80, NULL, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot listen on 256.1.1.1:80: "));
+}
+END_TEST
+
+/* A second listener failing closes the first one too. */
+START_TEST(partial_failure_closes_all)
+{
+    pagid_listen l[2] = {
+        {.kind = LISTEN_UNIX, .spec = "unix:ok", .path = sock_path},
+        {.kind = LISTEN_UNIX, .spec = "unix:bad", .path = "/nonexistent-dir/x.sock"},
+    };
+    pagid_config c;
+    memset(&c, 0, sizeof c);
+    c.listens = l;
+    c.n_listens = 2;
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot listen on unix:bad: "));
+    ck_assert_int_eq(access(sock_path, F_OK), -1);
+}
+END_TEST
+
+START_TEST(unix_mode_and_unlink)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), 0);
+    struct stat st;
+    ck_assert_int_eq(lstat(sock_path, &st), 0);
+    ck_assert(S_ISSOCK(st.st_mode));
+    ck_assert_int_eq(st.st_mode & 0777, 0666);
+    listeners_destroy(&ls);
+    ck_assert_int_eq(access(sock_path, F_OK), -1);
+}
+END_TEST
+
+/* A socket file nobody listens on (a crashed server's) is replaced. */
+START_TEST(unix_stale_removed)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, sock_path);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&sun, sizeof sun), 0);
+    close(s);
+
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), 0);
+    listeners_destroy(&ls);
+}
+END_TEST
+
+START_TEST(unix_live_refused)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, sock_path);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&sun, sizeof sun), 0);
+    ck_assert_int_eq(listen(s, 8), 0);
+
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), -1);
+    ck_assert_str_eq(err, "cannot listen on unix:s: another process is listening on this socket");
+    ck_assert_int_eq(access(sock_path, F_OK), 0);
+    close(s);
+}
+END_TEST
+
+START_TEST(unix_not_a_socket)
+{
+    FILE *f = fopen(sock_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "exists and is not a socket"));
+    ck_assert_int_eq(access(sock_path, F_OK), 0);
+}
+END_TEST
+
+/* If someone replaced the file after we bound, it is not ours to remove. */
+START_TEST(unix_unlink_only_ours)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), 0);
+    ck_assert_int_eq(unlink(sock_path), 0);
+    FILE *f = fopen(sock_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    listeners_destroy(&ls);
+    ck_assert_int_eq(access(sock_path, F_OK), 0);
+}
+END_TEST
+
+START_TEST(unix_path_too_long)
+{
+    char path[200];
+    memset(path, 'x', sizeof path - 1);
+    path[0] = '/';
+    path[sizeof path - 1] = '\0';
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:long", NULL, 0, path, &l);
+    listener_set ls;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "socket path longer than"));
+}
+END_TEST
+
+static Suite *listeners_suite(void)
+{
+    Suite *s = suite_create("listeners");
+    TCase *tcp = tcase_create("tcp");
+    tcase_add_checked_fixture(tcp, setup, teardown);
+    tcase_add_test(tcp, tcp4_options);
+    tcase_add_test(tcp, tcp6_v6only);
+    tcase_add_test(tcp, tcp_in_use);
+    tcase_add_test(tcp, tcp_bad_host);
+    suite_add_tcase(s, tcp);
+    TCase *un = tcase_create("unix");
+    tcase_add_checked_fixture(un, setup, teardown);
+    tcase_add_test(un, partial_failure_closes_all);
+    tcase_add_test(un, unix_mode_and_unlink);
+    tcase_add_test(un, unix_stale_removed);
+    tcase_add_test(un, unix_live_refused);
+    tcase_add_test(un, unix_not_a_socket);
+    tcase_add_test(un, unix_unlink_only_ours);
+    tcase_add_test(un, unix_path_too_long);
+    suite_add_tcase(s, un);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(listeners_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
