@@ -378,3 +378,33 @@ def lifespan_runs(ctx):
     check_eq(rc, 0, "exit status after SIGTERM")
     check(wait_for(lambda: "lifespan shutdown" in app_events(ctx, "lifespan"), 1),
           "lifespan.shutdown not delivered before exit: %r" % app_events(ctx, "lifespan"))
+
+
+@test()
+def disconnect_order_burst(ctx):
+    # Head, part of the body and the FIN arrive together: the disconnect can
+    # race with queued body deliveries. Whatever got dispatched must still see
+    # on_disconnect before http.disconnect, and exactly one terminal callback.
+    srv = ctx.start("lifecycle")
+    ids = ["bo%d" % i for i in range(20)]
+    for i, tid in enumerate(ids):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        route = "/never" if i % 2 else "/body"
+        s.sendall(("POST %s HTTP/1.1\r\nHost: t\r\nx-test-id: %s\r\nContent-Length: 100000\r\n\r\n"
+                   % (route, tid)).encode() + b"x" * 3000)
+        s.shutdown(socket.SHUT_WR)
+        s.close()
+    time.sleep(0.5)
+    dispatched = [tid for tid in ids if app_events(ctx, tid)]
+    for tid in dispatched:
+        ev = settle(ctx, tid)
+        check_terminal(ev, "disconnect", "client_closed")
+        check_eq(count_events(ev, "recv http.disconnect"), 1, "%s: http.disconnect events" % tid)
+        d = next(i for i, e in enumerate(ev) if e.startswith("on_disconnect"))
+        check(d < ev.index("recv http.disconnect"),
+              "%s: http.disconnect delivered before on_disconnect ran: %r" % (tid, ev))
+        after = ev[ev.index("recv http.disconnect"):]
+        check(not any(e.startswith("recv http.request") for e in after),
+              "%s: body delivered after http.disconnect: %r" % (tid, ev))
+    ctx.note("%d of %d requests reached the app" % (len(dispatched), len(ids)))
+    still_serving(srv.port)
