@@ -1,2 +1,452 @@
-/* placeholder: being written */
-typedef int pagid_placeholder_config;
+/*
+ * config.c - the configuration model: defaults, the value parsers (sizes,
+ * durations, listen addresses, worker counts), app checks and finalize.
+ * The YAML walk that feeds these lives in config_yaml.c.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* Anything longer is a typo, and a year keeps ev timers far from overflow. */
+#define MAX_DURATION_SECONDS (365.0 * 24 * 3600)
+
+void config_init_defaults(pagid_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->workers = CONFIG_WORKERS_AUTO;
+    c->app = strdup(CONFIG_DEFAULT_APP);
+
+    c->limits.max_connections = 10000;
+    c->limits.max_request_line = 8 * 1024;
+    c->limits.max_header_size = 32 * 1024;
+    c->limits.max_header_count = 100;
+    c->limits.max_body_size = 10 * 1024 * 1024;
+    c->limits.max_ws_message_size = 1024 * 1024;
+    c->limits.max_receive_queue = 1000;
+
+    c->timeouts.header = 30;
+    c->timeouts.idle = 60;
+    c->timeouts.keepalive = 75;
+    c->timeouts.request = 60;
+    c->timeouts.write = 60;
+    c->timeouts.ws_idle = 0;
+    c->timeouts.sse_idle = 0;
+    c->timeouts.ws_close = 5;
+    c->timeouts.shutdown = 30;
+    c->timeouts.heartbeat = 10;
+    c->timeouts.lifespan_startup = 30;
+
+    c->high_watermark = 64 * 1024;
+    c->low_watermark = 16 * 1024;
+
+    c->access_log_path = NULL; /* off */
+    c->access_log_format = strdup("combined");
+    c->error_log_path = NULL; /* stderr */
+    c->error_log_level = LOG_LVL_INFO;
+}
+
+int config_parse_size(const char *s, size_t *out)
+{
+    /* strtoull would accept spaces, signs and "0x"; sizes are plain digits. */
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return -1;
+    unsigned long long mult = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            mult = 1ULL << 10;
+            break;
+        case 'm':
+        case 'M':
+            mult = 1ULL << 20;
+            break;
+        case 'g':
+        case 'G':
+            mult = 1ULL << 30;
+            break;
+        default:
+            return -1;
+        }
+        if (end[1])
+            return -1;
+    }
+    if (v > SIZE_MAX / mult)
+        return -1;
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+int config_parse_duration(const char *s, double *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    /* Validate the number by hand: strtod also takes "inf", hex and exponents. */
+    const char *p = s;
+    while (isdigit((unsigned char)*p))
+        p++;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    char num[32];
+    size_t n = (size_t)(p - s);
+    if (n >= sizeof num)
+        return -1;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    double v = strtod(num, NULL);
+
+    double mult;
+    if (*p == '\0' || strcmp(p, "s") == 0)
+        mult = 1;
+    else if (strcmp(p, "ms") == 0)
+        mult = 0.001;
+    else if (strcmp(p, "m") == 0)
+        mult = 60;
+    else if (strcmp(p, "h") == 0)
+        mult = 3600;
+    else
+        return -1;
+    v *= mult;
+    if (!(v <= MAX_DURATION_SECONDS))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int config_parse_workers(const char *s, int *out, const char **msg)
+{
+    if (s && strcmp(s, "auto") == 0) {
+        *out = CONFIG_WORKERS_AUTO;
+        return 0;
+    }
+    if (!s || !isdigit((unsigned char)*s)) {
+        *msg = "expected a number or 'auto'";
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end) {
+        *msg = "expected a number or 'auto'";
+        return -1;
+    }
+    if (errno == ERANGE || v > CONFIG_MAX_WORKERS) {
+        *msg = "out of range (0..1024)";
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Digits only, 1..65535. */
+static int parse_port(const char *s, int *out)
+{
+    if (!*s)
+        return -1;
+    long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (!isdigit((unsigned char)*p) || p - s >= 5)
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    if (v < 1 || v > 65535)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Names are resolved at bind time; here only reject what can never resolve. */
+static int valid_hostname(const char *h, size_t len)
+{
+    if (len == 0 || len > 253)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)h[i];
+        if (!isalnum(ch) && ch != '.' && ch != '-' && ch != '_')
+            return 0;
+    }
+    return 1;
+}
+
+void config_listen_free(pagid_listen *l)
+{
+    free(l->spec);
+    free(l->host);
+    free(l->path);
+    memset(l, 0, sizeof *l);
+}
+
+static int parse_unix(const char *spec, pagid_listen *out, const char **msg)
+{
+    const char *path = spec + 5;
+    if (*path != '/') {
+        *msg = "unix socket path must be absolute (unix:/PATH)";
+        return -1;
+    }
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        *msg = "unix socket path is too long";
+        return -1;
+    }
+    out->kind = LISTEN_UNIX;
+    out->spec = strdup(spec);
+    out->path = strdup(path);
+    if (!out->spec || !out->path) {
+        config_listen_free(out);
+        *msg = "out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+int config_parse_listen(const char *spec, pagid_listen *out, const char **msg)
+{
+    memset(out, 0, sizeof *out);
+    if (!spec || !*spec) {
+        *msg = "empty address";
+        return -1;
+    }
+    if (strncmp(spec, "unix:", 5) == 0)
+        return parse_unix(spec, out, msg);
+
+    const char *host = NULL, *port;
+    size_t host_len = 0;
+    if (*spec == '[') {
+        const char *rb = strchr(spec, ']');
+        if (!rb) {
+            *msg = "unbalanced '[' (use [ADDR]:PORT)";
+            return -1;
+        }
+        host = spec + 1;
+        host_len = (size_t)(rb - host);
+        char tmp[INET6_ADDRSTRLEN + 1];
+        struct in6_addr a6;
+        if (host_len == 0 || host_len >= sizeof tmp) {
+            *msg = "invalid IPv6 address";
+            return -1;
+        }
+        memcpy(tmp, host, host_len);
+        tmp[host_len] = '\0';
+        if (inet_pton(AF_INET6, tmp, &a6) != 1) {
+            *msg = "invalid IPv6 address";
+            return -1;
+        }
+        if (rb[1] != ':') {
+            *msg = rb[1] ? "expected ':' after ']' (use [ADDR]:PORT)" : "missing port";
+            return -1;
+        }
+        port = rb + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        if (!colon) {
+            /* A bare port means every address, like nginx's "listen 80". */
+            port = spec;
+            if (strspn(spec, "0123456789") != strlen(spec)) {
+                *msg = "missing port (use HOST:PORT)";
+                return -1;
+            }
+        } else {
+            host = spec;
+            host_len = (size_t)(colon - spec);
+            port = colon + 1;
+            if (memchr(host, ']', host_len)) {
+                *msg = "unbalanced ']'";
+                return -1;
+            }
+            if (memchr(host, ':', host_len)) {
+                *msg = "IPv6 addresses need brackets ([ADDR]:PORT)";
+                return -1;
+            }
+            if (host_len == 0 || (host_len == 1 && *host == '*')) {
+                host = NULL;
+            } else if (!valid_hostname(host, host_len)) {
+                *msg = "invalid host name";
+                return -1;
+            }
+        }
+    }
+    if (!*port) {
+        *msg = "missing port";
+        return -1;
+    }
+    if (parse_port(port, &out->port) < 0) {
+        *msg = "invalid port (expected 1..65535)";
+        return -1;
+    }
+    out->kind = LISTEN_TCP;
+    out->spec = strdup(spec);
+    if (host)
+        out->host = strndup(host, host_len);
+    if (!out->spec || (host && !out->host)) {
+        config_listen_free(out);
+        *msg = "out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+static int same_listen(const pagid_listen *a, const pagid_listen *b)
+{
+    if (a->kind != b->kind)
+        return 0;
+    if (a->kind == LISTEN_UNIX)
+        return strcmp(a->path, b->path) == 0;
+    if (a->port != b->port)
+        return 0;
+    if (!a->host || !b->host)
+        return !a->host && !b->host;
+    return strcmp(a->host, b->host) == 0;
+}
+
+int config_add_listen(pagid_config *c, const char *spec, const char **msg)
+{
+    pagid_listen l;
+    if (config_parse_listen(spec, &l, msg) < 0)
+        return -1;
+    for (size_t i = 0; i < c->n_listens; i++) {
+        if (same_listen(&c->listens[i], &l)) {
+            config_listen_free(&l);
+            *msg = "duplicate listen address";
+            return -1;
+        }
+    }
+    pagid_listen *v = realloc(c->listens, (c->n_listens + 1) * sizeof *v);
+    if (!v) {
+        config_listen_free(&l);
+        *msg = "out of memory";
+        return -1;
+    }
+    v[c->n_listens++] = l;
+    c->listens = v;
+    return 0;
+}
+
+void config_clear_listens(pagid_config *c)
+{
+    for (size_t i = 0; i < c->n_listens; i++)
+        config_listen_free(&c->listens[i]);
+    free(c->listens);
+    c->listens = NULL;
+    c->n_listens = 0;
+}
+
+int config_set_app(pagid_config *c, const char *spec, const char **msg)
+{
+    if (!spec || !*spec) {
+        *msg = "empty app spec";
+        return -1;
+    }
+    char *s = strdup(spec);
+    if (!s) {
+        *msg = "out of memory";
+        return -1;
+    }
+    free(c->app);
+    c->app = s;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+int config_check_app(const char *spec, char *msg, size_t msglen)
+{
+    struct stat st;
+    if (!spec || !*spec) {
+        snprintf(msg, msglen, "empty app spec");
+        return -1;
+    }
+    /* demo is accepted here; until it exists the app registry serves echo. */
+    if (!strcmp(spec, "hello") || !strcmp(spec, "echo") || !strcmp(spec, "demo"))
+        return 0;
+    if (strncmp(spec, "static:", 7) == 0) {
+        const char *dir = spec + 7;
+        if (!*dir) {
+            snprintf(msg, msglen, "static app needs a directory (static:DIR)");
+            return -1;
+        }
+        if (stat(dir, &st) < 0) {
+            snprintf(msg, msglen, "static directory '%s': %s", dir, strerror(errno));
+            return -1;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            snprintf(msg, msglen, "static directory '%s' is not a directory", dir);
+            return -1;
+        }
+        return 0;
+    }
+    if (ends_with(spec, ".so")) {
+        if (stat(spec, &st) < 0 || access(spec, R_OK) < 0) {
+            snprintf(msg, msglen, "app module '%s': %s", spec, strerror(errno));
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(msg, msglen, "app module '%s' is not a regular file", spec);
+            return -1;
+        }
+        return 0;
+    }
+    if (ends_with(spec, ".pl")) {
+        snprintf(msg, msglen, "Perl applications need pagid built with the Perl host");
+        return -1;
+    }
+    snprintf(msg, msglen,
+             "unknown app '%s' (expected hello, echo, demo, static:DIR or a .so module)", spec);
+    return -1;
+}
+
+int config_finalize(pagid_config *c, FILE *err)
+{
+    const char *msg = NULL;
+    if (!c->app || !c->access_log_format) {
+        fprintf(err, "pagid: out of memory\n");
+        return -1;
+    }
+    if (c->n_listens == 0 && config_add_listen(c, CONFIG_DEFAULT_LISTEN, &msg) < 0) {
+        fprintf(err, "pagid: default listener %s: %s\n", CONFIG_DEFAULT_LISTEN, msg);
+        return -1;
+    }
+    if (c->workers == CONFIG_WORKERS_AUTO) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+            n = 1;
+        if (n > CONFIG_MAX_WORKERS)
+            n = CONFIG_MAX_WORKERS;
+        c->workers = (int)n;
+    }
+    return 0;
+}
+
+void config_free(pagid_config *c)
+{
+    config_clear_listens(c);
+    free(c->source);
+    free(c->app);
+    free(c->access_log_path);
+    free(c->access_log_format);
+    free(c->error_log_path);
+    free(c->pid_file);
+    free(c->user);
+    free(c->group);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,106 @@
+/*
+ * config.h - pagid's typed configuration model.
+ *
+ * A pagid_config is built once (defaults, then the YAML file, then the
+ * command-line overrides) and never mutated afterwards; a reload builds a
+ * new one beside the live one. All strings are owned by the config.
+ */
+#ifndef PAGID_CONFIG_H
+#define PAGID_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum listen_kind { LISTEN_TCP, LISTEN_UNIX } listen_kind;
+
+typedef struct pagid_listen {
+    listen_kind kind;
+    char *spec;  /* as written: "127.0.0.1:8080", "[::1]:80", "unix:/run/p.sock" */
+    char *host;  /* TCP: numeric or name, without brackets; NULL = any */
+    int port;    /* TCP port */
+    char *path;  /* UNIX: socket path */
+} pagid_listen;
+
+typedef enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level;
+
+typedef struct pagid_limits {
+    size_t max_connections;
+    size_t max_request_line;
+    size_t max_header_size;
+    size_t max_header_count;
+    size_t max_body_size;
+    size_t max_ws_message_size;
+    size_t max_receive_queue; /* events queued for an app that does not receive */
+} pagid_limits;
+
+/* Durations in seconds; 0 disables a timeout. */
+typedef struct pagid_timeouts {
+    double header, idle, keepalive, request, write;
+    double ws_idle, sse_idle, ws_close;
+    double shutdown, heartbeat, lifespan_startup;
+} pagid_timeouts;
+
+typedef struct pagid_config {
+    char *source;          /* file the config came from, or NULL */
+    pagid_listen *listens; /* at least one after config_finalize */
+    size_t n_listens;
+    int workers;           /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
+    char *app;             /* app spec: hello, echo, static:DIR, /x.so */
+    pagid_limits limits;
+    pagid_timeouts timeouts;
+    size_t high_watermark, low_watermark;
+    char *access_log_path, *access_log_format;
+    char *error_log_path;
+    log_level error_log_level;
+    char *pid_file, *user, *group;
+} pagid_config;
+
+#define CONFIG_WORKERS_AUTO (-1)
+#define CONFIG_DEFAULT_APP "echo"
+#define CONFIG_DEFAULT_LISTEN "127.0.0.1:8080"
+#define CONFIG_MAX_WORKERS 1024
+
+/** Fill every field with its default (no listeners yet). */
+void config_init_defaults(pagid_config *c);
+
+/**
+ * Load a YAML file over c. Each problem is printed to err as
+ * "FILE:LINE:COLUMN: message" and counted; returns the number of errors
+ * (0 = valid). c holds whatever was valid.
+ */
+int config_load_file(pagid_config *c, const char *path, FILE *err);
+
+/** Same, from a string (name is used in messages); for tests. */
+int config_load_string(pagid_config *c, const char *yaml, const char *name, FILE *err);
+
+/**
+ * Parse "HOST:PORT", "[V6]:PORT", ":PORT", "*:PORT", "PORT", "unix:/PATH";
+ * 0 or -1 (msg set, a static string). On success out owns its strings:
+ * release them with config_listen_free.
+ */
+int config_parse_listen(const char *spec, pagid_listen *out, const char **msg);
+void config_listen_free(pagid_listen *l);
+/**
+ * Append one listener (a duplicate of an existing one is an error). -l
+ * replaces the file's list by calling config_clear_listens first.
+ */
+int config_add_listen(pagid_config *c, const char *spec, const char **msg);
+void config_clear_listens(pagid_config *c);
+int config_set_app(pagid_config *c, const char *spec, const char **msg);
+
+/** "64k" "10m" "1g" "512" -> bytes; 0 or -1. */
+int config_parse_size(const char *s, size_t *out);
+/** "500ms" "30s" "5m" "1h" "0" -> seconds; 0 or -1. */
+int config_parse_duration(const char *s, double *out);
+/** "0".."CONFIG_MAX_WORKERS" or "auto" (CONFIG_WORKERS_AUTO); 0 or -1 (msg). */
+int config_parse_workers(const char *s, int *out, const char **msg);
+
+/** Is the app spec known (builtin name, existing .so, existing static dir)? 0 or -1 (msg). */
+int config_check_app(const char *spec, char *msg, size_t msglen);
+
+/** Defaults that depend on other fields (listen when none, auto workers); 0 or -1. */
+int config_finalize(pagid_config *c, FILE *err);
+
+void config_free(pagid_config *c);
+
+#endif
