@@ -308,3 +308,85 @@ def many_sequential_connections(ctx):
         r = request(srv.port, "GET", "/")
         check_eq(r.status, 200, "status of request %d" % i)
     still_serving(srv.port)
+
+
+@test()
+def unread_body_is_skipped_on_keep_alive(ctx):
+    # /hello (lifecycle app) answers without reading the body: the next request
+    # on the connection must be parsed after the body, never from inside it.
+    srv = ctx.start("lifecycle")
+    c = Conn(srv.port)
+    trap = b"GET /never HTTP/1.1\r\nHost: t\r\n\r\n"
+    body = trap * 100
+    c.send(b"POST /hello HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    r = c.read_response()
+    check_eq((r.status, r.body), (200, b"ok"), "first response")
+    try:
+        c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n")
+        r2 = c.read_response()
+    except Exception:
+        return  # closing instead of draining the unread body is fine
+    check_eq((r2.status, r2.body), (200, b"ok"), "second response (body bytes parsed as a request?)")
+
+
+@test()
+def unread_chunked_body_is_skipped(ctx):
+    srv = ctx.start("lifecycle")
+    c = Conn(srv.port)
+    trap = b"GET /never HTTP/1.1\r\nHost: t\r\n\r\n"
+    c.send(b"POST /hello HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+           + b"%x\r\n" % len(trap) + trap + b"\r\n0\r\n\r\n"
+           + b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n")
+    r = c.read_response()
+    check_eq((r.status, r.body), (200, b"ok"), "first response")
+    try:
+        r2 = c.read_response()
+    except Exception:
+        return  # closed: acceptable
+    check_eq((r2.status, r2.body), (200, b"ok"), "second response")
+
+
+@test()
+def pipelined_stream_then_hello(ctx):
+    srv = ctx.start("lifecycle")
+    c = Conn(srv.port)
+    c.send("GET /stream?n=20&size=1000 HTTP/1.1\r\nHost: t\r\n\r\n"
+           "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"
+           "GET /stream?n=2&size=10 HTTP/1.1\r\nHost: t\r\n\r\n")
+    r1, r2, r3 = c.read_response(), c.read_response(), c.read_response()
+    check_eq(len(r1.body), 20000, "first (streamed) body length")
+    check_eq(r2.body, b"ok", "second body")
+    check_eq(len(r3.body), 20, "third body length")
+    c.close()
+
+
+@test()
+def head_on_streamed_response(ctx):
+    srv = ctx.start("lifecycle")
+    c = Conn(srv.port)
+    c.send("HEAD /stream?n=3&size=100 HTTP/1.1\r\nHost: t\r\n\r\n")
+    r = c.read_response("HEAD")
+    check_eq(r.status, 200, "HEAD status")
+    c.send("GET /hello HTTP/1.1\r\nHost: t\r\n\r\n")
+    r2 = c.read_response()
+    check_eq((r2.status, r2.body), (200, b"ok"), "response after HEAD (body bytes leaked?)")
+    c.close()
+
+
+@test()
+def expect_100_not_sent_when_body_unread(ctx):
+    # The app answers without reading: no 100 Continue, the final response at once.
+    srv = ctx.start("lifecycle")
+    c = Conn(srv.port, timeout=3)
+    c.send("POST /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+    r = c.read_response()
+    check_eq((r.status, r.body), (200, b"ok"), "final response")
+    check_eq([i.status for i in r.interim], [], "interim responses although the body was never read")
+    c.close()
+
+
+@test()
+def path_is_percent_decoded(ctx):
+    srv = ctx.start("lifecycle")
+    r = request(srv.port, "GET", "/hel%6C%6f")
+    check_eq((r.status, r.body), (200, b"ok"), "/hel%6C%6f routed as /hello")

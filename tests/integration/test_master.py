@@ -115,7 +115,7 @@ def slow_reader(port, tid, stop):
     return th, got
 
 
-def sigterm_inflight(ctx, workers):
+def sigterm_inflight(ctx, workers, strict_release=False):
     srv = ctx.start("lifecycle", workers=workers, config="timeouts:\n  shutdown: 2s\n")
     if workers:
         wait_workers(srv, workers)
@@ -145,8 +145,13 @@ def sigterm_inflight(ctx, workers):
         with open(ctx.app_log) as f:
             lines = f.read().splitlines()
         check("lifespan lifespan shutdown" in lines, "lifespan.shutdown never delivered")
-        check(lines.index("lifespan lifespan shutdown") > lines.index("sd1 release"),
+        shutdown_at = lines.index("lifespan lifespan shutdown")
+        check(shutdown_at > lines.index("sd1 on_disconnect server_shutdown"),
               "lifespan.shutdown delivered while the stream was still open: %r" % lines[-8:])
+        if strict_release:
+            check(shutdown_at > lines.index("sd1 release"),
+                  "the request scope was released after lifespan.shutdown (the app's global "
+                  "teardown ran before its per-request cleanup): %r" % lines[-8:])
 
 
 @test(timeout=40)
@@ -157,6 +162,12 @@ def sigterm_inflight_stream_master(ctx):
 @test(timeout=40)
 def sigterm_inflight_stream_single_process(ctx):
     sigterm_inflight(ctx, 0)
+
+
+@test(timeout=40)
+def lifespan_shutdown_after_requests_released(ctx):
+    # Per-request release callbacks run before the worker's lifespan.shutdown.
+    sigterm_inflight(ctx, 0, strict_release=True)
 
 
 @test(timeout=40)
