@@ -1,4 +1,11 @@
-# tests/unit for src/master
+# tests/unit for src/master: one Check suite per source file.
+check_PROGRAMS += tests/unit/test_cli
+TESTS += tests/unit/test_cli
+
+tests_unit_test_cli_SOURCES = tests/unit/test_cli.c
+tests_unit_test_cli_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_cli_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_cli_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
 
 # listeners.c and supervisor.c (master engineer). test_supervisor defines its
 # own worker_run, so the real worker library is not linked in.

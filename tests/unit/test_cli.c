@@ -1,0 +1,336 @@
+/*
+ * test_cli.c - Check suite for src/master/cli.c: option parsing, usage
+ * errors, the help text, and the effective config (defaults, file,
+ * overrides, finalize) with the exact error lines.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "master/cli.h"
+
+#define ARGC(v) ((int)(sizeof(v) / sizeof((v)[0])) - 1)
+
+static char *out_text;
+static size_t out_len;
+
+static FILE *capture(void)
+{
+    free(out_text);
+    out_text = NULL;
+    FILE *f = open_memstream(&out_text, &out_len);
+    ck_assert_ptr_nonnull(f);
+    return f;
+}
+
+static void teardown(void)
+{
+    free(out_text);
+    out_text = NULL;
+}
+
+/* Parse argv, expect failure with exactly this message. */
+static void expect_usage_error(char **argv, int argc, const char *first_line)
+{
+    cli_options o;
+    FILE *f = capture();
+    ck_assert_int_eq(cli_parse(argc, argv, &o, f), -1);
+    fclose(f);
+    char want[256];
+    snprintf(want, sizeof want, "%s\nTry 'pagid --help' for more information.\n", first_line);
+    ck_assert_str_eq(out_text, want);
+    ck_assert_ptr_null(o.listens); /* freed on the error path */
+}
+
+/* A config file in /tmp; the caller unlinks it. */
+static void write_file(char *path, const char *text)
+{
+    strcpy(path, "/tmp/pagid-cli-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* ---- parsing ----------------------------------------------------------- */
+
+START_TEST(test_parse_nothing)
+{
+    char *argv[] = {"pagid", NULL};
+    cli_options o;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    ck_assert_ptr_null(o.config_file);
+    ck_assert_int_eq(o.test_only, 0);
+    ck_assert_int_eq(o.show_version, 0);
+    ck_assert_int_eq(o.show_help, 0);
+    ck_assert_uint_eq(o.n_listens, 0);
+    ck_assert_ptr_null(o.workers);
+    ck_assert_ptr_null(o.app);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_parse_short)
+{
+    char *argv[] = {"pagid", "-t", "-c", "/etc/p.yaml", "-l", ":80", "-l", "unix:/s",
+                    "-w",    "4",  "-a", "hello",       "-v", "-h",  NULL};
+    cli_options o;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    ck_assert_str_eq(o.config_file, "/etc/p.yaml");
+    ck_assert_int_eq(o.test_only, 1);
+    ck_assert_uint_eq(o.n_listens, 2);
+    ck_assert_str_eq(o.listens[0], ":80");
+    ck_assert_str_eq(o.listens[1], "unix:/s");
+    ck_assert_str_eq(o.workers, "4");
+    ck_assert_str_eq(o.app, "hello");
+    ck_assert_int_eq(o.show_version, 1);
+    ck_assert_int_eq(o.show_help, 1);
+    cli_options_free(&o);
+    ck_assert_ptr_null(o.listens);
+}
+END_TEST
+
+START_TEST(test_parse_long_and_clustered)
+{
+    char *argv[] = {"pagid",    "--config=a.yaml", "--test",         "--listen",
+                    "[::1]:81", "--listen=:82",    "--workers=auto", "--app",
+                    "echo",     "--version",       "--help",         NULL};
+    cli_options o;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    ck_assert_str_eq(o.config_file, "a.yaml");
+    ck_assert_int_eq(o.test_only, 1);
+    ck_assert_uint_eq(o.n_listens, 2);
+    ck_assert_str_eq(o.listens[0], "[::1]:81");
+    ck_assert_str_eq(o.listens[1], ":82");
+    ck_assert_str_eq(o.workers, "auto");
+    ck_assert_str_eq(o.app, "echo");
+    ck_assert_int_eq(o.show_version, 1);
+    ck_assert_int_eq(o.show_help, 1);
+    cli_options_free(&o);
+
+    /* Parsing again starts from scratch (getopt state is reset). */
+    char *argv2[] = {"pagid", "-tc", "b.yaml", "-w0", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(argv2), argv2, &o, stderr), 0);
+    ck_assert_int_eq(o.test_only, 1);
+    ck_assert_str_eq(o.config_file, "b.yaml");
+    ck_assert_str_eq(o.workers, "0");
+    ck_assert_uint_eq(o.n_listens, 0);
+    ck_assert_int_eq(o.show_help, 0);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_parse_errors)
+{
+    char *a1[] = {"pagid", "-x", NULL};
+    expect_usage_error(a1, ARGC(a1), "pagid: unknown option '-x'");
+    char *a2[] = {"pagid", "--test", "-tq", NULL};
+    expect_usage_error(a2, ARGC(a2), "pagid: unknown option '-q'");
+    char *a3[] = {"pagid", "-l", ":80", "--bogus=1", NULL};
+    expect_usage_error(a3, ARGC(a3), "pagid: unknown option '--bogus'");
+    char *a4[] = {"pagid", "-t", "-c", NULL};
+    expect_usage_error(a4, ARGC(a4), "pagid: missing argument for option '-c'");
+    char *a5[] = {"pagid", "--workers", NULL};
+    expect_usage_error(a5, ARGC(a5), "pagid: missing argument for option '--workers'");
+    char *a6[] = {"pagid", "-t", "extra", NULL};
+    expect_usage_error(a6, ARGC(a6), "pagid: unexpected argument 'extra'");
+    char *a7[] = {"pagid", "--test=yes", NULL};
+    expect_usage_error(a7, ARGC(a7), "pagid: option takes no argument '--test'");
+    char *a8[] = {"pagid", "--test", "-xt", NULL}; /* 'x' mid-cluster, after a long option */
+    expect_usage_error(a8, ARGC(a8), "pagid: unknown option '-x'");
+    char *a9[] = {"pagid", "--conf", "a.yaml", "-w", NULL}; /* unique prefixes are fine */
+    expect_usage_error(a9, ARGC(a9), "pagid: missing argument for option '-w'");
+}
+END_TEST
+
+START_TEST(test_usage_lists_every_option)
+{
+    static const char *const opts[] = {
+        "-c, --config FILE", "-t, --test",    "-l, --listen ADDR", "-w, --workers N",
+        "-a, --app SPEC",    "-v, --version", "-h, --help",
+    };
+    FILE *f = capture();
+    cli_usage(f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(out_text, "Usage: pagid"));
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        const char *line = strstr(out_text, opts[i]);
+        ck_assert_msg(line != NULL, "usage lacks '%s'", opts[i]);
+        /* ...with a description on the same line. */
+        const char *eol = strchr(line, '\n');
+        ck_assert_msg(eol && eol - line > (long)strlen(opts[i]) + 5, "'%s' has no description",
+                      opts[i]);
+    }
+}
+END_TEST
+
+/* ---- the effective config ----------------------------------------------- */
+
+START_TEST(test_build_defaults)
+{
+    char *argv[] = {"pagid", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 0);
+    fclose(f);
+    ck_assert_str_eq(out_text, "");
+    ck_assert_ptr_null(c.source); /* no file read */
+    ck_assert_uint_eq(c.n_listens, 1);
+    ck_assert_str_eq(c.listens[0].spec, CONFIG_DEFAULT_LISTEN);
+    ck_assert_str_eq(c.app, CONFIG_DEFAULT_APP);
+    ck_assert_int_ge(c.workers, 1); /* auto resolved */
+    ck_assert_int_le(c.workers, CONFIG_MAX_WORKERS);
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_build_file_then_overrides)
+{
+    char path[64];
+    write_file(path, "listen: [':9001', ':9002']\nworkers: 2\napp: hello\n"
+                     "limits: {max_header_count: 7}\n");
+
+    /* The file alone. */
+    char *a1[] = {"pagid", "-c", path, NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(c.source, path);
+    ck_assert_uint_eq(c.n_listens, 2);
+    ck_assert_int_eq(c.listens[1].port, 9002);
+    ck_assert_int_eq(c.workers, 2);
+    ck_assert_str_eq(c.app, "hello");
+    ck_assert_uint_eq(c.limits.max_header_count, 7);
+    config_free(&c);
+    cli_options_free(&o);
+
+    /* -l replaces the file's list; -w and -a override; the rest stays. */
+    char *a2[] = {"pagid", "-c", path,   "-l", "127.0.0.1:7000", "-l", "unix:/tmp/p.sock", "-w",
+                  "0",     "-a", "echo", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 2);
+    ck_assert_str_eq(c.listens[0].host, "127.0.0.1");
+    ck_assert_int_eq(c.listens[0].port, 7000);
+    ck_assert_int_eq(c.listens[1].kind, LISTEN_UNIX);
+    ck_assert_int_eq(c.workers, 0);
+    ck_assert_str_eq(c.app, "echo");
+    ck_assert_uint_eq(c.limits.max_header_count, 7);
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_build_override_errors)
+{
+    char *argv[] = {"pagid", "-l", "localhost", "-l", ":80",   "-l",
+                    "*:80",  "-w", "2000",      "-a", "bogus", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 4);
+    fclose(f);
+    ck_assert_str_eq(out_text,
+                     "pagid: -l: invalid listen address 'localhost': missing port (use HOST:PORT)\n"
+                     "pagid: -l: invalid listen address '*:80': duplicate listen address\n"
+                     "pagid: -w: invalid workers '2000': out of range (0..1024)\n"
+                     "pagid: -a: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a "
+                     ".so module)\n");
+    /* The valid -l survived; nothing else was touched. */
+    ck_assert_uint_eq(c.n_listens, 1);
+    ck_assert_int_eq(c.listens[0].port, 80);
+    ck_assert_str_eq(c.app, CONFIG_DEFAULT_APP);
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_build_file_errors_counted)
+{
+    char path[64];
+    write_file(path, "workers: many\nbogus: 1\n");
+    char *argv[] = {"pagid", "-t", "-c", path, "-a", "x.pl", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 3);
+    fclose(f);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s:1:10: invalid workers 'many': expected a number or 'auto'\n"
+             "%s:2:1: unknown key 'bogus'\n"
+             "pagid: -a: Perl applications need pagid built with the Perl host\n",
+             path, path);
+    ck_assert_str_eq(out_text, want);
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    /* A missing file is one error; the defaults still finalize. */
+    char *a2[] = {"pagid", "-c", "/nonexistent-pagid.yaml", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+    fclose(f);
+    ck_assert_str_eq(out_text, "/nonexistent-pagid.yaml: cannot open: No such file or directory\n");
+    ck_assert_uint_eq(c.n_listens, 1);
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_build_example_config)
+{
+    char *argv[] = {"pagid", "-t", "-c", TOP_SRCDIR "/conf/pagid.yaml", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 0);
+    fclose(f);
+    ck_assert_str_eq(out_text, "");
+    ck_assert_str_eq(c.listens[0].spec, CONFIG_DEFAULT_LISTEN);
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("parse");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_parse_nothing);
+    tcase_add_test(tc, test_parse_short);
+    tcase_add_test(tc, test_parse_long_and_clustered);
+    tcase_add_test(tc, test_parse_errors);
+    tcase_add_test(tc, test_usage_lists_every_option);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("build");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_build_defaults);
+    tcase_add_test(tc, test_build_file_then_overrides);
+    tcase_add_test(tc, test_build_override_errors);
+    tcase_add_test(tc, test_build_file_errors_counted);
+    tcase_add_test(tc, test_build_example_config);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(cli_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
