@@ -188,7 +188,10 @@ void lifespan_stop(worker_ctx *w, void (*done)(worker_ctx *w))
     }
     ls->phase = LS_STOPPING;
     ls->on_stopped = done;
-    double t = w->cfg->timeouts.lifespan_startup > 0 ? w->cfg->timeouts.lifespan_startup : 30.;
+    /* Bounded well inside the master's patience (shutdown + 5 s) after the deadline. */
+    double t = w->cfg->timeouts.lifespan_startup > 0 ? w->cfg->timeouts.lifespan_startup : 3.;
+    if (t > 3.)
+        t = 3.;
     ev_timer_set(&ls->timer, t, 0.);
     ev_timer_start(w->loop.ev, &ls->timer);
     scope_poke_receive(ls->scope);

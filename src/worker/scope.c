@@ -90,6 +90,8 @@ pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops,
         return NULL;
     }
     s->state = state_table_ref(w->state);
+    if (type != PAGI_SCOPE_LIFESPAN)
+        w->n_scopes++;
     return s;
 }
 
@@ -104,6 +106,7 @@ static void cb_list_free(scope_cb_list *l)
 
 static void scope_free(pagi_scope *s)
 {
+    worker_ctx *w = s->w;
     if (s->release)
         s->release(s, s->userdata);
     state_table_unref(s->state);
@@ -113,7 +116,13 @@ static void scope_free(pagi_scope *s)
     cb_list_free(&s->on_drain);
     buf_free(&s->delivery);
     free(s->req_block);
+    int counted = s->type != PAGI_SCOPE_LIFESPAN;
     free(s);
+    if (counted) {
+        w->n_scopes--;
+        if (w->on_conn_count)
+            w->on_conn_count(w);
+    }
 }
 
 static void scope_free_job(const runq_item *it) { scope_free(it->a); }

@@ -25,6 +25,7 @@
 #include "state_table.h"
 
 #define ACCEPT_BATCH 64
+#define SHUTDOWN_GRACE 1.0 /* seconds for handlers after the shutdown deadline */
 
 typedef struct acceptor {
     ev_io io;
@@ -41,8 +42,9 @@ typedef struct worker_run_ctx {
     int accepting;
     int exit_code;
     int stopping;  /* lifespan shutdown started */
+    int grace_over; /* past the shutdown deadline plus the apps' grace */
     ev_signal sig_term, sig_int, sig_quit;
-    ev_timer shutdown_timer, accept_retry;
+    ev_timer shutdown_timer, accept_retry, grace_timer;
 } worker_run_ctx;
 
 static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
@@ -107,13 +109,30 @@ static void worker_on_lifespan_stopped(worker_ctx *w)
     ev_break(w->loop.ev, EVBREAK_ALL);
 }
 
+/*
+ * Lifespan shutdown waits until every connection is gone and every request
+ * scope released (its handler may still need what shutdown tears down),
+ * but no longer than the shutdown deadline plus a short grace.
+ */
 static void worker_maybe_finish(worker_run_ctx *r)
 {
-    if (!r->w.draining || r->w.n_conns > 0 || r->stopping)
+    if (!r->w.draining || r->stopping || r->w.n_conns > 0)
         return;
+    if (r->w.n_scopes > 0 && !r->grace_over)
+        return;
+    if (r->w.n_scopes > 0)
+        log_warn("%zu request handler(s) still running at shutdown", r->w.n_scopes);
     r->stopping = 1;
     ev_timer_stop(r->w.loop.ev, &r->shutdown_timer);
+    ev_timer_stop(r->w.loop.ev, &r->grace_timer);
     lifespan_stop(&r->w, worker_on_lifespan_stopped);
+}
+
+static void worker_on_grace_over(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    worker_run_ctx *r = t->data;
+    r->grace_over = 1;
+    worker_maybe_finish(r);
 }
 
 static void worker_on_conn_count(worker_ctx *w)
@@ -135,6 +154,9 @@ static void worker_on_shutdown_deadline(struct ev_loop *ev, ev_timer *t, int rev
         log_info("shutdown timeout: closing %zu connection(s) with server_shutdown", r->w.n_conns);
     while (r->w.conns)
         conn_close(r->w.conns, reason_server_shutdown);
+    /* Handlers just told server_shutdown get a moment to finish. */
+    ev_timer_set(&r->grace_timer, SHUTDOWN_GRACE, 0.);
+    ev_timer_start(ev, &r->grace_timer);
     worker_maybe_finish(r);
 }
 
@@ -159,7 +181,7 @@ static void worker_drain(worker_run_ctx *r)
             conn_close(c, NULL);
         c = next;
     }
-    if (w->cfg->timeouts.shutdown > 0) {
+    if (w->cfg->timeouts.shutdown > 0) { /* 0: no deadline, wait for in-flight work */
         ev_timer_set(&r->shutdown_timer, w->cfg->timeouts.shutdown, 0.);
         ev_timer_start(w->loop.ev, &r->shutdown_timer);
     }
@@ -283,6 +305,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     r->accept_retry.data = r;
     ev_init(&r->shutdown_timer, worker_on_shutdown_deadline);
     r->shutdown_timer.data = r;
+    ev_init(&r->grace_timer, worker_on_grace_over);
+    r->grace_timer.data = r;
     ev_signal_init(&r->sig_term, worker_on_signal, SIGTERM);
     r->sig_term.data = r;
     ev_signal_start(ev, &r->sig_term);
@@ -313,6 +337,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_signal_stop(ev, &r->sig_int);
     ev_timer_stop(ev, &r->shutdown_timer);
     ev_timer_stop(ev, &r->accept_retry);
+    ev_timer_stop(ev, &r->grace_timer);
     accepting_set(r, 0);
     for (size_t i = 0; i < r->n_acceptors; i++)
         if (r->acceptors[i].fd >= 0 && !under_master)

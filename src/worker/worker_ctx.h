@@ -27,11 +27,12 @@ typedef struct worker_ctx {
     state_table *state;   /* lifespan state snapshot (copy-on-write) */
     conn *conns;          /* all live connections (intrusive list) */
     size_t n_conns;
+    size_t n_scopes;      /* request scopes not yet released (lifespan excluded) */
     conn *flush_list;     /* connections with output to write at the safe point */
     buf scratch;          /* reusable space for formatting response heads */
     lifespan *lifespan;   /* the lifespan scope's driver */
     int draining;         /* graceful stop in progress: no keep-alive */
-    void (*on_conn_count)(struct worker_ctx *w); /* called when n_conns drops */
+    void (*on_conn_count)(struct worker_ctx *w); /* called when n_conns or n_scopes drops */
 } worker_ctx;
 
 #endif
