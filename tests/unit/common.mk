@@ -6,8 +6,14 @@ tests_unit_test_buf_SOURCES = tests/unit/test_buf.c
 tests_unit_test_buf_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_buf_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 
-# TOP_SRCDIR lets the test load conf/pagid.yaml from an out-of-tree build.
 tests_unit_test_config_SOURCES = tests/unit/test_config.c
-tests_unit_test_config_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_config_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# TOP_SRCDIR lets the test load conf/pagid.yaml from an out-of-tree build.
+check_PROGRAMS += tests/unit/test_config_yaml
+TESTS += tests/unit/test_config_yaml
+tests_unit_test_config_yaml_SOURCES = tests/unit/test_config_yaml.c
+tests_unit_test_config_yaml_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_config_yaml_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
