@@ -52,6 +52,7 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     outq_init(&c->out);
+    c->proto = &h1_proto;
     if (h1_conn_init(c) < 0) {
         close(fd);
         free(c);
@@ -119,7 +120,7 @@ static void conn_update_timer(conn *c, int progress)
         if (outq_buffered(&c->out) > 0 && c->write_blocked) {
             if (c->tmo != TMO_WRITE || (progress & PROGRESS_WRITE))
                 conn_arm(c, TMO_WRITE, t->write);
-        } else if (c->state == CONN_ACTIVE && h1_conn_waiting_for_body(c)) {
+        } else if (c->state == CONN_ACTIVE && c->proto->waiting_for_input(c)) {
             if (c->tmo != TMO_REQUEST || (progress & PROGRESS_READ))
                 conn_arm(c, TMO_REQUEST, t->request);
         } else {
@@ -147,7 +148,7 @@ static void conn_update_read(conn *c)
         want = !c->eof;
         break;
     case CONN_ACTIVE:
-        want = !c->eof && h1_conn_wants_read(c);
+        want = !c->eof && c->proto->wants_read(c);
         break;
     default:
         want = 0;
@@ -197,7 +198,7 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
         conn_close(c, reason_keepalive_timeout);
         break;
     case TMO_HEADER:
-        h1_conn_header_timeout(c);
+        c->proto->on_header_timeout(c);
         break;
     case TMO_REQUEST:
         conn_close(c, reason_client_timeout);
@@ -252,11 +253,11 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     if (c->state == CONN_LINGER || c->state == CONN_CLOSED)
         return;
     if (buf_size(&c->in) > 0)
-        h1_conn_on_input(c);
+        c->proto->on_input(c);
     if (c->state == CONN_CLOSED)
         return;
     if (c->eof) {
-        h1_conn_on_eof(c);
+        c->proto->on_eof(c);
         if (c->state == CONN_CLOSED)
             return;
     }
@@ -318,7 +319,7 @@ void conn_flush(conn *c)
         }
         return;
     }
-    h1_conn_on_written(c);
+    c->proto->on_written(c);
     if (c->state != CONN_CLOSED)
         conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
 }
@@ -353,7 +354,7 @@ void conn_close(conn *c, const char *reason)
         return;
     worker_ctx *w = c->w;
     struct ev_loop *ev = w->loop.ev;
-    h1_conn_on_close(c, reason);
+    c->proto->on_close(c, reason);
     c->state = CONN_CLOSED;
     ev_io_stop(ev, &c->rio);
     ev_io_stop(ev, &c->wio);

@@ -37,6 +37,23 @@ typedef enum conn_timeout {
     TMO_LINGER
 } conn_timeout;
 
+/*
+ * The protocol spoken on a connection. HTTP/1.1 is where every connection
+ * starts; a WebSocket upgrade switches c->proto after the 101.
+ */
+typedef struct conn_proto {
+    const char *name;
+    void (*on_input)(conn *c);                       /* bytes are in c->in */
+    void (*on_eof)(conn *c);                         /* the peer closed its side */
+    void (*on_written)(conn *c);                     /* output made progress */
+    int (*wants_read)(const conn *c);                /* flow control, while active */
+    int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
+    void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
+    void (*on_header_timeout)(conn *c);
+} conn_proto;
+
+struct ws_conn;
+
 struct conn {
     worker_ctx *w;
     conn *prev, *next;  /* worker's list of live connections */
@@ -56,7 +73,9 @@ struct conn {
     int peer_port;
     const char *server_host; /* owned by the config */
     int server_port;
+    const conn_proto *proto;
     h1_conn h1;
+    struct ws_conn *ws; /* set once the connection is a WebSocket (owned) */
 };
 
 /** Take an accepted socket; returns NULL (socket closed) on failure. */

@@ -286,3 +286,14 @@ void h1_conn_on_close(conn *c, const char *reason)
     if (c->h1.scope)
         h1_abort_exchange(c, reason ? reason : reason_server_error);
 }
+
+const conn_proto h1_proto = {
+    .name = "http/1.1",
+    .on_input = h1_conn_on_input,
+    .on_eof = h1_conn_on_eof,
+    .on_written = h1_conn_on_written,
+    .wants_read = h1_conn_wants_read,
+    .waiting_for_input = h1_conn_waiting_for_body,
+    .on_close = h1_conn_on_close,
+    .on_header_timeout = h1_conn_header_timeout,
+};

@@ -47,6 +47,10 @@ typedef struct h1_conn {
     size_t n_parked, cap_parked;
 } h1_conn;
 
+struct conn_proto;
+/** HTTP/1.1 as a connection protocol (the one every connection starts with). */
+extern const struct conn_proto h1_proto;
+
 int h1_conn_init(conn *c);
 void h1_conn_free(conn *c);
 /** New input is in c->in: parse and act. */

@@ -44,19 +44,27 @@ static int scope_copy_request(pagi_scope *s, const scope_request *req)
     size_t need = str_room(req->method) + str_room(req->http_version) + str_room(req->scheme) +
                   str_room(req->client_host) + str_room(req->server_host) + req->path.len +
                   req->raw_path.len + req->query.len + 3 + sizeof(pagi_header) * req->header_count +
-                  _Alignof(pagi_header);
+                  sizeof(pagi_str) * req->subprotocol_count;
     for (size_t i = 0; i < req->header_count; i++)
         need += req->headers[i].name.len + req->headers[i].value.len + 2;
+    for (size_t i = 0; i < req->subprotocol_count; i++)
+        need += req->subprotocols[i].len + 1;
     char *block = malloc(need);
     if (!block)
         return -1;
-    /* Header array first, so it is suitably aligned. */
+    /* The arrays first, so they are suitably aligned; the bytes follow. */
     pagi_header *hv = (pagi_header *)block;
-    char *p = block + sizeof(pagi_header) * req->header_count;
+    pagi_str *sv = (pagi_str *)(hv + req->header_count);
+    char *p = (char *)(sv + req->subprotocol_count);
     for (size_t i = 0; i < req->header_count; i++) {
         hv[i].name = copy_bytes(&p, req->headers[i].name);
         hv[i].value = copy_bytes(&p, req->headers[i].value);
     }
+    for (size_t i = 0; i < req->subprotocol_count; i++)
+        sv[i] = copy_bytes(&p, req->subprotocols[i]);
+    s->req.subprotocols = sv;
+    s->req.subprotocol_count = req->subprotocol_count;
+    s->req.extensions = req->extensions;
     s->req.headers = hv;
     s->req.header_count = req->header_count;
     s->req.method = copy_str(&p, req->method);

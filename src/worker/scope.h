@@ -45,7 +45,12 @@ typedef struct scope_request {
     int client_port;
     const char *server_host;
     int server_port;
+    const pagi_str *subprotocols; /* websocket: offered subprotocols, in order */
+    size_t subprotocol_count;
+    unsigned extensions;          /* SCOPE_EXT_* advertised on this scope */
 } scope_request;
+
+#define SCOPE_EXT_WEBSOCKET_HTTP_RESPONSE 1u /* "websocket.http.response" */
 
 pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops, void *proto,
                       const scope_request *req);

@@ -111,10 +111,23 @@ const char *pagi_scope_server(const pagi_scope *s, int *port)
     return s->req.server_host;
 }
 
-/* WebSocket scopes arrive with the WebSocket issue; until then none are offered. */
-size_t pagi_scope_subprotocol_count(const pagi_scope *s) { return 0; }
-pagi_str pagi_scope_subprotocol(const pagi_scope *s, size_t i) { return (pagi_str){NULL, 0}; }
-int pagi_scope_has_extension(const pagi_scope *s, const char *name) { return 0; }
+size_t pagi_scope_subprotocol_count(const pagi_scope *s) { return s->req.subprotocol_count; }
+
+pagi_str pagi_scope_subprotocol(const pagi_scope *s, size_t i)
+{
+    if (i >= s->req.subprotocol_count)
+        return (pagi_str){NULL, 0};
+    return s->req.subprotocols[i];
+}
+
+int pagi_scope_has_extension(const pagi_scope *s, const char *name)
+{
+    if (!name)
+        return 0;
+    if (strcmp(name, "websocket.http.response") == 0)
+        return (s->req.extensions & SCOPE_EXT_WEBSOCKET_HTTP_RESPONSE) != 0;
+    return 0;
+}
 
 int pagi_scope_worker_num(const pagi_scope *s, int *is_worker)
 {
