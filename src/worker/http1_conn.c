@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "reason.h"
 #include "scope.h"
+#include "sse.h"
 
 /* Input kept for a request that is already complete (pipelined bytes). */
 #define PIPELINE_INPUT_MAX 65536
@@ -47,6 +48,8 @@ void h1_conn_free(conn *c)
 {
     h1_parser_free(c->h1.parser);
     c->h1.parser = NULL;
+    sse_stream_free(c->h1.sse);
+    c->h1.sse = NULL;
     buf_free(&c->h1.body);
     free(c->h1.parked);
     c->h1.parked = NULL;
@@ -75,15 +78,28 @@ static int h1_on_request(void *ud, const h1_request *req)
         .server_host = c->server_host,
         .server_port = c->server_port,
     };
-    pagi_scope *s = scope_new(c->w, PAGI_SCOPE_HTTP, &h1_exchange_ops, c, &sr);
-    if (!s)
+    pagi_scope_type type = PAGI_SCOPE_HTTP;
+    const scope_ops *ops = &h1_exchange_ops;
+    if (req->accepts_event_stream && !req->upgrade_websocket) {
+        /* The spec: Accept: text/event-stream makes an sse scope, for every method. */
+        if (!(h->sse = sse_stream_new(c)))
+            return -1;
+        type = PAGI_SCOPE_SSE;
+        ops = &sse_exchange_ops;
+    }
+    pagi_scope *s = scope_new(c->w, type, ops, c, &sr);
+    if (!s) {
+        sse_stream_free(h->sse);
+        h->sse = NULL;
         return -1;
+    }
     h->scope = s;
     h->start_app = 1;
     h->msg_complete = 0;
     h->parse_error = 0;
     h->body_end_delivered = 0;
     h->req_keep_alive = req->keep_alive;
+    h->close_after = 0;
     h->http_minor = req->http_minor;
     h->head_request = strcmp(req->method, "HEAD") == 0;
     h->continue_pending =
@@ -137,8 +153,19 @@ void h1_abort_exchange(conn *c, const char *reason)
         return;
     scope_disconnect(s, reason);
     h1_exchange_settle_parked(c, NULL);
+    h1_exchange_release(c);
+}
+
+/* Whatever way the exchange ended: let go of the scope and the per-request state. */
+void h1_exchange_release(conn *c)
+{
+    h1_conn *h = &c->h1;
+    pagi_scope *s = h->scope;
+    sse_stream_free(h->sse);
+    h->sse = NULL;
     h->scope = NULL;
-    scope_detach(s);
+    if (s)
+        scope_detach(s);
 }
 
 static void h1_parse_failed(conn *c)
@@ -264,8 +291,7 @@ void h1_exchange_end(conn *c)
     pagi_scope *s = h->scope;
     scope_mark_complete(s);
     h1_exchange_settle_parked(c, NULL);
-    h->scope = NULL;
-    scope_detach(s);
+    h1_exchange_release(c);
     c->served++;
     int keep = h->plan.keep_alive && h->msg_complete && !c->w->draining && !c->eof;
     if (!keep) {

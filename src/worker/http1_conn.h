@@ -36,6 +36,7 @@ typedef struct h1_conn {
     int body_end_delivered; /* the app got more=0 */
     int continue_pending;   /* Expect: 100-continue not answered yet */
     int req_keep_alive;
+    int close_after;        /* the server closes after this response whatever the request says */
     int http_minor;
     int head_request;
     h1_resp_state resp;
@@ -43,6 +44,7 @@ typedef struct h1_conn {
     int64_t body_sent;
     int above_high;         /* transport hysteresis: high mark engaged */
     int trailers_announced; /* http.response.start had trailers=1 */
+    struct sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
     h1_parked_send *parked; /* sends waiting for the buffer to drain */
     size_t n_parked, cap_parked;
 } h1_conn;
@@ -76,5 +78,7 @@ void h1_exchange_after_append(conn *c, pagi_send_cb cb, void *ud);
 void h1_exchange_end(conn *c);
 /** End the exchange abnormally: on_disconnect(reason), then detach the scope. */
 void h1_abort_exchange(conn *c, const char *reason);
+/** Let go of the scope and per-request state (after complete or abort). */
+void h1_exchange_release(conn *c);
 
 #endif

@@ -16,6 +16,7 @@
 #include "../common/log.h"
 #include "conn.h"
 #include "http1_conn.h"
+#include "http1_exchange.h"
 #include "reason.h"
 #include "scope.h"
 
@@ -68,7 +69,7 @@ void h1_exchange_after_append(conn *c, pagi_send_cb cb, void *ud)
 
 /* ---- sends ---- */
 
-static int send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud)
+int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
     h1_conn *h = &c->h1;
     if (h->resp != RESP_NONE)
@@ -81,7 +82,7 @@ static int send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb
         .http_minor = h->http_minor,
         .head_request = h->head_request,
         /* A body the app never read keeps the connection from being reused. */
-        .keep_alive = h->req_keep_alive && h->msg_complete && !c->w->draining,
+        .keep_alive = h->req_keep_alive && h->msg_complete && !c->w->draining && !h->close_after,
         .trailers = ev->trailers ? 1 : 0,
         .date = h1_date_now((long)ev_now(c->w->loop.ev)),
     };
@@ -136,7 +137,7 @@ static int open_body_file(pagi_scope *s, const pagi_event *ev, int *fd_out, off_
     return 0;
 }
 
-static int send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud)
+int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
     h1_conn *h = &c->h1;
     if (h->resp == RESP_NONE)
@@ -249,9 +250,9 @@ static int h1x_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *
     }
     switch (ev->type) {
     case PAGI_EV_HTTP_RESPONSE_START:
-        return send_start(s, c, ev, cb, ud);
+        return h1x_send_start(s, c, ev, cb, ud);
     case PAGI_EV_HTTP_RESPONSE_BODY:
-        return send_body(s, c, ev, cb, ud);
+        return h1x_send_body(s, c, ev, cb, ud);
     default:
         return send_trailers(s, c, ev, cb, ud);
     }
@@ -259,12 +260,17 @@ static int h1x_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *
 
 /* ---- receive ---- */
 
-static int h1x_next_event(pagi_scope *s, pagi_event *ev, int take)
+int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type req_type,
+                        pagi_event_type disc_type)
 {
     conn *c = exchange_conn(s);
     if (!c || !scope_is_connected(s) || scope_is_complete(s)) {
-        if (take)
-            ev->type = PAGI_EV_HTTP_DISCONNECT;
+        if (take) {
+            ev->type = disc_type;
+            const char *r = pagi_conn_disconnect_reason(s);
+            ev->reason.ptr = r ? r : "";
+            ev->reason.len = r ? strlen(r) : 0;
+        }
         return 1;
     }
     h1_conn *h = &c->h1;
@@ -278,7 +284,7 @@ static int h1x_next_event(pagi_scope *s, pagi_event *ev, int take)
     *d = h->body;
     h->body = tmp;
     buf_reset(&h->body);
-    ev->type = PAGI_EV_HTTP_REQUEST;
+    ev->type = req_type;
     ev->body.ptr = buf_size(d) ? buf_head(d) : "";
     ev->body.len = buf_size(d);
     ev->more = !h->msg_complete;
@@ -290,7 +296,7 @@ static int h1x_next_event(pagi_scope *s, pagi_event *ev, int take)
     return 1;
 }
 
-static void h1x_receive_wanted(pagi_scope *s)
+void h1x_receive_wanted(pagi_scope *s)
 {
     conn *c = exchange_conn(s);
     if (!c)
@@ -307,7 +313,7 @@ static void h1x_receive_wanted(pagi_scope *s)
 
 /* ---- the app finished ---- */
 
-static void h1x_finished(pagi_scope *s, const char *error)
+void h1x_finished(pagi_scope *s, const char *error)
 {
     conn *c = exchange_conn(s);
     const char *method = pagi_scope_method(s);
@@ -352,16 +358,21 @@ static void h1x_finished(pagi_scope *s, const char *error)
                  error);
 }
 
-static size_t h1x_buffered(const pagi_scope *s)
+size_t h1x_buffered(const pagi_scope *s)
 {
     conn *c = exchange_conn(s);
     return c ? outq_buffered(&c->out) : 0;
 }
 
-static int h1x_above_high(const pagi_scope *s)
+int h1x_above_high(const pagi_scope *s)
 {
     conn *c = exchange_conn(s);
     return c ? c->h1.above_high : 0;
+}
+
+static int h1x_next_event(pagi_scope *s, pagi_event *ev, int take)
+{
+    return h1x_next_body_event(s, ev, take, PAGI_EV_HTTP_REQUEST, PAGI_EV_HTTP_DISCONNECT);
 }
 
 const scope_ops h1_exchange_ops = {

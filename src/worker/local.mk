@@ -13,7 +13,8 @@ libpagid_worker_a_SOURCES += \
 	src/worker/http1_conn.c src/worker/http1_conn.h \
 	src/worker/scope.c src/worker/scope.h src/worker/scope_api.c \
 	src/worker/state_table.c src/worker/state_table.h src/worker/worker_ctx.h \
-	src/worker/http1_exchange.c \
+	src/worker/http1_exchange.c src/worker/http1_exchange.h \
+	src/worker/sse.c src/worker/sse.h \
 	src/worker/lifespan.c src/worker/lifespan.h \
 	src/worker/reason.h \
 	src/worker/app_registry.c src/worker/app_registry.h \

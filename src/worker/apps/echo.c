@@ -1,7 +1,8 @@
 /*
  * echo.c - the `echo` app: answers 200 with the request body (read as a
  * stream of http.request events), content-length set, and headers
- * x-echo-method, x-echo-path (raw path) and x-echo-query.
+ * x-echo-method, x-echo-path (raw path) and x-echo-query. sse: count ticks
+ * (event tick, id i, data i), interval ms apart, or a decline with ?status.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +90,143 @@ static void echo_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
     echo_respond(s, r);
 }
 
+/* ---- sse: ?count=N (3) &interval=MS (0) ticks, or ?status=NNN declines ---- */
+
+typedef struct echo_sse {
+    int count, interval_ms, status, sent;
+    pagi_timer *timer;
+} echo_sse;
+
+/* The integer value of a query parameter, or def when absent or not a number. */
+static long query_int(pagi_str q, const char *name, long def)
+{
+    size_t n = strlen(name);
+    const char *p = q.ptr, *end = q.ptr + q.len;
+    while (p && p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        if ((size_t)(stop - p) > n && !strncmp(p, name, n) && p[n] == '=') {
+            char num[24];
+            size_t k = (size_t)(stop - p) - n - 1;
+            if (k == 0 || k >= sizeof num)
+                return def;
+            memcpy(num, p + n + 1, k);
+            num[k] = '\0';
+            char *e;
+            long v = strtol(num, &e, 10);
+            return *e ? def : v;
+        }
+        p = amp ? amp + 1 : NULL;
+    }
+    return def;
+}
+
+static void echo_sse_release(pagi_scope *s, void *data)
+{
+    echo_sse *e = data;
+    pagi_timer_stop(e->timer);
+    free(e);
+}
+
+static void echo_sse_next(pagi_scope *s, echo_sse *e);
+
+static void echo_sse_on_timer(pagi_timer *t, void *ud)
+{
+    pagi_scope *s = ud;
+    echo_sse *e = pagi_scope_userdata(s);
+    pagi_timer_stop(t);
+    e->timer = NULL;
+    echo_sse_next(s, e);
+}
+
+static void echo_sse_sent(pagi_scope *s, const char *err, void *ud)
+{
+    echo_sse *e = ud;
+    if (err || !pagi_conn_is_connected(s)) {
+        pagi_scope_finish(s, err);
+        return;
+    }
+    if (e->sent >= e->count) {
+        pagi_scope_finish(s, NULL); /* returning ends the stream */
+        return;
+    }
+    if (e->interval_ms > 0)
+        e->timer = pagi_timer_start(pagi_scope_loop(s), e->interval_ms / 1000.0, 0,
+                                    echo_sse_on_timer, s);
+    else
+        echo_sse_next(s, e);
+}
+
+static void echo_sse_next(pagi_scope *s, echo_sse *e)
+{
+    char num[24];
+    int n = snprintf(num, sizeof num, "%d", ++e->sent);
+    pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_SSE_SEND);
+    ev.event = (pagi_str){"tick", 4};
+    ev.id = (pagi_str){num, (size_t)n};
+    ev.data = (pagi_str){num, (size_t)n};
+    if (pagi_send(s, &ev, echo_sse_sent, e) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
+static void echo_sse_on_request(pagi_scope *s, const pagi_event *ev, void *ud)
+{
+    echo_sse *e = ud;
+    if (ev->type == PAGI_EV_SSE_DISCONNECT) {
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    if (ev->more) { /* a body we do not need: read it to the end */
+        if (pagi_receive(s, echo_sse_on_request, e) < 0)
+            pagi_scope_finish(s, pagi_scope_error(s));
+        return;
+    }
+    if (e->status) {
+        static const pagi_header hv[] = {{{"content-type", 12}, {"text/plain", 10}}};
+        pagi_event start = PAGI_EVENT_INIT(PAGI_EV_SSE_HTTP_RESPONSE_START);
+        start.status = e->status;
+        start.headers = hv;
+        start.header_count = 1;
+        pagi_event body = PAGI_EVENT_INIT(PAGI_EV_SSE_HTTP_RESPONSE_BODY);
+        body.body = (pagi_str){"declined\n", 9};
+        if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &body, NULL, NULL) < 0)
+            pagi_scope_finish(s, pagi_scope_error(s));
+        else
+            pagi_scope_finish(s, NULL);
+        return;
+    }
+    pagi_event start = PAGI_EVENT_INIT(PAGI_EV_SSE_START);
+    if (pagi_send(s, &start, echo_sse_sent, e) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
+static void echo_sse_handle(pagi_scope *s)
+{
+    echo_sse *e = calloc(1, sizeof *e);
+    if (!e) {
+        pagi_scope_finish(s, "echo: out of memory");
+        return;
+    }
+    pagi_str q = pagi_scope_query_string(s);
+    e->count = (int)query_int(q, "count", 3);
+    e->interval_ms = (int)query_int(q, "interval", 0);
+    long status = query_int(q, "status", 0);
+    e->status = (status >= 200 && status <= 999) ? (int)status : 0;
+    if (e->count < 0)
+        e->count = 0;
+    if (e->interval_ms < 0)
+        e->interval_ms = 0;
+    pagi_scope_set_userdata(s, e, echo_sse_release);
+    if (pagi_receive(s, echo_sse_on_request, e) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
 static void echo_handle(pagi_scope *s, void *instance)
 {
+    if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE) {
+        echo_sse_handle(s);
+        return;
+    }
     if (pagi_scope_type_of(s) != PAGI_SCOPE_HTTP) {
         pagi_scope_finish(s, "echo: unsupported scope type");
         return;

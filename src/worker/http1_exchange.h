@@ -1,0 +1,26 @@
+/*
+ * http1_exchange.h - the pieces of the HTTP/1.1 exchange that other scope
+ * types built on an HTTP response reuse (sse.c): starting a response,
+ * sending body bytes, body delivery to receives, and the app's completion.
+ */
+#ifndef PAGID_HTTP1_EXCHANGE_H
+#define PAGID_HTTP1_EXCHANGE_H
+
+#include <pagi/pagi.h>
+
+typedef struct conn conn;
+
+/** http.response.start semantics (ev->type is not looked at). */
+int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud);
+/** http.response.body semantics (ev->type is not looked at). */
+int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud);
+/** Body delivery with the scope type's event names. */
+int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type req_type,
+                        pagi_event_type disc_type);
+void h1x_receive_wanted(pagi_scope *s);
+/** The app finished: 500 backstop, truncation, or nothing (see http1_exchange.c). */
+void h1x_finished(pagi_scope *s, const char *error);
+size_t h1x_buffered(const pagi_scope *s);
+int h1x_above_high(const pagi_scope *s);
+
+#endif
