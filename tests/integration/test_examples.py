@@ -1,0 +1,45 @@
+"""The public interface is enough: install pagid into a staging prefix, build
+examples/counter.c with examples/Makefile against the INSTALLED <pagi/pagi.h>
+only, and serve requests with the resulting module."""
+
+import os
+import shutil
+import subprocess
+
+from lib import REPO, check, check_eq, request, test
+
+
+def build_dir_of(pagid):
+    """The build tree the binary came from (it holds the Makefile for install)."""
+    d = os.path.dirname(os.path.abspath(pagid))
+    return d if os.path.exists(os.path.join(d, "Makefile")) else None
+
+
+@test(timeout=240)
+def counter_module_from_installed_header(ctx):
+    build = build_dir_of(ctx.pagid)
+    check(build is not None, "no build tree next to %s to install from" % ctx.pagid)
+    stage = os.path.join(ctx.tmpdir, "stage")
+    p = subprocess.run(["make", "-C", build, "install-sbinPROGRAMS", "install-pagiincludeHEADERS",
+                        "DESTDIR=" + stage], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=180)
+    check_eq(p.returncode, 0, "make install (%s)" % p.stdout.decode()[-400:])
+    prefix = None
+    for root, dirs, files in os.walk(stage):
+        if "pagi.h" in files and root.endswith(os.path.join("include", "pagi")):
+            prefix = os.path.dirname(os.path.dirname(root))
+    check(prefix is not None, "pagi.h was not installed under %s" % stage)
+    src = os.path.join(ctx.tmpdir, "examples")
+    shutil.copytree(os.path.join(REPO, "examples"), src)
+    # No -I into the source tree: only the installed header is visible.
+    p = subprocess.run(["make", "-C", src, "PREFIX=" + prefix, "CFLAGS=-std=c11 -O2 -Wall -Wextra -Werror"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    check_eq(p.returncode, 0, "building the example (%s)" % p.stdout.decode()[-400:])
+    module = os.path.join(src, "counter.so")
+    check(os.path.exists(module), "counter.so was not built")
+    srv = ctx.start(module)
+    r1 = request(srv.port, "GET", "/")
+    r2 = request(srv.port, "POST", "/", body=b"abcdef")
+    check_eq(r1.status, 200, "status")
+    check_eq(r1.body, b"request #1, 0 body bytes\n", "first body")
+    check_eq(r2.body, b"request #2, 6 body bytes\n", "second body")
