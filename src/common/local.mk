@@ -4,4 +4,5 @@ libpagid_common_a_SOURCES += \
 	src/common/log.c src/common/log.h \
 	src/common/config.c src/common/config.h \
 	src/common/config_yaml.c \
+	src/common/shm.c src/common/shm.h \
 	src/common/exitcodes.h

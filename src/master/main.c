@@ -81,7 +81,7 @@ static int serve(const pagid_config *cfg)
     if (nworkers == 0) {
         /* Development mode: no master, this process is the only worker. */
         rc = supervisor_drop_privileges(cfg) < 0 ? EXIT_STARTUP
-                                                 : worker_run(cfg, ls.items, ls.n, 1, 0);
+                                                 : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1);
         /* Without a master "do not respawn me" means "could not start". */
         if (rc == EXIT_WORKER_FATAL)
             rc = EXIT_STARTUP;

@@ -201,7 +201,7 @@ static void __attribute__((noreturn)) child_main(const supervisor *s, const work
     if (supervisor_drop_privileges(s->cfg) < 0)
         _exit(EXIT_WORKER_FATAL);
 
-    int rc = worker_run(s->cfg, s->ls->items, s->ls->n, w->num, 1);
+    int rc = worker_run(s->cfg, s->ls->items, s->ls->n, w->num, 1, NULL, 1);
     fflush(NULL);
     _exit(rc);
 }

@@ -16,8 +16,10 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/shm.h"
 #include "reason.h"
 #include "scope.h"
+#include "websocket.h"
 
 #define READ_CHUNK 16384
 #define LINGER_SECONDS 1.0
@@ -70,6 +72,8 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
         w->conns->prev = c;
     w->conns = c;
     w->n_conns++;
+    if (w->stats)
+        atomic_fetch_add_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
     c->state = CONN_WAIT_REQUEST;
     conn_set_state(c, CONN_WAIT_REQUEST);
     return c;
@@ -230,6 +234,8 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
             if (c->state == CONN_LINGER)
                 continue; /* discard */
             buf_commit(&c->in, (size_t)n);
+            if (c->w->stats)
+                shm_add(&c->w->stats->bytes_in, (uint64_t)n);
             if ((size_t)n < READ_CHUNK)
                 break;
             continue;
@@ -295,6 +301,8 @@ void conn_flush(conn *c)
         return;
     size_t written = 0;
     outq_result r = outq_buffered(&c->out) ? outq_write(&c->out, c->fd, &written) : OUTQ_DONE;
+    if (written && c->w->stats)
+        shm_add(&c->w->stats->bytes_out, written);
     if (r == OUTQ_ERROR) {
         conn_close(c, reason_write_error);
         return;
@@ -365,6 +373,7 @@ void conn_close(conn *c, const char *reason)
     outq_free(&c->out);
     buf_free(&c->in);
     h1_conn_free(c);
+    ws_conn_free(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -372,6 +381,8 @@ void conn_close(conn *c, const char *reason)
     if (c->next)
         c->next->prev = c->prev;
     w->n_conns--;
+    if (w->stats)
+        atomic_fetch_sub_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
     /* Freed at the safe point: callers up the stack may still hold c. */
     if (loop_queue(&w->loop, conn_free_job, NULL, c, NULL, NULL) < 0)
         log_error("leaking a connection record (out of memory)");

@@ -12,10 +12,12 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/shm.h"
 #include "conn.h"
 #include "reason.h"
 #include "scope.h"
 #include "sse.h"
+#include "websocket.h"
 
 /* Input kept for a request that is already complete (pipelined bytes). */
 #define PIPELINE_INPUT_MAX 65536
@@ -78,6 +80,8 @@ static int h1_on_request(void *ud, const h1_request *req)
         .server_host = c->server_host,
         .server_port = c->server_port,
     };
+    if (req->upgrade_websocket) /* the handshake is checked there; c then speaks ws_proto */
+        return ws_on_upgrade_request(c, req, &sr);
     pagi_scope_type type = PAGI_SCOPE_HTTP;
     const scope_ops *ops = &h1_exchange_ops;
     if (req->accepts_event_stream && !req->upgrade_websocket) {
@@ -138,6 +142,7 @@ static int h1_on_complete(void *ud)
 
 static void h1_queue_error(conn *c, int status, const char *text)
 {
+    shm_count_request(c->w->stats, status);
     buf *tmp = &c->w->scratch;
     buf_reset(tmp);
     if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/shm.h"
 #include "conn.h"
 #include "http1_conn.h"
 #include "http1_exchange.h"
@@ -96,6 +97,7 @@ int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb
     h->resp = RESP_STARTED;
     h->continue_pending = 0;
     h->trailers_announced = ctx.trailers;
+    shm_count_request(c->w->stats, ev->status);
     scope_mark_started(s);
     h1_exchange_after_append(c, cb, ud);
     return 0;
@@ -338,6 +340,7 @@ void h1x_finished(pagi_scope *s, const char *error)
         h1_abort_exchange(c, reason_server_error);
         buf *tmp = &c->w->scratch;
         buf_reset(tmp);
+        shm_count_request(c->w->stats, 500);
         if (h1_error_response(tmp, 500, "Internal Server Error",
                               h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
             outq_append(&c->out, buf_head(tmp), buf_size(tmp));

@@ -13,6 +13,14 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/shm.h"
+
+static int shm_kind(pagi_scope_type t)
+{
+    return t == PAGI_SCOPE_WEBSOCKET ? SHM_SCOPE_WEBSOCKET
+           : t == PAGI_SCOPE_SSE     ? SHM_SCOPE_SSE
+                                     : SHM_SCOPE_HTTP;
+}
 
 /* ---- creation: one allocation holds every request string ---- */
 
@@ -98,8 +106,12 @@ pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops,
         return NULL;
     }
     s->state = state_table_ref(w->state);
-    if (type != PAGI_SCOPE_LIFESPAN)
+    if (type != PAGI_SCOPE_LIFESPAN) {
         w->n_scopes++;
+        if (w->stats)
+            atomic_fetch_add_explicit(&w->stats->open_scopes[shm_kind(type)], 1,
+                                      memory_order_relaxed);
+    }
     return s;
 }
 
@@ -124,10 +136,13 @@ static void scope_free(pagi_scope *s)
     cb_list_free(&s->on_drain);
     buf_free(&s->delivery);
     free(s->req_block);
-    int counted = s->type != PAGI_SCOPE_LIFESPAN;
+    pagi_scope_type type = s->type;
     free(s);
-    if (counted) {
+    if (type != PAGI_SCOPE_LIFESPAN) {
         w->n_scopes--;
+        if (w->stats)
+            atomic_fetch_sub_explicit(&w->stats->open_scopes[shm_kind(type)], 1,
+                                      memory_order_relaxed);
         if (w->on_conn_count)
             w->on_conn_count(w);
     }
@@ -147,6 +162,11 @@ void scope_unref(pagi_scope *s)
 void *scope_proto(const pagi_scope *s) { return s->proto; }
 buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
 worker_ctx *scope_worker(const pagi_scope *s) { return s->w; }
+
+void scope_set_mount(pagi_scope *s, size_t prefix_len)
+{
+    s->mount_len = prefix_len <= s->req.path.len ? prefix_len : s->req.path.len;
+}
 
 void scope_start_app(pagi_scope *s) { s->w->app->handle(s, s->w->app_instance); }
 
@@ -322,6 +342,7 @@ void scope_disconnect(pagi_scope *s, const char *reason)
         return;
     s->connected = 0;
     s->reason = reason;
+    shm_count_disconnect(s->w->stats, reason);
     queue_all(s, &s->on_disconnect, disconnect_cb_job);
     /* The spec's order: callbacks first, then the receive gets the disconnect. */
     s->recv_gen++;

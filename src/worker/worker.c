@@ -18,9 +18,11 @@
 
 #include "../common/exitcodes.h"
 #include "../common/log.h"
+#include "../common/shm.h"
 #include "app_registry.h"
 #include "conn.h"
 #include "lifespan.h"
+#include "mount.h"
 #include "reason.h"
 #include "state_table.h"
 
@@ -43,8 +45,9 @@ typedef struct worker_run_ctx {
     int exit_code;
     int stopping;  /* lifespan shutdown started */
     int grace_over; /* past the shutdown deadline plus the apps' grace */
+    mount_table mounts; /* the app, and the apps under path prefixes */
     ev_signal sig_term, sig_int, sig_quit;
-    ev_timer shutdown_timer, accept_retry, grace_timer;
+    ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
 } worker_run_ctx;
 
 static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
@@ -220,6 +223,8 @@ static void worker_on_lifespan_started(worker_ctx *w, lifespan_outcome o, const 
         return;
     }
     log_info("worker %d ready", w->worker_num);
+    if (w->stats)
+        atomic_store(&w->stats->ready, 1);
     accepting_set(r, 1);
 }
 
@@ -244,8 +249,15 @@ static void acceptor_describe(acceptor *a, const worker_listener *l)
 
 static void worker_flush(void *ud) { conn_flush_all(ud); }
 
+/* The heartbeat only advances while the loop turns: a blocked loop shows as a stale stamp. */
+static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    worker_run_ctx *r = t->data;
+    atomic_store_explicit(&r->w.stats->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
+}
+
 int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master)
+               int worker_num, int under_master, shm_region *shm, unsigned generation)
 {
     signal(SIGPIPE, SIG_IGN);
     if (under_master) {
@@ -253,11 +265,6 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         signal(SIGHUP, SIG_IGN);
     }
     char err[512];
-    app_handle app;
-    if (app_registry_load(cfg->app, &app, err, sizeof err) < 0) {
-        log_error("%s", err);
-        return EXIT_WORKER_FATAL;
-    }
     struct ev_loop *ev = ev_default_loop(EVFLAG_AUTO);
     if (!ev) {
         log_error("cannot create the event loop");
@@ -268,24 +275,24 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         return EXIT_WORKER_FATAL;
     worker_ctx *w = &r->w;
     w->cfg = cfg;
-    w->app = app.app;
     w->worker_num = worker_num;
     w->under_master = under_master;
     w->on_conn_count = worker_on_conn_count;
+    w->stats = shm_claim(shm, (int)getpid(), worker_num, generation);
+    if (shm && !w->stats)
+        log_warn("no free slot in the shared region: this worker is not monitored");
     loop_init(&w->loop, ev);
     w->loop.flush = worker_flush;
     w->loop.flush_ud = w;
     r->exit_code = EXIT_OK;
 
-    if (app.app->create) {
-        const char *cerr = NULL;
-        w->app_instance = app.app->create(app.arg, &w->loop, &cerr);
-        if (cerr) {
-            log_error("app %s failed to start: %s", cfg->app, cerr);
-            r->exit_code = EXIT_WORKER_FATAL;
-            goto out;
-        }
+    /* Load and create every app (the top-level one, then the mounts'). */
+    if (mount_table_load(&r->mounts, cfg, &w->loop, err, sizeof err) < 0) {
+        log_error("%s", err);
+        r->exit_code = EXIT_WORKER_FATAL;
+        goto out;
     }
+    mount_table_install(&r->mounts, w);
 
     r->acceptors = calloc(n ? n : 1, sizeof *r->acceptors);
     if (!r->acceptors) {
@@ -319,6 +326,13 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         ev_signal_start(ev, &r->sig_int);
     }
 
+    ev_init(&r->heartbeat, worker_on_heartbeat);
+    r->heartbeat.data = r;
+    if (w->stats) {
+        ev_timer_set(&r->heartbeat, 0., 0.5);
+        ev_timer_again(ev, &r->heartbeat);
+        ev_unref(ev); /* the heartbeat alone must not keep the loop running */
+    }
     if (lifespan_start(w, worker_on_lifespan_started) < 0) {
         log_error("cannot start the lifespan scope");
         r->exit_code = EXIT_WORKER_FATAL;
@@ -338,6 +352,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_timer_stop(ev, &r->shutdown_timer);
     ev_timer_stop(ev, &r->accept_retry);
     ev_timer_stop(ev, &r->grace_timer);
+    if (ev_is_active(&r->heartbeat)) {
+        ev_ref(ev);
+        ev_timer_stop(ev, &r->heartbeat);
+    }
     accepting_set(r, 0);
     for (size_t i = 0; i < r->n_acceptors; i++)
         if (r->acceptors[i].fd >= 0 && !under_master)
@@ -345,15 +363,14 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
 
 out:;
     int code = r->exit_code;
-    if (w->app_instance && app.app->destroy)
-        app.app->destroy(w->app_instance);
+    mount_table_free(&r->mounts);
     state_table_unref(w->state);
     buf_free(&w->scratch);
     loop_destroy(&w->loop);
     free(r->acceptors);
     free(r);
-    app_registry_unload(&app);
     ev_loop_destroy(ev);
     log_info("worker %d exiting (%d)", worker_num, code);
+    /* The slot stays ours until the master reaps us and frees it. */
     return code;
 }

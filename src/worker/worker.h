@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include "../common/config.h"
 
+struct shm_region;
+
 /** A bound, listening, non-blocking socket handed to the worker. */
 typedef struct worker_listener {
     int fd;
@@ -17,11 +19,13 @@ typedef struct worker_listener {
 /**
  * Run a worker until it is told to stop. worker_num counts from 1;
  * under_master says whether a master supervises it (0 for --workers 0).
+ * shm (may be NULL) is the master's shared region: the worker claims a
+ * slot there for its heartbeat, readiness and counters.
  * Signals: SIGTERM (and SIGINT when alone) drain gracefully within
  * timeouts.shutdown; SIGQUIT stops at once. Returns an exit code from
  * exitcodes.h: EXIT_WORKER_FATAL when the app cannot start (never respawn).
  */
 int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master);
+               int worker_num, int under_master, struct shm_region *shm, unsigned generation);
 
 #endif

@@ -23,6 +23,7 @@ typedef struct worker_ctx {
     const pagi_app *app;
     void *app_instance;
     int worker_num;
+    struct shm_worker *stats; /* this worker's shared slot, or NULL */
     int under_master;
     state_table *state;   /* lifespan state snapshot (copy-on-write) */
     conn *conns;          /* all live connections (intrusive list) */

@@ -30,7 +30,7 @@ static worker_script script;
 static int spawn_pipe[2] = {-1, -1}; /* each worker writes its number here */
 
 int worker_run(const pagid_config *cfg, const worker_listener *l, size_t n, int num,
-               int under_master)
+               int under_master, struct shm_region *shm, unsigned generation)
 {
     char b = (char)num;
     if (spawn_pipe[1] >= 0 && write(spawn_pipe[1], &b, 1) != 1)

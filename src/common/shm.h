@@ -1,0 +1,66 @@
+/*
+ * shm.h - one anonymous shared mapping, made by the master before any fork
+ * and inherited by every worker: one slot per worker process (its pid,
+ * generation, readiness, heartbeat and counters) plus master-wide figures.
+ * Workers write only their own slot; the master and the metrics endpoint
+ * read. Every field is a C11 atomic, so readers never see torn values.
+ */
+#ifndef PAGID_SHM_H
+#define PAGID_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Disconnect reasons counted per worker, in this order (see reason.h). */
+enum shm_reason {
+    SHM_R_CLIENT_CLOSED, SHM_R_CLIENT_TIMEOUT, SHM_R_IDLE_TIMEOUT, SHM_R_KEEPALIVE_TIMEOUT,
+    SHM_R_WRITE_TIMEOUT, SHM_R_WRITE_ERROR, SHM_R_READ_ERROR, SHM_R_PROTOCOL_ERROR,
+    SHM_R_SERVER_SHUTDOWN, SHM_R_SERVER_ERROR, SHM_R_BODY_TOO_LARGE, SHM_R_QUEUE_OVERFLOW,
+    SHM_R_OTHER,
+    SHM_R__COUNT
+};
+
+enum shm_scope_kind { SHM_SCOPE_HTTP, SHM_SCOPE_WEBSOCKET, SHM_SCOPE_SSE, SHM_SCOPE__COUNT };
+
+typedef struct shm_worker {
+    _Atomic int pid;                  /* 0 = free slot */
+    _Atomic unsigned generation;      /* config generation the worker runs */
+    _Atomic int worker_num;
+    _Atomic int ready;                /* lifespan startup passed, accepting */
+    _Atomic uint64_t heartbeat_ms;    /* CLOCK_MONOTONIC ms, refreshed by the loop */
+    _Atomic uint64_t requests[6];     /* by status class: [1]..[5] = 1xx..5xx, [0] other */
+    _Atomic uint64_t bytes_in, bytes_out;
+    _Atomic int64_t open_connections;
+    _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
+    _Atomic uint64_t disconnects[SHM_R__COUNT];
+} shm_worker;
+
+typedef struct shm_region {
+    _Atomic unsigned generation;      /* current (newest) generation */
+    _Atomic uint64_t worker_restarts; /* crashes replaced by the master */
+    _Atomic uint64_t reloads;         /* successful reloads */
+    size_t n_slots;
+    shm_worker slots[];
+} shm_region;
+
+/** Map a region with n_slots worker slots (master, before fork); NULL on failure. */
+shm_region *shm_create(size_t n_slots);
+void shm_destroy(shm_region *r);
+/** Claim a free slot for pid (a worker claims its own at start); NULL when full. */
+shm_worker *shm_claim(shm_region *r, int pid, int worker_num, unsigned generation);
+/** Release the slot of a pid that exited (the master, when it reaps it). */
+void shm_release(shm_region *r, int pid);
+shm_worker *shm_find(shm_region *r, int pid);
+/** CLOCK_MONOTONIC in milliseconds. */
+uint64_t shm_now_ms(void);
+
+/* Worker-side helpers: no-ops when slot is NULL (no master, or tests). */
+void shm_count_request(shm_worker *slot, int status);
+void shm_count_disconnect(shm_worker *slot, const char *reason);
+static inline void shm_add(_Atomic uint64_t *counter, uint64_t n)
+{
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+#endif
