@@ -15,7 +15,7 @@ ROOT=$(pwd)
 JOBS=${JOBS:-2}
 
 PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
-          libhttp-parser-dev libyaml-dev libsystemd-dev check curl python3
+          libhttp-parser-dev libyaml-dev libsystemd-dev zlib1g-dev nettle-dev check curl python3
           python3-websockets nginx-light wrk hey)
 
 say() { printf '==> %s\n' "$*"; }

@@ -19,3 +19,10 @@ libpagid_worker_a_SOURCES += \
 	src/worker/reason.h \
 	src/worker/app_registry.c src/worker/app_registry.h \
 	src/worker/apps/hello.c src/worker/apps/echo.c src/worker/apps/builtin.h
+
+# WebSocket: handshake and scope, the connection protocol, framing, UTF-8, permessage-deflate.
+libpagid_worker_a_SOURCES += \
+	src/worker/websocket.c src/worker/websocket.h src/worker/websocket_int.h \
+	src/worker/websocket_io.c \
+	src/worker/ws_frame.c src/worker/ws_frame.h src/worker/utf8.c src/worker/utf8.h \
+	src/worker/ws_deflate.c src/worker/ws_deflate.h

@@ -3,6 +3,8 @@
  * stream of http.request events), content-length set, and headers
  * x-echo-method, x-echo-path (raw path) and x-echo-query. sse: count ticks
  * (event tick, id i, data i), interval ms apart, or a decline with ?status.
+ * websocket: accept with the first offered subprotocol, echo each message
+ * with its own type until the disconnect.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,8 +223,53 @@ static void echo_sse_handle(pagi_scope *s)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
+/* ---- websocket: accept (first offered subprotocol), echo each message with its type ---- */
+
+static void echo_ws_on_event(pagi_scope *s, const pagi_event *ev, void *ud);
+
+static void echo_ws_next(pagi_scope *s, const char *err, void *ud)
+{
+    /* The next receive waits for the echo's completion: a slow client slows the echo. */
+    if (err) {
+        pagi_scope_finish(s, err);
+        return;
+    }
+    if (pagi_receive(s, echo_ws_on_event, NULL) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
+static void echo_ws_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
+{
+    pagi_event out;
+    switch (ev->type) {
+    case PAGI_EV_WEBSOCKET_CONNECT:
+        out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_ACCEPT);
+        if (pagi_scope_subprotocol_count(s) > 0)
+            out.subprotocol = pagi_scope_subprotocol(s, 0);
+        break;
+    case PAGI_EV_WEBSOCKET_RECEIVE:
+        out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_SEND);
+        out.is_text = ev->is_text;
+        if (ev->is_text)
+            out.text = ev->text;
+        else
+            out.bytes = ev->bytes;
+        break;
+    default: /* websocket.disconnect */
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    if (pagi_send(s, &out, echo_ws_next, NULL) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
 static void echo_handle(pagi_scope *s, void *instance)
 {
+    if (pagi_scope_type_of(s) == PAGI_SCOPE_WEBSOCKET) {
+        if (pagi_receive(s, echo_ws_on_event, NULL) < 0)
+            pagi_scope_finish(s, pagi_scope_error(s));
+        return;
+    }
     if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE) {
         echo_sse_handle(s);
         return;

@@ -1,0 +1,560 @@
+/*
+ * websocket_io.c - the WebSocket connection protocol (ws_proto): reading
+ * frames as their bytes arrive (payloads unmasked, inflated and UTF-8
+ * checked in place, so a bad byte fails the connection at once), the
+ * receive queue and its limits, the close handshake, keepalive pings, the
+ * idle and close timers, and the one place where the connection's end turns
+ * into websocket.disconnect.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "../common/log.h"
+#include "reason.h"
+#include "websocket_int.h"
+
+/* Input kept while the app has not answered the handshake yet. */
+#define HANDSHAKE_INPUT_MAX 65536
+
+static struct ev_loop *ws_loop(const ws_conn *ws)
+{
+    return ws->c->w->loop.ev;
+}
+
+/* ---- output ---- */
+
+int ws_queue_frame(ws_conn *ws, unsigned opcode, const void *data, size_t len)
+{
+    conn *c = ws->c;
+    int rsv1 = 0;
+    const void *payload = data;
+    if (ws->pmd && (opcode == WS_OP_TEXT || opcode == WS_OP_BINARY)) {
+        buf *tmp = &c->w->scratch;
+        buf_reset(tmp);
+        if (ws_deflate_message(ws->pmd, data, len, tmp) < 0)
+            return -1;
+        payload = buf_head(tmp);
+        len = buf_size(tmp);
+        rsv1 = 1;
+    }
+    uint8_t hdr[WS_MAX_HEADER];
+    size_t n = ws_frame_write_header(hdr, 1, rsv1, opcode, len);
+    if (outq_append(&c->out, hdr, n) < 0 || (len && outq_append(&c->out, payload, len) < 0))
+        return -1;
+    conn_schedule_flush(c);
+    return 0;
+}
+
+int ws_queue_close(ws_conn *ws, int code, const void *reason, size_t reason_len)
+{
+    uint8_t p[WS_MAX_CONTROL_PAYLOAD];
+    size_t n = 0;
+    if (code) {
+        if (reason_len > WS_MAX_CLOSE_REASON)
+            reason_len = WS_MAX_CLOSE_REASON;
+        p[0] = (uint8_t)(code >> 8);
+        p[1] = (uint8_t)code;
+        if (reason_len)
+            memcpy(p + 2, reason, reason_len);
+        n = 2 + reason_len;
+    }
+    return ws_queue_frame(ws, WS_OP_CLOSE, p, n);
+}
+
+void ws_record_end(ws_conn *ws, int code, const char *word, const void *text, size_t text_len)
+{
+    if (ws->end_set)
+        return;
+    ws->end_set = 1;
+    ws->end_code = code;
+    ws->end_word = word;
+    if (text_len > WS_MAX_CLOSE_REASON)
+        text_len = WS_MAX_CLOSE_REASON;
+    if (text_len)
+        memcpy(ws->end_text, text, text_len);
+    ws->end_text_len = text_len;
+}
+
+/* ---- timers ---- */
+
+static void ws_arm_close_timer(ws_conn *ws)
+{
+    double t = ws->c->w->cfg->timeouts.ws_close;
+    if (t <= 0 || ev_is_active(&ws->close_timer))
+        return;
+    ev_timer_set(&ws->close_timer, t, 0.);
+    ev_timer_start(ws_loop(ws), &ws->close_timer);
+}
+
+static void ws_stop_keepalive(ws_conn *ws)
+{
+    ev_timer_stop(ws_loop(ws), &ws->ping_timer);
+    ev_timer_stop(ws_loop(ws), &ws->pong_timer);
+}
+
+/* Go to CLOSING: the last bytes (our Close, if any) leave, then TCP closes, within ws_close. */
+static void ws_finish(ws_conn *ws)
+{
+    ws->state = WS_CLOSING;
+    ws_stop_keepalive(ws);
+    ev_timer_stop(ws_loop(ws), &ws->idle_timer);
+    ws_arm_close_timer(ws);
+    conn_close_after_write(ws->c);
+}
+
+/* Fail the connection (RFC 6455 7.1.7): our Close with the code, then close. */
+static void ws_fail(ws_conn *ws, int code, const char *why)
+{
+    conn *c = ws->c;
+    log_info("websocket %s:%d: %s; closing with %d", c->peer_host, c->peer_port, why, code);
+    const char *word = code == WS_CLOSE_POLICY           ? reason_queue_overflow
+                       : code == WS_CLOSE_TOO_BIG        ? reason_body_too_large
+                       : code == WS_CLOSE_INTERNAL_ERROR ? reason_server_error
+                                                         : reason_protocol_error;
+    ws_record_end(ws, code, word, NULL, 0);
+    if (ws->state == WS_OPEN)
+        ws_queue_close(ws, code, why, strlen(why));
+    ws_finish(ws);
+}
+
+static void ws_on_close_timer(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    ws_conn *ws = t->data;
+    /* The peer did not complete the close handshake (or read our last bytes) in time. */
+    ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_client_timeout, NULL, 0);
+    conn_close(ws->c, reason_client_timeout);
+}
+
+static void ws_on_idle_timer(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    ws_conn *ws = t->data;
+    ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_idle_timeout, NULL, 0);
+    if (ws->state == WS_OPEN) {
+        /* A courtesy Close ("going away"); the app hears of a timeout (1006). */
+        ws_queue_close(ws, WS_CLOSE_GOING_AWAY, "idle timeout", 12);
+        ws_finish(ws);
+        return;
+    }
+    conn_close(ws->c, reason_idle_timeout);
+}
+
+static void ws_on_ping_timer(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    ws_conn *ws = t->data;
+    if (ws->state != WS_OPEN)
+        return;
+    ws_queue_frame(ws, WS_OP_PING, "pagid", 5);
+    if (ws->ka_timeout > 0 && !ev_is_active(&ws->pong_timer)) {
+        ev_timer_set(&ws->pong_timer, ws->ka_timeout, 0.);
+        ev_timer_start(ev, &ws->pong_timer);
+    }
+}
+
+static void ws_on_pong_timer(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    ws_conn *ws = t->data;
+    /* The spec: no pong in time -> close with 1006, reason keepalive_timeout. */
+    ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_keepalive_timeout, NULL, 0);
+    conn_close(ws->c, reason_keepalive_timeout);
+}
+
+void ws_timers_init(ws_conn *ws)
+{
+    ev_init(&ws->idle_timer, ws_on_idle_timer);
+    ev_init(&ws->close_timer, ws_on_close_timer);
+    ev_init(&ws->ping_timer, ws_on_ping_timer);
+    ev_init(&ws->pong_timer, ws_on_pong_timer);
+    ws->idle_timer.data = ws->close_timer.data = ws->ping_timer.data = ws->pong_timer.data = ws;
+    ws->timers_init = 1;
+}
+
+static void ws_timers_stop(ws_conn *ws)
+{
+    if (!ws->timers_init)
+        return;
+    struct ev_loop *ev = ws_loop(ws);
+    ev_timer_stop(ev, &ws->idle_timer);
+    ev_timer_stop(ev, &ws->close_timer);
+    ev_timer_stop(ev, &ws->ping_timer);
+    ev_timer_stop(ev, &ws->pong_timer);
+}
+
+static void ws_touch_idle(ws_conn *ws)
+{
+    double t = ws->c->w->cfg->timeouts.ws_idle;
+    if (t <= 0 || ws->state != WS_OPEN)
+        return;
+    ws->idle_timer.repeat = t;
+    ev_timer_again(ws_loop(ws), &ws->idle_timer);
+}
+
+void ws_set_keepalive(ws_conn *ws, double interval, double timeout)
+{
+    ws_stop_keepalive(ws);
+    ws->ka_timeout = timeout;
+    if (interval > 0) {
+        ev_timer_set(&ws->ping_timer, interval, interval);
+        ev_timer_start(ws_loop(ws), &ws->ping_timer);
+    }
+}
+
+/* ---- the app side's view of the session ---- */
+
+void ws_opened(ws_conn *ws)
+{
+    conn *c = ws->c;
+    ws_touch_idle(ws);
+    /* Frames that came with or right after the upgrade are read once the 101 is on its way. */
+    ws->input_pending = buf_size(&c->in) > 0;
+    conn_refresh(c);
+}
+
+void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_len)
+{
+    if (ws->state != WS_OPEN)
+        return;
+    ws_queue_close(ws, code, reason, reason_len);
+    ws->state = WS_CLOSE_SENT;
+    ws_stop_keepalive(ws);
+    ev_timer_stop(ws_loop(ws), &ws->idle_timer);
+    ws_arm_close_timer(ws);
+    conn_refresh(ws->c);
+}
+
+void ws_drop_queue(ws_conn *ws)
+{
+    while (ws->q_head) {
+        ws_msg *m = ws->q_head;
+        ws->q_head = m->next;
+        free(m);
+    }
+    ws->q_tail = NULL;
+    ws->q_count = 0;
+}
+
+void ws_maybe_release(ws_conn *ws)
+{
+    if (ws->c || !(ws->app_finished || ws->disconnect_taken))
+        return;
+    pagi_scope *s = ws->s;
+    ws_drop_queue(ws);
+    buf_free(&ws->msg);
+    free(ws);
+    scope_detach(s);
+}
+
+/* ---- incoming messages ---- */
+
+static size_t max_message(const ws_conn *ws)
+{
+    return ws->c->w->cfg->limits.max_ws_message_size;
+}
+
+static int ws_on_payload(ws_conn *ws, const uint8_t *p, size_t n)
+{
+    if (ws->state != WS_OPEN)
+        return 0; /* after our Close, data is read only to find the peer's Close */
+    size_t before = buf_size(&ws->msg);
+    if (ws->msg_compressed) {
+        int rc = ws_inflate_feed(ws->pmd, p, n, &ws->msg, max_message(ws));
+        if (rc == WS_INFLATE_TOO_BIG) {
+            ws_fail(ws, WS_CLOSE_TOO_BIG, "message too big");
+            return -1;
+        }
+        if (rc != WS_INFLATE_OK) {
+            ws_fail(ws, WS_CLOSE_INVALID_PAYLOAD, "invalid compressed data");
+            return -1;
+        }
+    } else if (buf_append(&ws->msg, p, n) < 0) {
+        ws_fail(ws, WS_CLOSE_INTERNAL_ERROR, "out of memory");
+        return -1;
+    }
+    if (ws->msg_text &&
+        utf8_feed(&ws->u8, buf_head(&ws->msg) + before, buf_size(&ws->msg) - before) < 0) {
+        ws_fail(ws, WS_CLOSE_INVALID_PAYLOAD, "invalid UTF-8 in a text message");
+        return -1;
+    }
+    return 0;
+}
+
+static int ws_on_message_end(ws_conn *ws)
+{
+    ws->in_message = 0;
+    if (ws->state != WS_OPEN)
+        return 0;
+    if (ws->msg_compressed) {
+        size_t before = buf_size(&ws->msg);
+        int rc = ws_inflate_end(ws->pmd, &ws->msg, max_message(ws));
+        if (rc != WS_INFLATE_OK) {
+            ws_fail(ws, rc == WS_INFLATE_TOO_BIG ? WS_CLOSE_TOO_BIG : WS_CLOSE_INVALID_PAYLOAD,
+                    rc == WS_INFLATE_TOO_BIG ? "message too big" : "invalid compressed data");
+            return -1;
+        }
+        if (ws->msg_text &&
+            utf8_feed(&ws->u8, buf_head(&ws->msg) + before, buf_size(&ws->msg) - before) < 0) {
+            ws_fail(ws, WS_CLOSE_INVALID_PAYLOAD, "invalid UTF-8 in a text message");
+            return -1;
+        }
+    }
+    if (ws->msg_text && !utf8_complete(&ws->u8)) {
+        ws_fail(ws, WS_CLOSE_INVALID_PAYLOAD, "text message ends inside a UTF-8 sequence");
+        return -1;
+    }
+    size_t limit = ws->c->w->cfg->limits.max_receive_queue;
+    if (ws->q_count >= (limit ? limit : 1)) {
+        ws_fail(ws, WS_CLOSE_POLICY, "receive queue overflow");
+        return -1;
+    }
+    size_t len = buf_size(&ws->msg);
+    ws_msg *m = malloc(sizeof *m + len);
+    if (!m) {
+        ws_fail(ws, WS_CLOSE_INTERNAL_ERROR, "out of memory");
+        return -1;
+    }
+    m->next = NULL;
+    m->is_text = ws->msg_text;
+    m->len = len;
+    if (len)
+        memcpy(m->data, buf_head(&ws->msg), len);
+    if (ws->q_tail)
+        ws->q_tail->next = m;
+    else
+        ws->q_head = m;
+    ws->q_tail = m;
+    ws->q_count++;
+    /* A big message's buffer is not kept around for the next small one. */
+    if (ws->msg.cap > 65536)
+        buf_free(&ws->msg);
+    else
+        buf_reset(&ws->msg);
+    scope_poke_receive(ws->s);
+    return 0;
+}
+
+static void ws_on_control(ws_conn *ws)
+{
+    switch (ws->fh.opcode) {
+    case WS_OP_PING:
+        if (ws->state == WS_OPEN)
+            ws_queue_frame(ws, WS_OP_PONG, ws->ctl, ws->ctl_len);
+        break;
+    case WS_OP_PONG:
+        /* Any pong proves the peer alive; unsolicited ones need nothing else. */
+        ev_timer_stop(ws_loop(ws), &ws->pong_timer);
+        break;
+    case WS_OP_CLOSE: {
+        int code;
+        const uint8_t *reason;
+        size_t rlen;
+        int bad = ws_close_parse(ws->ctl, ws->ctl_len, &code, &reason, &rlen);
+        if (bad) {
+            ws_fail(ws, bad,
+                    bad == WS_CLOSE_INVALID_PAYLOAD ? "close reason is not UTF-8"
+                                                    : "invalid close code");
+            return;
+        }
+        ws_record_end(ws, code, NULL, reason, rlen);
+        if (ws->state == WS_OPEN) /* echo the peer's code (RFC 6455 5.5.1) */
+            ws_queue_close(ws, code == WS_CLOSE_NO_STATUS ? 0 : code, NULL, 0);
+        ws_finish(ws);
+        break;
+    }
+    }
+}
+
+/* Read every complete piece of frame in c->in. */
+static void ws_read_frames(ws_conn *ws)
+{
+    conn *c = ws->c;
+    while (c->state != CONN_CLOSED && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
+        uint8_t *p = (uint8_t *)c->in.data + c->in.off;
+        size_t avail = buf_size(&c->in);
+        if (!ws->in_frame) {
+            int r = ws_frame_parse_header(p, avail, &ws->fh);
+            if (r == 0)
+                break;
+            if (r < 0) {
+                ws_fail(ws, WS_CLOSE_PROTOCOL_ERROR, "invalid frame length encoding");
+                return;
+            }
+            ws_frame_ctx fc = {.deflate = ws->pmd != NULL, .in_message = ws->in_message};
+            const char *why = "";
+            int code = ws_frame_check(&ws->fh, &fc, &why);
+            if (code) {
+                ws_fail(ws, code, why);
+                return;
+            }
+            if (ws->fh.opcode == WS_OP_TEXT || ws->fh.opcode == WS_OP_BINARY) {
+                ws->in_message = 1;
+                ws->msg_text = ws->fh.opcode == WS_OP_TEXT;
+                ws->msg_compressed = ws->fh.rsv1;
+                buf_reset(&ws->msg);
+                utf8_reset(&ws->u8);
+            }
+            /* Refuse an oversized frame from its header, before buffering any of it. */
+            if (ws->fh.opcode < 8 && ws->state == WS_OPEN && !ws->msg_compressed &&
+                buf_size(&ws->msg) + ws->fh.len > max_message(ws)) {
+                ws_fail(ws, WS_CLOSE_TOO_BIG, "message too big");
+                return;
+            }
+            buf_consume(&c->in, (size_t)r);
+            ws->in_frame = 1;
+            ws->frame_done = 0;
+            ws->ctl_len = 0;
+            ws_touch_idle(ws);
+            continue;
+        }
+        uint64_t remaining = ws->fh.len - ws->frame_done;
+        size_t take = remaining < avail ? (size_t)remaining : avail;
+        if (take)
+            ws_unmask(p, take, ws->fh.mask, ws->frame_done);
+        if (ws->fh.opcode >= 8) {
+            memcpy(ws->ctl + ws->ctl_len, p, take);
+            ws->ctl_len += take;
+        } else if (take && ws_on_payload(ws, p, take) < 0) {
+            return;
+        }
+        buf_consume(&c->in, take);
+        ws->frame_done += take;
+        if (ws->frame_done < ws->fh.len)
+            break;
+        ws->in_frame = 0;
+        if (ws->fh.opcode >= 8)
+            ws_on_control(ws);
+        else if (ws->fh.fin && ws_on_message_end(ws) < 0)
+            return;
+    }
+}
+
+/* ---- ws_proto ---- */
+
+static void ws_on_input(conn *c)
+{
+    ws_conn *ws = c->ws;
+    switch (ws->state) {
+    case WS_OPEN:
+    case WS_CLOSE_SENT:
+        if (ws->input_pending)
+            return; /* the 101 is not flushed yet: on_written reads these */
+        ws_read_frames(ws);
+        break;
+    case WS_CLOSING:
+        buf_reset(&c->in);
+        break;
+    default:
+        break; /* before the accept, frames wait in c->in (bounded by wants_read) */
+    }
+}
+
+static void ws_on_eof(conn *c)
+{
+    ws_conn *ws = c->ws;
+    switch (ws->state) {
+    case WS_HANDSHAKE:
+    case WS_DENYING:
+    case WS_OPEN:
+    case WS_CLOSE_SENT:
+        /* Gone without a Close frame (or without answering ours). */
+        ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_client_closed, NULL, 0);
+        conn_close(c, reason_client_closed);
+        break;
+    default:
+        break; /* closing anyway: the last bytes are written, then the socket closes */
+    }
+}
+
+static void ws_on_written(conn *c)
+{
+    ws_conn *ws = c->ws;
+    h1_conn *h = &c->h1;
+    if (h->above_high && outq_buffered(&c->out) < c->w->cfg->low_watermark) {
+        h->above_high = 0;
+        scope_notify_drain(h->scope);
+        h1_exchange_settle_parked(c, NULL);
+    }
+    if (ws->input_pending && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
+        ws->input_pending = 0;
+        ws_read_frames(ws);
+    }
+    conn_refresh(c);
+}
+
+static int ws_wants_read(const conn *c)
+{
+    const ws_conn *ws = c->ws;
+    switch (ws->state) {
+    case WS_HANDSHAKE:
+    case WS_DENYING:
+        return buf_size(&c->in) < HANDSHAKE_INPUT_MAX;
+    case WS_OPEN:
+        /* Pongs we owe a peer that does not read must not grow without bound. */
+        return outq_buffered(&c->out) < 4 * c->w->cfg->high_watermark;
+    case WS_CLOSE_SENT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int ws_waiting_for_input(const conn *c)
+{
+    return 0;
+}
+
+static void ws_on_header_timeout(conn *c)
+{
+    conn_close(c, NULL);
+}
+
+/* The connection ends (conn_close): turn how it ended into the scope's end. */
+static void ws_on_close(conn *c, const char *reason)
+{
+    ws_conn *ws = c->ws;
+    if (!ws || ws->state == WS_GONE)
+        return;
+    pagi_scope *s = ws->s;
+    ws_timers_stop(ws);
+    if (ws->state == WS_DENIED && !reason) {
+        /* The refusal was written in full: that is this exchange's normal end. */
+        scope_mark_complete(s);
+    } else {
+        if (reason == reason_server_shutdown && ws->state == WS_OPEN &&
+            outq_buffered(&c->out) == 0) {
+            /* Best effort "going away" before the socket closes under it. */
+            static const uint8_t going_away[4] = {0x88, 0x02, 0x03, 0xE9};
+            (void)!send(c->fd, going_away, sizeof going_away, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        ws_record_end(ws, WS_CLOSE_ABNORMAL, reason ? reason : reason_client_closed, NULL, 0);
+        scope_disconnect(s, ws->end_word ? ws->end_word : reason_client_closed);
+    }
+    h1_exchange_settle_parked(c, NULL);
+    c->h1.scope = NULL;
+    ws->state = WS_GONE;
+    ws_deflate_free(ws->pmd);
+    ws->pmd = NULL;
+    buf_free(&ws->msg);
+}
+
+void ws_conn_free(conn *c)
+{
+    ws_conn *ws = c->ws;
+    if (!ws)
+        return;
+    if (ws->state != WS_GONE)
+        ws_on_close(c, NULL);
+    c->ws = NULL;
+    ws->c = NULL;
+    ws_maybe_release(ws);
+}
+
+const conn_proto ws_proto = {
+    .name = "websocket",
+    .on_input = ws_on_input,
+    .on_eof = ws_on_eof,
+    .on_written = ws_on_written,
+    .wants_read = ws_wants_read,
+    .waiting_for_input = ws_waiting_for_input,
+    .on_close = ws_on_close,
+    .on_header_timeout = ws_on_header_timeout,
+};
