@@ -360,7 +360,90 @@ int config_set_app(pagid_config *c, const char *spec, const char **msg)
     }
     free(c->app);
     c->app = s;
+    memset(&c->app_static, 0, sizeof c->app_static); /* the mapping form sets them after */
     return 0;
+}
+
+static int mount_path_ok(const char *p, size_t len, const char **msg)
+{
+    if (len == 0 || p[0] != '/') {
+        *msg = "must start with '/'";
+        return -1;
+    }
+    if (len == 1) {
+        *msg = "is the top-level app's place; mount under a longer path";
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] == '?' || p[i] == '#') {
+            *msg = "must not contain '?' or '#'";
+            return -1;
+        }
+    }
+    /* Segments: the prefix is matched against decoded request paths, segment by segment. */
+    for (size_t i = 1; i <= len;) {
+        size_t j = i;
+        while (j < len && p[j] != '/')
+            j++;
+        size_t n = j - i;
+        if (n == 0 || (n == 1 && p[i] == '.') || (n == 2 && p[i] == '.' && p[i + 1] == '.')) {
+            *msg = "must not contain empty, '.' or '..' segments";
+            return -1;
+        }
+        i = j + 1;
+    }
+    return 0;
+}
+
+int config_add_mount(pagid_config *c, const char *path, const char *app,
+                     const pagid_static_opts *opts, const char **msg)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--; /* "/static/" is "/static" */
+    if (mount_path_ok(path, len, msg) < 0)
+        return -1;
+    for (size_t i = 0; i < c->n_mounts; i++) {
+        if (strlen(c->mounts[i].path) == len && memcmp(c->mounts[i].path, path, len) == 0) {
+            *msg = "is mounted twice";
+            return -1;
+        }
+    }
+    if (!app || !*app) {
+        *msg = "empty app spec";
+        return -1;
+    }
+    pagid_mount *v = realloc(c->mounts, (c->n_mounts + 1) * sizeof *v);
+    if (!v) {
+        *msg = "out of memory";
+        return -1;
+    }
+    c->mounts = v;
+    pagid_mount *m = &v[c->n_mounts];
+    memset(m, 0, sizeof *m);
+    m->path = strndup(path, len);
+    m->app = strdup(app);
+    if (!m->path || !m->app) {
+        free(m->path);
+        free(m->app);
+        *msg = "out of memory";
+        return -1;
+    }
+    if (opts)
+        m->static_opts = *opts;
+    c->n_mounts++;
+    return 0;
+}
+
+static void config_clear_mounts(pagid_config *c)
+{
+    for (size_t i = 0; i < c->n_mounts; i++) {
+        free(c->mounts[i].path);
+        free(c->mounts[i].app);
+    }
+    free(c->mounts);
+    c->mounts = NULL;
+    c->n_mounts = 0;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -440,6 +523,7 @@ int config_finalize(pagid_config *c, FILE *err)
 void config_free(pagid_config *c)
 {
     config_clear_listens(c);
+    config_clear_mounts(c);
     free(c->source);
     free(c->app);
     free(c->access_log_path);

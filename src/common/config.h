@@ -40,12 +40,28 @@ typedef struct pagid_timeouts {
     double shutdown, heartbeat, lifespan_startup;
 } pagid_timeouts;
 
+/* Options of the mapping form {static: DIR, listing: BOOL, follow_symlinks: BOOL}. */
+typedef struct pagid_static_opts {
+    int listing;
+    int follow_symlinks;
+} pagid_static_opts;
+
+/* One entry of `mounts`: requests under path go to app (the top-level app serves "/"). */
+typedef struct pagid_mount {
+    char *path; /* decoded path prefix: starts with '/', no trailing '/', never "/" */
+    char *app;  /* app spec */
+    pagid_static_opts static_opts;
+} pagid_mount;
+
 typedef struct pagid_config {
     char *source;          /* file the config came from, or NULL */
     pagid_listen *listens; /* at least one after config_finalize */
     size_t n_listens;
     int workers;           /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
     char *app;             /* app spec: hello, echo, static:DIR, /x.so */
+    pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
+    pagid_mount *mounts;   /* apps under path prefixes, in file order */
+    size_t n_mounts;
     pagid_limits limits;
     pagid_timeouts timeouts;
     size_t high_watermark, low_watermark;
@@ -87,6 +103,14 @@ void config_listen_free(pagid_listen *l);
 int config_add_listen(pagid_config *c, const char *spec, const char **msg);
 void config_clear_listens(pagid_config *c);
 int config_set_app(pagid_config *c, const char *spec, const char **msg);
+/**
+ * Append a mount: path must start with '/', have no empty, "." or ".."
+ * segment, no NUL, '?' or '#'; a trailing '/' is dropped; "/" itself and
+ * duplicates are refused. The app spec is not checked here
+ * (config_check_app). 0, or -1 with *msg (static string).
+ */
+int config_add_mount(pagid_config *c, const char *path, const char *app,
+                     const pagid_static_opts *opts, const char **msg);
 
 /** "64k" "10m" "1g" "512" -> bytes; 0 or -1. */
 int config_parse_size(const char *s, size_t *out);

@@ -17,6 +17,7 @@ static const struct {
 } builtin_apps[] = {
     {"hello", &app_hello},
     {"echo", &app_echo},
+    {"static", &app_static},
     {"demo", &app_echo}, /* the demo page arrives with WebSocket/SSE; echo until then */
 };
 

@@ -20,6 +20,14 @@ libpagid_worker_a_SOURCES += \
 	src/worker/app_registry.c src/worker/app_registry.h \
 	src/worker/apps/hello.c src/worker/apps/echo.c src/worker/apps/builtin.h
 
+# The static app and the mount table (path prefix -> app).
+libpagid_worker_a_SOURCES += \
+	src/worker/apps/static.c \
+	src/worker/apps/static_path.c src/worker/apps/static_path.h \
+	src/worker/apps/static_http.c src/worker/apps/static_http.h \
+	src/worker/apps/static_mime.c src/worker/apps/static_mime.h \
+	src/worker/mount.c src/worker/mount.h
+
 # WebSocket: handshake and scope, the connection protocol, framing, UTF-8, permessage-deflate.
 libpagid_worker_a_SOURCES += \
 	src/worker/websocket.c src/worker/websocket.h src/worker/websocket_int.h \

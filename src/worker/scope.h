@@ -59,6 +59,12 @@ void scope_unref(pagi_scope *s);
 /** The protocol driver's per-scope data (the HTTP exchange, ...). */
 void *scope_proto(const pagi_scope *s);
 worker_ctx *scope_worker(const pagi_scope *s);
+/**
+ * The mount dispatcher matched the first prefix_len bytes of the decoded
+ * path: they become root_path, the rest (or "/") becomes path. raw_path is
+ * untouched.
+ */
+void scope_set_mount(pagi_scope *s, size_t prefix_len);
 /** Start the app on this scope (app->handle). */
 void scope_start_app(pagi_scope *s);
 

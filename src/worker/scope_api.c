@@ -71,10 +71,23 @@ const char *pagi_scope_scheme(const pagi_scope *s)
 {
     return s->req.scheme ? s->req.scheme : "http";
 }
-pagi_str pagi_scope_path(const pagi_scope *s) { return s->req.path; }
+/* Under a mount, path is what follows root_path: PSGI's PATH_INFO (see pagi(3)). */
+pagi_str pagi_scope_path(const pagi_scope *s)
+{
+    if (!s->mount_len)
+        return s->req.path;
+    if (s->mount_len >= s->req.path.len)
+        return (pagi_str){"/", 1};
+    return (pagi_str){s->req.path.ptr + s->mount_len, s->req.path.len - s->mount_len};
+}
 pagi_str pagi_scope_raw_path(const pagi_scope *s) { return s->req.raw_path; }
 pagi_str pagi_scope_query_string(const pagi_scope *s) { return s->req.query; }
-pagi_str pagi_scope_root_path(const pagi_scope *s) { return (pagi_str){"", 0}; }
+pagi_str pagi_scope_root_path(const pagi_scope *s)
+{
+    if (!s->mount_len)
+        return (pagi_str){"", 0};
+    return (pagi_str){s->req.path.ptr, s->mount_len};
+}
 
 const pagi_header *pagi_scope_headers(const pagi_scope *s, size_t *count)
 {

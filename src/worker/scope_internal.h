@@ -28,6 +28,7 @@ struct pagi_scope {
 
     scope_request req; /* strings point into req_block */
     char *req_block;
+    size_t mount_len;  /* bytes of req.path that are root_path (scope_set_mount) */
 
     /* app side */
     int finished;

@@ -6,4 +6,5 @@ include $(srcdir)/tests/unit/common.mk
 include $(srcdir)/tests/unit/worker.mk
 include $(srcdir)/tests/unit/worker_engine.mk
 include $(srcdir)/tests/unit/master.mk
+include $(srcdir)/tests/unit/static.mk
 include $(srcdir)/tests/unit/websocket.mk

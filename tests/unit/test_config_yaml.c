@@ -276,11 +276,82 @@ START_TEST(test_load_app_mapping)
     expect_error("app: {module: /nonexistent-pagid/m.so}\n",
                  "t.yaml:1:15: app module '/nonexistent-pagid/m.so': No such file or directory");
     expect_error("app: {perl: x.pl}\n",
-                 "t.yaml:1:7: unknown key 'perl' in 'app' (expected static or module)");
+                 "t.yaml:1:7: unknown key 'perl' in 'app' (expected static, module, listing or "
+                 "follow_symlinks)");
     expect_error("app: {static: a, module: b}\n",
-                 "t.yaml:1:6: 'app' as a mapping takes exactly one key: static or module");
+                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static or module");
     expect_error("app: {static: [a]}\n",
                  "t.yaml:1:15: 'app.static' must be a single value, not a list");
+}
+END_TEST
+
+START_TEST(test_load_mounts)
+{
+    pagid_config c;
+    char yaml[1024], want[256];
+    make_tmpdir();
+    snprintf(yaml, sizeof yaml,
+             "app: {static: %s, listing: yes, follow_symlinks: false}\n"
+             "mounts:\n"
+             "  - path: /static/\n"
+             "    app: static:%s\n"
+             "  - {path: /files, app: {static: %s, listing: true}}\n"
+             "  - path: /api\n"
+             "    app: echo\n",
+             tmpdir, tmpdir, tmpdir);
+    ck_assert_int_eq(load(&c, yaml), 0);
+    ck_assert_int_eq(c.app_static.listing, 1);
+    ck_assert_int_eq(c.app_static.follow_symlinks, 0);
+    ck_assert_uint_eq(c.n_mounts, 3);
+    ck_assert_str_eq(c.mounts[0].path, "/static");
+    snprintf(want, sizeof want, "static:%s", tmpdir);
+    ck_assert_str_eq(c.mounts[0].app, want);
+    ck_assert_int_eq(c.mounts[0].static_opts.listing, 0);
+    ck_assert_str_eq(c.mounts[1].path, "/files");
+    ck_assert_int_eq(c.mounts[1].static_opts.listing, 1);
+    ck_assert_str_eq(c.mounts[2].path, "/api");
+    ck_assert_str_eq(c.mounts[2].app, "echo");
+    config_free(&c);
+
+    /* A plain app spec resets the mapping form's options. */
+    snprintf(yaml, sizeof yaml, "app: {static: %s, follow_symlinks: on}\n", tmpdir);
+    ck_assert_int_eq(load(&c, yaml), 0);
+    ck_assert_int_eq(c.app_static.follow_symlinks, 1);
+    const char *msg;
+    ck_assert_int_eq(config_set_app(&c, "hello", &msg), 0);
+    ck_assert_int_eq(c.app_static.follow_symlinks, 0);
+    config_free(&c);
+    remove_tmpdir();
+
+    expect_ok("mounts:\n");
+    expect_ok("mounts: []\n");
+    expect_error("mounts: /x\n",
+                 "t.yaml:1:9: 'mounts' must be a list of {path, app} mappings, not a single value");
+    expect_error("mounts:\n  - /x\n", "t.yaml:2:5: each entry of 'mounts' must be a mapping with "
+                                      "path and app, not a single value");
+    expect_error("mounts:\n  - {path: /x}\n", "t.yaml:2:5: a 'mounts' entry needs both path and app");
+    expect_error("mounts:\n  - {path: /x, app: hello, extra: 1}\n",
+                 "t.yaml:2:28: unknown key 'extra' in a 'mounts' entry (expected path and app)");
+    expect_error("mounts:\n  - {path: /x, path: /y, app: hello}\n",
+                 "t.yaml:2:16: duplicate key 'path' in a 'mounts' entry");
+    expect_error("mounts:\n  - {path: x, app: hello}\n",
+                 "t.yaml:2:12: mount path 'x' must start with '/'");
+    expect_error("mounts:\n  - {path: /, app: hello}\n",
+                 "t.yaml:2:12: mount path '/' is the top-level app's place; mount under a longer "
+                 "path");
+    expect_error("mounts:\n  - {path: /a/../b, app: hello}\n",
+                 "t.yaml:2:12: mount path '/a/../b' must not contain empty, '.' or '..' segments");
+    expect_error("mounts:\n  - {path: /a, app: hello}\n  - {path: /a/, app: echo}\n",
+                 "t.yaml:3:12: mount path '/a/' is mounted twice");
+    expect_error("mounts:\n  - {path: /a, app: bogus}\n",
+                 "t.yaml:2:21: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a .so "
+                 "module)");
+    expect_error("mounts:\n  - {path: /a, app: {module: x.so, listing: true}}\n",
+                 "t.yaml:2:36: 'mounts.app.listing' applies to static apps only");
+    expect_error("app: {static: /tmp, listing: maybe}\n",
+                 "t.yaml:1:30: 'app.listing' must be true or false, not 'maybe'");
+    expect_error("app: {listing: true}\n",
+                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static or module");
 }
 END_TEST
 
@@ -586,6 +657,7 @@ static Suite *config_yaml_suite(void)
     tcase_add_test(tc, test_load_empty_inputs);
     tcase_add_test(tc, test_load_scalar_forms);
     tcase_add_test(tc, test_load_app_mapping);
+    tcase_add_test(tc, test_load_mounts);
     tcase_add_test(tc, test_load_aliases);
     tcase_add_test(tc, test_load_replaces_listens);
     suite_add_tcase(s, tc);

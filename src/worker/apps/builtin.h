@@ -8,5 +8,16 @@
 
 extern const pagi_app app_hello;
 extern const pagi_app app_echo;
+extern const pagi_app app_static;
+
+/* Options of the static app that only the config's mapping form can set. */
+typedef struct static_options {
+    int listing;         /* HTML index of directories without index.html */
+    int follow_symlinks; /* symlinks may lead out of the directory */
+} static_options;
+
+/** app_static's create with options (its plain create uses the defaults). */
+void *static_app_create(const char *dir, const static_options *o, pagi_loop *loop,
+                        const char **err);
 
 #endif

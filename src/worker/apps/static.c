@@ -1,0 +1,464 @@
+/*
+ * static.c - the `static:DIR` app: GET/HEAD of the files under DIR, sent
+ * from an fd the engine passes to sendfile; ETag/Last-Modified, conditional
+ * and single-range requests, index.html, optional listings. Containment is
+ * static_path.c's job, HTTP semantics static_http.c's, types static_mime.c's.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../common/buf.h"
+#include "builtin.h"
+#include "static_http.h"
+#include "static_mime.h"
+#include "static_path.h"
+
+#define INDEX_FILE "index.html"
+#define TEXT_PLAIN "text/plain; charset=utf-8"
+
+typedef struct static_app {
+    static_root root;
+    static_mime *mime;
+    int listing;
+} static_app;
+
+static pagi_str str_of(const char *s)
+{
+    return (pagi_str){s, strlen(s)};
+}
+#define HDR(n, v) ((pagi_header){{(n), sizeof(n) - 1}, (v)})
+
+/* ---- sending ---- */
+
+/* Start + one final body; finishes the scope either way. */
+static void respond(pagi_scope *s, int status, const pagi_header *h, size_t n,
+                    const pagi_event *body)
+{
+    pagi_event start = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+    start.status = status;
+    start.headers = h;
+    start.header_count = n;
+    if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, body, NULL, NULL) < 0) {
+        pagi_scope_finish(s, pagi_scope_error(s));
+        return;
+    }
+    pagi_scope_finish(s, NULL);
+}
+
+/* A short text/plain answer ("404 Not Found\n"), plus up to two extra headers. */
+static void respond_text(pagi_scope *s, int status, const char *reason, const pagi_header *extra,
+                         size_t n_extra)
+{
+    char text[64], clen[24];
+    int tl = snprintf(text, sizeof text, "%d %s\n", status, reason);
+    int cl = snprintf(clen, sizeof clen, "%d", tl);
+    pagi_header h[4] = {
+        HDR("content-type", str_of(TEXT_PLAIN)),
+        HDR("content-length", ((pagi_str){clen, (size_t)cl})),
+    };
+    size_t n = 2;
+    for (size_t i = 0; i < n_extra && n < 4; i++)
+        h[n++] = extra[i];
+    pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+    body.body = (pagi_str){text, (size_t)tl};
+    respond(s, status, h, n, &body);
+}
+
+/* Percent-encode everything but unreserved bytes (and '/' when keep_slash). */
+static int url_encode(buf *b, const char *s, size_t n, int keep_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/');
+        if (plain ? buf_append(b, &s[i], 1)
+                  : buf_append(b, (char[]){'%', hex[c >> 4], hex[c & 15]}, 3))
+            return -1;
+    }
+    return 0;
+}
+
+/*
+ * 301 to the slash form. The Location is rebuilt from the mount path and the
+ * normalised path, never from raw_path: "//evil.example/dir" must not turn
+ * into a protocol-relative redirect.
+ */
+static void redirect_dir(pagi_scope *s, const char *rel)
+{
+    buf loc = BUF_INIT;
+    pagi_str root = pagi_scope_root_path(s), q = pagi_scope_query_string(s);
+    int rc = url_encode(&loc, root.ptr, root.len, 1);
+    rc = rc ? rc : buf_append(&loc, "/", 1);
+    rc = rc ? rc : url_encode(&loc, rel, strlen(rel), 1);
+    rc = rc ? rc : buf_append(&loc, "/", 1);
+    if (!rc && q.len)
+        rc = buf_append(&loc, "?", 1) ? -1 : buf_append(&loc, q.ptr, q.len);
+    if (rc) {
+        buf_free(&loc);
+        respond_text(s, 500, "Internal Server Error", NULL, 0);
+        return;
+    }
+    pagi_header h = HDR("location", ((pagi_str){buf_head(&loc), buf_size(&loc)}));
+    respond_text(s, 301, "Moved Permanently", &h, 1);
+    buf_free(&loc);
+}
+
+/* ---- files ---- */
+
+static void validators_of(pagi_scope *s, static_validators *v)
+{
+    memset(v, 0, sizeof *v);
+    v->has_if_match = pagi_scope_header(s, "if-match", &v->if_match);
+    v->has_if_unmodified = pagi_scope_header(s, "if-unmodified-since", &v->if_unmodified);
+    v->has_if_none_match = pagi_scope_header(s, "if-none-match", &v->if_none_match);
+    v->has_if_modified = pagi_scope_header(s, "if-modified-since", &v->if_modified);
+    v->has_if_range = pagi_scope_header(s, "if-range", &v->if_range);
+}
+
+/* Serve an open regular file; closes fd. name gives the type. */
+static void serve_file(pagi_scope *s, static_app *a, int fd, const struct stat *st,
+                       const char *name, int is_get)
+{
+    char etag[STATIC_ETAG_MAX], lm[STATIC_DATE_MAX], clen[24], crange[80];
+    int64_t size = st->st_size, mtime = st->st_mtim.tv_sec;
+    size_t el = static_etag(etag, mtime, size), ll = static_http_date(lm, mtime);
+    static_validators v;
+    validators_of(s, &v);
+    static_cond cond = static_evaluate(&v, etag, el, mtime);
+    pagi_header h[7] = {
+        HDR("etag", ((pagi_str){etag, el})),
+        HDR("last-modified", ((pagi_str){lm, ll})),
+        HDR("accept-ranges", str_of("bytes")),
+    };
+    size_t n = 3;
+    if (cond == STATIC_COND_NOT_MODIFIED) {
+        close(fd);
+        pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+        respond(s, 304, h, n, &body);
+        return;
+    }
+    if (cond == STATIC_COND_PRECONDITION) {
+        close(fd);
+        respond_text(s, 412, "Precondition Failed", NULL, 0);
+        return;
+    }
+    int64_t first = 0, last = size - 1;
+    int status = 200;
+    pagi_str range;
+    /* Range applies to GET only (RFC 9110 section 14.2). */
+    if (is_get && cond == STATIC_COND_RANGE_ALLOWED && pagi_scope_header(s, "range", &range)) {
+        static_range_rc r = static_parse_range(range, size, &first, &last);
+        if (r == STATIC_RANGE_UNSATISFIABLE) {
+            close(fd);
+            int k = snprintf(crange, sizeof crange, "bytes */%" PRId64, size);
+            pagi_header x = HDR("content-range", ((pagi_str){crange, (size_t)k}));
+            respond_text(s, 416, "Range Not Satisfiable", &x, 1);
+            return;
+        }
+        if (r == STATIC_RANGE_OK) {
+            status = 206;
+            int k = snprintf(crange, sizeof crange, "bytes %" PRId64 "-%" PRId64 "/%" PRId64, first,
+                             last, size);
+            h[n++] = HDR("content-range", ((pagi_str){crange, (size_t)k}));
+        } else {
+            first = 0;
+            last = size - 1;
+        }
+    }
+    int64_t len = last - first + 1;
+    int k = snprintf(clen, sizeof clen, "%" PRId64, len);
+    h[n++] = HDR("content-length", ((pagi_str){clen, (size_t)k}));
+    h[n++] = HDR("content-type", str_of(static_mime_lookup(a->mime, name, strlen(name))));
+    pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+    body.fd = fd;
+    body.offset = first;
+    body.length = len;
+    /* The engine takes its own duplicate of fd during the send: ours closes now. */
+    respond(s, status, h, n, &body);
+    close(fd);
+}
+
+/* ---- listings ---- */
+
+static int html_escape(buf *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *rep = NULL;
+        switch (s[i]) {
+        case '&':
+            rep = "&amp;";
+            break;
+        case '<':
+            rep = "&lt;";
+            break;
+        case '>':
+            rep = "&gt;";
+            break;
+        case '"':
+            rep = "&quot;";
+            break;
+        case '\'':
+            rep = "&#39;";
+            break;
+        default:
+            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                rep = "?";
+        }
+        if (rep ? buf_append_str(b, rep) : buf_append(b, &s[i], 1))
+            return -1;
+    }
+    return 0;
+}
+
+static int cmp_names(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+#define LISTING_MAX_ENTRIES 10000
+
+/* Append the sorted, escaped entries of the open directory dfd (consumed). */
+static int list_entries(buf *b, int dfd)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && n < LISTING_MAX_ENTRIES && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue; /* hidden, and never served anyway */
+        int is_dir = e->d_type == DT_DIR;
+        struct stat st;
+        if (e->d_type == DT_UNKNOWN && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            is_dir = S_ISDIR(st.st_mode);
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            char **v = realloc(names, nc * sizeof *v);
+            if (!v) {
+                rc = -1;
+                break;
+            }
+            names = v;
+            cap = nc;
+        }
+        size_t len = strlen(e->d_name);
+        if (!(names[n] = malloc(len + 2))) {
+            rc = -1;
+            break;
+        }
+        memcpy(names[n], e->d_name, len);
+        names[n][len] = is_dir ? '/' : '\0'; /* directories sort and show with a slash */
+        names[n][len + 1] = '\0';
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        int dir = names[i][len - 1] == '/';
+        if (rc == 0)
+            rc = (buf_append_str(b, "<li><a href=\"") || url_encode(b, names[i], len - dir, 0) ||
+                  buf_append_str(b, dir ? "/\">" : "\">") || html_escape(b, names[i], len) ||
+                  buf_append_str(b, "</a></li>\n"))
+                     ? -1
+                     : 0;
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+/* A small HTML index of the directory dfd (consumed); names escaped twice over. */
+static void send_listing(pagi_scope *s, int dfd, const char *rel)
+{
+    buf b = BUF_INIT, title = BUF_INIT;
+    pagi_str root = pagi_scope_root_path(s);
+    int rc = buf_append(&title, root.ptr, root.len) || buf_append(&title, "/", 1) ||
+             (*rel && (buf_append_str(&title, rel) || buf_append(&title, "/", 1)));
+    rc = rc ||
+         buf_append_str(&b,
+                        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ") ||
+         html_escape(&b, buf_head(&title), buf_size(&title)) ||
+         buf_append_str(&b, "</title></head>\n<body><h1>Index of ") ||
+         html_escape(&b, buf_head(&title), buf_size(&title)) ||
+         buf_append_str(&b, "</h1>\n<ul>\n") ||
+         (*rel && buf_append_str(&b, "<li><a href=\"../\">../</a></li>\n"));
+    if (rc)
+        close(dfd);
+    else
+        rc = list_entries(&b, dfd);
+    rc = rc || buf_append_str(&b, "</ul></body></html>\n");
+    buf_free(&title);
+    if (rc) {
+        buf_free(&b);
+        respond_text(s, 500, "Internal Server Error", NULL, 0);
+        return;
+    }
+    char clen[24];
+    int k = snprintf(clen, sizeof clen, "%zu", buf_size(&b));
+    pagi_header h[] = {
+        HDR("content-type", str_of("text/html; charset=utf-8")),
+        HDR("content-length", ((pagi_str){clen, (size_t)k})),
+        HDR("cache-control", str_of("no-cache")),
+    };
+    pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+    body.body = (pagi_str){buf_head(&b), buf_size(&b)};
+    respond(s, 200, h, sizeof h / sizeof h[0], &body); /* the body is copied by the send */
+    buf_free(&b);
+}
+
+/* ---- the request ---- */
+
+static void open_failed(pagi_scope *s, int err)
+{
+    if (err == -EACCES || err == -EPERM)
+        respond_text(s, 403, "Forbidden", NULL, 0);
+    else if (err == -EMFILE || err == -ENFILE || err == -ENOMEM)
+        respond_text(s, 503, "Service Unavailable", NULL, 0);
+    else /* ENOENT, ENOTDIR, EXDEV (a link out of the root), ELOOP, ... */
+        respond_text(s, 404, "Not Found", NULL, 0);
+}
+
+/* A directory reached with its trailing slash: index.html, a listing, or 404. */
+static void serve_dir(pagi_scope *s, static_app *a, int dfd, const char *rel, int is_get)
+{
+    char index[STATIC_PATH_MAX + sizeof INDEX_FILE + 1];
+    snprintf(index, sizeof index, "%s%s%s", rel, *rel ? "/" : "", INDEX_FILE);
+    int fd = static_open(&a->root, index);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        close(dfd);
+        serve_file(s, a, fd, &st, INDEX_FILE, is_get);
+        return;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (a->listing) {
+        send_listing(s, dfd, rel);
+        return;
+    }
+    close(dfd);
+    respond_text(s, 404, "Not Found", NULL, 0);
+}
+
+static void static_handle(pagi_scope *s, void *instance)
+{
+    static_app *a = instance;
+    if (pagi_scope_type_of(s) != PAGI_SCOPE_HTTP) {
+        /* No WebSocket or SSE here: the engine declines the handshake. */
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    const char *method = pagi_scope_method(s);
+    int is_get = strcmp(method, "GET") == 0;
+    if (!is_get && strcmp(method, "HEAD") != 0) {
+        pagi_header allow = HDR("allow", str_of("GET, HEAD"));
+        respond_text(s, 405, "Method Not Allowed", &allow, 1);
+        return;
+    }
+    pagi_str path = pagi_scope_path(s);
+    char rel[STATIC_PATH_MAX];
+    int dir_form = 0;
+    switch (static_path_normalize(path.ptr, path.len, rel, &dir_form)) {
+    case STATIC_PATH_OK:
+        break;
+    case STATIC_PATH_BAD:
+        respond_text(s, 400, "Bad Request", NULL, 0);
+        return;
+    default:
+        respond_text(s, 404, "Not Found", NULL, 0);
+        return;
+    }
+    int fd = static_open(&a->root, rel);
+    if (fd < 0) {
+        open_failed(s, fd);
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        respond_text(s, 500, "Internal Server Error", NULL, 0);
+        return;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (!dir_form) {
+            close(fd);
+            redirect_dir(s, rel);
+            return;
+        }
+        serve_dir(s, a, fd, rel, is_get);
+        return;
+    }
+    if (!S_ISREG(st.st_mode) || dir_form) {
+        close(fd); /* devices, FIFOs, sockets; or "file.txt/" */
+        respond_text(s, 404, "Not Found", NULL, 0);
+        return;
+    }
+    serve_file(s, a, fd, &st, rel, is_get);
+}
+
+/* ---- instance ---- */
+
+void *static_app_create(const char *dir, const static_options *o, pagi_loop *loop, const char **err)
+{
+    (void)loop;
+    if (!dir || !*dir) {
+        *err = "static: needs a directory (static:DIR)";
+        return NULL;
+    }
+    static_app *a = calloc(1, sizeof *a);
+    if (!a) {
+        *err = "static: out of memory";
+        return NULL;
+    }
+    a->listing = o ? o->listing : 0;
+    if (static_root_open(&a->root, dir, o ? o->follow_symlinks : 0, STATIC_RESOLVE_AUTO, err) < 0) {
+        free(a);
+        return NULL;
+    }
+    a->mime = static_mime_load(STATIC_MIME_SYSTEM_FILE);
+    if (!a->mime) {
+        static_root_close(&a->root);
+        free(a);
+        *err = "static: out of memory";
+        return NULL;
+    }
+    return a;
+}
+
+static void *static_create(const char *arg, pagi_loop *loop, const char **err)
+{
+    return static_app_create(arg, NULL, loop, err);
+}
+
+static void static_destroy(void *instance)
+{
+    static_app *a = instance;
+    if (!a)
+        return;
+    static_root_close(&a->root);
+    static_mime_free(a->mime);
+    free(a);
+}
+
+const pagi_app app_static = {
+    .abi_version = PAGI_ABI_VERSION,
+    .name = "static",
+    .create = static_create,
+    .handle = static_handle,
+    .destroy = static_destroy,
+};
