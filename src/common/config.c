@@ -375,8 +375,8 @@ static int mount_path_ok(const char *p, size_t len, const char **msg)
         return -1;
     }
     for (size_t i = 0; i < len; i++) {
-        if (p[i] == '?' || p[i] == '#') {
-            *msg = "must not contain '?' or '#'";
+        if (p[i] == '?' || p[i] == '#' || (unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
+            *msg = "must not contain '?', '#' or control characters";
             return -1;
         }
     }

@@ -1,7 +1,8 @@
 /*
  * echo.c - the `echo` app: answers 200 with the request body (read as a
  * stream of http.request events), content-length set, and headers
- * x-echo-method, x-echo-path (raw path) and x-echo-query. sse: count ticks
+ * x-echo-method, x-echo-path (raw path), x-echo-query and x-echo-root-path
+ * (the mount prefix, "" when not mounted). sse: count ticks
  * (event tick, id i, data i), interval ms apart, or a decline with ?status.
  * websocket: accept with the first offered subprotocol, echo each message
  * with its own type until the disconnect.
@@ -55,6 +56,7 @@ static void echo_respond(pagi_scope *s, echo_req *r)
         {{"x-echo-method", 13}, {method, strlen(method)}},
         {{"x-echo-path", 11}, raw},
         {{"x-echo-query", 12}, query},
+        {{"x-echo-root-path", 16}, pagi_scope_root_path(s)},
     };
     pagi_str ct;
     if (pagi_scope_header(s, "content-type", &ct))
