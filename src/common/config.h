@@ -58,7 +58,7 @@ typedef struct pagid_config {
     pagid_listen *listens; /* at least one after config_finalize */
     size_t n_listens;
     int workers;           /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
-    char *app;             /* app spec: hello, echo, static:DIR, /x.so */
+    char *app;             /* app spec: hello, echo, demo, static:DIR, /x.so */
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
     pagid_mount *mounts;   /* apps under path prefixes, in file order */
     size_t n_mounts;
@@ -72,7 +72,7 @@ typedef struct pagid_config {
 } pagid_config;
 
 #define CONFIG_WORKERS_AUTO (-1)
-#define CONFIG_DEFAULT_APP "echo"
+#define CONFIG_DEFAULT_APP "demo"
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8080"
 #define CONFIG_MAX_WORKERS 1024
 

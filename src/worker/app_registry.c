@@ -18,7 +18,7 @@ static const struct {
     {"hello", &app_hello},
     {"echo", &app_echo},
     {"static", &app_static},
-    {"demo", &app_echo}, /* the demo page arrives with WebSocket/SSE; echo until then */
+    {"demo", &app_demo},
 };
 
 static int ends_with(const char *s, const char *suffix)

@@ -98,7 +98,7 @@ START_TEST(builtins_resolve)
 {
     expect_builtin("hello", "hello", NULL);
     expect_builtin("echo", "echo", NULL);
-    expect_builtin("demo", NULL, NULL);
+    expect_builtin("demo", "demo", NULL);
 }
 END_TEST
 

@@ -264,7 +264,7 @@ START_TEST(test_defaults)
     pagid_config c;
     config_init_defaults(&c);
     ck_assert_int_eq(c.workers, CONFIG_WORKERS_AUTO);
-    ck_assert_str_eq(c.app, "echo");
+    ck_assert_str_eq(c.app, "demo");
     ck_assert_uint_eq(c.n_listens, 0);
     ck_assert_ptr_null(c.source);
     ck_assert_uint_eq(c.limits.max_connections, 10000);

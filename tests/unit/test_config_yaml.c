@@ -211,7 +211,7 @@ START_TEST(test_load_empty_inputs)
     for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
         pagid_config c;
         ck_assert_msg(load(&c, empty[i]) == 0, "'%s': %s", empty[i], out_text);
-        ck_assert_str_eq(c.app, "echo");
+        ck_assert_str_eq(c.app, CONFIG_DEFAULT_APP);
         ck_assert_uint_eq(c.limits.max_header_count, 100);
         config_free(&c);
     }
