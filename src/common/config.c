@@ -51,6 +51,8 @@ void config_init_defaults(pagid_config *c)
     c->access_log_format = strdup("combined");
     c->error_log_path = NULL; /* stderr */
     c->error_log_level = LOG_LVL_INFO;
+    c->status_listen = NULL; /* off */
+    c->status_path = strdup("/metrics");
 }
 
 int config_parse_size(const char *s, size_t *out)
@@ -501,13 +503,32 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
 int config_finalize(pagid_config *c, FILE *err)
 {
     const char *msg = NULL;
-    if (!c->app || !c->access_log_format) {
+    if (!c->app || !c->access_log_format || !c->status_path) {
         fprintf(err, "pagid: out of memory\n");
         return -1;
+    }
+    /* The metrics must not be reachable on a normal listener: never share an address. */
+    for (size_t i = 0; c->status_listen && i < c->n_listens; i++) {
+        if (same_listen(&c->listens[i], c->status_listen)) {
+            if (c->listens[i].status)
+                break; /* finalized before */
+            fprintf(err, "pagid: status.listen %s is also a normal listener\n",
+                    c->status_listen->spec);
+            return -1;
+        }
     }
     if (c->n_listens == 0 && config_add_listen(c, CONFIG_DEFAULT_LISTEN, &msg) < 0) {
         fprintf(err, "pagid: default listener %s: %s\n", CONFIG_DEFAULT_LISTEN, msg);
         return -1;
+    }
+    /* The status listener joins the list (after the default one), flagged, so it is
+     * bound, inherited and reused on reload exactly like the others. */
+    if (c->status_listen && !(c->n_listens && c->listens[c->n_listens - 1].status)) {
+        if (config_add_listen(c, c->status_listen->spec, &msg) < 0) {
+            fprintf(err, "pagid: status.listen %s: %s\n", c->status_listen->spec, msg);
+            return -1;
+        }
+        c->listens[c->n_listens - 1].status = 1;
     }
     if (c->workers == CONFIG_WORKERS_AUTO) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -529,6 +550,10 @@ void config_free(pagid_config *c)
     free(c->access_log_path);
     free(c->access_log_format);
     free(c->error_log_path);
+    if (c->status_listen)
+        config_listen_free(c->status_listen);
+    free(c->status_listen);
+    free(c->status_path);
     free(c->pid_file);
     free(c->user);
     free(c->group);

@@ -19,6 +19,7 @@ typedef struct pagid_listen {
     char *host;  /* TCP: numeric or name, without brackets; NULL = any */
     int port;    /* TCP port */
     char *path;  /* UNIX: socket path */
+    int status;  /* the status.listen entry: serves only the metrics (config_finalize) */
 } pagid_listen;
 
 typedef enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level;
@@ -68,6 +69,8 @@ typedef struct pagid_config {
     char *access_log_path, *access_log_format;
     char *error_log_path;
     log_level error_log_level;
+    pagid_listen *status_listen; /* status.listen: the metrics listener; NULL = off */
+    char *status_path;           /* status.path: where the metrics are served */
     char *pid_file, *user, *group;
 } pagid_config;
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "access_format.h"
 #include "buf.h"
 
 /* A config file is a few kilobytes; refuse to slurp something absurd. */
@@ -233,11 +234,70 @@ static void set_access_format(load_ctx *x, const key_def *k, yaml_node_t *n, con
     char shown[80];
     if (!s)
         return;
-    if (strcmp(s, "clf") && strcmp(s, "combined") && strcmp(s, "json") && !strchr(s, '%')) {
-        report(x, n,
-               "invalid access log format '%s' (expected clf, combined, json or a custom "
-               "format containing %%)",
-               printable(n, shown, sizeof shown));
+    /* Compile it now, so a bad atom is reported at its own column, not when a worker starts. */
+    access_format f;
+    const char *msg = NULL;
+    size_t off = 0;
+    if (access_format_compile(&f, s, &msg, &off) < 0) {
+        int quoted = n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+        int one_line = n->start_mark.line == n->end_mark.line && !memchr(s, '\\', off);
+        size_t col = n->start_mark.column + 1 + (one_line ? off + (size_t)quoted : 0);
+        report_at(x, n->start_mark.line + 1, col, "invalid access log format '%s': %s",
+                  printable(n, shown, sizeof shown), msg);
+        return;
+    }
+    access_format_free(&f);
+    set_string(x, k, n, path);
+}
+
+static void set_status_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+{
+    pagid_listen **field = &x->c->status_listen;
+    if (n->type == YAML_SCALAR_NODE &&
+        (is_null(n) || !strcmp((const char *)n->data.scalar.value, "off"))) {
+        if (*field)
+            config_listen_free(*field);
+        free(*field);
+        *field = NULL;
+        return;
+    }
+    const char *s = scalar(x, n, path);
+    const char *msg;
+    char shown[80];
+    if (!s)
+        return;
+    pagid_listen l;
+    if (config_parse_listen(s, &l, &msg) < 0) {
+        report(x, n, "invalid listen address '%s' for '%s': %s", printable(n, shown, sizeof shown),
+               path, msg);
+        return;
+    }
+    pagid_listen *copy = malloc(sizeof *copy);
+    if (!copy) {
+        config_listen_free(&l);
+        report(x, n, "out of memory");
+        return;
+    }
+    *copy = l;
+    if (*field)
+        config_listen_free(*field);
+    free(*field);
+    *field = copy;
+}
+
+static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+{
+    const char *s = scalar(x, n, path);
+    char shown[80];
+    if (!s)
+        return;
+    int ok = s[0] == '/';
+    for (const char *p = s; ok && *p; p++)
+        ok = (unsigned char)*p > 0x20 && *p != 0x7f && *p != '?' && *p != '#';
+    if (!ok) {
+        report(x, n, "invalid '%s' '%s' (expected a path such as /metrics: starts with '/', "
+                     "no spaces, '?' or '#')",
+               path, printable(n, shown, sizeof shown));
         return;
     }
     set_string(x, k, n, path);
@@ -571,6 +631,12 @@ static const key_def error_log_keys[] = {
     {NULL, NULL, 0, NULL, 0, 0},
 };
 
+static const key_def status_keys[] = {
+    STRING_KEY(listen, set_status_listen, status_listen),
+    STRING_KEY(path, set_status_path, status_path),
+    {NULL, NULL, 0, NULL, 0, 0},
+};
+
 static const key_def top_keys[] = {
     STRING_KEY(listen, set_listen, listens),
     STRING_KEY(workers, set_workers, workers),
@@ -581,6 +647,7 @@ static const key_def top_keys[] = {
     SECTION_KEY(flow_control, flow_keys),
     SECTION_KEY(access_log, access_log_keys),
     SECTION_KEY(error_log, error_log_keys),
+    SECTION_KEY(status, status_keys),
     STRING_KEY(pid_file, set_string, pid_file),
     STRING_KEY(user, set_string, user),
     STRING_KEY(group, set_string, group),

@@ -6,3 +6,6 @@ libpagid_common_a_SOURCES += \
 	src/common/config_yaml.c \
 	src/common/shm.c src/common/shm.h \
 	src/common/exitcodes.h
+
+# The access log's format compiler (used by the config check and the worker).
+libpagid_common_a_SOURCES += src/common/access_format.c src/common/access_format.h

@@ -74,6 +74,7 @@ struct conn {
     const char *server_host; /* owned by the config */
     int server_port;
     const conn_proto *proto;
+    int status_listener; /* accepted on status.listen: every request gets the metrics app */
     h1_conn h1;
     struct ws_conn *ws; /* set once the connection is a WebSocket (owned) */
 };

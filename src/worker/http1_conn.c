@@ -13,6 +13,8 @@
 
 #include "../common/log.h"
 #include "../common/shm.h"
+#include "access_log.h"
+#include "apps/metrics.h"
 #include "conn.h"
 #include "reason.h"
 #include "scope.h"
@@ -53,6 +55,7 @@ void h1_conn_free(conn *c)
     sse_stream_free(c->h1.sse);
     c->h1.sse = NULL;
     buf_free(&c->h1.body);
+    buf_free(&c->h1.log_resp);
     free(c->h1.parked);
     c->h1.parked = NULL;
     c->h1.n_parked = c->h1.cap_parked = 0;
@@ -80,11 +83,13 @@ static int h1_on_request(void *ud, const h1_request *req)
         .server_host = c->server_host,
         .server_port = c->server_port,
     };
-    if (req->upgrade_websocket) /* the handshake is checked there; c then speaks ws_proto */
+    h->log_start = ev_now(c->w->loop.ev);
+    h->log_status = 0;
+    if (req->upgrade_websocket && !c->status_listener) /* checked there; c then speaks ws_proto */
         return ws_on_upgrade_request(c, req, &sr);
     pagi_scope_type type = PAGI_SCOPE_HTTP;
     const scope_ops *ops = &h1_exchange_ops;
-    if (req->accepts_event_stream && !req->upgrade_websocket) {
+    if (req->accepts_event_stream && !req->upgrade_websocket && !c->status_listener) {
         /* The spec: Accept: text/event-stream makes an sse scope, for every method. */
         if (!(h->sse = sse_stream_new(c)))
             return -1;
@@ -149,6 +154,16 @@ static void h1_queue_error(conn *c, int status, const char *text)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
 }
 
+/* The access log line of the exchange ending now (reason NULL: completed). */
+static void h1_log_exchange(conn *c, const char *reason)
+{
+    h1_conn *h = &c->h1;
+    uint64_t bytes = h->resp == RESP_NONE || h->plan.no_body || h->body_sent < 0
+                         ? 0
+                         : (uint64_t)h->body_sent;
+    access_log_request(c->w->alog, c, h->scope, h->log_start, h->log_status, bytes, reason);
+}
+
 /* End the current exchange abnormally (on_disconnect with reason) and let go of it. */
 void h1_abort_exchange(conn *c, const char *reason)
 {
@@ -156,6 +171,8 @@ void h1_abort_exchange(conn *c, const char *reason)
     pagi_scope *s = h->scope;
     if (!s)
         return;
+    if (c->w->alog)
+        h1_log_exchange(c, reason);
     scope_disconnect(s, reason);
     h1_exchange_settle_parked(c, NULL);
     h1_exchange_release(c);
@@ -182,11 +199,15 @@ static void h1_parse_failed(conn *c)
     if (h->scope) {
         /* The head was fine; the body was not (bad chunk, or over the size limit). */
         int started = scope_is_started(h->scope);
+        if (!started)
+            h->log_status = status; /* the line says what the client got */
         h1_abort_exchange(c, status == 413 ? reason_body_too_large : reason_protocol_error);
         if (started) {
             conn_close(c, NULL);
             return;
         }
+    } else if (c->w->alog) {
+        access_log_request(c->w->alog, c, NULL, 0, status, 0, NULL);
     }
     h1_queue_error(c, status, text);
     conn_close_after_write(c);
@@ -194,6 +215,8 @@ static void h1_parse_failed(conn *c)
 
 void h1_conn_header_timeout(conn *c)
 {
+    if (c->w->alog)
+        access_log_request(c->w->alog, c, NULL, 0, 408, 0, NULL);
     h1_queue_error(c, 408, "request header timeout");
     conn_close_after_write(c);
 }
@@ -221,7 +244,10 @@ void h1_conn_on_input(conn *c)
             h->start_app = 0;
             pagi_scope *s = h->scope;
             scope_ref(s);
-            scope_start_app(s);
+            if (c->status_listener)
+                app_metrics.handle(s, c->w); /* never the app: only metrics here */
+            else
+                scope_start_app(s);
             int gone = (c->state == CONN_CLOSED || h->scope != s);
             scope_unref(s);
             if (gone && st != H1_ERROR)
@@ -294,6 +320,8 @@ void h1_exchange_end(conn *c)
 {
     h1_conn *h = &c->h1;
     pagi_scope *s = h->scope;
+    if (c->w->alog)
+        h1_log_exchange(c, NULL);
     scope_mark_complete(s);
     h1_exchange_settle_parked(c, NULL);
     h1_exchange_release(c);

@@ -15,6 +15,7 @@
 
 #include "../common/log.h"
 #include "../common/shm.h"
+#include "access_log.h"
 #include "conn.h"
 #include "http1_conn.h"
 #include "http1_exchange.h"
@@ -97,6 +98,9 @@ int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb
     h->resp = RESP_STARTED;
     h->continue_pending = 0;
     h->trailers_announced = ctx.trailers;
+    h->log_status = ev->status;
+    if (c->w->alog)
+        access_log_response_start(c->w->alog, c, ev);
     shm_count_request(c->w->stats, ev->status);
     scope_mark_started(s);
     h1_exchange_after_append(c, cb, ud);
@@ -337,6 +341,7 @@ void h1x_finished(pagi_scope *s, const char *error)
             log_error("app finished without responding to %s %.*s; sent 500", method, plen,
                       path.ptr);
         scope_mark_started(s);
+        h->log_status = 500;
         h1_abort_exchange(c, reason_server_error);
         buf *tmp = &c->w->scratch;
         buf_reset(tmp);

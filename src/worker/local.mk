@@ -35,3 +35,8 @@ libpagid_worker_a_SOURCES += \
 	src/worker/websocket_io.c \
 	src/worker/ws_frame.c src/worker/ws_frame.h src/worker/utf8.c src/worker/utf8.h \
 	src/worker/ws_deflate.c src/worker/ws_deflate.h
+
+# Logs and metrics: the buffered access log, the status listener's metrics app.
+libpagid_worker_a_SOURCES += \
+	src/worker/access_log.c src/worker/access_log.h \
+	src/worker/apps/metrics.c src/worker/apps/metrics.h

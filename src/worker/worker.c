@@ -19,6 +19,7 @@
 #include "../common/exitcodes.h"
 #include "../common/log.h"
 #include "../common/shm.h"
+#include "access_log.h"
 #include "app_registry.h"
 #include "conn.h"
 #include "lifespan.h"
@@ -34,6 +35,7 @@ typedef struct acceptor {
     int fd;
     char host[INET6_ADDRSTRLEN + 8];
     int port;
+    int status; /* the status.listen socket */
     struct worker_run_ctx *run;
 } acceptor;
 
@@ -46,7 +48,7 @@ typedef struct worker_run_ctx {
     int stopping;  /* lifespan shutdown started */
     int grace_over; /* past the shutdown deadline plus the apps' grace */
     mount_table mounts; /* the app, and the apps under path prefixes */
-    ev_signal sig_term, sig_int, sig_quit;
+    ev_signal sig_term, sig_int, sig_quit, sig_usr1;
     ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
 } worker_run_ctx;
 
@@ -94,7 +96,9 @@ static void worker_on_accept(struct ev_loop *ev, ev_io *io, int revents)
             log_error("accept: %s", strerror(errno));
             return;
         }
-        conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port);
+        conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port);
+        if (c && a->status)
+            c->status_listener = 1;
     }
 }
 
@@ -191,6 +195,15 @@ static void worker_drain(worker_run_ctx *r)
     worker_maybe_finish(r);
 }
 
+/* SIGUSR1 (from the master, or logrotate in single-process mode): reopen the log files. */
+static void worker_on_reopen(struct ev_loop *ev, ev_signal *s, int revents)
+{
+    worker_run_ctx *r = s->data;
+    if (log_reopen() < 0)
+        log_error("cannot reopen the error log");
+    access_log_reopen(r->w.alog);
+}
+
 static void worker_on_signal(struct ev_loop *ev, ev_signal *s, int revents)
 {
     worker_run_ctx *r = s->data;
@@ -260,6 +273,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
                int worker_num, int under_master, shm_region *shm, unsigned generation)
 {
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */
     if (under_master) {
         signal(SIGINT, SIG_IGN); /* the master turns a terminal ^C into SIGTERM */
         signal(SIGHUP, SIG_IGN);
@@ -279,12 +293,18 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->under_master = under_master;
     w->on_conn_count = worker_on_conn_count;
     w->stats = shm_claim(shm, (int)getpid(), worker_num, generation);
+    w->shm = shm;
     if (shm && !w->stats)
         log_warn("no free slot in the shared region: this worker is not monitored");
     loop_init(&w->loop, ev);
     w->loop.flush = worker_flush;
     w->loop.flush_ud = w;
     r->exit_code = EXIT_OK;
+    if (access_log_open(&w->alog, cfg, ev, err, sizeof err) < 0) {
+        log_error("%s", err);
+        r->exit_code = EXIT_WORKER_FATAL;
+        goto out;
+    }
 
     /* Load and create every app (the top-level one, then the mounts'). */
     if (mount_table_load(&r->mounts, cfg, &w->loop, err, sizeof err) < 0) {
@@ -304,6 +324,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         acceptor *a = &r->acceptors[i];
         a->fd = listeners[i].fd;
         a->run = r;
+        a->status = listeners[i].conf && listeners[i].conf->status;
         acceptor_describe(a, &listeners[i]);
         ev_io_init(&a->io, worker_on_accept, a->fd, EV_READ);
         a->io.data = a;
@@ -320,6 +341,9 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_signal_init(&r->sig_quit, worker_on_signal, SIGQUIT);
     r->sig_quit.data = r;
     ev_signal_start(ev, &r->sig_quit);
+    ev_signal_init(&r->sig_usr1, worker_on_reopen, SIGUSR1);
+    r->sig_usr1.data = r;
+    ev_signal_start(ev, &r->sig_usr1);
     if (!under_master) {
         ev_signal_init(&r->sig_int, worker_on_signal, SIGINT);
         r->sig_int.data = r;
@@ -349,6 +373,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_signal_stop(ev, &r->sig_term);
     ev_signal_stop(ev, &r->sig_quit);
     ev_signal_stop(ev, &r->sig_int);
+    ev_signal_stop(ev, &r->sig_usr1);
     ev_timer_stop(ev, &r->shutdown_timer);
     ev_timer_stop(ev, &r->accept_retry);
     ev_timer_stop(ev, &r->grace_timer);
@@ -363,6 +388,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
 
 out:;
     int code = r->exit_code;
+    access_log_close(w->alog); /* after the last connection closed: its lines are in */
+    w->alog = NULL;
     mount_table_free(&r->mounts);
     state_table_unref(w->state);
     buf_free(&w->scratch);

@@ -24,6 +24,8 @@ typedef struct worker_ctx {
     void *app_instance;
     int worker_num;
     struct shm_worker *stats; /* this worker's shared slot, or NULL */
+    struct shm_region *shm;   /* the whole shared region (metrics), or NULL */
+    struct access_log *alog;  /* NULL when the access log is off */
     int under_master;
     state_table *state;   /* lifespan state snapshot (copy-on-write) */
     conn *conns;          /* all live connections (intrusive list) */

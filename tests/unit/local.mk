@@ -8,3 +8,4 @@ include $(srcdir)/tests/unit/worker_engine.mk
 include $(srcdir)/tests/unit/master.mk
 include $(srcdir)/tests/unit/static.mk
 include $(srcdir)/tests/unit/websocket.mk
+include $(srcdir)/tests/unit/logs.mk

@@ -1,0 +1,153 @@
+/*
+ * metrics.c - Prometheus text exposition (format 0.0.4) of pagid's shared
+ * region. Counters are summed over every slot, including slots of workers
+ * that exited and were not yet replaced, so a restart does not make them go
+ * back; gauges (open connections and scopes, workers) count live workers.
+ */
+#include "metrics.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "../../common/config.h"
+#include "../../common/shm.h"
+#include "../worker_ctx.h"
+
+static const char *const reason_words[SHM_R__COUNT] = {
+    "client_closed", "client_timeout", "idle_timeout", "keepalive_timeout",
+    "write_timeout", "write_error", "read_error", "protocol_error",
+    "server_shutdown", "server_error", "body_too_large", "queue_overflow", "other",
+};
+static const char *const scope_words[SHM_SCOPE__COUNT] = {"http", "websocket", "sse"};
+static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+
+typedef struct totals {
+    uint64_t requests[6], bytes_in, bytes_out, disconnects[SHM_R__COUNT];
+    int64_t open_connections, open_scopes[SHM_SCOPE__COUNT];
+    unsigned workers_up, workers_ready;
+} totals;
+
+#define LOAD(p) atomic_load_explicit(p, memory_order_relaxed)
+
+static void sum(totals *t, const shm_region *r)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < r->n_slots; i++) {
+        shm_worker *w = (shm_worker *)&r->slots[i];
+        int pid = LOAD(&w->pid);
+        if (pid < 0)
+            continue; /* being claimed: its counters are being zeroed */
+        for (int k = 0; k < 6; k++)
+            t->requests[k] += LOAD(&w->requests[k]);
+        t->bytes_in += LOAD(&w->bytes_in);
+        t->bytes_out += LOAD(&w->bytes_out);
+        for (int k = 0; k < SHM_R__COUNT; k++)
+            t->disconnects[k] += LOAD(&w->disconnects[k]);
+        if (pid == 0)
+            continue; /* exited: its gauges are stale */
+        t->workers_up++;
+        t->workers_ready += LOAD(&w->ready) ? 1u : 0u;
+        t->open_connections += LOAD(&w->open_connections);
+        for (int k = 0; k < SHM_SCOPE__COUNT; k++)
+            t->open_scopes[k] += LOAD(&w->open_scopes[k]);
+    }
+}
+
+static void head(buf *o, const char *name, const char *type, const char *help)
+{
+    buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int metrics_render(buf *o, const shm_region *r)
+{
+    if (!r) {
+        head(o, "pagid_up", "gauge", "1: pagid answers (no shared counters without a master).");
+        buf_printf(o, "pagid_up 1\n");
+        return 0;
+    }
+    totals t;
+    sum(&t, r);
+    head(o, "pagid_up", "gauge", "1: pagid answers.");
+    buf_printf(o, "pagid_up 1\n");
+    head(o, "pagid_requests_total", "counter", "Responses started (or sent by the server), by status class.");
+    for (int k = 1; k <= 6; k++) /* 1xx..5xx, then other */
+        buf_printf(o, "pagid_requests_total{class=\"%s\"} %llu\n", class_words[k % 6],
+                   (unsigned long long)t.requests[k % 6]);
+    head(o, "pagid_open_connections", "gauge", "Client connections open now.");
+    buf_printf(o, "pagid_open_connections %lld\n", (long long)t.open_connections);
+    head(o, "pagid_open_scopes", "gauge", "Scopes not yet released, by type.");
+    for (int k = 0; k < SHM_SCOPE__COUNT; k++)
+        buf_printf(o, "pagid_open_scopes{type=\"%s\"} %lld\n", scope_words[k],
+                   (long long)t.open_scopes[k]);
+    head(o, "pagid_received_bytes_total", "counter", "Bytes read from clients.");
+    buf_printf(o, "pagid_received_bytes_total %llu\n", (unsigned long long)t.bytes_in);
+    head(o, "pagid_sent_bytes_total", "counter", "Bytes written to clients.");
+    buf_printf(o, "pagid_sent_bytes_total %llu\n", (unsigned long long)t.bytes_out);
+    head(o, "pagid_disconnects_total", "counter", "Exchanges that ended with a disconnect, by reason.");
+    for (int k = 0; k < SHM_R__COUNT; k++)
+        buf_printf(o, "pagid_disconnects_total{reason=\"%s\"} %llu\n", reason_words[k],
+                   (unsigned long long)t.disconnects[k]);
+    head(o, "pagid_worker_restarts_total", "counter", "Crashed workers replaced by the master.");
+    buf_printf(o, "pagid_worker_restarts_total %llu\n",
+               (unsigned long long)LOAD(&((shm_region *)r)->worker_restarts));
+    head(o, "pagid_reloads_total", "counter", "Successful configuration reloads.");
+    buf_printf(o, "pagid_reloads_total %llu\n",
+               (unsigned long long)LOAD(&((shm_region *)r)->reloads));
+    head(o, "pagid_generation", "gauge", "Configuration generation now current.");
+    buf_printf(o, "pagid_generation %u\n", LOAD(&((shm_region *)r)->generation));
+    head(o, "pagid_workers_up", "gauge", "Worker processes running.");
+    buf_printf(o, "pagid_workers_up %u\n", t.workers_up);
+    head(o, "pagid_workers_ready", "gauge", "Workers past lifespan startup, accepting.");
+    buf_printf(o, "pagid_workers_ready %u\n", t.workers_ready);
+    return 0;
+}
+
+static int send_plain(pagi_scope *s, int status, const char *ctype, const char *body, size_t len,
+                      int head_only)
+{
+    char cl[24];
+    int n = snprintf(cl, sizeof cl, "%zu", len);
+    pagi_header h[] = {
+        {{"content-type", 12}, {ctype, strlen(ctype)}},
+        {{"content-length", 14}, {cl, (size_t)n}},
+        {{"cache-control", 13}, {"no-store", 8}},
+    };
+    pagi_event start = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+    start.status = status;
+    start.headers = h;
+    start.header_count = sizeof h / sizeof h[0];
+    pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+    ev.body.ptr = head_only ? NULL : body;
+    ev.body.len = head_only ? 0 : len;
+    /* Both events are copied at once: nothing to wait for. */
+    return pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &ev, NULL, NULL) < 0 ? -1 : 0;
+}
+
+static void metrics_handle(pagi_scope *s, void *instance)
+{
+    worker_ctx *w = instance;
+    const char *method = pagi_scope_method(s);
+    pagi_str path = pagi_scope_path(s);
+    const char *want = w->cfg->status_path ? w->cfg->status_path : "/metrics";
+    int rc;
+    if (path.len != strlen(want) || memcmp(path.ptr, want, path.len) != 0) {
+        static const char nf[] = "not found\n";
+        rc = send_plain(s, 404, "text/plain", nf, sizeof nf - 1, 0);
+    } else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        static const char na[] = "method not allowed\n";
+        rc = send_plain(s, 405, "text/plain", na, sizeof na - 1, 0);
+    } else {
+        buf b = BUF_INIT;
+        metrics_render(&b, w->shm);
+        rc = send_plain(s, 200, "text/plain; version=0.0.4; charset=utf-8", buf_head(&b),
+                        buf_size(&b), strcmp(method, "HEAD") == 0);
+        buf_free(&b);
+    }
+    pagi_scope_finish(s, rc < 0 ? pagi_scope_error(s) : NULL);
+}
+
+const pagi_app app_metrics = {
+    .abi_version = PAGI_ABI_VERSION,
+    .name = "metrics",
+    .handle = metrics_handle,
+};
