@@ -97,8 +97,10 @@ static void redirect_dir(pagi_scope *s, const char *rel)
     pagi_str root = pagi_scope_root_path(s), q = pagi_scope_query_string(s);
     int rc = url_encode(&loc, root.ptr, root.len, 1);
     rc = rc ? rc : buf_append(&loc, "/", 1);
-    rc = rc ? rc : url_encode(&loc, rel, strlen(rel), 1);
-    rc = rc ? rc : buf_append(&loc, "/", 1);
+    if (*rel) { /* "" is the mount point itself: "/static" -> "/static/" */
+        rc = rc ? rc : url_encode(&loc, rel, strlen(rel), 1);
+        rc = rc ? rc : buf_append(&loc, "/", 1);
+    }
     if (!rc && q.len)
         rc = buf_append(&loc, "?", 1) ? -1 : buf_append(&loc, q.ptr, q.len);
     if (rc) {
@@ -355,6 +357,16 @@ static void serve_dir(pagi_scope *s, static_app *a, int dfd, const char *rel, in
     respond_text(s, 404, "Not Found", NULL, 0);
 }
 
+/* At a mount point, only raw_path still tells "/static" from "/static/". */
+static int raw_ends_with_slash(const pagi_scope *s)
+{
+    pagi_str raw = pagi_scope_raw_path(s);
+    if (raw.len && raw.ptr[raw.len - 1] == '/')
+        return 1;
+    return raw.len >= 3 && raw.ptr[raw.len - 3] == '%' && raw.ptr[raw.len - 2] == '2' &&
+           (raw.ptr[raw.len - 1] == 'f' || raw.ptr[raw.len - 1] == 'F');
+}
+
 static void static_handle(pagi_scope *s, void *instance)
 {
     static_app *a = instance;
@@ -383,6 +395,8 @@ static void static_handle(pagi_scope *s, void *instance)
         respond_text(s, 404, "Not Found", NULL, 0);
         return;
     }
+    if (pagi_scope_root_path(s).len && path.len == 1)
+        dir_form = raw_ends_with_slash(s); /* "/static" vs "/static/": both have path "/" */
     int fd = static_open(&a->root, rel);
     if (fd < 0) {
         open_failed(s, fd);
