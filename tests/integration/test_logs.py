@@ -1,0 +1,265 @@
+"""Access log: the clf, combined and json formats and custom %-atoms give the
+right line for GET, POST, HEAD, 404, 413, a streamed response, an sse stream
+and an aborted request; SIGUSR1 reopens after a rename (single process and
+under a master); 5,000 requests make 5,000 lines; a bad format is reported
+at its FILE:LINE:COLUMN."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+from lib import Conn, check, check_eq, request, test, wait_for
+
+CLF_TIME = r"\[\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\]"
+
+
+def start_logged(ctx, fmt, workers=0, extra="", app="lifecycle", name="access.log"):
+    path = os.path.join(ctx.tmpdir, name)
+    conf = "access_log:\n  path: %s\n  format: '%s'\n%s" % (path, fmt.replace("'", "''"), extra)
+    srv = ctx.start(app, workers=workers, config=conf)
+    return srv, path
+
+
+def read_lines(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8").splitlines()
+    except OSError:
+        return []
+
+
+def wait_lines(path, n, timeout=5):
+    """Lines are flushed at most 100 ms after the request ends."""
+    wait_for(lambda: len(read_lines(path)) >= n, timeout)
+    lines = read_lines(path)
+    check(len(lines) >= n, "expected %d access log lines in %s, got %r" % (n, path, lines))
+    return lines
+
+
+def abort_upload(port, path="/body"):
+    """Send a head announcing a body (under the 1k limit), part of it, then vanish."""
+    c = Conn(port)
+    c.send(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nContent-Length: 900\r\n\r\n"
+           + b"x" * 100)
+    time.sleep(0.2)
+    c.close()
+
+
+def mixed_requests(port):
+    """GET, POST, HEAD, 404, streamed, 413, aborted: in this order, one line each."""
+    r = request(port, "GET", "/hello", headers={"User-Agent": "ua/1", "Referer": "http://r/"})
+    check_eq(r.status, 200, "GET status")
+    r = request(port, "POST", "/body", body=b"abcde")
+    check_eq(r.status, 200, "POST status")
+    r = request(port, "HEAD", "/hello")
+    check_eq(r.status, 200, "HEAD status")
+    r = request(port, "GET", "/nope?x=1&y=%22")
+    check_eq(r.status, 404, "404 status")
+    r = request(port, "GET", "/stream?n=3&size=100")
+    check_eq(len(r.body), 300, "streamed body")
+    r = request(port, "POST", "/body", body=b"y" * 5000)
+    check_eq(r.status, 413, "413 status")
+    abort_upload(port)
+
+
+LIMIT = "limits:\n  max_body_size: 1k\n"
+
+
+@test(timeout=30)
+def clf_lines(ctx):
+    srv, path = start_logged(ctx, "clf", extra=LIMIT)
+    mixed_requests(srv.port)
+    lines = wait_lines(path, 7)
+    want = [
+        r'"GET /hello HTTP/1\.1" 200 2',
+        r'"POST /body HTTP/1\.1" 200 5',
+        r'"HEAD /hello HTTP/1\.1" 200 -',
+        r'"GET /nope\?x=1&y=%22 HTTP/1\.1" 404 \d+',
+        r'"GET /stream\?n=3&size=100 HTTP/1\.1" 200 300',
+        r'"-" 413 -',  # refused at the head, before any scope: no request facts
+        r'"POST /body HTTP/1\.1" 0 -',
+    ]
+    check_eq(len(lines), 7, "line count (%r)" % lines)
+    for line, w in zip(lines, want):
+        check(re.match(r"^127\.0\.0\.1 - - " + CLF_TIME + " " + w + "$", line),
+              "clf line %r does not match %r" % (line, w))
+
+
+@test(timeout=30)
+def combined_lines(ctx):
+    srv, path = start_logged(ctx, "combined")
+    request(srv.port, "GET", "/hello", headers={"User-Agent": 'ua "quoted"', "Referer": "http://r/"})
+    request(srv.port, "GET", "/hello")
+    lines = wait_lines(path, 2)
+    check(re.match(r'^127\.0\.0\.1 - - ' + CLF_TIME
+                   + r' "GET /hello HTTP/1\.1" 200 2 "http://r/" "ua \\x22quoted\\x22"$', lines[0]),
+          "combined line with headers: %r" % lines[0])
+    check(lines[1].endswith('200 2 "-" "-"'), "combined line without headers: %r" % lines[1])
+
+
+@test(timeout=30)
+def json_lines(ctx):
+    srv, path = start_logged(ctx, "json", extra=LIMIT)
+    mixed_requests(srv.port)
+    lines = wait_lines(path, 7)
+    recs = []
+    for line in lines:
+        try:
+            recs.append(json.loads(line))
+        except ValueError as e:
+            raise AssertionError("not JSON: %r (%s)" % (line, e))
+    check_eq([r["status"] for r in recs], [200, 200, 200, 404, 200, 413, 0], "statuses")
+    check_eq([r["method"] for r in recs], ["GET", "POST", "HEAD", "GET", "GET", None, "POST"],
+             "methods")
+    check_eq(recs[0]["path"], "/hello", "path")
+    check_eq(recs[0]["user_agent"], "ua/1", "user_agent")
+    check_eq(recs[0]["referer"], "http://r/", "referer")
+    check_eq(recs[0]["client"], "127.0.0.1", "client")
+    check_eq(recs[0]["type"], "http", "type")
+    check_eq(recs[0]["reason"], None, "reason of a completed request")
+    check_eq(recs[0]["bytes"], 2, "bytes")
+    check_eq(recs[2]["bytes"], 0, "HEAD bytes")
+    check_eq(recs[3]["query"], "x=1&y=%22", "query")
+    check_eq(recs[4]["bytes"], 300, "streamed bytes")
+    check_eq(recs[6]["reason"], "client_closed", "aborted upload reason")
+    check(re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}[+-]\d{2}:\d{2}$", recs[0]["time"]),
+          "ISO 8601 time: %r" % recs[0]["time"])
+    check(all(isinstance(r["duration_ms"], (int, float)) and r["duration_ms"] >= 0 for r in recs),
+          "durations")
+    check(recs[6]["duration_ms"] >= 150, "the aborted upload lasted ~200ms: %r" % recs[6])
+
+
+@test(timeout=30)
+def custom_atoms(ctx):
+    fmt = ("%m|%U|%q|%H|%s|%>s|%b|%B|%{X-Test}i|%{content-type}o|%X|%y|%{iso}t|%t|%D|"
+           "%{ms}T|%T|%P|%h|100%%")
+    srv, path = start_logged(ctx, fmt)
+    request(srv.port, "GET", "/nope?a=b", headers={"X-Test": "t1"})
+    abort_upload(srv.port)
+    lines = wait_lines(path, 2)
+    f = lines[0].split("|")
+    check_eq(f[:12], ["GET", "/nope", "?a=b", "HTTP/1.1", "404", "404", f[6], f[6], "t1",
+                      "text/plain", "-", "http"], "atoms of a completed request (%r)" % lines[0])
+    check(int(f[7]) > 0, "bytes: %r" % f[7])
+    check(re.match(r"^\d{4}-\d{2}-\d{2}T", f[12]), "iso time %r" % f[12])
+    check(re.match("^" + CLF_TIME + "$", f[13]), "clf time %r" % f[13])
+    check(int(f[14]) >= 0 and float(f[15]) >= 0 and int(f[16]) == 0, "durations %r" % f[14:17])
+    check_eq(int(f[17]), srv.pid, "pid (-w 0: the server itself)")
+    check_eq(f[18:], ["127.0.0.1", "100%"], "client and literal")
+    g = lines[1].split("|")
+    check_eq((g[0], g[4], g[6], g[9], g[10]), ("POST", "0", "-", "-", "client_closed"),
+             "aborted request (%r)" % lines[1])
+    check(int(g[14]) >= 150000, "aborted request duration in us: %r" % g[14])
+
+
+@test(timeout=30)
+def sse_stream_logged_at_end(ctx):
+    srv, path = start_logged(ctx, "%y %s %B %X", app="echo")
+    r = request(srv.port, "GET", "/?count=2", headers={"Accept": "text/event-stream"})
+    check_eq(r.status, 200, "sse status")
+    lines = wait_lines(path, 1)
+    check_eq(lines[0].split(" ")[:2], ["sse", "200"], "sse line %r" % lines[0])
+    check_eq(lines[0].split(" ")[3], "-", "sse stream completed")
+    check_eq(int(lines[0].split(" ")[2]), len(r.body), "sse bytes = body bytes")
+
+
+def reopen_after_rename(ctx, workers):
+    srv, path = start_logged(ctx, "%U", workers=workers)
+    for i in range(4):
+        request(srv.port, "GET", "/before%d" % i)
+    wait_lines(path, 4)
+    os.rename(path, path + ".1")
+    time.sleep(0.2)  # a line logged now still goes to the renamed file
+    srv.signal(signal.SIGUSR1)
+    check(wait_for(lambda: os.path.exists(path), 5), "SIGUSR1 did not recreate %s" % path)
+    # Every worker reopens on its own: wait until all of them wrote to the new file.
+    time.sleep(0.3)
+    for i in range(20):
+        request(srv.port, "GET", "/after%d" % i)
+    new = wait_lines(path, 20)
+    old = read_lines(path + ".1")
+    check_eq(sorted(old), sorted("/before%d" % i for i in range(4)), "rotated file")
+    check_eq(sorted(new), sorted("/after%d" % i for i in range(20)), "new file")
+    check(srv.alive(), "pagid died of SIGUSR1")
+
+
+@test(timeout=30)
+def usr1_reopens_single_process(ctx):
+    reopen_after_rename(ctx, 0)
+
+
+@test(timeout=30)
+def usr1_reopens_under_master(ctx):
+    reopen_after_rename(ctx, 2)
+
+
+def hammer(port, n, errors):
+    """n keep-alive GETs on one connection."""
+    try:
+        c = Conn(port)
+        for _ in range(n):
+            c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n")
+            r = c.read_response()
+            if r.status != 200:
+                errors.append(r.status)
+        c.close()
+    except Exception as e:  # reported by the caller
+        errors.append(repr(e))
+
+
+def many_requests(ctx, workers):
+    srv, path = start_logged(ctx, "clf", workers=workers)
+    errors = []
+    threads = [threading.Thread(target=hammer, args=(srv.port, 500, errors)) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    check(not errors, "request errors: %r" % errors[:5])
+    lines = wait_lines(path, 5000, timeout=5)
+    check_eq(len(lines), 5000, "lines for 5000 requests")
+    check(all(ln.endswith('"GET /hello HTTP/1.1" 200 2') for ln in lines), "every line whole")
+
+
+@test(timeout=90)
+def five_thousand_requests_five_thousand_lines(ctx):
+    many_requests(ctx, 0)
+
+
+@test(timeout=90)
+def five_thousand_lines_from_two_workers(ctx):
+    many_requests(ctx, 2)
+
+
+@test(timeout=20)
+def lines_flushed_on_stop(ctx):
+    # Under the 100 ms timer a line may still be buffered: a graceful stop writes it.
+    srv, path = start_logged(ctx, "%U")
+    request(srv.port, "GET", "/last")
+    srv.stop()
+    check_eq(read_lines(path), ["/last"], "line written at stop")
+
+
+@test(timeout=20)
+def bad_format_reported_with_position(ctx):
+    conf = os.path.join(ctx.tmpdir, "bad.yaml")
+    with open(conf, "w") as f:
+        f.write('access_log:\n  format: "%h %Z"\n')
+    p = subprocess.run([ctx.pagid, "-t", "-c", conf], capture_output=True, text=True, timeout=10)
+    check_eq(p.returncode, 1, "exit status of -t")
+    check("%s:2:15: invalid access log format" % conf in p.stderr, "error position: %r" % p.stderr)
+
+
+@test(timeout=20)
+def unwritable_log_stops_startup(ctx):
+    conf = os.path.join(ctx.tmpdir, "c.yaml")
+    with open(conf, "w") as f:
+        f.write("access_log:\n  path: %s/no/such/dir/a.log\n" % ctx.tmpdir)
+    p = subprocess.run([ctx.pagid, "-w", "0", "-c", conf, "-l", "127.0.0.1:%d" % ctx.lib.free_port()],
+                       capture_output=True, text=True, timeout=10)
+    check(p.returncode != 0, "pagid started without its access log")
+    check("cannot open access log" in p.stderr, "message: %r" % p.stderr)

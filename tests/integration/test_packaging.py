@@ -1,0 +1,103 @@
+"""Debian packaging: `dpkg-buildpackage -us -uc -b` builds pagid and pagid-dev
+from a copy of the tree (HEAD when this is a git checkout); the packages hold
+the binary, the packaged config (a conffile), the units of packaging/systemd,
+sysusers and logrotate files, the man pages and the header; the extracted
+binary accepts the extracted config with -t (which checks the config, not
+the system: the `pagid` user need not exist yet)."""
+
+import glob
+import os
+import shutil
+import subprocess
+
+from lib import REPO, Skip, check, check_eq, test
+
+BUILD_TIMEOUT = 300  # seconds: the whole dpkg-buildpackage run
+
+
+def copy_tree(dst):
+    """HEAD of the checkout (what was committed), else the files as they are."""
+    if os.path.isdir(os.path.join(REPO, ".git")) and shutil.which("git"):
+        arch = subprocess.run(["git", "-C", REPO, "archive", "HEAD"], capture_output=True,
+                              timeout=60, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", dst], input=arch, check=True, timeout=60)
+    else:
+        shutil.copytree(REPO, dst, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("build*", "*.o", "*.a", ".git"))
+
+
+def deb_files(deb):
+    out = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True,
+                         timeout=30).stdout
+    return {line.split()[5].lstrip(".") for line in out.splitlines() if len(line.split()) >= 6}
+
+
+def build_debs(ctx):
+    for tool in ("dpkg-buildpackage", "dh", "dpkg-deb"):
+        if not shutil.which(tool):
+            raise Skip("%s is not installed (apt-get install dpkg-dev debhelper)" % tool)
+    top = os.path.join(ctx.tmpdir, "pkg")
+    src = os.path.join(top, "pagid")
+    os.makedirs(src)
+    copy_tree(src)
+    shutil.copytree(os.path.join(src, "packaging", "debian"), os.path.join(src, "debian"))
+    env = dict(os.environ, DEB_BUILD_OPTIONS="nocheck parallel=%d" % (os.cpu_count() or 2))
+    try:
+        p = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, env=env,
+                           capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("dpkg-buildpackage took more than %ds" % BUILD_TIMEOUT)
+    if p.returncode != 0:
+        tail = (p.stdout + p.stderr).splitlines()[-40:]
+        if any("Unmet build dependencies" in ln for ln in tail):
+            raise Skip("build dependencies missing: " + " ".join(
+                ln for ln in tail if "Unmet" in ln))
+        raise AssertionError("dpkg-buildpackage failed (%d):\n%s" % (p.returncode, "\n".join(tail)))
+    debs = {os.path.basename(d).split("_")[0]: d for d in glob.glob(os.path.join(top, "*.deb"))}
+    check("pagid" in debs and "pagid-dev" in debs, "packages built: %r" % sorted(debs))
+    return src, debs
+
+
+@test(timeout=BUILD_TIMEOUT + 60)
+def debian_packages(ctx):
+    src, debs = build_debs(ctx)
+
+    files = deb_files(debs["pagid"])
+    for f in ("/usr/sbin/pagid", "/etc/pagid/pagid.yaml", "/etc/logrotate.d/pagid",
+              "/usr/lib/sysusers.d/pagid.conf", "/usr/share/man/man8/pagid.8.gz",
+              "/usr/share/man/man5/pagid.yaml.5.gz"):
+        check(f in files, "%s not in the pagid package: %r" % (f, sorted(files)))
+    # Every unit in packaging/systemd is shipped (/lib or /usr/lib per debhelper version).
+    units = [os.path.basename(u) for u in glob.glob(os.path.join(src, "packaging", "systemd", "*"))
+             if u.endswith((".service", ".socket"))]
+    for u in units:
+        check("/lib/systemd/system/" + u in files or "/usr/lib/systemd/system/" + u in files,
+              "unit %s not in the pagid package: %r" % (u, sorted(files)))
+    if not units:
+        ctx.note("packaging/systemd holds no units yet: none checked")
+
+    conffiles = subprocess.run(["dpkg-deb", "-I", debs["pagid"], "conffiles"], capture_output=True,
+                               text=True, timeout=30).stdout.split()
+    check("/etc/pagid/pagid.yaml" in conffiles, "pagid.yaml is not a conffile: %r" % conffiles)
+    control = subprocess.run(["dpkg-deb", "-I", debs["pagid"], "postinst"], capture_output=True,
+                             text=True, timeout=30).stdout
+    check("/var/log/pagid" in control, "postinst does not create the log directory")
+
+    dev = deb_files(debs["pagid-dev"])
+    for f in ("/usr/include/pagi/pagi.h", "/usr/share/man/man3/pagi.3.gz"):
+        check(f in dev, "%s not in pagid-dev: %r" % (f, sorted(dev)))
+
+    root = os.path.join(ctx.tmpdir, "root")
+    for deb in (debs["pagid"], debs["pagid-dev"]):
+        subprocess.run(["dpkg-deb", "-x", deb, root], check=True, timeout=60)
+    pagid = os.path.join(root, "usr", "sbin", "pagid")
+    conf = os.path.join(root, "etc", "pagid", "pagid.yaml")
+    p = subprocess.run([pagid, "--version"], capture_output=True, text=True, timeout=10)
+    check(p.returncode == 0 and p.stdout.startswith("pagid "), "--version: %r" % (p.stdout,))
+    p = subprocess.run([pagid, "-t", "-c", conf], capture_output=True, text=True, timeout=10)
+    check_eq(p.returncode, 0, "pagid -t on the packaged config (stderr %r)" % p.stderr)
+    with open(conf) as f:
+        text = f.read()
+    for want in ("user: pagid", "/var/log/pagid/access.log", "/var/log/pagid/error.log",
+                 "127.0.0.1:8080"):
+        check(want in text, "packaged config lacks %r" % want)
