@@ -27,7 +27,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/apps/static_path.c src/worker/apps/static_path.h \
 	src/worker/apps/static_http.c src/worker/apps/static_http.h \
 	src/worker/apps/static_mime.c src/worker/apps/static_mime.h \
-	src/worker/mount.c src/worker/mount.h
+	src/worker/mount.c src/worker/mount.h src/worker/mount_lifespan.c
 
 # WebSocket: handshake and scope, the connection protocol, framing, UTF-8, permessage-deflate.
 libpagid_worker_a_SOURCES += \

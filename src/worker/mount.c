@@ -2,7 +2,7 @@
  * mount.c - apps under path prefixes. The table is built once per worker;
  * the dispatcher matches the decoded path (longest prefix, at a segment
  * boundary), moves the prefix into root_path and hands the scope over.
- * Lifespan scopes go to the top-level app only (see docs/static.md).
+ * The lifespan scope fans out to every app (mount_lifespan.c).
  */
 #include "mount.h"
 
@@ -32,13 +32,14 @@ size_t mount_match(const mount_table *t, const char *path, size_t len)
 static void mount_handle(pagi_scope *s, void *instance)
 {
     mount_table *t = instance;
-    size_t i = 0;
-    if (pagi_scope_type_of(s) != PAGI_SCOPE_LIFESPAN) {
-        pagi_str p = pagi_scope_path(s);
-        i = mount_match(t, p.ptr, p.len);
-        if (i)
-            scope_set_mount(s, t->v[i].len);
+    if (pagi_scope_type_of(s) == PAGI_SCOPE_LIFESPAN) {
+        mount_lifespan_run(s, t); /* every app of the table gets its own */
+        return;
     }
+    pagi_str p = pagi_scope_path(s);
+    size_t i = mount_match(t, p.ptr, p.len);
+    if (i)
+        scope_set_mount(s, t->v[i].len);
     t->v[i].h.app->handle(s, t->v[i].instance);
 }
 

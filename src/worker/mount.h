@@ -39,6 +39,13 @@ void mount_table_install(mount_table *t, worker_ctx *w);
 /** Destroy the instances (reverse order) and unload. */
 void mount_table_free(mount_table *t);
 
+/**
+ * Drive the worker's lifespan scope s for a table of several apps: each app
+ * gets a lifespan scope of its own, started in table order and stopped in
+ * reverse (mount_lifespan.c).
+ */
+void mount_lifespan_run(pagi_scope *s, const mount_table *t);
+
 /** Does prefix (no trailing '/') cover the decoded path at a segment boundary? */
 int mount_prefix_matches(const char *prefix, size_t plen, const char *path, size_t len);
 /** The entry for a decoded path: the longest matching prefix, or 0 (the top-level app). */

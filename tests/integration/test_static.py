@@ -8,7 +8,8 @@ import os
 import re
 import subprocess
 
-from lib import Conn, TestFailure, check, check_eq, request, test, write_config
+from lib import (Conn, TestFailure, app_events, check, check_eq, request, test, wait_for,
+                 write_config)
 
 HTTP_DATE = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|"
                        r"Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$")
@@ -412,3 +413,22 @@ def fds_back_to_baseline(ctx):
     ok = ctx.lib.wait_for(lambda: (srv.fd_count() or 0) <= base + 1, 5)
     if not ok:
         raise TestFailure("fds %s after the requests, %d before" % (srv.fd_count(), base))
+
+
+@test()
+def mounted_apps_get_lifespan(ctx):
+    root, files = make_tree(ctx)
+    so = ctx.lifecycle_so
+    srv = ctx.start(app=None, config=("app: %s\nmounts:\n  - {path: /lc, app: %s}\n"
+                                      "  - {path: /s, app: 'static:%s'}\n" % (so, so, root)))
+
+    def count(what):
+        return sum(1 for e in app_events(ctx, "lifespan") if e == what)
+
+    check(wait_for(lambda: count("lifespan startup") == 2, 5),
+          "two lifespan.startup (top-level and /lc): %r" % app_events(ctx, "lifespan"))
+    r = request(srv.port, "GET", "/s/a.txt")
+    check_eq((r.status, r.body), (200, files["a.txt"]), "static beside two lifecycle apps")
+    check_eq(srv.stop(), 0, "exit status after SIGTERM")
+    check(wait_for(lambda: count("lifespan shutdown") == 2, 2),
+          "two lifespan.shutdown: %r" % app_events(ctx, "lifespan"))

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/lifespan.h"
 #include "worker/mount.h"
 #include "worker/scope.h"
 #include "worker/state_table.h"
@@ -131,15 +132,6 @@ START_TEST(test_dispatch)
     ck_assert_str_eq(seen[4], "img root=/static/img path=/b/c.png raw=/static/img/b/c.png");
     ck_assert_str_eq(seen[5], "api root=/api path=/v1?x raw=/api/v1?x");
     ck_assert_str_eq(seen[6], "default root= path=/ raw=/");
-
-    /* lifespan goes to the top-level app */
-    pagi_scope *s = scope_new(&w, PAGI_SCOPE_LIFESPAN, &nop_ops, NULL, NULL);
-    scope_start_app(s);
-    ck_assert_int_eq(n_seen, 8);
-    ck_assert_str_eq(seen[7], "default root= path= raw=");
-    pagi_scope_finish(s, NULL);
-    scope_detach(s);
-    loop_drain_all(&w.loop);
 }
 END_TEST
 
@@ -153,6 +145,126 @@ START_TEST(test_no_mounts_no_dispatcher)
     mount_table_install(&t, &w);
     ck_assert_ptr_eq(w.app, &rec_app);
     ck_assert_ptr_eq(w.app_instance, "default");
+}
+END_TEST
+
+/* ---- lifespan across the table ---- */
+
+static char trail[512];
+
+static void note(const char *fmt, const char *who)
+{
+    char line[64];
+    snprintf(line, sizeof line, fmt, who);
+    if (trail[0])
+        strcat(trail, ",");
+    strcat(trail, line);
+}
+
+/* instance: "name" or "name!" (fails startup) or "name-" (declines) */
+static void ls_recv(pagi_scope *s, const pagi_event *e, void *ud)
+{
+    const char *who = ud;
+    size_t n = strlen(who);
+    if (e->type == PAGI_EV_LIFESPAN_STARTUP) {
+        note("%s:startup", who);
+        char key[16];
+        snprintf(key, sizeof key, "k-%s", who);
+        pagi_state_set(s, key, (void *)who);
+        /* each app sees what the apps before it set */
+        if (pagi_state_get(s, "k-A"))
+            note("%s:sees-A", who);
+        pagi_event out = PAGI_EVENT_INIT(who[n - 1] == '!' ? PAGI_EV_LIFESPAN_STARTUP_FAILED
+                                                           : PAGI_EV_LIFESPAN_STARTUP_COMPLETE);
+        out.message = (pagi_str){"boom", 4};
+        ck_assert_int_eq(pagi_send(s, &out, NULL, NULL), 0);
+        if (who[n - 1] == '!')
+            pagi_scope_finish(s, NULL);
+        else
+            ck_assert_int_eq(pagi_receive(s, ls_recv, ud), 0);
+        return;
+    }
+    note("%s:shutdown", who);
+    pagi_event out = PAGI_EVENT_INIT(PAGI_EV_LIFESPAN_SHUTDOWN_COMPLETE);
+    ck_assert_int_eq(pagi_send(s, &out, NULL, NULL), 0);
+    pagi_scope_finish(s, NULL);
+}
+
+static void ls_handle(pagi_scope *s, void *instance)
+{
+    const char *who = instance;
+    if (pagi_scope_type_of(s) != PAGI_SCOPE_LIFESPAN || who[strlen(who) - 1] == '-') {
+        note("%s:declined", who);
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    ck_assert_int_eq(pagi_receive(s, ls_recv, instance), 0);
+}
+
+static const pagi_app ls_app = {PAGI_ABI_VERSION, "ls", NULL, ls_handle, NULL};
+
+static int started = -1, stopped;
+static char start_msg[128];
+
+static void on_started(worker_ctx *wc, lifespan_outcome o, const char *msg)
+{
+    started = o == LIFESPAN_OK;
+    snprintf(start_msg, sizeof start_msg, "%s", msg ? msg : "");
+}
+static void on_stopped(worker_ctx *wc)
+{
+    stopped = 1;
+}
+
+static void run_lifespan(const char *a, const char *b, const char *c, int stop)
+{
+    mount_entry v[3];
+    memset(v, 0, sizeof v);
+    v[0] = (mount_entry){.prefix = "", .spec = "appA", .instance = (void *)a};
+    v[1] = (mount_entry){.prefix = "/bb", .len = 3, .spec = "appB", .instance = (void *)b};
+    v[2] = (mount_entry){.prefix = "/c", .len = 2, .spec = "appC", .instance = (void *)c};
+    for (int i = 0; i < 3; i++)
+        v[i].h.app = &ls_app;
+    mount_table t = {v, 3};
+    mount_table_install(&t, &w);
+    trail[0] = '\0';
+    started = -1;
+    stopped = 0;
+    ck_assert_int_eq(lifespan_start(&w, on_started), 0);
+    loop_drain_all(&w.loop);
+    if (stop) {
+        lifespan_stop(&w, on_stopped);
+        loop_drain_all(&w.loop);
+        ck_assert_int_eq(stopped, 1);
+    }
+    lifespan_free(&w);
+    loop_drain_all(&w.loop);
+}
+
+START_TEST(test_lifespan_fan_out)
+{
+    run_lifespan("A", "B-", "C", 1);
+    ck_assert_int_eq(started, 1);
+    ck_assert_str_eq(trail,
+                     "A:startup,A:sees-A,B-:declined,C:startup,C:sees-A,C:shutdown,A:shutdown");
+}
+END_TEST
+
+START_TEST(test_lifespan_failure_rolls_back)
+{
+    run_lifespan("A", "B", "C!", 0);
+    ck_assert_int_eq(started, 0);
+    ck_assert_str_eq(trail, "A:startup,A:sees-A,B:startup,B:sees-A,C!:startup,C!:sees-A,"
+                            "B:shutdown,A:shutdown");
+    ck_assert_str_eq(start_msg, "appC: boom");
+}
+END_TEST
+
+START_TEST(test_lifespan_all_decline)
+{
+    run_lifespan("A-", "B-", "C-", 1);
+    ck_assert_int_eq(started, 1); /* declined lifespan: the worker starts anyway */
+    ck_assert_str_eq(trail, "A-:declined,B-:declined,C-:declined");
 }
 END_TEST
 
@@ -220,6 +332,9 @@ static Suite *mount_suite(void)
     tcase_add_test(tc, test_prefix_boundaries);
     tcase_add_test(tc, test_dispatch);
     tcase_add_test(tc, test_no_mounts_no_dispatcher);
+    tcase_add_test(tc, test_lifespan_fan_out);
+    tcase_add_test(tc, test_lifespan_failure_rolls_back);
+    tcase_add_test(tc, test_lifespan_all_decline);
     tcase_add_test(tc, test_load_from_config);
     tcase_add_test(tc, test_config_mount_paths);
     suite_add_tcase(s, tc);
