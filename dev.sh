@@ -5,7 +5,8 @@
 #                   in the foreground (127.0.0.1:8080, the default app)
 #   ./dev.sh test   install, build with -Werror, run the unit tests (Check) and
 #                   the integration tests; then again with ASan+UBSan in
-#                   build-asan/. Ends with "N passed, M failed"; exit 1 on failure.
+#                   build-asan/; then each libFuzzer harness for FUZZ_SECONDS (10) when
+#                   clang is there. Ends with "N passed, M failed"; exit 1 on failure.
 #
 # CI (.ci/run) calls "./dev.sh test" with no stdin.
 set -uo pipefail
@@ -16,7 +17,8 @@ JOBS=${JOBS:-2}
 
 PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
           libhttp-parser-dev libyaml-dev libsystemd-dev zlib1g-dev nettle-dev check curl python3
-          python3-websockets nginx-light wrk hey chromium chromium-driver)
+          python3-websockets nginx-light wrk hey chromium chromium-driver
+          clang libclang-rt-14-dev)
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'dev.sh: %s\n' "$*" >&2; exit 1; }
@@ -154,6 +156,27 @@ run_integration() { # run_integration BINARY LABEL
     record "integration ($label)" "$p" "$f" "${skips:+$skips skipped}"
 }
 
+# The libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS (10) each; one test per harness.
+run_fuzz() {
+    local out p f line secs=${FUZZ_SECONDS:-10}
+    if ! command -v clang >/dev/null 2>&1; then
+        say "fuzz: no clang, skipping"
+        return
+    fi
+    say "fuzz smoke: tests/fuzz/run.sh $secs (work dir build-fuzz/)"
+    out=$(mktemp)
+    FUZZ_OUT="$ROOT/build-fuzz" "$ROOT/tests/fuzz/run.sh" "$secs" 2>&1 | tee "$out"
+    p=$(grep -cE '^fuzz [a-z0-9_]+: PASS' "$out")
+    f=$(grep -cE '^fuzz [a-z0-9_]+: FAIL' "$out")
+    line=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    rm -f "$out"
+    if [ -z "$line" ]; then
+        record "fuzz (smoke)" "$p" $((f + 1)) "run.sh did not finish"
+        return
+    fi
+    record "fuzz (smoke)" "$p" "$f"
+}
+
 cmd_run() {
     install_packages
     bootstrap
@@ -182,6 +205,8 @@ cmd_test() {
     else
         record "build (asan)" 0 1
     fi
+
+    run_fuzz
 
     echo
     say "summary ($((SECONDS - t0))s)"

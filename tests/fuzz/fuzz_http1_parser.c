@@ -129,14 +129,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    /* The first byte picks the piece size (low part) and the limits (high part). */
     size_t step = data[0] % 17 + 1;
     const char *d = (const char *)data + 1;
     size_t len = size - 1;
-    static const h1_limits lim = {256, 512, 16, 4096};
+    static const h1_limits lims[4] = {
+        {256, 512, 16, 4096},           /* small: every limit is reachable */
+        {8192, 65536, 100, 1u << 20},   /* the defaults' order of magnitude */
+        {16, 32, 2, 0},                 /* tiny: limits hit on the first bytes */
+        {4096, 4096, 64, (size_t)-1},   /* no practical body limit */
+    };
+    const h1_limits *lim = &lims[(data[0] / 17) % 4];
     static logbuf a, b;
     a.n = b.n = 0;
-    run(d, len, 0, &lim, &a);
-    run(d, len, step, &lim, &b);
+    run(d, len, 0, lim, &a);
+    run(d, len, step, lim, &b);
     if (a.n != b.n || memcmp(a.s, b.s, a.n) != 0) {
         fprintf(stderr, "whole: %.*s\nsplit(%zu): %.*s\n", (int)a.n, a.s, step, (int)b.n, b.s);
         abort();
