@@ -267,6 +267,7 @@ static int send_accept(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_se
         return scope_fail(s, "websocket.accept: out of memory");
     }
     ws->state = WS_OPEN;
+    c->h1.log_status = 101;
     scope_mark_started(s);
     h1_exchange_after_append(c, cb, ud);
     ws_opened(ws);
@@ -317,6 +318,7 @@ static void deny_403(ws_conn *ws)
     if (h1_error_response(tmp, 403, "Forbidden", h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
     ws->state = WS_DENIED;
+    c->h1.log_status = 403;
     scope_mark_started(ws->s);
     conn_close_after_write(c);
 }
@@ -373,6 +375,7 @@ static int send_denial_start(pagi_scope *s, ws_conn *ws, const pagi_event *ev, p
         return scope_fail(s, "websocket.http.response.start: out of memory");
     ws->state = WS_DENYING;
     c->h1.body_sent = 0;
+    c->h1.log_status = ev->status;
     scope_mark_started(s);
     h1_exchange_after_append(c, cb, ud);
     return 0;

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "../common/log.h"
+#include "access_log.h"
 #include "reason.h"
 #include "websocket_int.h"
 
@@ -527,6 +528,13 @@ static void ws_on_close(conn *c, const char *reason)
         }
         ws_record_end(ws, WS_CLOSE_ABNORMAL, reason ? reason : reason_client_closed, NULL, 0);
         scope_disconnect(s, ws->end_word ? ws->end_word : reason_client_closed);
+    }
+    if (c->w->alog) { /* the scope's access log line, at its end: 101, or the refusal */
+        const char *why = scope_is_complete(s)  ? NULL
+                          : ws->end_word        ? ws->end_word
+                                                : reason_client_closed;
+        access_log_request(c->w->alog, c, s, c->h1.log_start, c->h1.log_status,
+                           c->h1.body_sent > 0 ? (uint64_t)c->h1.body_sent : 0, why);
     }
     h1_exchange_settle_parked(c, NULL);
     c->h1.scope = NULL;

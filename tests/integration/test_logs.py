@@ -263,3 +263,29 @@ def unwritable_log_stops_startup(ctx):
                        capture_output=True, text=True, timeout=10)
     check(p.returncode != 0, "pagid started without its access log")
     check("cannot open access log" in p.stderr, "message: %r" % p.stderr)
+
+
+def ws_frame(opcode, payload):
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
+
+
+@test(timeout=30)
+def websocket_session_logged_at_end(ctx):
+    srv, path = start_logged(ctx, "%y %m %U %s %B %X", app="echo")
+    c = Conn(srv.port)
+    c.send(b"GET /chat HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+    head = c.read_until(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 101"), "handshake: %r" % head)
+    c.send(ws_frame(1, b"hi"))
+    check_eq(c.read_exact(4), b"\x81\x02hi", "echoed frame")
+    time.sleep(0.2)
+    check_eq(read_lines(path), [], "a line before the session ended")
+    c.send(ws_frame(8, b"\x03\xe8"))
+    c.read_to_eof()
+    c.close()
+    lines = wait_lines(path, 1)
+    f = lines[0].split(" ")
+    check_eq(f[:5], ["websocket", "GET", "/chat", "101", "0"], "websocket line %r" % lines[0])
