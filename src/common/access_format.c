@@ -83,10 +83,10 @@ static int simple_kind(char letter, af_kind *kind)
         char letter;
         af_kind kind;
     } table[] = {
-        {'h', AF_CLIENT},      {'a', AF_CLIENT},      {'t', AF_TIME_CLF},    {'r', AF_REQUEST},
-        {'m', AF_METHOD},      {'U', AF_PATH},        {'q', AF_QUERY},       {'H', AF_PROTOCOL},
-        {'s', AF_STATUS},      {'b', AF_BYTES_CLF},   {'B', AF_BYTES},       {'D', AF_DURATION_US},
-        {'T', AF_DURATION_S},  {'P', AF_PID},         {'X', AF_REASON},      {'y', AF_TYPE},
+        {'h', AF_CLIENT},     {'a', AF_CLIENT},    {'t', AF_TIME_CLF}, {'r', AF_REQUEST},
+        {'m', AF_METHOD},     {'U', AF_PATH},      {'q', AF_QUERY},    {'H', AF_PROTOCOL},
+        {'s', AF_STATUS},     {'b', AF_BYTES_CLF}, {'B', AF_BYTES},    {'D', AF_DURATION_US},
+        {'T', AF_DURATION_S}, {'P', AF_PID},       {'X', AF_REASON},   {'y', AF_TYPE},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (table[i].letter == letter) {
@@ -229,7 +229,10 @@ static void put(out *o, const char *s, size_t len)
     o->n += len;
 }
 
-static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
+static void puts_(out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
 
 static void putf(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -49,28 +49,28 @@ typedef struct af_atom {
 typedef struct access_format {
     af_atom *atoms;
     size_t n;
-    int json;           /* the built-in json format (atoms unused) */
-    unsigned needs;     /* AF_NEED_* */
-    size_t n_resp;      /* response headers to capture, in index order */
+    int json;                /* the built-in json format (atoms unused) */
+    unsigned needs;          /* AF_NEED_* */
+    size_t n_resp;           /* response headers to capture, in index order */
     const char **resp_names; /* their lower-case names (point into atoms) */
 } access_format;
 
 /** One finished (or aborted) request, as the renderer sees it. */
 typedef struct access_record {
-    const char *client;                /* NULL: "-" */
-    const char *time_clf, *time_iso;   /* preformatted when needed (see needs) */
-    double time;                       /* epoch seconds when the request arrived */
-    double duration;                   /* seconds */
-    const char *method;                /* NULL: no request line (parse error) */
+    const char *client;              /* NULL: "-" */
+    const char *time_clf, *time_iso; /* preformatted when needed (see needs) */
+    double time;                     /* epoch seconds when the request arrived */
+    double duration;                 /* seconds */
+    const char *method;              /* NULL: no request line (parse error) */
     const char *path;
     size_t path_len;
     const char *query;
     size_t query_len;
-    const char *protocol;              /* "HTTP/1.1" */
+    const char *protocol; /* "HTTP/1.1" */
     int status;
     uint64_t bytes;
-    const char *reason;                /* NULL: completed */
-    const char *type;                  /* "http", "websocket", "sse" */
+    const char *reason; /* NULL: completed */
+    const char *type;   /* "http", "websocket", "sse" */
     int pid;
     /* Request header by lower-case name; 1 found (value/len set) or 0. */
     int (*req_header)(void *ud, const char *name, const char **value, size_t *len);
@@ -96,7 +96,6 @@ void access_format_free(access_format *f);
  * line that would not fit is cut and still ends with a newline. Returns
  * the number of bytes written.
  */
-size_t access_format_render(const access_format *f, const access_record *r, char *out,
-                            size_t cap);
+size_t access_format_render(const access_format *f, const access_record *r, char *out, size_t cap);
 
 #endif

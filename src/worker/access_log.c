@@ -31,7 +31,7 @@ struct access_log {
     ev_timer timer;
     char *buf;
     size_t used;
-    size_t lines;      /* lines in buf (counted as dropped if a write fails) */
+    size_t lines; /* lines in buf (counted as dropped if a write fails) */
     uint64_t dropped;
     int warned;        /* a drop was reported since the last good write */
     time_t cached_sec; /* the time strings below are for this second */
@@ -63,8 +63,9 @@ int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *e
     const char *msg = NULL;
     size_t off;
     al->fd = -1;
-    if (access_format_compile(&al->fmt, cfg->access_log_format ? cfg->access_log_format : "combined",
-                              &msg, &off) < 0) {
+    if (access_format_compile(&al->fmt,
+                              cfg->access_log_format ? cfg->access_log_format : "combined", &msg,
+                              &off) < 0) {
         snprintf(err, errlen, "access log format: %s", msg);
         goto fail;
     }
@@ -95,8 +96,7 @@ static void drop_buffer(access_log *al, int saved_errno)
     al->dropped += al->lines;
     if (!al->warned)
         log_warn("access log %s: %s; dropping lines (%llu so far)", al->path,
-                 saved_errno ? strerror(saved_errno) : "not open",
-                 (unsigned long long)al->dropped);
+                 saved_errno ? strerror(saved_errno) : "not open", (unsigned long long)al->dropped);
     al->warned = 1;
     al->used = 0;
     al->lines = 0;
@@ -153,7 +153,10 @@ int access_log_reopen(access_log *al)
     return 0;
 }
 
-uint64_t access_log_dropped(const access_log *al) { return al ? al->dropped : 0; }
+uint64_t access_log_dropped(const access_log *al)
+{
+    return al ? al->dropped : 0;
+}
 
 void access_log_close(access_log *al)
 {
@@ -164,8 +167,7 @@ void access_log_close(access_log *al)
     if (al->ev && ev_is_active(&al->timer))
         ev_timer_stop(al->ev, &al->timer);
     if (al->dropped)
-        log_warn("access log %s: %llu line(s) dropped", al->path,
-                 (unsigned long long)al->dropped);
+        log_warn("access log %s: %llu line(s) dropped", al->path, (unsigned long long)al->dropped);
     if (al->fd >= 0)
         close(al->fd);
     access_format_free(&al->fmt);
@@ -191,7 +193,10 @@ static void time_strings(access_log *al, double t)
         al->cached_sec = sec;
     }
     int ms = (int)((t - (double)sec) * 1000.0);
-    snprintf(al->iso, sizeof al->iso, "%s.%03d%s", al->iso_head, ms < 0 ? 0 : ms > 999 ? 999 : ms,
+    snprintf(al->iso, sizeof al->iso, "%s.%03d%s", al->iso_head,
+             ms < 0     ? 0
+             : ms > 999 ? 999
+                        : ms,
              al->iso_tz);
 }
 

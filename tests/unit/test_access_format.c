@@ -95,8 +95,9 @@ START_TEST(test_combined)
            "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a/b?x=1 HTTP/1.1\" 200 15 "
            "\"http://x/\" \"curl/8\"");
     r.req_header = NULL; /* no headers at all: "-" */
-    expect("combined", &r,
-           "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a/b?x=1 HTTP/1.1\" 200 15 \"-\" \"-\"");
+    expect(
+        "combined", &r,
+        "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a/b?x=1 HTTP/1.1\" 200 15 \"-\" \"-\"");
 }
 END_TEST
 

@@ -14,9 +14,9 @@
 #include "../worker_ctx.h"
 
 static const char *const reason_words[SHM_R__COUNT] = {
-    "client_closed", "client_timeout", "idle_timeout", "keepalive_timeout",
-    "write_timeout", "write_error", "read_error", "protocol_error",
-    "server_shutdown", "server_error", "body_too_large", "queue_overflow", "other",
+    "client_closed",  "client_timeout", "idle_timeout",   "keepalive_timeout", "write_timeout",
+    "write_error",    "read_error",     "protocol_error", "server_shutdown",   "server_error",
+    "body_too_large", "queue_overflow", "other",
 };
 static const char *const scope_words[SHM_SCOPE__COUNT] = {"http", "websocket", "sse"};
 static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
@@ -69,7 +69,8 @@ int metrics_render(buf *o, const shm_region *r)
     sum(&t, r);
     head(o, "pagid_up", "gauge", "1: pagid answers.");
     buf_printf(o, "pagid_up 1\n");
-    head(o, "pagid_requests_total", "counter", "Responses started (or sent by the server), by status class.");
+    head(o, "pagid_requests_total", "counter",
+         "Responses started (or sent by the server), by status class.");
     for (int k = 1; k <= 6; k++) /* 1xx..5xx, then other */
         buf_printf(o, "pagid_requests_total{class=\"%s\"} %llu\n", class_words[k % 6],
                    (unsigned long long)t.requests[k % 6]);
@@ -83,7 +84,8 @@ int metrics_render(buf *o, const shm_region *r)
     buf_printf(o, "pagid_received_bytes_total %llu\n", (unsigned long long)t.bytes_in);
     head(o, "pagid_sent_bytes_total", "counter", "Bytes written to clients.");
     buf_printf(o, "pagid_sent_bytes_total %llu\n", (unsigned long long)t.bytes_out);
-    head(o, "pagid_disconnects_total", "counter", "Exchanges that ended with a disconnect, by reason.");
+    head(o, "pagid_disconnects_total", "counter",
+         "Exchanges that ended with a disconnect, by reason.");
     for (int k = 0; k < SHM_R__COUNT; k++)
         buf_printf(o, "pagid_disconnects_total{reason=\"%s\"} %llu\n", reason_words[k],
                    (unsigned long long)t.disconnects[k]);
