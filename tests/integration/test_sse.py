@@ -820,3 +820,66 @@ def many_streams_then_fds_back(ctx):
         lib.Conn.reset(c) if i % 2 else c.close()
     # ctx.finish checks the fd count returns to the idle baseline.
     still_serving(srv.port)
+
+
+# ---------------------------------------------------------------------------
+# Order, backstop, errors, workers
+# ---------------------------------------------------------------------------
+
+
+@test()
+def stream_events_before_start_raise(ctx):
+    srv = ctx.start(sseapp(ctx))
+    c = SSEClient(srv.port, "/early", test_id="early")
+    head = c.read_head()
+    raw = c.read_to_end()
+    check_eq(head.status, 200, "the stream after the rejected events")
+    check_eq(raw, b"data: ok\n\n", "stream bytes (rejected events write nothing)")
+    ev = settle(ctx, "early")
+    for what in ("send_before_start", "comment_before_start", "close_before_start",
+                 "decline_body_before_decline_start", "http_start_on_sse_scope",
+                 "websocket_send_on_sse_scope"):
+        line = next((e for e in ev if e.split()[1:2] == [what]), None)
+        check(line is not None and line.startswith("rejected"), "%s must raise: %r"
+              % (what, line))
+    check(not any(e.startswith("callback_of_rejected_send_ran") for e in ev),
+          "a rejected send's callback ran: %r" % ev)
+
+
+@test()
+def finish_without_start_gets_500_backstop(ctx):
+    srv = ctx.start(sseapp(ctx))
+    c = lib.Conn(srv.port)
+    c.send(lib.build_request("GET", "/finish-before", {
+        "Host": "t", "Accept": ACCEPT_SSE, "x-test-id": "fb"}))
+    r = c.read_response()
+    check_eq(r.status, 500, "an sse app that returns without sse.start")
+    c.expect_closed(3)
+    ev = settle(ctx, "fb")
+    check_eq(terminal(ev), "on_disconnect server_error", "the backstop's end")
+    still_serving(srv.port)
+
+
+@test()
+def app_error_after_start_ends_stream(ctx):
+    srv = ctx.start(sseapp(ctx))
+    c = SSEClient(srv.port, "/error-after", test_id="ea")
+    c.read_head()
+    c.pump(3 * SLOW)
+    check_eq([e.data for e in c.events], ["partial"], "events sent before the failure")
+    check(c.ended or c.eof, "the stream stays open after the app failed")
+    check(any("boom" in line for line in srv.stderr().splitlines()),
+          "the app's error is not logged: %r" % srv.stderr()[-500:])
+    settle(ctx, "ea")
+    still_serving(srv.port)
+
+
+@test()
+def streams_under_master_with_two_workers(ctx):
+    srv = ctx.start("echo", workers=2)
+    clients = [SSEClient(srv.port, "/?count=3&interval=100") for _ in range(6)]
+    for c in clients:
+        c.read_head()
+        c.read_to_end(5)
+        check_eq([e.data for e in c.events], ["1", "2", "3"], "ticks through a worker")
+        c.close()

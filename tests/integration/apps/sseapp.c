@@ -14,6 +14,9 @@
  *   /start-then-decline   sse.start, then the decline events must raise
  *   /wait                 event "ready", then receive until sse.disconnect
  *   /flood?size=N         events of N bytes from each completion, until disconnect
+ *   /early                stream events before sse.start must raise; then a stream
+ *   /finish-before        finishes without sending anything (-> 500 backstop)
+ *   /error-after          sse.start, one event, then finishes with an error
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -553,6 +556,46 @@ static void route_flood(req *r)
         finish(r, NULL);
 }
 
+/* ---- /early, /finish-before, /error-after ------------------------------------ */
+
+static void route_early(req *r)
+{
+    pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_SSE_SEND);
+    ev.data = S("too early");
+    expect_reject(r, &ev, "send_before_start");
+    ev = PAGI_EVENT_INIT(PAGI_EV_SSE_COMMENT);
+    ev.comment = S("too early");
+    expect_reject(r, &ev, "comment_before_start");
+    ev = PAGI_EVENT_INIT(PAGI_EV_SSE_CLOSE);
+    expect_reject(r, &ev, "close_before_start");
+    ev = PAGI_EVENT_INIT(PAGI_EV_SSE_HTTP_RESPONSE_BODY);
+    ev.body = S("too early");
+    expect_reject(r, &ev, "decline_body_before_decline_start");
+    ev = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+    ev.status = 200;
+    expect_reject(r, &ev, "http_start_on_sse_scope");
+    ev = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_SEND);
+    ev.is_text = 1;
+    ev.text = S("x");
+    expect_reject(r, &ev, "websocket_send_on_sse_scope");
+    if (sse_start(r, NULL, 0, 200, NULL) != 0 || sse_data(r, NULL, "ok", finish_cb) != 0)
+        finish(r, NULL);
+}
+
+static void error_after_sent(pagi_scope *s, const char *err, void *ud)
+{
+    (void)s;
+    (void)err;
+    finish(ud, "boom");
+}
+
+static void route_error_after(req *r)
+{
+    if (sse_start(r, NULL, 0, 200, NULL) != 0 ||
+        sse_data(r, NULL, "partial", error_after_sent) != 0)
+        finish(r, "boom");
+}
+
 /* ---- dispatch --------------------------------------------------------------- */
 
 static void route(req *r)
@@ -578,6 +621,12 @@ static void route(req *r)
         route_wait(r);
     else if (str_eq(path, "/flood"))
         route_flood(r);
+    else if (str_eq(path, "/early"))
+        route_early(r);
+    else if (str_eq(path, "/finish-before"))
+        finish(r, NULL);
+    else if (str_eq(path, "/error-after"))
+        route_error_after(r);
     else
         finish(r, "unknown route");
 }
