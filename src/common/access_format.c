@@ -168,7 +168,7 @@ int access_format_compile(access_format *f, const char *spec, const char **msg, 
     else if (strcmp(spec, "combined") == 0)
         spec = FMT_COMBINED;
     else if (!strchr(spec, '%')) {
-        *msg = "expected clf, combined, json or a custom format containing %-atoms";
+        *msg = "expected clf, combined, json or a custom format containing %";
         return -1;
     }
     f->atoms = calloc(MAX_ATOMS, sizeof *f->atoms);

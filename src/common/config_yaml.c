@@ -242,7 +242,7 @@ static void set_access_format(load_ctx *x, const key_def *k, yaml_node_t *n, con
         int quoted = n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
         int one_line = n->start_mark.line == n->end_mark.line && !memchr(s, '\\', off);
         size_t col = n->start_mark.column + 1 + (one_line ? off + (size_t)quoted : 0);
-        report_at(x, n->start_mark.line + 1, col, "invalid access log format '%s': %s",
+        report_at(x, n->start_mark.line + 1, col, "invalid access log format '%s' (%s)",
                   printable(n, shown, sizeof shown), msg);
         return;
     }
