@@ -59,6 +59,7 @@ typedef struct pagid_config {
     pagid_listen *listens; /* at least one after config_finalize */
     size_t n_listens;
     int workers;           /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
+    size_t max_requests;   /* a worker recycles itself after this many requests; 0 = never */
     char *app;             /* app spec: hello, echo, demo, static:DIR, /x.so */
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
     pagid_mount *mounts;   /* apps under path prefixes, in file order */

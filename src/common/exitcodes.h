@@ -10,7 +10,8 @@ enum pagid_exit {
     EXIT_CONFIG = 1,      /* invalid configuration (pagid -t, startup) */
     EXIT_USAGE = 2,       /* bad command line */
     EXIT_STARTUP = 3,     /* could not bind, fork, load the app ... */
-    EXIT_WORKER_FATAL = 4 /* worker: lifespan startup failed / app unusable: never respawn */
+    EXIT_WORKER_FATAL = 4, /* worker: lifespan startup failed / app unusable: never respawn */
+    EXIT_RECYCLE = 5       /* worker: served max_requests and drained itself: replace it */
 };
 
 #endif

@@ -24,6 +24,7 @@
 #include "listeners.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -76,6 +77,102 @@ static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, i
     return 0;
 }
 
+/* Where existing sockets may come from (see listeners_open_with). */
+typedef struct open_ctx {
+    const listener_set *const *reuse;
+    size_t n_reuse;
+    inherited_set *inh;
+} open_ctx;
+
+/* Same family, port and address (getsockname pads; compare the fields). */
+static int sockaddr_same(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (a->sa_family != b->sa_family)
+        return 0;
+    if (a->sa_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+        return x->sin6_port == y->sin6_port &&
+               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+    }
+    if (a->sa_family == AF_UNIX) {
+        const struct sockaddr_un *x = (const void *)a, *y = (const void *)b;
+        return strncmp(x->sun_path, y->sun_path, sizeof x->sun_path) == 0;
+    }
+    return 0;
+}
+
+static int fd_bound_to(int fd, const struct sockaddr *addr)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    return getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
+           sockaddr_same((struct sockaddr *)&ss, addr);
+}
+
+/*
+ * An existing socket for addr: an inherited one is taken over (moved), a
+ * live set's is duplicated (close-on-exec, like ours). -1 when none.
+ */
+static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t *dev, ino_t *ino)
+{
+    *dev = 0;
+    *ino = 0;
+    for (size_t i = 0; x->inh && i < x->inh->n; i++) {
+        int fd = x->inh->items[i].fd;
+        if (fd >= 0 && fd_bound_to(fd, addr)) {
+            x->inh->items[i].fd = -1;
+            return fd;
+        }
+    }
+    for (size_t k = 0; k < x->n_reuse; k++) {
+        const listener_set *r = x->reuse[k];
+        for (size_t i = 0; r && i < r->n; i++) {
+            if (r->items[i].fd < 0 || !fd_bound_to(r->items[i].fd, addr))
+                continue;
+            if (addr->sa_family == AF_UNIX) {
+                /* The path must still name this very socket. */
+                struct stat st;
+                const struct sockaddr_un *sun = (const void *)addr;
+                if (!r->unix_ino || r->unix_ino[i] == 0 || lstat(sun->sun_path, &st) < 0 ||
+                    st.st_dev != r->unix_dev[i] || st.st_ino != r->unix_ino[i])
+                    continue;
+                *dev = r->unix_dev[i];
+                *ino = r->unix_ino[i];
+            }
+            return fcntl(r->items[i].fd, F_DUPFD_CLOEXEC, 3);
+        }
+    }
+    return -1;
+}
+
+/* Inherited sockets whose name is the listen spec: all of them serve it. */
+static int take_named(const open_ctx *x, listener_set *ls, const pagid_listen *l, int *taken)
+{
+    *taken = 0;
+    for (size_t i = 0; x->inh && i < x->inh->n; i++) {
+        inherited_fd *f = &x->inh->items[i];
+        if (f->fd < 0 || !f->name || !l->spec || strcmp(f->name, l->spec) != 0)
+            continue;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        struct stat st;
+        if (l->kind == LISTEN_UNIX && l->path && lstat(l->path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+            dev = st.st_dev;
+            ino = st.st_ino;
+        }
+        if (push(ls, f->fd, l, dev, ino) < 0)
+            return -1;
+        f->fd = -1;
+        (*taken)++;
+    }
+    return 0;
+}
+
 static int already_bound(const listener_set *ls, const pagid_listen *conf,
                          const struct addrinfo *ai)
 {
@@ -91,7 +188,8 @@ static int already_bound(const listener_set *ls, const pagid_listen *conf,
     return 0;
 }
 
-static int open_tcp(listener_set *ls, const pagid_listen *l, char *err, size_t errlen)
+static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, char *err,
+                    size_t errlen)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", l->port);
@@ -113,8 +211,18 @@ static int open_tcp(listener_set *ls, const pagid_listen *l, char *err, size_t e
          * fail (or, with REUSEPORT, silently split the accept queue). */
         if (already_bound(ls, l, ai))
             continue;
-        int fd =
-            socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        dev_t dev;
+        ino_t ino;
+        int fd = existing_socket(x, ai->ai_addr, &dev, &ino);
+        if (fd >= 0) {
+            if (push(ls, fd, l, 0, 0) < 0) {
+                set_err(err, errlen, l, "%s", strerror(ENOMEM));
+                close(fd);
+                goto fail;
+            }
+            continue;
+        }
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
             set_err(err, errlen, l, "socket: %s", strerror(errno));
             goto fail;
@@ -189,7 +297,8 @@ static int clear_stale_unix(const pagid_listen *l, const struct sockaddr_un *sun
     return 0;
 }
 
-static int open_unix(listener_set *ls, const pagid_listen *l, char *err, size_t errlen)
+static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l, char *err,
+                     size_t errlen)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     if (!l->path || !*l->path) {
@@ -201,10 +310,27 @@ static int open_unix(listener_set *ls, const pagid_listen *l, char *err, size_t 
         return -1;
     }
     memcpy(sun.sun_path, l->path, strlen(l->path) + 1);
+    dev_t dev;
+    ino_t ino;
+    int fd = existing_socket(x, (const struct sockaddr *)&sun, &dev, &ino);
+    if (fd >= 0) {
+        struct stat cur;
+        /* Inherited: the file is ours to remove once we own the service. */
+        if (ino == 0 && lstat(l->path, &cur) == 0 && S_ISSOCK(cur.st_mode)) {
+            dev = cur.st_dev;
+            ino = cur.st_ino;
+        }
+        if (push(ls, fd, l, dev, ino) < 0) {
+            set_err(err, errlen, l, "%s", strerror(ENOMEM));
+            close(fd);
+            return -1;
+        }
+        return 0;
+    }
     if (clear_stale_unix(l, &sun, err, errlen) < 0)
         return -1;
 
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         set_err(err, errlen, l, "socket: %s", strerror(errno));
         return -1;
@@ -234,18 +360,39 @@ static int open_unix(listener_set *ls, const pagid_listen *l, char *err, size_t 
 
 int listeners_open(const pagid_config *cfg, listener_set *ls, char *err, size_t errlen)
 {
+    return listeners_open_with(cfg, ls, NULL, 0, NULL, err, errlen);
+}
+
+int listeners_open_with(const pagid_config *cfg, listener_set *ls, const listener_set *const *reuse,
+                        size_t n_reuse, inherited_set *inh, char *err, size_t errlen)
+{
+    open_ctx x = {.reuse = reuse, .n_reuse = n_reuse, .inh = inh};
     *ls = (listener_set){0};
     if (err && errlen)
         err[0] = '\0';
     for (size_t i = 0; i < cfg->n_listens; i++) {
         const pagid_listen *l = &cfg->listens[i];
-        int rc =
-            l->kind == LISTEN_UNIX ? open_unix(ls, l, err, errlen) : open_tcp(ls, l, err, errlen);
+        int named = 0;
+        int rc = take_named(&x, ls, l, &named);
+        if (rc == 0 && named == 0)
+            rc = l->kind == LISTEN_UNIX ? open_unix(&x, ls, l, err, errlen)
+                                        : open_tcp(&x, ls, l, err, errlen);
         if (rc < 0) {
+            /* Sockets that came from elsewhere are not ours to unlink. */
+            for (size_t k = 0; k < ls->n && (reuse || inh); k++)
+                ls->unix_ino[k] = 0;
             listeners_destroy(ls);
             return -1;
         }
     }
+    return 0;
+}
+
+int listeners_has_unix(const listener_set *ls, dev_t dev, ino_t ino)
+{
+    for (size_t i = 0; ls->unix_ino && i < ls->n; i++)
+        if (ls->items[i].fd >= 0 && ls->unix_ino[i] == ino && ls->unix_dev[i] == dev && ino)
+            return 1;
     return 0;
 }
 

@@ -28,6 +28,22 @@ typedef struct listener_set {
     ino_t *unix_ino;
 } listener_set;
 
+/** A listening socket this process was handed: by the old master of a
+ * binary upgrade (PAGID_INHERITED_FDS) or by systemd (LISTEN_FDS). */
+typedef struct inherited_fd {
+    int fd;     /* -1 once taken by a listener_set */
+    char *name; /* the listen spec it served, a systemd FileDescriptorName, or NULL */
+} inherited_fd;
+
+typedef struct inherited_set {
+    inherited_fd *items;
+    size_t n;
+    const char *origin; /* "inherited" or "systemd", for messages */
+} inherited_set;
+
+/** The environment variable an upgrading master hands its sockets over in. */
+#define LISTENERS_ENV "PAGID_INHERITED_FDS"
+
 /**
  * Bind and listen on every cfg->listens[]. Sockets are non-blocking and
  * close-on-exec. On failure nothing stays open, and err holds a line such
@@ -35,6 +51,42 @@ typedef struct listener_set {
  * 0 or -1.
  */
 int listeners_open(const pagid_config *cfg, listener_set *ls, char *err, size_t errlen);
+
+/**
+ * listeners_open, but an address that one of the live sets reuse[] already
+ * listens on gets a duplicate of that socket (same kernel socket, same
+ * accept queue: a reload refuses nobody), and an address one of inh's
+ * sockets is bound to (or whose name is the listen spec) takes that socket
+ * (its slot becomes -1). Only what matches nothing is bound anew.
+ */
+int listeners_open_with(const pagid_config *cfg, listener_set *ls, const listener_set *const *reuse,
+                        size_t n_reuse, inherited_set *inh, char *err, size_t errlen);
+
+/**
+ * "FD:SPEC;FD:SPEC..." for ls (';' and '%' in a spec are %-escaped), what
+ * LISTENERS_ENV carries. Returns the length, or -1 when out is too small.
+ */
+int listeners_env_format(const listener_set *ls, char *out, size_t outlen);
+
+/**
+ * Parse a LISTENERS_ENV value into out (allocated; release with
+ * inherited_set_free). Every fd must be a listening socket; 0, or -1 with
+ * err set and nothing allocated.
+ */
+int listeners_env_parse(const char *value, inherited_set *out, char *err, size_t errlen);
+
+/**
+ * The sockets of systemd socket activation (LISTEN_FDS, LISTEN_FDNAMES;
+ * the variables are unset). Made close-on-exec. Returns how many (0 when
+ * not socket-activated), or -1.
+ */
+int listeners_from_systemd(inherited_set *out);
+
+/** Close every socket of inh nobody took (logging each), and free it. */
+void inherited_set_free(inherited_set *inh, int warn_unused);
+
+/** Does ls hold a unix socket of this device and inode? */
+int listeners_has_unix(const listener_set *ls, dev_t dev, ino_t ino);
 
 /**
  * Close this process's copies of the sockets (the kernel socket lives on

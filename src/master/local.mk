@@ -7,4 +7,8 @@ pagid_LDFLAGS = $(AM_LDFLAGS) -Wl,--export-dynamic
 libpagid_master_a_SOURCES += \
 	src/master/cli.c src/master/cli.h \
 	src/master/listeners.c src/master/listeners.h \
-	src/master/supervisor.c src/master/supervisor.h
+	src/master/listeners_inherit.c \
+	src/master/generation.c src/master/generation.h \
+	src/master/notify.c src/master/notify.h \
+	src/master/upgrade.c \
+	src/master/supervisor.c src/master/supervisor.h src/master/supervisor_int.h

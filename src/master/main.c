@@ -7,8 +7,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,16 +46,50 @@ static int write_pid_file(const char *path)
     return w == n ? 0 : -1;
 }
 
-static int resolve_workers(const pagid_config *cfg)
+/*
+ * Sockets handed to us: by the old master of a binary upgrade, else by
+ * systemd socket activation. The variables are consumed here so that
+ * nothing we start later sees them. 0, or -1 with err set.
+ */
+static int take_inherited(inherited_set *inh, char *err, size_t errlen)
 {
-    if (cfg->workers != CONFIG_WORKERS_AUTO)
-        return cfg->workers;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    const char *env = getenv(LISTENERS_ENV);
+    if (env) {
+        char *copy = strdup(env);
+        unsetenv(LISTENERS_ENV);
+        int rc = copy ? listeners_env_parse(copy, inh, err, errlen) : -1;
+        if (!copy)
+            snprintf(err, errlen, "out of memory");
+        free(copy);
+        return rc;
+    }
+    if (listeners_from_systemd(inh) < 0) {
+        snprintf(err, errlen, "socket activation: unusable LISTEN_FDS");
+        return -1;
+    }
+    if (inh->n)
+        log_info("socket activation: %zu socket%s from systemd", inh->n, inh->n == 1 ? "" : "s");
+    return 0;
+}
+
+/* The binary a SIGUSR2 re-executes: this one, by its absolute path. */
+static const char *resolve_exe(const char *argv0, char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        return buf;
+    }
+    char tmp[PATH_MAX];
+    if (argv0 && strchr(argv0, '/') && realpath(argv0, tmp) && strlen(tmp) < len) {
+        memcpy(buf, tmp, strlen(tmp) + 1);
+        return buf;
+    }
+    return NULL;
 }
 
 /* Everything after a valid config: log, sockets, pid file, processes. */
-static int serve(const pagid_config *cfg)
+static int serve(const pagid_config *cfg, master_opts *mo)
 {
     if (log_open(cfg->error_log_path, cfg->error_log_level) < 0) {
         fprintf(stderr, "pagid: cannot open error log %s: %s\n", cfg->error_log_path,
@@ -65,19 +101,31 @@ static int serve(const pagid_config *cfg)
 
     listener_set ls;
     char err[512];
-    if (listeners_open(cfg, &ls, err, sizeof err) < 0) {
+    if (supervisor_check_user(cfg, err, sizeof err) < 0) {
+        startup_error(cfg, err);
+        return EXIT_STARTUP;
+    }
+    inherited_set inh;
+    if (take_inherited(&inh, err, sizeof err) < 0) {
+        startup_error(cfg, err);
+        return EXIT_STARTUP;
+    }
+    int rc = listeners_open_with(cfg, &ls, NULL, 0, &inh, err, sizeof err);
+    inherited_set_free(&inh, 1);
+    if (rc < 0) {
         startup_error(cfg, err);
         return EXIT_STARTUP;
     }
     if (cfg->pid_file && *cfg->pid_file && write_pid_file(cfg->pid_file) < 0) {
         snprintf(err, sizeof err, "cannot write pid file %s: %s", cfg->pid_file, strerror(errno));
         startup_error(cfg, err);
+        for (size_t i = 0; mo->upgrade_parent && ls.unix_ino && i < ls.n; i++)
+            ls.unix_ino[i] = 0; /* the old master's files: it still serves them */
         listeners_destroy(&ls);
         return EXIT_STARTUP;
     }
 
-    int rc;
-    int nworkers = resolve_workers(cfg);
+    int nworkers = supervisor_resolve_workers(cfg);
     if (nworkers == 0) {
         /* Development mode: no master, this process is the only worker. */
         rc = supervisor_drop_privileges(cfg) < 0 ? EXIT_STARTUP
@@ -87,12 +135,16 @@ static int serve(const pagid_config *cfg)
             rc = EXIT_STARTUP;
     } else {
         log_set_role("master");
-        rc = supervisor_run(cfg, &ls, nworkers);
+        rc = supervisor_run(cfg, &ls, nworkers, mo);
     }
 
     listeners_destroy(&ls);
-    if (cfg->pid_file && *cfg->pid_file)
-        unlink(cfg->pid_file);
+    if (cfg->pid_file && *cfg->pid_file) {
+        /* Handed over: the pid file is the new master's; ours is .oldbin. */
+        char old[4096];
+        snprintf(old, sizeof old, "%s.oldbin", cfg->pid_file);
+        unlink(mo->handed_over ? old : cfg->pid_file);
+    }
     if (nworkers > 0)
         log_info("exiting (status %d)", rc);
     return rc;
@@ -134,7 +186,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "pagid: invalid configuration, not starting\n");
         rc = EXIT_CONFIG;
     } else {
-        rc = serve(&cfg);
+        char exe[PATH_MAX];
+        master_opts mo = {.cli = &o,
+                          .argv = argv,
+                          .exe = resolve_exe(argv[0], exe, sizeof exe),
+                          .pid_file = cfg.pid_file};
+        const char *parent = getenv(SUPERVISOR_UPGRADE_ENV);
+        if (parent) {
+            mo.upgrade_parent = (pid_t)atoi(parent);
+            unsetenv(SUPERVISOR_UPGRADE_ENV);
+        }
+        rc = serve(&cfg, &mo);
     }
     config_free(&cfg);
     cli_options_free(&o);

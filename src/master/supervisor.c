@@ -1,86 +1,53 @@
 /*
  * supervisor.c - the master cycle, after nginx: signal handlers only set
  * flags, the master sleeps in ppoll() with its signals unblocked, then acts
- * on the flags with everything blocked again. A process table keeps one
- * slot per worker number; a crashed worker is restarted under the same
- * number with backoff, a fatal one is not, and a stop escalates TERM ->
- * KILL (graceful) or QUIT -> KILL (fast).
+ * on the flags with everything blocked again. Workers live in generations
+ * (generation.c): SIGHUP builds a whole new config and generation beside
+ * the serving one, which drains only once every new worker passed lifespan
+ * startup; a failed reload leaves the serving one alone.
  *
- * What the master sends a worker (worker_run must match):
- *   SIGTERM  drain: stop accepting, finish in-flight work within
- *            timeouts.shutdown, lifespan shutdown, exit 0.
- *   SIGQUIT  stop now, exit 0.
- *   SIGKILL  straggler still alive at the deadline.
- * Workers start with default dispositions and an empty mask, except
- * SIGPIPE, SIGINT and SIGHUP, which stay ignored: a peer reset must not kill
- * a worker, and a terminal's Ctrl-C or hang-up, which reaches the whole
- * process group, must reach workers only through the master's ordered stop.
+ * Workers start with default dispositions and an empty mask, except SIGPIPE,
+ * SIGINT, SIGHUP and the operator signals, which stay ignored: a peer reset
+ * must not kill a worker, and a terminal's Ctrl-C or hang-up, which reaches
+ * the whole process group, must reach workers only through the master.
  */
-#include "supervisor.h"
+#include "supervisor_int.h"
 
 #include <errno.h>
 #include <grp.h>
-#include <pwd.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../common/exitcodes.h"
 #include "../common/log.h"
-#include "../worker/worker.h"
+#include "notify.h"
 
-typedef enum worker_state {
-    WS_EMPTY,   /* not started yet */
-    WS_RUNNING, /* pid is alive (or not reaped yet) */
-    WS_BACKOFF, /* crashed; restart at restart_at */
-    WS_FATAL,   /* exited with EXIT_WORKER_FATAL: never restarted */
-    WS_EXITED,  /* exited during a stop */
-} worker_state;
-
-typedef enum master_state {
-    MS_RUNNING,  /* keep every slot running */
-    MS_DRAINING, /* SIGTERM sent, waiting up to timeouts.shutdown + grace */
-    MS_FAST,     /* SIGQUIT sent, waiting up to SUPERVISOR_FAST_STOP_S */
-} master_state;
-
-typedef struct worker_slot {
-    pid_t pid;
-    int num; /* 1..N, kept by the replacement */
-    worker_state state;
-    double started;        /* monotonic seconds at fork */
-    int last_status;       /* waitpid status of the previous process */
-    int respawn;           /* restart it when it exits */
-    unsigned fast_crashes; /* consecutive deaths within FAST_CRASH_MS of start */
-    double restart_at;     /* WS_BACKOFF: monotonic time of the restart */
-} worker_slot;
-
-typedef struct supervisor {
-    const pagid_config *cfg;
-    listener_set *ls;
-    worker_slot *slots;
-    int n;
-    master_state state;
-    double kill_at; /* stopping: SIGKILL whatever is still running then */
-    int killed;     /* SIGKILL already sent; kill_at is now the give-up time */
-    pid_t pid;
-} supervisor;
+/* Worker heartbeats, the watchdog and STATUS are looked at this often. */
+#define TICK_S 0.25
+/* While a generation starts, its readiness is polled this often. */
+#define STARTING_POLL_S 0.02
+/* Slots in the shared region: every generation's workers at once. */
+#define SHM_SLOTS (2 * CONFIG_MAX_WORKERS + 64)
 
 /* The only state signal handlers touch. */
-static volatile sig_atomic_t sig_reap, sig_terminate, sig_quit, sig_reconfigure;
+static volatile sig_atomic_t sig_reap, sig_terminate, sig_quit, sig_reconfigure, sig_reopen,
+    sig_upgrade, sig_more, sig_fewer, sig_handover_pid;
 
-static const int master_signals[] = {SIGCHLD, SIGTERM, SIGINT, SIGQUIT, SIGHUP};
+static const int master_signals[] = {SIGCHLD, SIGTERM, SIGINT,   SIGQUIT, SIGHUP,
+                                     SIGUSR1, SIGUSR2, SIGWINCH, SIGTTIN, SIGTTOU};
 #define N_MASTER_SIGNALS (sizeof master_signals / sizeof master_signals[0])
 
-static void on_signal(int signo)
+static void on_signal(int signo, siginfo_t *info, void *uctx)
 {
+    (void)uctx;
     switch (signo) {
     case SIGCHLD:
         sig_reap = 1;
@@ -95,10 +62,26 @@ static void on_signal(int signo)
     case SIGHUP:
         sig_reconfigure = 1;
         break;
+    case SIGUSR1:
+        sig_reopen = 1;
+        break;
+    case SIGUSR2:
+        sig_upgrade = 1;
+        break;
+    case SIGTTIN:
+        sig_more++;
+        break;
+    case SIGTTOU:
+        sig_fewer++;
+        break;
+    case SIGWINCH:
+        /* "I am ready", from the new master of an upgrade; who sent it matters. */
+        sig_handover_pid = info ? (sig_atomic_t)info->si_pid : -1;
+        break;
     }
 }
 
-static double now_mono(void)
+double supervisor_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -115,20 +98,25 @@ unsigned supervisor_backoff_ms(unsigned fast_crashes)
     return ms < SUPERVISOR_BACKOFF_MAX_MS ? ms : SUPERVISOR_BACKOFF_MAX_MS;
 }
 
-static void describe_status(int status, char *buf, size_t len)
+int supervisor_resolve_workers(const pagid_config *cfg)
 {
-    if (WIFSIGNALED(status))
-        snprintf(buf, len, "signal %d%s", WTERMSIG(status),
-                 WCOREDUMP(status) ? ", core dumped" : "");
-    else
-        snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+    if (cfg->workers != CONFIG_WORKERS_AUTO)
+        return cfg->workers;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
-static void notify(const char *state)
+int supervisor_check_user(const pagid_config *cfg, char *err, size_t errlen)
 {
-    /* sd_notify is a no-op returning 0 when NOTIFY_SOCKET is unset. */
-    if (sd_notify(0, state) < 0)
-        log_warn("sd_notify failed");
+    if (cfg->user && *cfg->user && !getpwnam(cfg->user)) {
+        snprintf(err, errlen, "unknown user '%s'", cfg->user);
+        return -1;
+    }
+    if (cfg->group && *cfg->group && !getgrnam(cfg->group)) {
+        snprintf(err, errlen, "unknown group '%s'", cfg->group);
+        return -1;
+    }
+    return 0;
 }
 
 int supervisor_drop_privileges(const pagid_config *cfg)
@@ -167,213 +155,335 @@ int supervisor_drop_privileges(const pagid_config *cfg)
     return 0;
 }
 
-/* The worker process: never returns into the master's code. */
-static void __attribute__((noreturn)) child_main(const supervisor *s, const worker_slot *w)
+/* ---- generations ---- */
+
+static void push_generation(supervisor *s, generation *g)
 {
-    struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
-    sigemptyset(&dfl.sa_mask);
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGCHLD, &dfl, NULL);
-    sigaction(SIGTERM, &dfl, NULL);
-    sigaction(SIGQUIT, &dfl, NULL);
-    sigaction(SIGINT, &ign, NULL);
-    sigaction(SIGHUP, &ign, NULL);
-    sigaction(SIGPIPE, &ign, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-
-    char role[32];
-    snprintf(role, sizeof role, "worker %d", w->num);
-    log_set_role(role);
-
-    /* A worker must not outlive its master (kill -9 of the master): the
-     * kernel sends SIGTERM then. If the master died before prctl took
-     * effect, getppid() has already changed. */
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
-        log_warn("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
-    if (getppid() != s->pid)
-        _exit(EXIT_OK);
-
-    /* The master keeps root (to bind again on reload); workers never
-     * run application code with it. Failing to drop is fatal: a respawn
-     * would fail the same way. */
-    if (supervisor_drop_privileges(s->cfg) < 0)
-        _exit(EXIT_WORKER_FATAL);
-
-    int rc = worker_run(s->cfg, s->ls->items, s->ls->n, w->num, 1, NULL, 1);
-    fflush(NULL);
-    _exit(rc);
+    g->next = s->env.all;
+    s->env.all = g;
+    if (s->env.shm)
+        atomic_store(&s->env.shm->generation, g->id);
 }
 
-static void spawn(supervisor *s, worker_slot *w)
+static double start_deadline(const pagid_config *cfg, double now)
 {
-    /* Buffered stdio written before the fork would be flushed twice. */
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0)
-        child_main(s, w);
-    double now = now_mono();
-    if (pid < 0) {
-        /* Out of processes or memory: retry, do not give up on the slot. */
-        log_error("cannot fork worker %d: %s; retrying in 1s", w->num, strerror(errno));
-        w->state = WS_BACKOFF;
-        w->restart_at = now + 1.0;
+    double t = cfg->timeouts.lifespan_startup > 0 ? cfg->timeouts.lifespan_startup : 60.0;
+    return now + t + SUPERVISOR_START_GRACE_S;
+}
+
+static int any_starting(const supervisor *s)
+{
+    for (const generation *g = s->env.all; g; g = g->next)
+        if (g->state == GEN_STARTING)
+            return 1;
+    return 0;
+}
+
+static void reload_settled(supervisor *s)
+{
+    if (s->reloading && !any_starting(s)) {
+        s->reloading = 0;
+        notify_send("READY=1");
+    }
+}
+
+static void fail_generation(supervisor *s, generation *g, const char *why)
+{
+    log_error("reload failed: generation %u %s; generation %u keeps serving", g->id, why,
+              s->active ? s->active->id : 0);
+    g->state = GEN_FAILED;
+    gen_drain(g, supervisor_now());
+    reload_settled(s);
+}
+
+/* g is ready: it serves from now on, and the one it replaces drains. */
+static void activate(supervisor *s, generation *g)
+{
+    generation *old = s->active;
+    g->state = GEN_ACTIVE;
+    s->active = g;
+    if (old) {
+        log_info("generation %u ready (%d workers): draining generation %u", g->id, g->n, old->id);
+        gen_drain(old, supervisor_now());
+        if (s->env.shm)
+            atomic_fetch_add(&s->env.shm->reloads, 1);
+        reload_settled(s);
         return;
     }
-    w->pid = pid;
-    w->state = WS_RUNNING;
-    w->started = now;
-    w->respawn = 1;
-    log_info("worker %d started (pid %d)", w->num, (int)pid);
-}
-
-static worker_slot *find_slot(supervisor *s, pid_t pid)
-{
-    for (int i = 0; i < s->n; i++)
-        if (s->slots[i].state == WS_RUNNING && s->slots[i].pid == pid)
-            return &s->slots[i];
-    return NULL;
-}
-
-/* Decide what a dead worker's slot becomes. */
-static void on_worker_exit(supervisor *s, worker_slot *w, int status, double now)
-{
-    char how[48];
-    describe_status(status, how, sizeof how);
-    pid_t pid = w->pid;
-    w->pid = 0;
-    w->last_status = status;
-
-    if (s->state != MS_RUNNING || !w->respawn) {
-        w->state = WS_EXITED;
-        /* A clean exit, or death by the SIGQUIT of a fast stop, is what
-         * was asked for; anything else is worth a warning. */
-        int expected = (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_OK) ||
-                       (WIFSIGNALED(status) && WTERMSIG(status) == SIGQUIT && s->state == MS_FAST);
-        if (expected)
-            log_info("worker %d (pid %d) exited", w->num, (int)pid);
+    log_info("all workers ready");
+    if (s->opts && s->opts->upgrade_parent > 0) {
+        /* The new master of an upgrade: our predecessor drains once told. */
+        if (getppid() == s->opts->upgrade_parent && kill(s->opts->upgrade_parent, SIGWINCH) == 0)
+            log_info("upgrade: ready; told the old master (pid %d) to hand over",
+                     (int)s->opts->upgrade_parent);
         else
-            log_warn("worker %d (pid %d) exited (%s)", w->num, (int)pid, how);
-        return;
+            log_warn("upgrade: the old master (pid %d) is gone", (int)s->opts->upgrade_parent);
+        s->owns_files = 1;
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_WORKER_FATAL) {
-        w->state = WS_FATAL;
-        log_error("worker %d (pid %d) could not start (%s: fatal); not restarting", w->num,
-                  (int)pid, how);
-        return;
-    }
-
-    double uptime = now - w->started;
-    w->fast_crashes = uptime * 1000.0 < SUPERVISOR_FAST_CRASH_MS ? w->fast_crashes + 1 : 0;
-    unsigned delay = supervisor_backoff_ms(w->fast_crashes);
-    const char *what =
-        WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "exited unexpectedly" : "crashed";
-    if (delay == 0) {
-        log_error("worker %d (pid %d) %s (%s); restarting now", w->num, (int)pid, what, how);
-        spawn(s, w);
-    } else {
-        log_error("worker %d (pid %d) %s (%s); restarting in %ums", w->num, (int)pid, what, how,
-                  delay);
-        w->state = WS_BACKOFF;
-        w->restart_at = now + delay / 1000.0;
-    }
+    notify_sendf("READY=1\nMAINPID=%d", (int)s->pid);
 }
 
-static void reap(supervisor *s)
+/* Readiness of starting generations: activate, or give up on them. */
+static int progress_starting(supervisor *s, double now)
 {
-    int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        worker_slot *w = find_slot(s, pid);
-        if (w)
-            on_worker_exit(s, w, status, now_mono());
+    for (generation *g = s->env.all; g; g = g->next) {
+        if (g->state != GEN_STARTING)
+            continue;
+        int fatal = gen_count(g, WS_FATAL);
+        int running = gen_count(g, WS_RUNNING);
+        int pending = gen_count(g, WS_BACKOFF) + gen_count(g, WS_EMPTY);
+        if (s->active && fatal) {
+            fail_generation(s, g, "has a worker that could not start");
+        } else if (s->active && now >= g->deadline) {
+            fail_generation(s, g, "was not ready in time");
+        } else if (gen_poll_ready(&s->env, g) && running > 0 && pending == 0) {
+            if (fatal)
+                log_warn("%d of %d workers could not start", fatal, g->n);
+            activate(s, g);
+        } else if (!s->active && running == 0 && pending == 0) {
+            log_error("no worker could start");
+            return -1;
+        }
     }
+    return 0;
 }
 
-static int count_state(const supervisor *s, worker_state st)
+/* cli_build_config prints its errors; the error log gets each line. */
+static pagid_config *build_config(supervisor *s, int *errors)
 {
-    int c = 0;
-    for (int i = 0; i < s->n; i++)
-        c += s->slots[i].state == st;
+    pagid_config *c = calloc(1, sizeof *c);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!c || !mem) {
+        free(c);
+        if (mem)
+            fclose(mem);
+        free(text);
+        *errors = -1;
+        return NULL;
+    }
+    *errors = cli_build_config(s->opts->cli, c, mem);
+    fclose(mem);
+    for (char *line = text, *end; line && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        if (*line)
+            log_error("%s", line);
+        if (!end)
+            break;
+    }
+    free(text);
     return c;
 }
 
-static void signal_workers(supervisor *s, int signo)
+static void reload(supervisor *s)
 {
-    for (int i = 0; i < s->n; i++) {
-        worker_slot *w = &s->slots[i];
-        if (w->state == WS_RUNNING && w->pid > 0 && kill(w->pid, signo) < 0 && errno != ESRCH)
-            log_warn("kill(worker %d, pid %d): %s", w->num, (int)w->pid, strerror(errno));
+    if (!s->opts || !s->opts->cli) {
+        log_warn("SIGHUP: no command line to rebuild the configuration from; ignored");
+        return;
     }
+    if (s->up == UP_STARTING) {
+        log_warn("SIGHUP ignored: a binary upgrade is in progress");
+        return;
+    }
+    log_info("SIGHUP: reloading the configuration");
+    notify_reloading();
+    s->reloading = 1;
+    int errors;
+    char err[512];
+    unsigned keep = s->active ? s->active->id : 0;
+    pagid_config *c = build_config(s, &errors);
+    int nworkers = c && !errors ? supervisor_resolve_workers(c) : 0;
+    if (!c || errors) {
+        log_error("reload failed: %d error(s) in the configuration; generation %u keeps serving",
+                  errors, keep);
+        goto fail;
+    }
+    if (nworkers < 1) {
+        log_error("reload failed: workers: 0 (single process) needs a restart; generation %u "
+                  "keeps serving",
+                  keep);
+        goto fail;
+    }
+    if (supervisor_check_user(c, err, sizeof err) < 0) {
+        log_error("reload failed: %s; generation %u keeps serving", err, keep);
+        goto fail;
+    }
+    const pagid_config *cur = s->active ? s->active->cfg : NULL;
+    if (cur && ((c->error_log_path == NULL) != (cur->error_log_path == NULL) ||
+                (c->error_log_path && strcmp(c->error_log_path, cur->error_log_path)) ||
+                c->error_log_level != cur->error_log_level)) {
+        if (log_open(c->error_log_path, c->error_log_level) < 0) {
+            log_open(cur->error_log_path, cur->error_log_level);
+            log_error("reload failed: cannot open error log %s: %s; generation %u keeps serving",
+                      c->error_log_path, strerror(errno), keep);
+            goto fail;
+        }
+    }
+
+    /* Addresses that stay keep their very sockets: nobody is refused. */
+    const listener_set *reuse[64];
+    size_t n_reuse = 0;
+    for (generation *g = s->env.all; g && n_reuse < 64; g = g->next)
+        reuse[n_reuse++] = &g->ls;
+    listener_set ls;
+    if (listeners_open_with(c, &ls, reuse, n_reuse, NULL, err, sizeof err) < 0) {
+        log_error("reload failed: %s; generation %u keeps serving", err, keep);
+        goto fail;
+    }
+    generation *g = gen_new(++s->last_id, c, 1, &ls, nworkers);
+    if (!g) {
+        listener_set tmp = ls;
+        for (size_t i = 0; tmp.unix_ino && i < tmp.n; i++)
+            tmp.unix_ino[i] = 0;
+        listeners_destroy(&tmp);
+        log_error("reload failed: out of memory");
+        goto fail;
+    }
+    g->deadline = start_deadline(c, supervisor_now());
+    /* A newer SIGHUP supersedes a reload still starting. */
+    for (generation *o = s->env.all; o; o = o->next) {
+        if (o->state == GEN_STARTING) {
+            log_info("generation %u superseded by generation %u before it was ready", o->id, g->id);
+            gen_drain(o, supervisor_now());
+        }
+    }
+    push_generation(s, g);
+    log_info("generation %u: starting %d worker%s", g->id, nworkers, nworkers == 1 ? "" : "s");
+    gen_spawn_all(&s->env, g);
+    return;
+
+fail:
+    if (c) {
+        config_free(c);
+        free(c);
+    }
+    reload_settled(s);
 }
 
-/* Common first step of both stops: no restarts from now on. */
-static void begin_stop(supervisor *s)
-{
-    if (s->state == MS_RUNNING)
-        notify("STOPPING=1\nSTATUS=stopping");
-    for (int i = 0; i < s->n; i++) {
-        s->slots[i].respawn = 0;
-        if (s->slots[i].state == WS_BACKOFF)
-            s->slots[i].state = WS_EXITED;
-    }
-    /* The workers close their copies when they stop accepting; once the
-     * master's copy is gone too, new clients are refused instead of
-     * waiting in a queue nobody will serve. */
-    listeners_close(s->ls);
-}
+/* ---- stopping ---- */
 
-static void begin_drain(supervisor *s)
+void supervisor_begin_drain(supervisor *s, int announce)
 {
-    double wait = s->cfg->timeouts.shutdown + SUPERVISOR_DRAIN_GRACE_S;
-    log_info("shutting down gracefully (waiting up to %.1fs for workers)", wait);
-    begin_stop(s);
+    double now = supervisor_now();
+    if (announce)
+        notify_send("STOPPING=1\nSTATUS=stopping");
     s->state = MS_DRAINING;
-    s->kill_at = now_mono() + wait;
-    signal_workers(s, SIGTERM);
+    for (generation *g = s->env.all; g; g = g->next) {
+        gen_drain(g, now);
+        /* The workers close their copies when they stop accepting; once the
+         * master's are gone too, new clients are refused instead of waiting
+         * in a queue nobody will serve. */
+        listeners_close(&g->ls);
+    }
+    log_info("draining every worker (up to timeouts.shutdown + %.0fs)", SUPERVISOR_DRAIN_GRACE_S);
 }
 
 static void begin_fast_stop(supervisor *s)
 {
     log_info("shutting down fast");
-    begin_stop(s);
+    if (s->state == MS_RUNNING)
+        notify_send("STOPPING=1\nSTATUS=stopping");
     s->state = MS_FAST;
-    double at = now_mono() + SUPERVISOR_FAST_STOP_S;
-    if (!s->killed && (s->kill_at == 0 || at < s->kill_at))
-        s->kill_at = at;
-    signal_workers(s, SIGQUIT);
+    double at = supervisor_now() + SUPERVISOR_FAST_STOP_S;
+    for (generation *g = s->env.all; g; g = g->next) {
+        for (int i = 0; i < g->n; i++) {
+            g->slots[i].respawn = 0;
+            if (g->slots[i].state == WS_BACKOFF)
+                g->slots[i].state = WS_EXITED;
+        }
+        if (g->state != GEN_FAILED)
+            g->state = GEN_DRAINING;
+        if (!g->killed && (g->deadline == 0 || at < g->deadline))
+            g->deadline = at;
+        listeners_close(&g->ls);
+        gen_signal(g, SIGQUIT);
+    }
 }
 
-static void restart_due(supervisor *s, double now)
+/* Draining generations: SIGKILL stragglers at the deadline, free the empty ones. */
+static void collect_generations(supervisor *s, double now)
 {
-    for (int i = 0; i < s->n; i++)
-        if (s->slots[i].state == WS_BACKOFF && now >= s->slots[i].restart_at)
-            spawn(s, &s->slots[i]);
+    for (generation **pp = &s->env.all; *pp;) {
+        generation *g = *pp;
+        if (g->state != GEN_DRAINING && g->state != GEN_FAILED) {
+            pp = &g->next;
+            continue;
+        }
+        int running = gen_count(g, WS_RUNNING);
+        if (running && now >= g->deadline) {
+            if (!g->killed) {
+                log_warn("generation %u: %d worker(s) still running at the deadline; sending "
+                         "SIGKILL",
+                         g->id, running);
+                gen_signal(g, SIGKILL);
+                g->killed = 1;
+                g->deadline = now + SUPERVISOR_DRAIN_GRACE_S;
+            } else {
+                log_error("generation %u: %d worker(s) did not die after SIGKILL; forgetting them",
+                          g->id, running);
+                running = 0;
+            }
+        }
+        if (running) {
+            pp = &g->next;
+            continue;
+        }
+        *pp = g->next;
+        if (g == s->active)
+            s->active = NULL;
+        log_info("generation %u: all workers gone", g->id);
+        gen_free(g, s->env.all, s->owns_files);
+    }
 }
 
-/* How long ppoll may sleep: until the next restart or stop deadline. */
-static int next_timeout(const supervisor *s, double now, struct timespec *ts)
+/* ---- periodic: heartbeats, watchdog, STATUS ---- */
+
+static void tick(supervisor *s, double now)
 {
-    double at = INFINITY;
-    for (int i = 0; i < s->n; i++)
-        if (s->slots[i].state == WS_BACKOFF && s->slots[i].restart_at < at)
-            at = s->slots[i].restart_at;
-    if (s->state != MS_RUNNING && s->kill_at < at)
-        at = s->kill_at;
-    if (isinf(at))
-        return 0;
-    double d = at - now;
-    if (d < 0)
-        d = 0;
-    ts->tv_sec = (time_t)d;
-    ts->tv_nsec = (long)((d - (double)ts->tv_sec) * 1e9);
-    return 1;
+    uint64_t now_ms = shm_now_ms();
+    int fresh_active = 0, running_active = 0;
+    for (generation *g = s->env.all; g; g = g->next) {
+        int fresh = gen_check_heartbeats(&s->env, g, now_ms);
+        if (g == s->active) {
+            fresh_active = fresh;
+            running_active = gen_count(g, WS_RUNNING);
+        }
+    }
+    if (s->state != MS_RUNNING || s->up == UP_HANDED_OVER)
+        return;
+    if (s->active)
+        gen_poll_recycling(&s->env, s->active);
+    double wd = notify_watchdog_interval();
+    if (wd > 0 && now >= s->next_watchdog && s->active && fresh_active == running_active) {
+        notify_watchdog_ping();
+        s->next_watchdog = now + wd / 2;
+    }
+    if (!notify_enabled() || !s->active)
+        return;
+    long long conns = 0;
+    int ready = 0;
+    for (size_t i = 0; s->env.shm && i < s->env.shm->n_slots; i++) {
+        shm_worker *w = &s->env.shm->slots[i];
+        if (atomic_load(&w->pid) > 0) {
+            conns += (long long)atomic_load(&w->open_connections);
+            ready += atomic_load(&w->ready) && atomic_load(&w->generation) == s->active->id;
+        }
+    }
+    char status[256];
+    snprintf(status, sizeof status, "STATUS=generation %u: %d workers (%d ready), %lld connections",
+             s->active->id, running_active, ready, conns);
+    if (strcmp(status, s->status) != 0) {
+        notify_send(status);
+        snprintf(s->status, sizeof s->status, "%s", status);
+    }
 }
 
 static int install_signals(sigset_t *unblocked)
 {
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigset_t block;
     sigemptyset(&block);
@@ -393,80 +503,161 @@ static int install_signals(sigset_t *unblocked)
     return 0;
 }
 
-int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers)
+static void reap(supervisor *s)
 {
-    supervisor s = {.cfg = cfg, .ls = ls, .n = nworkers, .pid = getpid()};
-    s.slots = calloc((size_t)nworkers, sizeof *s.slots);
-    if (!s.slots) {
-        log_error("out of memory");
-        return EXIT_STARTUP;
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (s->up != UP_NONE && pid == s->up_pid) {
+            upgrade_child_exited(s, status);
+            continue;
+        }
+        generation *g;
+        worker_slot *w = gen_find(s->env.all, pid, &g);
+        if (w)
+            gen_on_exit(&s->env, g, w, status, supervisor_now(),
+                        s->state == MS_RUNNING && (g == s->active || g->state == GEN_STARTING));
     }
+}
+
+/* Act on the flags the handlers set; 1 when the master must give up. */
+static void handle_flags(supervisor *s)
+{
+    if (sig_reap) {
+        sig_reap = 0;
+        reap(s);
+        if (s->active && s->state == MS_RUNNING)
+            gen_poll_recycling(&s->env, s->active);
+    }
+    if (sig_quit) {
+        sig_quit = 0;
+        if (s->state != MS_FAST)
+            begin_fast_stop(s);
+    }
+    if (sig_terminate) {
+        sig_terminate = 0;
+        if (s->state == MS_RUNNING) {
+            log_info("shutting down gracefully");
+            supervisor_begin_drain(s, 1);
+        } else if (s->state == MS_DRAINING) {
+            begin_fast_stop(s); /* asked twice: the operator is impatient */
+        }
+    }
+    if (sig_reopen) {
+        sig_reopen = 0;
+        if (log_reopen() < 0)
+            log_error("SIGUSR1: cannot reopen the error log: %s", strerror(errno));
+        else
+            log_info("SIGUSR1: log files reopened; telling the workers");
+        for (generation *g = s->env.all; g; g = g->next)
+            gen_signal(g, SIGUSR1);
+    }
+    if (s->state != MS_RUNNING) {
+        sig_reconfigure = sig_upgrade = 0;
+        sig_more = sig_fewer = 0;
+        return;
+    }
+    if (sig_reconfigure) {
+        sig_reconfigure = 0;
+        reload(s);
+    }
+    if (sig_upgrade) {
+        sig_upgrade = 0;
+        upgrade_start(s);
+    }
+    if (sig_handover_pid) {
+        pid_t from = (pid_t)sig_handover_pid;
+        sig_handover_pid = 0;
+        upgrade_on_ready_signal(s, from);
+    }
+    for (; sig_more > 0; sig_more--) {
+        if (!s->active || gen_add_worker(&s->env, s->active) < 0)
+            log_warn("SIGTTIN: cannot add a worker now");
+        else
+            log_info("SIGTTIN: one more worker");
+    }
+    for (; sig_fewer > 0; sig_fewer--)
+        if (!s->active || gen_remove_worker(s->active) < 0)
+            log_warn("SIGTTOU: keeping the last worker");
+}
+
+/* How long ppoll may sleep: until the next restart, deadline or tick. */
+static int next_timeout(const supervisor *s, double now, struct timespec *ts)
+{
+    double at = s->next_tick;
+    for (const generation *g = s->env.all; g; g = g->next) {
+        double r = gen_next_restart(g);
+        if (r < at)
+            at = r;
+        if (g->state != GEN_ACTIVE && g->deadline > 0 && g->deadline < at)
+            at = g->deadline;
+        if (g->state == GEN_STARTING && now + STARTING_POLL_S < at)
+            at = now + STARTING_POLL_S;
+    }
+    if (s->up == UP_STARTING && s->up_deadline < at)
+        at = s->up_deadline;
+    if (isinf(at))
+        return 0;
+    double d = at - now;
+    if (d < 0)
+        d = 0;
+    ts->tv_sec = (time_t)d;
+    ts->tv_nsec = (long)((d - (double)ts->tv_sec) * 1e9);
+    return 1;
+}
+
+int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, master_opts *opts)
+{
+    supervisor s = {.opts = opts, .pid = getpid(), .owns_files = 1};
+    s.env.master_pid = s.pid;
+    if (opts && opts->upgrade_parent > 0)
+        s.owns_files = 0; /* the old master's files until it hands over */
     sigset_t unblocked;
     if (install_signals(&unblocked) < 0) {
         log_error("cannot install signal handlers: %s", strerror(errno));
-        free(s.slots);
         return EXIT_STARTUP;
     }
+    notify_init();
+    s.env.shm = shm_create(SHM_SLOTS);
+    if (!s.env.shm)
+        log_warn("cannot map the shared region: no heartbeat or readiness from workers");
+    generation *g = gen_new(++s.last_id, (pagid_config *)cfg, 0, ls, nworkers);
+    if (!g) {
+        log_error("out of memory");
+        shm_destroy(s.env.shm);
+        return EXIT_STARTUP;
+    }
+    push_generation(&s, g);
 
     log_info("master started (pid %d), %d worker%s", (int)s.pid, nworkers,
              nworkers == 1 ? "" : "s");
     if (((cfg->user && *cfg->user) || (cfg->group && *cfg->group)) && geteuid() != 0)
         log_warn("user/group ignored: the master does not run as root");
-    for (int i = 0; i < nworkers; i++) {
-        s.slots[i].num = i + 1;
-        spawn(&s, &s.slots[i]);
-    }
-    char status[256];
-    snprintf(status, sizeof status, "READY=1\nMAINPID=%d\nSTATUS=%d workers, listening on %s%s",
-             (int)s.pid, nworkers, cfg->n_listens ? cfg->listens[0].spec : "-",
-             cfg->n_listens > 1 ? " ..." : "");
-    notify(status);
+    gen_spawn_all(&s.env, g);
+    notify_sendf("MAINPID=%d\nSTATUS=starting %d workers", (int)s.pid, nworkers);
 
     int code = EXIT_OK;
     for (;;) {
-        if (sig_reap) {
-            sig_reap = 0;
-            reap(&s);
-        }
-        if (sig_quit) {
-            sig_quit = 0;
-            if (s.state != MS_FAST)
-                begin_fast_stop(&s);
-        }
-        if (sig_terminate) {
-            sig_terminate = 0;
-            if (s.state == MS_RUNNING)
-                begin_drain(&s);
-            else if (s.state == MS_DRAINING)
-                begin_fast_stop(&s); /* asked twice: the operator is impatient */
-        }
-        if (sig_reconfigure) {
-            sig_reconfigure = 0;
-            log_warn("reload is not supported yet; SIGHUP ignored");
-        }
-
-        double now = now_mono();
+        handle_flags(&s);
+        double now = supervisor_now();
         if (s.state == MS_RUNNING) {
-            restart_due(&s, now);
-            if (count_state(&s, WS_FATAL) == s.n) {
-                log_error("no worker could start");
+            for (generation *x = s.env.all; x; x = x->next)
+                if (x->state == GEN_ACTIVE || x->state == GEN_STARTING)
+                    gen_restart_due(&s.env, x, now);
+            if (progress_starting(&s, now) < 0) {
                 code = EXIT_STARTUP;
-                break;
+                supervisor_begin_drain(&s, 0);
             }
-        } else if (count_state(&s, WS_RUNNING) == 0) {
+            upgrade_check_deadline(&s, now);
+        }
+        if (now >= s.next_tick) {
+            tick(&s, now);
+            s.next_tick = now + TICK_S;
+        }
+        collect_generations(&s, now);
+        if (s.state != MS_RUNNING && !s.env.all) {
             log_info("all workers stopped");
             break;
-        } else if (now >= s.kill_at) {
-            if (s.killed) {
-                log_error("%d worker(s) did not die after SIGKILL; exiting anyway",
-                          count_state(&s, WS_RUNNING));
-                break;
-            }
-            log_warn("%d worker(s) still running after the stop timeout; sending SIGKILL",
-                     count_state(&s, WS_RUNNING));
-            signal_workers(&s, SIGKILL);
-            s.killed = 1;
-            s.kill_at = now + SUPERVISOR_DRAIN_GRACE_S;
         }
 
         struct timespec ts;
@@ -476,6 +667,14 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers)
             break;
         }
     }
-    free(s.slots);
+    /* Whatever is left (ppoll failure) goes without unlinking anything live. */
+    while (s.env.all) {
+        generation *x = s.env.all;
+        s.env.all = x->next;
+        gen_free(x, s.env.all, s.owns_files);
+    }
+    shm_destroy(s.env.shm);
+    if (opts && s.up == UP_HANDED_OVER)
+        opts->handed_over = 1;
     return code;
 }

@@ -1,11 +1,15 @@
 /*
- * supervisor.h - the master cycle: fork the workers, restart the ones that
- * crash (with backoff), and stop them all gracefully or fast on a signal.
+ * supervisor.h - the master cycle: generations of workers (reload on
+ * SIGHUP), restart with backoff, heartbeat, binary upgrade (SIGUSR2), and
+ * the graceful or fast stop; sd_notify along the way.
  */
 #ifndef PAGID_SUPERVISOR_H
 #define PAGID_SUPERVISOR_H
 
+#include <sys/types.h>
+
 #include "../common/config.h"
+#include "cli.h"
 #include "listeners.h"
 
 /* Restart backoff: a worker that dies within SUPERVISOR_FAST_CRASH_MS of
@@ -17,6 +21,21 @@
 #define SUPERVISOR_DRAIN_GRACE_S 5.0
 /* How long a fast stop (SIGQUIT) waits before SIGKILL. */
 #define SUPERVISOR_FAST_STOP_S 1.0
+/* A new generation (or new master) not ready this long after
+ * timeouts.lifespan_startup is given up. */
+#define SUPERVISOR_START_GRACE_S 10.0
+/* The variable that tells a re-executed master who its predecessor is. */
+#define SUPERVISOR_UPGRADE_ENV "PAGID_UPGRADE_PARENT"
+
+/** What the master needs beyond its first config; every field optional. */
+typedef struct master_opts {
+    const cli_options *cli; /* SIGHUP rebuilds the config from these (NULL: no reload) */
+    char *const *argv;      /* SIGUSR2 re-executes exe with these */
+    const char *exe;        /* the resolved binary (NULL: no upgrade) */
+    const char *pid_file;   /* renamed to .oldbin during an upgrade */
+    pid_t upgrade_parent;   /* we are an upgrade's new master: tell it when ready */
+    int handed_over;        /* out: a new master took over (keep its pid file) */
+} master_opts;
 
 /**
  * Delay in milliseconds before restarting a worker that has just crashed
@@ -24,6 +43,15 @@
  * (n >= 1): 0 for the first, then 100, 200, 400 ... capped at 10 s.
  */
 unsigned supervisor_backoff_ms(unsigned fast_crashes);
+
+/** cfg->workers with "auto" resolved to the number of online CPUs. */
+int supervisor_resolve_workers(const pagid_config *cfg);
+
+/**
+ * Check that cfg->user / cfg->group exist (before any fork, so a typo is
+ * one clear error rather than N dead workers). 0, or -1 with err set.
+ */
+int supervisor_check_user(const pagid_config *cfg, char *err, size_t errlen);
 
 /**
  * Switch to cfg->user / cfg->group (each optional; the user's primary group
@@ -35,13 +63,12 @@ int supervisor_drop_privileges(const pagid_config *cfg);
 
 /**
  * Run the master until it is told to stop. Forks nworkers (>= 1) workers
- * that run worker_run() on ls->items, supervises them and handles
- * SIGTERM/SIGINT (graceful drain), SIGQUIT (fast stop), SIGHUP, SIGCHLD.
- * Closes this process's copies of the listeners when the stop begins (the
- * caller still destroys the set). Returns the master's exit code: EXIT_OK
- * after a stop, EXIT_STARTUP when every worker exited with
- * EXIT_WORKER_FATAL.
+ * that run worker_run() on ls, supervises them and handles the signals of
+ * pagid(8). Takes ls over (it is empty on return); cfg is borrowed and must
+ * outlive the call. opts may be NULL (no reload, no upgrade). Returns the
+ * master's exit code: EXIT_OK after a stop, EXIT_STARTUP when no worker
+ * could start.
  */
-int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers);
+int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, master_opts *opts);
 
 #endif

@@ -326,6 +326,8 @@ void h1_exchange_end(conn *c)
     h1_exchange_settle_parked(c, NULL);
     h1_exchange_release(c);
     c->served++;
+    if (c->w->on_request_done)
+        c->w->on_request_done(c->w); /* may start a drain: read draining after it */
     int keep = h->plan.keep_alive && h->msg_complete && !c->w->draining && !c->eof;
     if (!keep) {
         conn_close_after_write(c);

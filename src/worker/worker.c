@@ -29,6 +29,8 @@
 
 #define ACCEPT_BATCH 64
 #define SHUTDOWN_GRACE 1.0 /* seconds for handlers after the shutdown deadline */
+#define DRAIN_IDLE_GRACE 1.0 /* draining: an idle keep-alive connection's last chance */
+#define DRAIN_IDLE_TICK 0.1
 
 typedef struct acceptor {
     ev_io io;
@@ -50,6 +52,10 @@ typedef struct worker_run_ctx {
     mount_table mounts; /* the app, and the apps under path prefixes */
     ev_signal sig_term, sig_int, sig_quit, sig_usr1;
     ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
+    ev_timer drain_idle; /* draining: closes keep-alive connections idle long enough */
+    ev_timer recycle;    /* max_requests reached: drain at the next loop turn */
+    size_t requests_done;
+    double drain_started;
 } worker_run_ctx;
 
 static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
@@ -167,6 +173,39 @@ static void worker_on_shutdown_deadline(struct ev_loop *ev, ev_timer *t, int rev
     worker_maybe_finish(r);
 }
 
+/* Since when c has been waiting for a request (its keep-alive or idle
+ * deadline minus the timeout that armed it), at least since the drain began. */
+static double conn_idle_since(const conn *c, const worker_run_ctx *r)
+{
+    const pagid_timeouts *t = &r->w.cfg->timeouts;
+    double since = r->drain_started;
+    if (c->tmo == TMO_KEEPALIVE && t->keepalive > 0)
+        since = c->deadline - t->keepalive;
+    else if (c->tmo == TMO_IDLE && t->idle > 0)
+        since = c->deadline - t->idle;
+    return since > r->drain_started ? since : r->drain_started;
+}
+
+static void worker_close_idle(worker_run_ctx *r)
+{
+    double now = ev_now(r->w.loop.ev);
+    conn *c = r->w.conns;
+    while (c) {
+        conn *next = c->next;
+        if (c->state == CONN_WAIT_REQUEST && buf_size(&c->in) == 0 &&
+            now - conn_idle_since(c, r) >= DRAIN_IDLE_GRACE)
+            conn_close(c, NULL);
+        c = next;
+    }
+    if (!r->w.conns)
+        ev_timer_stop(r->w.loop.ev, &r->drain_idle);
+}
+
+static void worker_on_drain_idle(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    worker_close_idle(t->data);
+}
+
 static void worker_drain(worker_run_ctx *r)
 {
     worker_ctx *w = &r->w;
@@ -180,19 +219,47 @@ static void worker_drain(worker_run_ctx *r)
         close(r->acceptors[i].fd);
         r->acceptors[i].fd = -1;
     }
-    /* Idle keep-alive connections have nothing in flight: close them now. */
-    conn *c = w->conns;
-    while (c) {
-        conn *next = c->next;
-        if (c->state == CONN_WAIT_REQUEST)
-            conn_close(c, NULL);
-        c = next;
-    }
+    if (w->stats)
+        atomic_store(&w->stats->ready, 0); /* no longer accepting */
+    /* Idle keep-alive connections have nothing in flight, but a client may
+     * have its next request on the way: closing now would race it. They
+     * get DRAIN_IDLE_GRACE; a request that comes is served with
+     * connection: close. */
+    r->drain_started = ev_now(w->loop.ev);
+    ev_timer_set(&r->drain_idle, 0., DRAIN_IDLE_TICK);
+    ev_timer_again(w->loop.ev, &r->drain_idle);
+    worker_close_idle(r);
     if (w->cfg->timeouts.shutdown > 0) { /* 0: no deadline, wait for in-flight work */
         ev_timer_set(&r->shutdown_timer, w->cfg->timeouts.shutdown, 0.);
         ev_timer_start(w->loop.ev, &r->shutdown_timer);
     }
     worker_maybe_finish(r);
+}
+
+static void worker_on_recycle(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    worker_run_ctx *r = t->data;
+    worker_drain(r);
+    /* The master starts the replacement as soon as it sees our slot stop
+     * being ready; SIGCHLD ("a child changed state") makes it look now. */
+    if (r->w.stats)
+        kill(getppid(), SIGCHLD);
+}
+
+/* max_requests: past the limit the worker drains itself and exits
+ * EXIT_RECYCLE; the master starts a fresh one in its place. */
+static void worker_on_request_done(worker_ctx *w)
+{
+    worker_run_ctx *r = run_of(w);
+    size_t max = w->cfg->max_requests;
+    if (!max || !w->under_master || w->draining || ++r->requests_done < max ||
+        r->exit_code == EXIT_RECYCLE)
+        return;
+    log_info("served %zu requests (max_requests): recycling this worker", r->requests_done);
+    r->exit_code = EXIT_RECYCLE;
+    /* Not from inside the exchange that just ended: at the next loop turn. */
+    ev_timer_set(&r->recycle, 0., 0.);
+    ev_timer_start(w->loop.ev, &r->recycle);
 }
 
 /* SIGUSR1 (from the master, or logrotate in single-process mode): reopen the log files. */
@@ -292,6 +359,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->worker_num = worker_num;
     w->under_master = under_master;
     w->on_conn_count = worker_on_conn_count;
+    w->on_request_done = worker_on_request_done;
     w->stats = shm_claim(shm, (int)getpid(), worker_num, generation);
     w->shm = shm;
     if (shm && !w->stats)
@@ -335,6 +403,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     r->shutdown_timer.data = r;
     ev_init(&r->grace_timer, worker_on_grace_over);
     r->grace_timer.data = r;
+    ev_init(&r->drain_idle, worker_on_drain_idle);
+    r->drain_idle.data = r;
+    ev_init(&r->recycle, worker_on_recycle);
+    r->recycle.data = r;
     ev_signal_init(&r->sig_term, worker_on_signal, SIGTERM);
     r->sig_term.data = r;
     ev_signal_start(ev, &r->sig_term);
@@ -377,6 +449,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_timer_stop(ev, &r->shutdown_timer);
     ev_timer_stop(ev, &r->accept_retry);
     ev_timer_stop(ev, &r->grace_timer);
+    ev_timer_stop(ev, &r->drain_idle);
+    ev_timer_stop(ev, &r->recycle);
     if (ev_is_active(&r->heartbeat)) {
         ev_ref(ev);
         ev_timer_stop(ev, &r->heartbeat);

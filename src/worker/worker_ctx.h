@@ -36,6 +36,7 @@ typedef struct worker_ctx {
     lifespan *lifespan;   /* the lifespan scope's driver */
     int draining;         /* graceful stop in progress: no keep-alive */
     void (*on_conn_count)(struct worker_ctx *w); /* called when n_conns or n_scopes drops */
+    void (*on_request_done)(struct worker_ctx *w); /* an HTTP response was fully written */
 } worker_ctx;
 
 #endif

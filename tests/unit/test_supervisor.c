@@ -78,7 +78,7 @@ static pid_t start_master(worker_script s, int nworkers)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0)
-        _exit(supervisor_run(&cfg, &ls, nworkers));
+        _exit(supervisor_run(&cfg, &ls, nworkers, NULL));
     return pid;
 }
 

@@ -1,0 +1,433 @@
+/*
+ * generation.c - the process table of one generation: fork workers, decide
+ * what a dead worker's slot becomes (respawn at once, after a backoff, or
+ * never), read readiness and heartbeats from the shared region, add and
+ * remove workers. No signal handling and no policy across generations here:
+ * that is supervisor.c's.
+ *
+ * What the master sends a worker (worker_run must match):
+ *   SIGTERM  drain: stop accepting, finish in-flight work within
+ *            timeouts.shutdown, lifespan shutdown, exit 0.
+ *   SIGQUIT  stop now, exit 0.
+ *   SIGUSR1  reopen the log files.
+ *   SIGKILL  straggler still alive at the deadline, or a blocked event loop.
+ */
+#include "generation.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/exitcodes.h"
+#include "../common/log.h"
+#include "../worker/worker.h"
+#include "supervisor.h"
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+const char *gen_state_name(gen_state st)
+{
+    static const char *const names[] = {"starting", "active", "draining", "failed"};
+    return names[st];
+}
+
+generation *gen_new(unsigned id, pagid_config *cfg, int owns_cfg, listener_set *ls, int nworkers)
+{
+    generation *g = calloc(1, sizeof *g);
+    int cap = nworkers < 1 ? 1 : nworkers;
+    if (!g || !(g->slots = calloc((size_t)cap, sizeof *g->slots))) {
+        free(g);
+        return NULL;
+    }
+    g->id = id;
+    g->state = GEN_STARTING;
+    g->cfg = cfg;
+    g->owns_cfg = owns_cfg;
+    g->ls = *ls;
+    *ls = (listener_set){0};
+    g->n = nworkers;
+    g->cap = cap;
+    for (int i = 0; i < nworkers; i++) {
+        g->slots[i].num = i + 1;
+        g->slots[i].respawn = 1;
+    }
+    return g;
+}
+
+void gen_free(generation *g, const generation *others, int unlink_files)
+{
+    for (size_t i = 0; g->ls.unix_ino && i < g->ls.n; i++) {
+        int shared = 0;
+        for (const generation *o = others; o && !shared; o = o->next)
+            shared = o != g && listeners_has_unix(&o->ls, g->ls.unix_dev[i], g->ls.unix_ino[i]);
+        if (shared || !unlink_files)
+            g->ls.unix_ino[i] = 0; /* still served by someone: keep the file */
+    }
+    listeners_destroy(&g->ls);
+    if (g->owns_cfg) {
+        config_free(g->cfg);
+        free(g->cfg);
+    }
+    free(g->slots);
+    free(g);
+}
+
+/* The worker process: never returns into the master's code. */
+static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g, worker_slot *w)
+{
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&dfl.sa_mask);
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGCHLD, &dfl, NULL);
+    sigaction(SIGTERM, &dfl, NULL);
+    sigaction(SIGQUIT, &dfl, NULL);
+    /* The master's operator signals mean nothing to a worker; SIGUSR1 is
+     * ignored until worker_run installs its handler (log reopen). */
+    static const int ignored[] = {SIGINT,  SIGHUP,   SIGPIPE, SIGUSR1,
+                                  SIGUSR2, SIGWINCH, SIGTTIN, SIGTTOU};
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+        sigaction(ignored[i], &ign, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+
+    char role[32];
+    snprintf(role, sizeof role, "worker %d", w->num);
+    log_set_role(role);
+
+    /* A worker must not outlive its master (kill -9 of the master): the
+     * kernel sends SIGTERM then. If the master died before prctl took
+     * effect, getppid() has already changed. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+        log_warn("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+    if (getppid() != e->master_pid)
+        _exit(EXIT_OK);
+
+    /* Only this generation's sockets: a removed address must really close
+     * once the generation that had it is gone. */
+    for (generation *o = e->all; o; o = o->next)
+        if (o != g)
+            listeners_close(&o->ls);
+
+    /* The master keeps root (to bind again on reload); workers never
+     * run application code with it. Failing to drop is fatal: a respawn
+     * would fail the same way. */
+    if (supervisor_drop_privileges(g->cfg) < 0)
+        _exit(EXIT_WORKER_FATAL);
+
+    int rc = worker_run(g->cfg, g->ls.items, g->ls.n, w->num, 1, e->shm, g->id);
+    fflush(NULL);
+    _exit(rc);
+}
+
+void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
+{
+    /* Buffered stdio written before the fork would be flushed twice. */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        child_main(e, g, w);
+    double now = now_mono();
+    if (pid < 0) {
+        /* Out of processes or memory: retry, do not give up on the slot. */
+        log_error("cannot fork worker %d: %s; retrying in 1s", w->num, strerror(errno));
+        w->state = WS_BACKOFF;
+        w->restart_at = now + 1.0;
+        return;
+    }
+    w->pid = pid;
+    w->state = WS_RUNNING;
+    w->started = now;
+    w->ready = 0;
+    w->hb_killed = 0;
+    log_info("worker %d started (pid %d, generation %u)", w->num, (int)pid, g->id);
+}
+
+void gen_spawn_all(const gen_env *e, generation *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->slots[i].respawn && g->slots[i].state == WS_EMPTY)
+            gen_spawn(e, g, &g->slots[i]);
+}
+
+worker_slot *gen_find(generation *list, pid_t pid, generation **owner)
+{
+    for (generation *g = list; g; g = g->next)
+        for (int i = 0; i < g->n; i++)
+            if (g->slots[i].state == WS_RUNNING && g->slots[i].pid == pid) {
+                *owner = g;
+                return &g->slots[i];
+            }
+    return NULL;
+}
+
+static void describe_status(int status, char *buf, size_t len)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, len, "signal %d%s", WTERMSIG(status),
+                 WCOREDUMP(status) ? ", core dumped" : "");
+    else
+        snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+}
+
+void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, double now,
+                 int respawn_ok)
+{
+    char how[48];
+    describe_status(status, how, sizeof how);
+    pid_t pid = w->pid;
+    shm_release(e->shm, (int)pid);
+    w->pid = 0;
+    w->ready = 0;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+
+    if (code == EXIT_WORKER_FATAL) {
+        w->state = WS_FATAL;
+        log_error("worker %d (pid %d) could not start (%s: fatal); not restarting", w->num,
+                  (int)pid, how);
+        return;
+    }
+    if (!respawn_ok || !w->respawn || g->state == GEN_DRAINING || g->state == GEN_FAILED) {
+        w->state = WS_EXITED;
+        /* A clean exit, or death by the SIGQUIT of a fast stop, is what
+         * was asked for; anything else is worth a warning. */
+        if (code == EXIT_OK || code == EXIT_RECYCLE ||
+            (WIFSIGNALED(status) && WTERMSIG(status) == SIGQUIT))
+            log_info("worker %d (pid %d, generation %u) exited", w->num, (int)pid, g->id);
+        else
+            log_warn("worker %d (pid %d, generation %u) exited (%s)", w->num, (int)pid, g->id, how);
+        return;
+    }
+    if (code == EXIT_RECYCLE) {
+        /* It served max_requests and drained itself: a planned replacement. */
+        log_info("worker %d (pid %d) recycled after max_requests; starting its replacement", w->num,
+                 (int)pid);
+        w->fast_crashes = 0;
+        gen_spawn(e, g, w);
+        return;
+    }
+
+    double uptime = now - w->started;
+    w->fast_crashes = uptime * 1000.0 < SUPERVISOR_FAST_CRASH_MS ? w->fast_crashes + 1 : 0;
+    unsigned delay = supervisor_backoff_ms(w->fast_crashes);
+    const char *what = w->hb_killed ? "was killed for a stale heartbeat"
+                       : code == 0  ? "exited unexpectedly"
+                                    : "crashed";
+    if (delay == 0) {
+        log_error("worker %d (pid %d) %s (%s); restarting now", w->num, (int)pid, what, how);
+        gen_spawn(e, g, w);
+    } else {
+        log_error("worker %d (pid %d) %s (%s); crash loop: restarting in %ums (%u fast crashes "
+                  "in a row)",
+                  w->num, (int)pid, what, how, delay, w->fast_crashes);
+        w->state = WS_BACKOFF;
+        w->restart_at = now + delay / 1000.0;
+    }
+}
+
+void gen_signal(generation *g, int signo)
+{
+    for (int i = 0; i < g->n; i++) {
+        worker_slot *w = &g->slots[i];
+        if (w->state == WS_RUNNING && w->pid > 0 && kill(w->pid, signo) < 0 && errno != ESRCH)
+            log_warn("kill(worker %d, pid %d): %s", w->num, (int)w->pid, strerror(errno));
+    }
+}
+
+int gen_count(const generation *g, worker_state st)
+{
+    int c = 0;
+    for (int i = 0; i < g->n; i++)
+        c += g->slots[i].state == st;
+    return c;
+}
+
+int gen_live(const generation *g)
+{
+    return gen_count(g, WS_RUNNING) + gen_count(g, WS_BACKOFF);
+}
+
+void gen_restart_due(const gen_env *e, generation *g, double now)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->slots[i].state == WS_BACKOFF && now >= g->slots[i].restart_at)
+            gen_spawn(e, g, &g->slots[i]);
+}
+
+int gen_poll_ready(const gen_env *e, generation *g)
+{
+    int all = 1;
+    for (int i = 0; i < g->n; i++) {
+        worker_slot *w = &g->slots[i];
+        if (w->state != WS_RUNNING)
+            continue;
+        if (!w->ready) {
+            shm_worker *sw = shm_find(e->shm, (int)w->pid);
+            w->ready = sw && atomic_load(&sw->ready);
+        }
+        all &= w->ready;
+    }
+    return all;
+}
+
+int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
+{
+    double limit = g->cfg->timeouts.heartbeat;
+    int fresh = 0;
+    for (int i = 0; i < g->n; i++) {
+        worker_slot *w = &g->slots[i];
+        if (w->state != WS_RUNNING || w->hb_killed)
+            continue;
+        shm_worker *sw = shm_find(e->shm, (int)w->pid);
+        if (!sw) {
+            fresh++; /* not monitored (yet): nothing to judge */
+            continue;
+        }
+        uint64_t hb = atomic_load_explicit(&sw->heartbeat_ms, memory_order_relaxed);
+        uint64_t age = now_ms > hb ? now_ms - hb : 0;
+        if (limit > 0 && (double)age > limit * 1000.0) {
+            log_error("worker %d (pid %d): event loop blocked for %.1fs (timeouts.heartbeat "
+                      "%.1fs); killing it",
+                      w->num, (int)w->pid, (double)age / 1000.0, limit);
+            w->hb_killed = 1;
+            kill(w->pid, SIGKILL);
+            /* SIGCONT too: a stopped process dies of SIGKILL anyway, but say it. */
+            continue;
+        }
+        fresh++;
+    }
+    return fresh;
+}
+
+void gen_drain(generation *g, double now)
+{
+    for (int i = 0; i < g->n; i++) {
+        g->slots[i].respawn = 0;
+        if (g->slots[i].state == WS_BACKOFF || g->slots[i].state == WS_EMPTY)
+            g->slots[i].state = WS_EXITED;
+    }
+    if (g->state != GEN_FAILED)
+        g->state = GEN_DRAINING;
+    g->deadline = now + g->cfg->timeouts.shutdown + SUPERVISOR_DRAIN_GRACE_S;
+    g->killed = 0;
+    gen_signal(g, SIGTERM);
+}
+
+/* One more slot at the end of the table (NULL when out of memory). */
+static worker_slot *append_slot(generation *g)
+{
+    if (g->n == g->cap) {
+        int cap = g->cap * 2;
+        worker_slot *v = realloc(g->slots, (size_t)cap * sizeof *v);
+        if (!v)
+            return NULL;
+        g->slots = v;
+        g->cap = cap;
+    }
+    worker_slot *w = &g->slots[g->n];
+    *w = (worker_slot){.num = g->n + 1};
+    g->n++;
+    return w;
+}
+
+void gen_poll_recycling(const gen_env *e, generation *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        worker_slot *w = &g->slots[i];
+        if (w->state != WS_RUNNING || !w->respawn || w->retired)
+            continue;
+        shm_worker *sw = shm_find(e->shm, (int)w->pid);
+        if (!sw)
+            continue;
+        if (atomic_load(&sw->ready)) {
+            w->ready = 1;
+            continue;
+        }
+        /* Not ready: still starting, unless it was seen ready or has served. */
+        uint64_t served = 0;
+        for (size_t k = 0; k < sizeof sw->requests / sizeof sw->requests[0]; k++)
+            served += atomic_load_explicit(&sw->requests[k], memory_order_relaxed);
+        if (!w->ready && served == 0)
+            continue;
+        worker_slot *old = NULL;
+        for (int k = 0; k < g->n && !old; k++)
+            if (g->slots[k].retired && g->slots[k].state != WS_RUNNING)
+                old = &g->slots[k];
+        if (!old && !(old = append_slot(g)))
+            continue;     /* it is replaced when it exits, then */
+        w = &g->slots[i]; /* append_slot may have moved the table */
+        *old = *w;
+        old->retired = 1;
+        old->respawn = 0;
+        log_info("worker %d (pid %d) is recycling itself (max_requests); starting its "
+                 "replacement",
+                 w->num, (int)w->pid);
+        w->fast_crashes = 0;
+        gen_spawn(e, g, w);
+    }
+}
+
+int gen_add_worker(const gen_env *e, generation *g)
+{
+    worker_slot *w = NULL;
+    for (int i = 0; i < g->n && !w; i++)
+        if (g->slots[i].state == WS_EXITED && !g->slots[i].respawn && !g->slots[i].retired)
+            w = &g->slots[i]; /* a number SIGTTOU freed */
+    if (!w) {
+        int live = 0;
+        for (int i = 0; i < g->n; i++)
+            live += !g->slots[i].retired;
+        if (live >= CONFIG_MAX_WORKERS || !(w = append_slot(g)))
+            return -1;
+        w->num = live + 1;
+    }
+    w->respawn = 1;
+    w->fast_crashes = 0;
+    gen_spawn(e, g, w);
+    return 0;
+}
+
+int gen_remove_worker(generation *g)
+{
+    int live = 0;
+    worker_slot *last = NULL;
+    for (int i = 0; i < g->n; i++) {
+        worker_slot *w = &g->slots[i];
+        if (w->respawn && (w->state == WS_RUNNING || w->state == WS_BACKOFF)) {
+            live++;
+            last = w;
+        }
+    }
+    if (live <= 1 || !last)
+        return -1;
+    last->respawn = 0;
+    if (last->state == WS_BACKOFF) {
+        last->state = WS_EXITED;
+    } else if (kill(last->pid, SIGTERM) < 0 && errno != ESRCH) {
+        log_warn("kill(worker %d, pid %d): %s", last->num, (int)last->pid, strerror(errno));
+    }
+    log_info("worker %d (pid %d) told to drain: %d worker%s left", last->num, (int)last->pid,
+             live - 1, live - 1 == 1 ? "" : "s");
+    return 0;
+}
+
+double gen_next_restart(const generation *g)
+{
+    double at = INFINITY;
+    for (int i = 0; i < g->n; i++)
+        if (g->slots[i].state == WS_BACKOFF && g->slots[i].restart_at < at)
+            at = g->slots[i].restart_at;
+    return at;
+}

@@ -1,0 +1,107 @@
+/*
+ * generation.h - a generation of workers: one config, the listeners opened
+ * for it, and a process table with one slot per worker number. A reload
+ * starts a new generation beside the live one and drains the old once the
+ * new is ready; the master's loop (supervisor.c) drives the transitions.
+ */
+#ifndef PAGID_GENERATION_H
+#define PAGID_GENERATION_H
+
+#include <sys/types.h>
+
+#include "../common/config.h"
+#include "../common/shm.h"
+#include "listeners.h"
+
+typedef enum gen_state {
+    GEN_STARTING, /* workers forked, not all past lifespan startup: the previous one serves */
+    GEN_ACTIVE,   /* the generation that serves; crashed workers are respawned */
+    GEN_DRAINING, /* SIGTERM sent (superseded, or stopping): waiting for the workers */
+    GEN_FAILED,   /* could not start: its workers are being stopped, the old one serves */
+} gen_state;
+
+typedef enum worker_state {
+    WS_EMPTY,   /* not started yet */
+    WS_RUNNING, /* pid is alive (or not reaped yet) */
+    WS_BACKOFF, /* crashed; restart at restart_at */
+    WS_FATAL,   /* exited with EXIT_WORKER_FATAL: never restarted */
+    WS_EXITED,  /* exited and not to be restarted (stop, drain, SIGTTOU) */
+} worker_state;
+
+typedef struct worker_slot {
+    pid_t pid;
+    int num; /* 1..N, kept by the replacement */
+    worker_state state;
+    double started;        /* monotonic seconds at fork */
+    int respawn;           /* restart it when it exits */
+    int ready;             /* its shm slot said: lifespan startup passed */
+    int hb_killed;         /* SIGKILLed because its heartbeat went stale */
+    int retired;           /* recycling itself; its number has a new process already */
+    unsigned fast_crashes; /* consecutive deaths within FAST_CRASH_MS of start */
+    double restart_at;     /* WS_BACKOFF: monotonic time of the restart */
+} worker_slot;
+
+typedef struct generation {
+    unsigned id;
+    gen_state state;
+    pagid_config *cfg;
+    int owns_cfg;       /* generation 1 borrows main's config */
+    listener_set ls;    /* this generation's copies (dups) of the sockets */
+    worker_slot *slots; /* n used, cap allocated */
+    int n, cap;
+    double deadline;         /* STARTING: give up; DRAINING/FAILED: SIGKILL (then give up) */
+    int killed;              /* SIGKILL already sent */
+    struct generation *next; /* older generations follow */
+} generation;
+
+/* What a fork needs beyond the generation itself. */
+typedef struct gen_env {
+    pid_t master_pid;
+    shm_region *shm;
+    generation *all; /* every live generation: the child closes their sockets */
+} gen_env;
+
+/** A generation of nworkers (not started); takes ls. NULL when out of memory. */
+generation *gen_new(unsigned id, pagid_config *cfg, int owns_cfg, listener_set *ls, int nworkers);
+/**
+ * Free g (already unlinked from the list). Unix socket files are removed
+ * only when unlink_files and no generation of others holds the same socket.
+ */
+void gen_free(generation *g, const generation *others, int unlink_files);
+
+void gen_spawn(const gen_env *e, generation *g, worker_slot *w);
+void gen_spawn_all(const gen_env *e, generation *g);
+/** The slot running pid, in any generation of list. */
+worker_slot *gen_find(generation *list, pid_t pid, generation **owner);
+/**
+ * A worker of g exited: decide what its slot becomes (respawn now, later,
+ * never). respawn_ok is 0 while the master stops.
+ */
+void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, double now,
+                 int respawn_ok);
+void gen_signal(generation *g, int signo);
+int gen_count(const generation *g, worker_state st);
+/** Running workers plus those waiting to restart. */
+int gen_live(const generation *g);
+void gen_restart_due(const gen_env *e, generation *g, double now);
+/** Refresh each slot's ready flag from shm; 1 when every running slot is ready. */
+int gen_poll_ready(const gen_env *e, generation *g);
+/**
+ * Workers of g that stopped being ready on their own (max_requests: they
+ * drain themselves) get their replacement now, not when they exit: the
+ * old process moves to a retired slot and finishes its requests there.
+ */
+void gen_poll_recycling(const gen_env *e, generation *g);
+/** SIGKILL workers whose heartbeat is older than timeouts.heartbeat; count of fresh ones. */
+int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms);
+/** Stop respawning and send SIGTERM; the deadline is timeouts.shutdown plus grace. */
+void gen_drain(generation *g, double now);
+/** SIGTTIN: one more worker (the lowest free number). 0, or -1 at the limit. */
+int gen_add_worker(const gen_env *e, generation *g);
+/** SIGTTOU: drain the highest-numbered worker; 0, or -1 when only one is left. */
+int gen_remove_worker(generation *g);
+/** Earliest backoff restart, or INFINITY. */
+double gen_next_restart(const generation *g);
+const char *gen_state_name(gen_state st);
+
+#endif

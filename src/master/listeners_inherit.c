@@ -1,0 +1,196 @@
+/*
+ * listeners_inherit.c - listening sockets this process did not bind: the
+ * ones an upgrading master hands over across exec (PAGID_INHERITED_FDS) and
+ * the ones systemd passes with socket activation (LISTEN_FDS). Both end up
+ * in an inherited_set that listeners_open_with() matches to listen entries.
+ */
+#include "listeners.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+
+int listeners_env_format(const listener_set *ls, char *out, size_t outlen)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < ls->n; i++) {
+        if (ls->items[i].fd < 0)
+            continue;
+        char num[16];
+        int k = snprintf(num, sizeof num, "%s%d:", j ? ";" : "", ls->items[i].fd);
+        if (j + (size_t)k >= outlen)
+            return -1;
+        memcpy(out + j, num, (size_t)k);
+        j += (size_t)k;
+        const char *spec =
+            ls->items[i].conf && ls->items[i].conf->spec ? ls->items[i].conf->spec : "";
+        for (const char *p = spec; *p; p++) {
+            /* ';' separates entries, '%' escapes: both are written %XX. */
+            if (*p == ';' || *p == '%') {
+                if (j + 3 >= outlen)
+                    return -1;
+                j += (size_t)snprintf(out + j, outlen - j, "%%%02X", (unsigned char)*p);
+            } else {
+                if (j + 1 >= outlen)
+                    return -1;
+                out[j++] = *p;
+            }
+        }
+    }
+    if (j >= outlen)
+        return -1;
+    out[j] = '\0';
+    return (int)j;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+static int is_listening_socket(int fd)
+{
+    int v = 0;
+    socklen_t len = sizeof v;
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v;
+}
+
+/* One "FD:SPEC" entry of length n into f; 0 or -1 with err. */
+static int parse_entry(const char *s, size_t n, inherited_fd *f, char *err, size_t errlen)
+{
+    size_t i = 0;
+    long fd = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9' && fd < 1000000)
+        fd = fd * 10 + (s[i++] - '0');
+    if (i == 0 || i >= n || s[i] != ':') {
+        snprintf(err, errlen, "malformed entry '%.*s' (expected FD:SPEC)", (int)n, s);
+        return -1;
+    }
+    char *name = malloc(n - i);
+    if (!name) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    size_t k = 0;
+    for (i++; i < n; i++) {
+        if (s[i] == '%') {
+            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                free(name);
+                snprintf(err, errlen, "bad %%-escape in '%.*s'", (int)n, s);
+                return -1;
+            }
+            name[k++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            name[k++] = s[i];
+        }
+    }
+    name[k] = '\0';
+    if (!is_listening_socket((int)fd)) {
+        snprintf(err, errlen, "fd %ld (%s) is not a listening socket", fd, name);
+        free(name);
+        return -1;
+    }
+    f->fd = (int)fd;
+    f->name = name;
+    return 0;
+}
+
+int listeners_env_parse(const char *value, inherited_set *out, char *err, size_t errlen)
+{
+    *out = (inherited_set){.origin = "inherited"};
+    if (!value || !*value)
+        return 0;
+    size_t cap = 1;
+    for (const char *p = value; *p; p++)
+        cap += *p == ';';
+    out->items = calloc(cap, sizeof *out->items);
+    if (!out->items) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const char *p = value;
+    while (*p) {
+        size_t n = strcspn(p, ";");
+        if (parse_entry(p, n, &out->items[out->n], err, errlen) < 0) {
+            for (size_t i = 0; i < out->n; i++)
+                free(out->items[i].name);
+            free(out->items);
+            *out = (inherited_set){.origin = "inherited"};
+            return -1;
+        }
+        /* Ours now, and no further exec may see it by accident. */
+        fcntl(out->items[out->n].fd, F_SETFD, FD_CLOEXEC);
+        out->n++;
+        p += n;
+        if (*p == ';')
+            p++;
+    }
+    return 0;
+}
+
+int listeners_from_systemd(inherited_set *out)
+{
+    *out = (inherited_set){.origin = "systemd"};
+    char **names = NULL;
+    int n = sd_listen_fds_with_names(1, &names);
+    if (n <= 0) {
+        if (n < 0)
+            log_error("socket activation: %s", strerror(-n));
+        return n < 0 ? -1 : 0;
+    }
+    out->items = calloc((size_t)n, sizeof *out->items);
+    if (!out->items) {
+        for (int i = 0; names && names[i]; i++)
+            free(names[i]);
+        free(names);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = SD_LISTEN_FDS_START + i;
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        out->items[i].fd = fd;
+        /* systemd names every fd (by default after the unit, "unknown" when
+         * nothing says): a name is only useful when it is a listen spec. */
+        out->items[i].name = names ? names[i] : NULL;
+        if (!is_listening_socket(fd)) {
+            log_warn("socket activation: fd %d is not a listening socket; ignored", fd);
+            close(fd);
+            out->items[i].fd = -1;
+        }
+    }
+    free(names);
+    out->n = (size_t)n;
+    return n;
+}
+
+void inherited_set_free(inherited_set *inh, int warn_unused)
+{
+    for (size_t i = 0; i < inh->n; i++) {
+        if (inh->items[i].fd >= 0) {
+            if (warn_unused)
+                log_warn("%s socket fd %d (%s) matches no listen entry; closing it", inh->origin,
+                         inh->items[i].fd, inh->items[i].name ? inh->items[i].name : "unnamed");
+            close(inh->items[i].fd);
+        }
+        free(inh->items[i].name);
+    }
+    free(inh->items);
+    inh->items = NULL;
+    inh->n = 0;
+}

@@ -1,0 +1,51 @@
+/*
+ * supervisor_int.h - the master's state, shared by supervisor.c (the loop,
+ * reload, stop) and upgrade.c (SIGUSR2). Not for anything else.
+ */
+#ifndef PAGID_SUPERVISOR_INT_H
+#define PAGID_SUPERVISOR_INT_H
+
+#include "generation.h"
+#include "supervisor.h"
+
+typedef enum master_state {
+    MS_RUNNING,  /* keep the active generation's workers running */
+    MS_DRAINING, /* every generation drains (SIGTERM, or handed over to a new master) */
+    MS_FAST,     /* SIGQUIT sent, waiting up to SUPERVISOR_FAST_STOP_S */
+} master_state;
+
+typedef enum upgrade_state {
+    UP_NONE,       /* no upgrade in progress */
+    UP_STARTING,   /* a new master runs, not ready yet: we keep serving */
+    UP_ABANDONED,  /* it failed or timed out: waiting to reap it */
+    UP_HANDED_OVER /* it took over: we drain and exit */
+} upgrade_state;
+
+typedef struct supervisor {
+    master_opts *opts;
+    gen_env env;        /* env.all: every live generation, newest first */
+    generation *active; /* the serving generation; NULL until the first is ready */
+    unsigned last_id;
+    master_state state;
+    int reloading;  /* RELOADING=1 sent, READY=1 owed */
+    int owns_files; /* may unlink unix socket files (not before an upgrade's handover) */
+    upgrade_state up;
+    pid_t up_pid;
+    double up_deadline;
+    double next_tick; /* heartbeats, watchdog, STATUS */
+    double next_watchdog;
+    char status[256]; /* last STATUS= sent */
+    pid_t pid;
+} supervisor;
+
+double supervisor_now(void);
+
+/* upgrade.c */
+void upgrade_start(supervisor *s);
+void upgrade_on_ready_signal(supervisor *s, pid_t from);
+void upgrade_child_exited(supervisor *s, int status);
+void upgrade_check_deadline(supervisor *s, double now);
+/* supervisor.c: every generation drains; announce says STOPPING=1. */
+void supervisor_begin_drain(supervisor *s, int announce);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * upgrade.c - SIGUSR2, the binary upgrade, after nginx: the master forks and
+ * re-executes its binary with the listening sockets left open across exec
+ * and named in PAGID_INHERITED_FDS. The new master starts its own workers on
+ * the very same sockets (no connection refused: one accept queue per
+ * address all along) and, once every one of them passed lifespan startup,
+ * sends SIGWINCH to us: we hand over (pid file, MAINPID) and drain. Until
+ * then we serve as if nothing happened, and if the new master dies or is
+ * not ready in time, we restore the pid file and carry on.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "notify.h"
+#include "supervisor_int.h"
+
+static void oldbin_path(const supervisor *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.oldbin", s->opts->pid_file);
+}
+
+static int has_pid_file(const supervisor *s)
+{
+    return s->opts && s->opts->pid_file && *s->opts->pid_file;
+}
+
+/* The child: make the sockets survive exec, say where they are, exec. */
+static void __attribute__((noreturn)) exec_new_master(supervisor *s, const char *fds)
+{
+    for (size_t i = 0; i < s->active->ls.n; i++)
+        if (s->active->ls.items[i].fd >= 0)
+            fcntl(s->active->ls.items[i].fd, F_SETFD, 0);
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)s->pid);
+    setenv(LISTENERS_ENV, fds, 1);
+    setenv(SUPERVISOR_UPGRADE_ENV, pid, 1);
+    /* systemd's watchdog is per pid: this pid is the new master's. */
+    if (getenv("WATCHDOG_USEC")) {
+        snprintf(pid, sizeof pid, "%d", (int)getpid());
+        setenv("WATCHDOG_PID", pid, 1);
+    }
+    /* exec keeps the signal mask: the new master must start with none blocked. */
+    sigset_t none;
+    sigemptyset(&none);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP && sig != SIGPIPE)
+            signal(sig, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execv(s->opts->exe, s->opts->argv);
+    log_error("upgrade: cannot execute %s: %s", s->opts->exe, strerror(errno));
+    _exit(127);
+}
+
+void upgrade_start(supervisor *s)
+{
+    if (!s->opts || !s->opts->exe || !s->opts->argv) {
+        log_warn("SIGUSR2: the binary's path is unknown; no upgrade");
+        return;
+    }
+    if (s->up != UP_NONE) {
+        log_warn("SIGUSR2 ignored: an upgrade is already in progress (new master pid %d)",
+                 (int)s->up_pid);
+        return;
+    }
+    if (!s->active || s->reloading) {
+        log_warn("SIGUSR2 ignored: a reload is in progress; try again when it is done");
+        return;
+    }
+    char fds[8192];
+    if (listeners_env_format(&s->active->ls, fds, sizeof fds) < 0) {
+        log_error("upgrade: too many listening sockets to hand over");
+        return;
+    }
+    char old[4096];
+    if (has_pid_file(s)) {
+        oldbin_path(s, old, sizeof old);
+        if (rename(s->opts->pid_file, old) < 0 && errno != ENOENT)
+            log_warn("upgrade: cannot rename %s to %s: %s", s->opts->pid_file, old,
+                     strerror(errno));
+    }
+    log_info("SIGUSR2: starting a new master from %s", s->opts->exe);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_new_master(s, fds);
+    if (pid < 0) {
+        log_error("upgrade: fork: %s; carrying on", strerror(errno));
+        if (has_pid_file(s))
+            rename(old, s->opts->pid_file);
+        return;
+    }
+    s->up = UP_STARTING;
+    s->up_pid = pid;
+    double t = s->active->cfg->timeouts.lifespan_startup;
+    s->up_deadline = supervisor_now() + (t > 0 ? t : 60.0) + SUPERVISOR_START_GRACE_S + 20.0;
+}
+
+void upgrade_on_ready_signal(supervisor *s, pid_t from)
+{
+    if (s->up != UP_STARTING || from != s->up_pid) {
+        log_warn("SIGWINCH from pid %d ignored (not our new master)", (int)from);
+        return;
+    }
+    log_info("upgrade: the new master (pid %d) is ready; handing over and draining",
+             (int)s->up_pid);
+    s->up = UP_HANDED_OVER;
+    /* Our sockets and files are the new master's now. */
+    s->owns_files = 0;
+    notify_sendf("MAINPID=%d\nSTATUS=handed over to pid %d", (int)s->up_pid, (int)s->up_pid);
+    supervisor_begin_drain(s, 0);
+}
+
+void upgrade_child_exited(supervisor *s, int status)
+{
+    if (s->up == UP_HANDED_OVER) {
+        log_warn("upgrade: the new master (pid %d) exited (status 0x%x) after taking over",
+                 (int)s->up_pid, status);
+        s->up_pid = 0;
+        return;
+    }
+    log_error("upgrade failed: the new master (pid %d) exited before it was ready (status "
+              "0x%x); this master keeps serving",
+              (int)s->up_pid, status);
+    if (has_pid_file(s)) {
+        char old[4096];
+        oldbin_path(s, old, sizeof old);
+        if (rename(old, s->opts->pid_file) < 0)
+            log_warn("upgrade: cannot restore %s: %s", s->opts->pid_file, strerror(errno));
+    }
+    s->up = UP_NONE;
+    s->up_pid = 0;
+}
+
+void upgrade_check_deadline(supervisor *s, double now)
+{
+    if (s->up != UP_STARTING || now < s->up_deadline)
+        return;
+    log_error("upgrade failed: the new master (pid %d) was not ready in time; stopping it",
+              (int)s->up_pid);
+    s->up = UP_ABANDONED;
+    kill(s->up_pid, SIGQUIT);
+}
