@@ -309,13 +309,14 @@ static int send_keepalive(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi
     return 0;
 }
 
-/* The bare refusal: 403, then close. */
-static void deny_403(ws_conn *ws)
+/* The bare refusal (403; 500 when the app failed before answering), then close. */
+static void deny_status(ws_conn *ws, int status)
 {
     conn *c = ws->c;
     buf *tmp = &c->w->scratch;
     buf_reset(tmp);
-    if (h1_error_response(tmp, 403, "Forbidden", h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
+    const char *text = status == 403 ? "Forbidden" : "Internal Server Error";
+    if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
     ws->state = WS_DENIED;
     c->h1.log_status = 403;
@@ -334,7 +335,7 @@ static int send_close(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_sen
         return scope_fail(s, "websocket.close: the reason is not valid UTF-8");
     switch (ws->state) {
     case WS_HANDSHAKE:
-        deny_403(ws);
+        deny_status(ws, 403);
         break;
     case WS_DENYING:
         return scope_fail(s, "websocket.close: a denial response was started; finish its body");
@@ -551,11 +552,11 @@ static void ws_finished(pagi_scope *s, const char *error)
     switch (ws->state) {
     case WS_HANDSHAKE:
         if (error)
-            log_error("websocket app failed before accepting %.*s: %s; sent 403", plen, path.ptr,
+            log_error("websocket app failed before accepting %.*s: %s; sent 500", plen, path.ptr,
                       error);
         else
             log_info("websocket app finished without accepting %.*s; sent 403", plen, path.ptr);
-        deny_403(ws);
+        deny_status(ws, error ? 500 : 403);
         break;
     case WS_DENYING:
         log_error("websocket app %s%s before finishing its denial response to %.*s; closed",

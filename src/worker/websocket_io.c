@@ -436,8 +436,7 @@ static void ws_on_input(conn *c)
     switch (ws->state) {
     case WS_OPEN:
     case WS_CLOSE_SENT:
-        if (ws->input_pending)
-            return; /* the 101 is not flushed yet: on_written reads these */
+        ws->input_pending = 0;
         ws_read_frames(ws);
         break;
     case WS_CLOSING:
@@ -451,6 +450,13 @@ static void ws_on_input(conn *c)
 static void ws_on_eof(conn *c)
 {
     ws_conn *ws = c->ws;
+    if (ws->input_pending && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
+        /* Frames that came before the FIN count first: maybe a Close among them. */
+        ws->input_pending = 0;
+        ws_read_frames(ws);
+        if (c->state == CONN_CLOSED)
+            return;
+    }
     switch (ws->state) {
     case WS_HANDSHAKE:
     case WS_DENYING:
@@ -530,9 +536,9 @@ static void ws_on_close(conn *c, const char *reason)
         scope_disconnect(s, ws->end_word ? ws->end_word : reason_client_closed);
     }
     if (c->w->alog) { /* the scope's access log line, at its end: 101, or the refusal */
-        const char *why = scope_is_complete(s)  ? NULL
-                          : ws->end_word        ? ws->end_word
-                                                : reason_client_closed;
+        const char *why = scope_is_complete(s) ? NULL
+                          : ws->end_word       ? ws->end_word
+                                               : reason_client_closed;
         access_log_request(c->w->alog, c, s, c->h1.log_start, c->h1.log_status,
                            c->h1.body_sent > 0 ? (uint64_t)c->h1.body_sent : 0, why);
     }

@@ -250,8 +250,13 @@ int ws_deflate_message(ws_deflate *d, const void *in, size_t n, buf *out)
     /* RFC 7692 7.2.1: drop the 00 00 ff ff that ends the sync flush. */
     size_t made = buf_size(out) - start;
     const unsigned char *t = (const unsigned char *)buf_head(out) + buf_size(out) - 4;
+    /* Nothing to flush (an empty message right after another flush): zlib wrote no block, so
+     * send the one byte 0x00 that, with the receiver's 00 00 ff ff, is an empty stored block
+     * (RFC 7692 7.2.3.6); an empty payload would leave the peer's stream out of step. */
     if (made >= 4 && t[0] == 0 && t[1] == 0 && t[2] == 0xff && t[3] == 0xff)
         out->len -= 4;
+    else if (made == 0 && buf_append(out, "", 1) < 0)
+        return -1;
     if (d->p.server_no_context_takeover)
         deflateReset(z);
     return 0;

@@ -93,9 +93,13 @@ class Frame:
 
 
 class RawWS:
-    def __init__(self, port, path="/echo", headers=None, timeout=5, handshake=True):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
-        self.buf = b""
+    def __init__(self, port, path="/echo", headers=None, timeout=5, handshake=True, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout * SLOW)
+        self.sock.connect(("127.0.0.1", port))
+        self.buf = bytearray()
         self.eof = False
         self.key = base64.b64encode(os.urandom(16)).decode()
         self.status = None
@@ -145,13 +149,15 @@ class RawWS:
         while marker not in self.buf:
             self._fill()
         i = self.buf.index(marker) + len(marker)
-        out, self.buf = self.buf[:i], self.buf[i:]
+        out = bytes(self.buf[:i])
+        del self.buf[:i]
         return out
 
     def read_exact(self, n):
         while len(self.buf) < n:
             self._fill()
-        out, self.buf = self.buf[:n], self.buf[n:]
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
         return out
 
     def send_frame(self, opcode, payload=b"", fin=True, rsv=0, mask=True, length=None):
@@ -228,7 +234,7 @@ class RawWS:
         try:
             while True:
                 self._fill()
-                self.buf = b""
+                del self.buf[:]
         except lib.Closed:
             return time.monotonic() - t0
         except socket.timeout:
@@ -332,6 +338,37 @@ def handshake_rejections(ctx):
     s.close()
     check(not events_for(ctx, "rej"), "a refused handshake never reaches the app")
     still_serving(srv.port)
+
+
+def masked_frame(opcode, payload, fin=True):
+    key = os.urandom(4)
+    n = len(payload)
+    hdr = struct.pack("!BB", (0x80 if fin else 0) | opcode, 0x80 | n) if n < 126 else \
+        struct.pack("!BBH", (0x80 if fin else 0) | opcode, 0x80 | 126, n)
+    return hdr + key + _xor(payload, key)
+
+
+@test()
+def frames_sent_with_the_handshake(ctx):
+    """A client that does not wait for the 101: its frames wait, then count, in order."""
+    srv = ctx.start(wsapp(ctx))
+    for tid, half_close in (("early", False), ("early_fin", True)):
+        ws = RawWS(srv.port, handshake=False)
+        ws.sock.sendall(("GET /echo?id=%s HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
+                         "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                         "Sec-WebSocket-Version: 13\r\n\r\n" % (tid, ws.key)).encode()
+                        + masked_frame(0x1, b"early bird") + masked_frame(0x8, b"\x03\xe8"))
+        if half_close:
+            ws.sock.shutdown(socket.SHUT_WR)
+        head = ws.read_until(b"\r\n\r\n")
+        check(head.startswith(b"HTTP/1.1 101"), "101 first: %r" % head[:40])
+        # The peer's Close is answered at once; the app still gets the message first.
+        ws.expect_close(1000)
+        ws.expect_eof()
+        ws.close()
+        ev = check_disconnect(ctx, tid, 1000, "")
+        check(ev.index("receive text 10") < ev.index("disconnect 1000 "),
+              "the early message is delivered before the disconnect: %r" % ev)
 
 
 @test()
@@ -837,13 +874,16 @@ def queue_overflow_1008(ctx):
 @test(timeout=60)
 def backpressure_high_water_and_drain(ctx):
     srv = ctx.start(wsapp(ctx))
-    ws = RawWS(srv.port, "/big?id=bp&size=%d" % (4 << 20))
-    ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    size = 32 << 20  # more than the kernel's socket buffers can swallow
+    ws = RawWS(srv.port, "/big?id=bp&size=%d" % size, rcvbuf=4096)
     check(lib.wait_event(ctx, "bp", "high_water"), "high_water: %r" % events_for(ctx, "bp"))
+    time.sleep(0.3)
     ev = events_for(ctx, "bp")
     check("send_done ok" not in ev, "the send completed above the high watermark: %r" % ev)
+    check(any(e.startswith("buffered ") and int(e.split()[1]) > size for e in ev),
+          "buffered_amount counts the queued message: %r" % ev)
     op, data = ws.recv_message()
-    check_eq((op, len(data)), (2, 4 << 20), "the big message")
+    check_eq((op, len(data)), (2, size), "the big message")
     check(lib.wait_event(ctx, "bp", "send_done ok"), "send completed after the drain")
     check(lib.wait_event(ctx, "bp", "drain"), "drain")
     ws.send_close(1000)
@@ -938,7 +978,7 @@ def deflate_with_python_client(ctx):
                                       max_size=None) as c:
             names = [e.name for e in c.extensions]
             check_eq(names, ["permessage-deflate"], "negotiated extensions")
-            for m in ["", "hello", "a" * 100000, b"\x00" * 70000, os.urandom(5000),
+            for m in ["", "", "hello", "a" * 100000, b"\x00" * 70000, os.urandom(5000),
                       "\u00e9\U0001F600" * 1000]:
                 await c.send(m)
                 check(await c.recv() == m, "round trip of %d" % len(m))
