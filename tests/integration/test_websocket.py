@@ -891,6 +891,17 @@ def backpressure_high_water_and_drain(ctx):
     check_disconnect(ctx, "bp", 1000, "")
 
 
+@test()
+def write_timeout_on_a_peer_that_never_reads(ctx):
+    srv = ctx.start(wsapp(ctx), config="timeouts:\n  write: 1s\n")
+    ws = RawWS(srv.port, "/big?id=wt&size=%d" % (32 << 20), rcvbuf=4096)
+    check(lib.wait_event(ctx, "wt", "high_water"), "high_water")
+    check_disconnect(ctx, "wt", 1006, "write_timeout", timeout=8)
+    ev = events_for(ctx, "wt")
+    check("send_done ok" in ev, "the parked send is settled at the disconnect: %r" % ev)
+    ws.close()
+
+
 # ---------------------------------------------------------------------------
 # Keepalive, idle, shutdown
 # ---------------------------------------------------------------------------
