@@ -93,6 +93,12 @@ def get_and_head(ctx):
         r = request(srv.port, method, "/a.txt", body=b"x" if method in ("POST", "PUT") else b"")
         check_eq(r.status, 405, "%s status" % method)
         check_eq(r.header("allow"), "GET, HEAD", "%s allow" % method)
+    r = request(srv.port, "GET", "/a.txt", headers={"Accept": "text/event-stream"})
+    check_eq(r.status, 406, "an event stream asked of a file")
+    r = request(srv.port, "GET", "/a.txt", headers={
+        "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    check_eq(r.status, 403, "a WebSocket handshake to a file")
     r = request(srv.port, "GET", "/missing.txt")
     check_eq(r.status, 404, "missing file")
     check_eq(r.header("content-type"), "text/plain; charset=utf-8", "404 type")

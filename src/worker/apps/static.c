@@ -41,11 +41,16 @@ static pagi_str str_of(const char *s)
 static void respond(pagi_scope *s, int status, const pagi_header *h, size_t n,
                     const pagi_event *body)
 {
-    pagi_event start = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+    int sse = pagi_scope_type_of(s) == PAGI_SCOPE_SSE; /* a decline: the same response */
+    pagi_event start =
+        PAGI_EVENT_INIT(sse ? PAGI_EV_SSE_HTTP_RESPONSE_START : PAGI_EV_HTTP_RESPONSE_START);
     start.status = status;
     start.headers = h;
     start.header_count = n;
-    if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, body, NULL, NULL) < 0) {
+    pagi_event b = *body;
+    if (sse)
+        b.type = PAGI_EV_SSE_HTTP_RESPONSE_BODY;
+    if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &b, NULL, NULL) < 0) {
         pagi_scope_finish(s, pagi_scope_error(s));
         return;
     }
@@ -370,9 +375,13 @@ static int raw_ends_with_slash(const pagi_scope *s)
 static void static_handle(pagi_scope *s, void *instance)
 {
     static_app *a = instance;
+    if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE) {
+        /* Files are not event streams: decline what asked for one. */
+        respond_text(s, 406, "Not Acceptable", NULL, 0);
+        return;
+    }
     if (pagi_scope_type_of(s) != PAGI_SCOPE_HTTP) {
-        /* No WebSocket or SSE here: the engine declines the handshake. */
-        pagi_scope_finish(s, NULL);
+        pagi_scope_finish(s, NULL); /* WebSocket: the engine refuses the handshake (403) */
         return;
     }
     const char *method = pagi_scope_method(s);
