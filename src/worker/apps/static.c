@@ -136,7 +136,9 @@ static void serve_file(pagi_scope *s, static_app *a, int fd, const struct stat *
 {
     char etag[STATIC_ETAG_MAX], lm[STATIC_DATE_MAX], clen[24], crange[80];
     int64_t size = st->st_size, mtime = st->st_mtim.tv_sec;
-    size_t el = static_etag(etag, mtime, size), ll = static_http_date(lm, mtime);
+    /* Nanoseconds in the tag: two writes of the same size within a second differ. */
+    int64_t mtime_ns = mtime * 1000000000 + st->st_mtim.tv_nsec;
+    size_t el = static_etag(etag, mtime_ns, size), ll = static_http_date(lm, mtime);
     static_validators v;
     validators_of(s, &v);
     static_cond cond = static_evaluate(&v, etag, el, mtime);

@@ -15,7 +15,10 @@
 #define STATIC_ETAG_MAX 48
 #define STATIC_DATE_MAX 32
 
-/** Strong ETag "<hex mtime>-<hex size>" (with the quotes); returns its length. */
+/**
+ * Strong ETag "<hex mtime>-<hex size>" (with the quotes; the static app
+ * gives the mtime in nanoseconds); returns its length.
+ */
 size_t static_etag(char out[STATIC_ETAG_MAX], int64_t mtime, int64_t size);
 /** IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"); returns its length. */
 size_t static_http_date(char out[STATIC_DATE_MAX], int64_t t);
