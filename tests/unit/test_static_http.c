@@ -146,6 +146,7 @@ START_TEST(test_preconditions)
     ck_assert_int_eq(static_evaluate(&v, e, n, mtime), STATIC_COND_PRECONDITION);
 
     memset(&v, 0, sizeof v);
+    v.now = mtime + 3600;
     v.has_if_range = 1;
     v.if_range = S("\"10-20\"");
     ck_assert_int_eq(static_evaluate(&v, e, n, mtime), STATIC_COND_RANGE_ALLOWED);
@@ -156,6 +157,10 @@ START_TEST(test_preconditions)
     v.if_range = S("Sun, 06 Nov 1994 08:49:37 GMT");
     ck_assert_int_eq(static_evaluate(&v, e, n, mtime), STATIC_COND_RANGE_ALLOWED);
     ck_assert_int_eq(static_evaluate(&v, e, n, mtime + 5), STATIC_COND_FULL);
+    v.now = mtime; /* modified within the last second: the date is a weak validator */
+    ck_assert_int_eq(static_evaluate(&v, e, n, mtime), STATIC_COND_FULL);
+    v.now = mtime + 1;
+    ck_assert_int_eq(static_evaluate(&v, e, n, mtime), STATIC_COND_RANGE_ALLOWED);
 }
 END_TEST
 

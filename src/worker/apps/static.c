@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../common/buf.h"
@@ -128,6 +129,8 @@ static void validators_of(pagi_scope *s, static_validators *v)
     v->has_if_none_match = pagi_scope_header(s, "if-none-match", &v->if_none_match);
     v->has_if_modified = pagi_scope_header(s, "if-modified-since", &v->if_modified);
     v->has_if_range = pagi_scope_header(s, "if-range", &v->if_range);
+    if (v->has_if_range)
+        v->now = (int64_t)time(NULL);
 }
 
 /* Serve an open regular file; closes fd. name gives the type. */

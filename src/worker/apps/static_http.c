@@ -248,7 +248,7 @@ static_cond static_evaluate(const static_validators *v, const char *etag, size_t
                    ? STATIC_COND_RANGE_ALLOWED
                    : STATIC_COND_FULL;
     }
-    if (static_parse_http_date(ir.ptr, ir.len, &t) == 0 && t == mtime)
+    if (static_parse_http_date(ir.ptr, ir.len, &t) == 0 && t == mtime && v->now - mtime >= 1)
         return STATIC_COND_RANGE_ALLOWED;
     return STATIC_COND_FULL;
 }

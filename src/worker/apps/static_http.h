@@ -57,6 +57,9 @@ typedef enum static_cond {
 typedef struct static_validators {
     int has_if_match, has_if_unmodified, has_if_none_match, has_if_modified, has_if_range;
     pagi_str if_match, if_unmodified, if_none_match, if_modified, if_range;
+    /* Wall-clock seconds: a Last-Modified less than a second old is only a
+     * weak validator (RFC 9110 section 8.8.2.2), so no If-Range date matches it. */
+    int64_t now;
 } static_validators;
 
 /**
