@@ -3,7 +3,7 @@
 #
 # Usage: tests/fuzz/run.sh [SECONDS] [HARNESS...]
 #   SECONDS   how long each harness runs (default 60; dev.sh's smoke run uses 10)
-#   HARNESS   http1_parser config ws_frame ws_deflate utf8 (default: all)
+#   HARNESS   http1_parser config ws_frame ws_deflate utf8 static (default: all)
 # Environment:
 #   FUZZ_OUT  work dir (default /tmp/pagid-fuzz): binaries, the growing corpus
 #             of each harness (NAME/corpus, kept between runs), logs, and the
@@ -26,7 +26,7 @@ CC=${CC:-clang}
 case $secs in '' | *[!0-9]*) echo "run.sh: SECONDS must be a number" >&2; exit 2 ;; esac
 mkdir -p "$out" || exit 1
 
-all="http1_parser config ws_frame ws_deflate utf8"
+all="http1_parser config ws_frame ws_deflate utf8 static"
 names=${*:-$all}
 
 # sources NAME: the files a harness is built from (relative to the top dir; ?FILE
@@ -38,6 +38,7 @@ sources() {
         ws_frame) echo "src/worker/ws_frame.c src/worker/utf8.c" ;;
         ws_deflate) echo "src/worker/ws_deflate.c src/common/buf.c -lz" ;;
         utf8) echo "src/worker/utf8.c" ;;
+        static) echo "src/worker/apps/static_path.c src/worker/apps/static_http.c" ;;
         *) return 1 ;;
     esac
 }
