@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "../common/log.h"
+#include "access_log.h"
 #include "reason.h"
 #include "websocket_int.h"
 
@@ -99,6 +100,8 @@ static void ws_reject(conn *c, int status, const char *text)
         buf_reset(tmp);
     }
     outq_append(&c->out, buf_head(tmp), buf_size(tmp));
+    if (c->w->alog) /* no scope: the line has the status only */
+        access_log_request(c->w->alog, c, NULL, c->h1.log_start, status, 0, NULL);
     conn_close_after_write(c);
 }
 

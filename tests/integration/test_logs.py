@@ -289,3 +289,15 @@ def websocket_session_logged_at_end(ctx):
     lines = wait_lines(path, 1)
     f = lines[0].split(" ")
     check_eq(f[:5], ["websocket", "GET", "/chat", "101", "0"], "websocket line %r" % lines[0])
+
+
+@test(timeout=20)
+def refused_websocket_handshake_logged(ctx):
+    srv, path = start_logged(ctx, "%s %y %X", app="echo")
+    c = Conn(srv.port)
+    c.send(b"GET /chat HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           b"Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+    r = c.read_response()
+    c.close()
+    check_eq(r.status, 426, "handshake refused")
+    check_eq(wait_lines(path, 1), ["426 http -"], "line of the refused handshake")
