@@ -55,6 +55,38 @@ static int ref_utf8(const uint8_t *s, size_t n)
     return 1;
 }
 
+/*
+ * Is s[0..n) a prefix of some valid UTF-8 text? True when it is valid, or
+ * becomes valid with one to three more continuation bytes (each candidate
+ * covers one of the lead bytes' ranges: 80..8F, 90..9F, A0..BF).
+ */
+static int ref_prefix(const uint8_t *s, size_t n)
+{
+    static const uint8_t cand[3] = {0x80, 0x90, 0xA0};
+    uint8_t tmp[1024 + 3];
+    if (n > 1024)
+        abort();
+    memcpy(tmp, s, n);
+    if (ref_utf8(tmp, n))
+        return 1;
+    for (int a = 0; a < 3; a++) {
+        tmp[n] = cand[a];
+        if (ref_utf8(tmp, n + 1))
+            return 1;
+        for (int b = 0; b < 3; b++) {
+            tmp[n + 1] = cand[b];
+            if (ref_utf8(tmp, n + 2))
+                return 1;
+            for (int c = 0; c < 3; c++) {
+                tmp[n + 2] = cand[c];
+                if (ref_utf8(tmp, n + 3))
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* A header parsed from a window of n bytes must agree with one parsed from all. */
 static void check_prefixes(const uint8_t *p, size_t avail, int whole, const ws_frame_hdr *hw)
 {
@@ -175,16 +207,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (msg_len + plen > MAX_MSG)
             return 0; /* message too big: 1009 */
+        memcpy(msg + msg_len, payload, plen);
         if (msg_text) {
             for (size_t off = 0; off < plen; off += step) {
                 size_t k = plen - off < step ? plen - off : step;
-                if (utf8_feed(&v, payload + off, k) < 0 && !utf8_failed_at_once) {
+                int rc = utf8_feed(&v, payload + off, k);
+                if (rc < 0)
                     utf8_failed_at_once = 1;
-                    /* fails "at once": the bytes so far are no valid prefix */
+                /* It fails at once: exactly when the bytes so far are no valid prefix. */
+                size_t seen = msg_len + off + k;
+                if (seen <= 1024 && (rc == 0) != ref_prefix(msg, seen)) {
+                    fprintf(stderr, "utf8_feed %d after %zu bytes, reference prefix %d\n", rc,
+                            seen, ref_prefix(msg, seen));
+                    abort();
                 }
             }
         }
-        memcpy(msg + msg_len, payload, plen);
         msg_len += plen;
         ctx.in_message = !h.fin;
         if (h.fin && complete && msg_text) {

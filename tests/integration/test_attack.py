@@ -277,8 +277,8 @@ def ws_read_frame(c):
     return fin, op, c.read_exact(n)
 
 
-def ws_echo_roundtrip(port, text="still here"):
-    c = ws_connect(port)
+def ws_echo_roundtrip(port, text="still here", path="/ws"):
+    c = ws_connect(port, path)
     try:
         c.send(ws_frame(0x1, text))
         fin, op, payload = ws_read_frame(c)
@@ -292,29 +292,32 @@ def ws_echo_roundtrip(port, text="still here"):
         c.close()
 
 
-def sse_stream(port, count=3):
-    r = request(port, "GET", "/?count=%d" % count, headers={"Accept": "text/event-stream"})
+def sse_stream(port, count=3, path="/"):
+    r = request(port, "GET", "%s?count=%d" % (path, count), headers={"Accept": "text/event-stream"})
     check_eq(r.status, 200, "SSE status")
     check(r.header("content-type", "").startswith("text/event-stream"), "SSE content type: %r" % r)
     check_eq(r.body.count(b"event: tick"), count, "SSE events in %r" % r.body[:200])
 
 
-def still_serves(srv, protocols=("http", "ws", "sse"), hello_path="/"):
-    """The server answers each protocol (echo app: all three)."""
-    if "http" in protocols:
-        r = request(srv.port, "POST", hello_path, body=b"ping") if hello_path == "/" else \
-            request(srv.port, "GET", hello_path)
-        check_eq(r.status, 200, "HTTP request after the attack")
-        if hello_path == "/":
-            check_eq(r.body, b"ping", "echo body after the attack")
-    if "ws" in protocols:
-        ws_echo_roundtrip(srv.port)
-    if "sse" in protocols:
-        sse_stream(srv.port)
+def still_serves(srv, prefix=""):
+    """The server answers HTTP, WebSocket and SSE: the echo app at prefix
+    (lifecycle servers mount echo at /echo, and their own /hello must answer too)."""
+    r = request(srv.port, "POST", prefix or "/", body=b"ping")
+    check_eq((r.status, r.body), (200, b"ping"), "HTTP echo after the attack")
+    ws_echo_roundtrip(srv.port, path=prefix + "/ws")
+    sse_stream(srv.port, path=prefix or "/")
+    if prefix:
+        r = request(srv.port, "GET", "/hello")
+        check_eq((r.status, r.body), (200, b"ok"), "the lifecycle app's /hello after the attack")
 
 
 def start_echo(ctx, config=ATTACK_CONFIG, **kw):
     return ctx.start("echo", config=config, **kw)
+
+
+def start_lifecycle(ctx, config=ATTACK_CONFIG):
+    """The lifecycle app (it logs how each exchange ended), echo at /echo."""
+    return ctx.start("lifecycle", config=config + "mounts:\n  - path: /echo\n    app: echo\n")
 
 
 # ---------------------------------------------------------------------------
@@ -418,7 +421,7 @@ def slowloris_1000(ctx):
     lim = raise_nofile(n + 2000)
     if lim < n + 200:
         raise Skip("RLIMIT_NOFILE %d is too low for %d connections" % (lim, n))
-    srv = ctx.start("hello", config="timeouts:\n  header: 2s\n  idle: 10s\n")
+    srv = start_echo(ctx, config="timeouts:\n  header: 2s\n  idle: 10s\n")
     plim = proc_nofile(srv.pid)
     check(plim is not None and plim >= n + 100,
           "pagid's open-file limit %s is below %d connections (it inherits the runner's)"
@@ -470,7 +473,7 @@ def slowloris_1000(ctx):
     check(not survivors, "%d slow connections outlived timeouts.header (oldest %.1fs)"
           % (len(survivors), max(survivors) if survivors else 0))
     wait_fds(srv, timeout=header_timeout + 3)
-    still_serves(srv, protocols=("http",), hello_path="/hello")
+    still_serves(srv)
 
 
 # ---------------------------------------------------------------------------
@@ -483,7 +486,7 @@ def slow_readers_large_responses(ctx):
     """40 clients reading 1 byte/s from 8 MiB responses: the worker keeps
     serving others, memory stays bounded, and each stalled response ends with
     write_timeout once no progress is made for timeouts.write."""
-    srv = ctx.start("lifecycle", config=ATTACK_CONFIG)
+    srv = start_lifecycle(ctx)
     n = 40
     ids = [tid(ctx, i) for i in range(n)]
     socks = []
@@ -525,14 +528,14 @@ def slow_readers_large_responses(ctx):
     grow = (rss1 or 0) - (rss0 or 0)
     ctx.note("slow readers: p99 %.2f ms, RSS +%d KiB" % (p99 * 1e3, grow))
     check_rss(ctx, grow, 64 * 1024, "with %d slow readers" % n)
-    still_serves(srv, protocols=("http",), hello_path="/hello")
+    still_serves(srv, "/echo")
 
 
 @test(timeout=60)
 def stalled_uploads(ctx):
     """Uploads that stop mid-body: the app's receive ends with http.disconnect
     (client_timeout) after timeouts.request; the fd is released."""
-    srv = ctx.start("lifecycle", config=ATTACK_CONFIG)
+    srv = start_lifecycle(ctx)
     ids = [tid(ctx, i) for i in range(20)]
     conns = []
     for i in ids:
@@ -556,14 +559,14 @@ def stalled_uploads(ctx):
     finally:
         for c in conns:
             c.close()
-    still_serves(srv, protocols=("http",), hello_path="/hello")
+    still_serves(srv, "/echo")
 
 
 @test(timeout=60)
 def abandoned_uploads(ctx):
     """Uploads closed mid-body (FIN, or RST): client_closed at once, no
     on_complete, release; the head alone then FIN too."""
-    srv = ctx.start("lifecycle", config=ATTACK_CONFIG)
+    srv = start_lifecycle(ctx)
     ids = []
     for k in range(30):
         i = tid(ctx, k)
@@ -581,7 +584,7 @@ def abandoned_uploads(ctx):
             c.close()
     check_endings(ctx, ids, ("client_closed",), timeout=5)
     wait_fds(srv)
-    still_serves(srv, protocols=("http",), hello_path="/hello")
+    still_serves(srv, "/echo")
 
 
 @test(timeout=60)
@@ -589,7 +592,7 @@ def abandoned_pipelines(ctx):
     """Ten pipelined requests, the client leaves after part of the first
     response: the one being served ends with a disconnect; none of the
     others runs (or, if it did, it ended once); no fd is kept."""
-    srv = ctx.start("lifecycle", config=ATTACK_CONFIG)
+    srv = start_lifecycle(ctx)
     all_ids = []
     for k in range(12):
         ids = [tid(ctx, "%d-%d" % (k, j)) for j in range(10)]
@@ -612,13 +615,13 @@ def abandoned_pipelines(ctx):
     firsts = [i for i in all_ids if i.endswith("-0")]
     check_endings(ctx, firsts, ("client_closed", "write_error"))
     wait_fds(srv)
-    still_serves(srv, protocols=("http",), hello_path="/hello")
+    still_serves(srv, "/echo")
 
 
 @test(timeout=60)
 def resets_mid_response(ctx):
     """SO_LINGER 0 closes in the middle of a streamed response, 50 times."""
-    srv = ctx.start("lifecycle", config=ATTACK_CONFIG)
+    srv = start_lifecycle(ctx)
     ids = [tid(ctx, i) for i in range(50)]
     for k, i in enumerate(ids):
         c = small_conn(srv.port)
@@ -627,7 +630,7 @@ def resets_mid_response(ctx):
         c.reset()
     check_endings(ctx, ids, ("client_closed", "write_error"))
     wait_fds(srv)
-    still_serves(srv, protocols=("http",), hello_path="/hello")
+    still_serves(srv, "/echo")
 
 
 @test(timeout=90)
