@@ -301,3 +301,35 @@ def refused_websocket_handshake_logged(ctx):
     c.close()
     check_eq(r.status, 426, "handshake refused")
     check_eq(wait_lines(path, 1), ["426 http -"], "line of the refused handshake")
+
+
+@test(timeout=30)
+def error_log_to_stderr_has_priorities(ctx):
+    srv = ctx.start("hello", workers=1)
+    srv.stop()
+    lines = [ln for ln in srv.stderr().splitlines() if ln]
+    check(lines and all(re.match(r"^<[3467]>(master|worker \d+)\[\d+\]: (error|warn|info|debug): ",
+                                 ln) for ln in lines),
+          "stderr lines without a syslog priority prefix: %r" % lines[:5])
+    check(any(ln.startswith("<6>worker 1[") for ln in lines), "no info line from worker 1")
+
+
+@test(timeout=30)
+def error_log_file_reopens_on_usr1(ctx):
+    path = os.path.join(ctx.tmpdir, "error.log")
+    srv = ctx.start("hello", workers=2, config="error_log:\n  path: %s\n" % path)
+    check(wait_for(lambda: sum("ready" in ln for ln in read_lines(path)) >= 2, 5),
+          "workers never said ready in %r" % read_lines(path))
+    line = read_lines(path)[0]
+    check(re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{4} \[(info|warn|error)\] ", line),
+          "file line format: %r" % line)
+    os.rename(path, path + ".1")
+    srv.signal(signal.SIGUSR1)
+    check(wait_for(lambda: os.path.exists(path), 5), "SIGUSR1 did not recreate %s" % path)
+    time.sleep(0.3)
+    srv.stop()
+    new = read_lines(path)
+    # After the reopen, the workers' and the master's stop messages land in the new file.
+    check(any(re.search(r"worker \d+\[\d+\]: .*exiting", ln) for ln in new),
+          "no worker line in the reopened error log: %r" % new)
+    check(any("master[" in ln for ln in new), "no master line in the reopened error log: %r" % new)
