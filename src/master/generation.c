@@ -30,6 +30,9 @@
 #include "../worker/worker.h"
 #include "supervisor.h"
 
+/* A heartbeat younger than this counts as fresh (beats come every 500 ms). */
+#define GEN_FRESH_MS 2000
+
 static double now_mono(void)
 {
     struct timespec ts;
@@ -211,14 +214,14 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
         return;
     }
     if (code == EXIT_RECYCLE) {
-        /* It served max_requests and drained itself: a planned replacement. */
+        /* It served max_requests and drained itself: a planned replacement,
+         * at once (it did real work, so no crash backoff applies). */
         log_info("worker %d (pid %d) recycled after max_requests; starting its replacement", w->num,
                  (int)pid);
         w->fast_crashes = 0;
         gen_spawn(e, g, w);
         return;
     }
-
     double uptime = now - w->started;
     w->fast_crashes = uptime * 1000.0 < SUPERVISOR_FAST_CRASH_MS ? w->fast_crashes + 1 : 0;
     unsigned delay = supervisor_backoff_ms(w->fast_crashes);
@@ -274,8 +277,9 @@ int gen_poll_ready(const gen_env *e, generation *g)
         if (w->state != WS_RUNNING)
             continue;
         if (!w->ready) {
+            /* Without the shared region nothing can be known: assume ready. */
             shm_worker *sw = shm_find(e->shm, (int)w->pid);
-            w->ready = sw && atomic_load(&sw->ready);
+            w->ready = !e->shm || (sw && atomic_load(&sw->ready));
         }
         all &= w->ready;
     }
@@ -306,7 +310,8 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
             /* SIGCONT too: a stopped process dies of SIGKILL anyway, but say it. */
             continue;
         }
-        fresh++;
+        /* For the watchdog a loop four beats late is already unwell. */
+        fresh += age <= GEN_FRESH_MS;
     }
     return fresh;
 }

@@ -92,7 +92,10 @@ int gen_poll_ready(const gen_env *e, generation *g);
  * old process moves to a retired slot and finishes its requests there.
  */
 void gen_poll_recycling(const gen_env *e, generation *g);
-/** SIGKILL workers whose heartbeat is older than timeouts.heartbeat; count of fresh ones. */
+/**
+ * SIGKILL workers whose heartbeat is older than timeouts.heartbeat; returns
+ * how many have a fresh one (at most 2 s old: what the watchdog wants).
+ */
 int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms);
 /** Stop respawning and send SIGTERM; the deadline is timeouts.shutdown plus grace. */
 void gen_drain(generation *g, double now);

@@ -61,6 +61,16 @@ static int hexval(char c)
     return -1;
 }
 
+/* Ours from now on: close-on-exec, and non-blocking like the sockets we
+ * bind (workers accept in batches until EAGAIN; systemd's are blocking). */
+static void adopt_fd(int fd)
+{
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
 static int is_listening_socket(int fd)
 {
     int v = 0;
@@ -134,8 +144,7 @@ int listeners_env_parse(const char *value, inherited_set *out, char *err, size_t
             *out = (inherited_set){.origin = "inherited"};
             return -1;
         }
-        /* Ours now, and no further exec may see it by accident. */
-        fcntl(out->items[out->n].fd, F_SETFD, FD_CLOEXEC);
+        adopt_fd(out->items[out->n].fd);
         out->n++;
         p += n;
         if (*p == ';')
@@ -163,7 +172,7 @@ int listeners_from_systemd(inherited_set *out)
     }
     for (int i = 0; i < n; i++) {
         int fd = SD_LISTEN_FDS_START + i;
-        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        adopt_fd(fd);
         out->items[i].fd = fd;
         /* systemd names every fd (by default after the unit, "unknown" when
          * nothing says): a name is only useful when it is a listen spec. */

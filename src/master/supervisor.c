@@ -343,8 +343,9 @@ static void reload(supervisor *s)
         goto fail;
     }
     g->deadline = start_deadline(c, supervisor_now());
-    /* A newer SIGHUP supersedes a reload still starting. */
-    for (generation *o = s->env.all; o; o = o->next) {
+    /* A newer SIGHUP supersedes a reload still starting (not the very
+     * first generation: until it is ready nothing else would serve). */
+    for (generation *o = s->env.all; o && s->active; o = o->next) {
         if (o->state == GEN_STARTING) {
             log_info("generation %u superseded by generation %u before it was ready", o->id, g->id);
             gen_drain(o, supervisor_now());
@@ -652,7 +653,9 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
         }
         if (now >= s.next_tick) {
             tick(&s, now);
-            s.next_tick = now + TICK_S;
+            /* A short WatchdogSec needs pings more often than the tick. */
+            double wd = notify_watchdog_interval();
+            s.next_tick = now + (wd > 0 && wd / 4 < TICK_S ? wd / 4 : TICK_S);
         }
         collect_generations(&s, now);
         if (s.state != MS_RUNNING && !s.env.all) {

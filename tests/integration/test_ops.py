@@ -55,7 +55,14 @@ def start_with_config(ctx, text, port, env=None, name="pagid.yaml", wait=True):
     ctx.servers.append(srv)
     if wait:
         srv.wait_ready()
+        wait_serving(srv)
     return srv, path
+
+
+def wait_serving(srv, timeout=10):
+    """Until the master says every worker passed lifespan startup."""
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), timeout),
+          "workers never became ready")
 
 
 def wait_workers(srv, n, timeout=5, pid=None):
@@ -295,8 +302,9 @@ def stopped_worker_replaced_by_heartbeat(ctx):
 def crash_loop_backs_off(ctx):
     port = free_port()
     srv, _ = start_with_config(ctx, base_config(ctx, port).replace("workers: 2", "workers: 1"),
-                               port, env={"OPSAPP_CRASH": "startup"})
+                               port, env={"OPSAPP_CRASH": "startup"}, wait=False)
     srv.allow_crash = True
+    srv.wait_ready()  # the master's socket queues connections; no worker ever serves
     time.sleep(3)
     forks = log_count(srv, r"worker 1 started")
     check(srv.alive(), "master gave up on a crashing (not fatal) worker")
@@ -358,7 +366,9 @@ def ttin_ttou_change_worker_count(ctx):
 def usr1_reopens_error_log(ctx):
     port = free_port()
     log = os.path.join(ctx.tmpdir, "error.log")
-    srv, _ = start_with_config(ctx, base_config(ctx, port, "error_log: {path: %s}\n" % log), port)
+    srv, _ = start_with_config(ctx, base_config(ctx, port, "error_log: {path: %s}\n" % log), port,
+                               wait=False)
+    srv.wait_ready()
     workers = wait_workers(srv, 2)
     check(wait_for(lambda: os.path.exists(log) and "all workers ready" in open(log).read(), 5),
           "nothing in the error log")

@@ -14,7 +14,7 @@ TESTS += tests/unit/test_listeners tests/unit/test_supervisor
 
 tests_unit_test_listeners_SOURCES = tests/unit/test_listeners.c
 tests_unit_test_listeners_CFLAGS = $(UNIT_TEST_CFLAGS)
-tests_unit_test_listeners_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+tests_unit_test_listeners_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIBS) $(CHECK_LIBS)
 
 tests_unit_test_supervisor_SOURCES = tests/unit/test_supervisor.c
 tests_unit_test_supervisor_CFLAGS = $(UNIT_TEST_CFLAGS)

@@ -1,8 +1,11 @@
 /*
  * test_listeners.c - Check suite for src/master/listeners.c: socket options
  * on TCP (IPv4, IPv6) listeners, bind errors, and the unix socket rules
- * (stale file removed, live socket or non-socket refused, unlink only ours).
+ * (stale file removed, live socket or non-socket refused, unlink only ours);
+ * sockets kept across a reload, and the inherited-fd environment variable
+ * of the binary upgrade (format, parse, take over by address or by name).
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -258,6 +261,173 @@ START_TEST(unix_path_too_long)
 }
 END_TEST
 
+/* ---- reuse across generations, inherited sockets (reload, upgrade) ---- */
+
+static ino_t sock_ino(int fd)
+{
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    return st.st_ino;
+}
+
+static int bound_port(int fd)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    return ntohs(sin.sin_port);
+}
+
+/* A reload's set shares the live set's kernel sockets (dups, close-on-exec). */
+START_TEST(reuse_keeps_socket)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, "127.0.0.1:0", "127.0.0.1", 0, NULL, &l);
+    listener_set a, b;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &a, err, sizeof err), 0);
+    l.port = bound_port(a.items[0].fd);
+    const listener_set *reuse[] = {&a};
+    ck_assert_int_eq(listeners_open_with(&c, &b, reuse, 1, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(b.n, 1);
+    ck_assert_int_ne(b.items[0].fd, a.items[0].fd);
+    ck_assert_uint_eq(sock_ino(b.items[0].fd), sock_ino(a.items[0].fd));
+    ck_assert(fcntl(b.items[0].fd, F_GETFD) & FD_CLOEXEC);
+    listeners_destroy(&a);
+    ck_assert_int_eq(int_opt(b.items[0].fd, SOL_SOCKET, SO_ACCEPTCONN), 1);
+    listeners_destroy(&b);
+}
+END_TEST
+
+/* A unix socket is reused while its file still names it; the old set may not unlink it then. */
+START_TEST(reuse_unix_socket)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set a, b;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &a, err, sizeof err), 0);
+    const listener_set *reuse[] = {&a};
+    ck_assert_int_eq(listeners_open_with(&c, &b, reuse, 1, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(sock_ino(b.items[0].fd), sock_ino(a.items[0].fd));
+    ck_assert(listeners_has_unix(&b, a.unix_dev[0], a.unix_ino[0]));
+    a.unix_ino[0] = 0; /* what gen_free does when another set holds it */
+    listeners_destroy(&a);
+    ck_assert_int_eq(access(sock_path, F_OK), 0);
+    listeners_destroy(&b);
+    ck_assert_int_ne(access(sock_path, F_OK), 0);
+}
+END_TEST
+
+START_TEST(env_roundtrip)
+{
+    pagid_listen l[2] = {
+        {.kind = LISTEN_TCP, .spec = "127.0.0.1:0", .host = "127.0.0.1"},
+        {.kind = LISTEN_UNIX, .spec = "unix:a;b%c", .path = sock_path},
+    };
+    pagid_config c;
+    memset(&c, 0, sizeof c);
+    c.listens = l;
+    c.n_listens = 2;
+    listener_set ls;
+    char err[256], env[512];
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), 0);
+    ck_assert_int_gt(listeners_env_format(&ls, env, sizeof env), 0);
+    char want[128];
+    snprintf(want, sizeof want, "%d:127.0.0.1:0;%d:unix:a%%3Bb%%25c", ls.items[0].fd,
+             ls.items[1].fd);
+    ck_assert_str_eq(env, want);
+    ck_assert_int_eq(listeners_env_format(&ls, env, 8), -1);
+    ck_assert_int_gt(listeners_env_format(&ls, env, sizeof env), 0);
+
+    inherited_set inh;
+    ck_assert_int_eq(listeners_env_parse(env, &inh, err, sizeof err), 0);
+    ck_assert_uint_eq(inh.n, 2);
+    ck_assert_int_eq(inh.items[0].fd, ls.items[0].fd);
+    ck_assert_str_eq(inh.items[0].name, "127.0.0.1:0");
+    ck_assert_str_eq(inh.items[1].name, "unix:a;b%c");
+    /* the parser leaves them non-blocking and close-on-exec */
+    ck_assert(fcntl(inh.items[1].fd, F_GETFL) & O_NONBLOCK);
+    ck_assert(fcntl(inh.items[1].fd, F_GETFD) & FD_CLOEXEC);
+    for (size_t i = 0; i < inh.n; i++)
+        inh.items[i].fd = -1; /* still ls's */
+    inherited_set_free(&inh, 0);
+    listeners_destroy(&ls);
+}
+END_TEST
+
+START_TEST(env_parse_rejects)
+{
+    inherited_set inh;
+    char err[256], v[64];
+    ck_assert_int_eq(listeners_env_parse("", &inh, err, sizeof err), 0);
+    ck_assert_uint_eq(inh.n, 0);
+    ck_assert_int_eq(listeners_env_parse("abc", &inh, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "malformed"));
+    ck_assert_int_eq(listeners_env_parse("7", &inh, err, sizeof err), -1);
+    /* stdin is no listening socket */
+    ck_assert_int_eq(listeners_env_parse("0:127.0.0.1:80", &inh, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a listening socket"));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    snprintf(v, sizeof v, "%d:a%%zz", fd);
+    ck_assert_int_eq(listeners_env_parse(v, &inh, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "escape"));
+    snprintf(v, sizeof v, "%d:a%%2", fd);
+    ck_assert_int_eq(listeners_env_parse(v, &inh, err, sizeof err), -1);
+    close(fd);
+}
+END_TEST
+
+/* An inherited socket bound to the listen address is taken over, not bound again. */
+START_TEST(inherited_taken_by_address)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, "127.0.0.1:0", "127.0.0.1", 0, NULL, &l);
+    listener_set a, b;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &a, err, sizeof err), 0);
+    int fd = a.items[0].fd;
+    l.port = bound_port(fd);
+    int spare = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(spare, (struct sockaddr *)&sin, sizeof sin), 0);
+    ck_assert_int_eq(listen(spare, 4), 0);
+    inherited_fd items[2] = {{.fd = spare, .name = NULL}, {.fd = fd, .name = NULL}};
+    inherited_set inh = {.items = items, .n = 2, .origin = "test"};
+    ck_assert_int_eq(listeners_open_with(&c, &b, NULL, 0, &inh, err, sizeof err), 0);
+    ck_assert_int_eq(b.items[0].fd, fd);
+    ck_assert_int_eq(items[1].fd, -1);
+    ck_assert_int_eq(items[0].fd, spare); /* another address: left alone */
+    close(spare);
+    a.items[0].fd = -1;
+    listeners_destroy(&a);
+    listeners_destroy(&b);
+}
+END_TEST
+
+/* A systemd-style name equal to the listen spec wins over the address. */
+START_TEST(inherited_taken_by_name)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, "8080", "127.0.0.1", 8080, NULL, &l);
+    int spare = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(spare, (struct sockaddr *)&sin, sizeof sin), 0);
+    ck_assert_int_eq(listen(spare, 4), 0);
+    char *name = strdup("8080");
+    inherited_fd items[1] = {{.fd = spare, .name = name}};
+    inherited_set inh = {.items = items, .n = 1, .origin = "test"};
+    listener_set b;
+    char err[256];
+    ck_assert_int_eq(listeners_open_with(&c, &b, NULL, 0, &inh, err, sizeof err), 0);
+    ck_assert_uint_eq(b.n, 1);
+    ck_assert_int_eq(b.items[0].fd, spare);
+    ck_assert_int_eq(items[0].fd, -1);
+    free(name);
+    listeners_destroy(&b);
+}
+END_TEST
+
 static Suite *listeners_suite(void)
 {
     Suite *s = suite_create("listeners");
@@ -278,6 +448,15 @@ static Suite *listeners_suite(void)
     tcase_add_test(un, unix_unlink_only_ours);
     tcase_add_test(un, unix_path_too_long);
     suite_add_tcase(s, un);
+    TCase *re = tcase_create("reuse");
+    tcase_add_checked_fixture(re, setup, teardown);
+    tcase_add_test(re, reuse_keeps_socket);
+    tcase_add_test(re, reuse_unix_socket);
+    tcase_add_test(re, env_roundtrip);
+    tcase_add_test(re, env_parse_rejects);
+    tcase_add_test(re, inherited_taken_by_address);
+    tcase_add_test(re, inherited_taken_by_name);
+    suite_add_tcase(s, re);
     return s;
 }
 

@@ -1,7 +1,9 @@
 /*
  * test_supervisor.c - Check suite for src/master/supervisor.c: the restart
  * backoff, and the master cycle run for real (fork, crash loop, fatal
- * workers, graceful and fast stop) with a scripted worker_run defined here,
+ * workers, graceful and fast stop, SIGTTIN/SIGTTOU, recycling, a stale
+ * heartbeat, operator signals without a command line) with a scripted
+ * worker_run defined here,
  * which the linker takes instead of the real worker's.
  */
 #include <check.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/exitcodes.h"
+#include "common/shm.h"
 #include "common/log.h"
 #include "master/supervisor.h"
 
@@ -24,6 +27,8 @@ typedef enum worker_script {
     EXIT_FATAL,     /* app cannot start */
     EXIT_CRASH,     /* exit(1) at once: a crash loop */
     IGNORE_TERM,    /* a stuck worker: only SIGQUIT/SIGKILL stop it */
+    EXIT_RECYCLED,  /* exit(EXIT_RECYCLE) after 0.25 s: max_requests reached */
+    NO_HEARTBEAT,   /* claims its shm slot, says ready, never beats again */
 } worker_script;
 
 static worker_script script;
@@ -35,11 +40,27 @@ int worker_run(const pagid_config *cfg, const worker_listener *l, size_t n, int 
     char b = (char)num;
     if (spawn_pipe[1] >= 0 && write(spawn_pipe[1], &b, 1) != 1)
         return 9;
+    /* Like the real worker: a slot, and ready once "lifespan startup" passed. */
+    if (script != EXIT_FATAL && script != NO_HEARTBEAT) {
+        shm_worker *w = shm_claim(shm, (int)getpid(), num, generation);
+        if (w)
+            atomic_store(&w->ready, 1);
+    }
     switch (script) {
     case EXIT_FATAL:
         return EXIT_WORKER_FATAL;
     case EXIT_CRASH:
         return 1;
+    case EXIT_RECYCLED:
+        usleep(250000);
+        return EXIT_RECYCLE;
+    case NO_HEARTBEAT: {
+        shm_worker *w = shm_claim(shm, (int)getpid(), num, generation);
+        if (w)
+            atomic_store(&w->ready, 1);
+        for (;;)
+            pause();
+    }
     case IGNORE_TERM:
         signal(SIGTERM, SIG_IGN);
         /* fall through */
@@ -209,6 +230,74 @@ START_TEST(kill9_replaced_fast)
 }
 END_TEST
 
+/* SIGTTIN adds a worker, SIGTTOU drains one but never the last. */
+START_TEST(ttin_ttou)
+{
+    pid_t m = start_master(RUN_UNTIL_TERM, 2);
+    usleep(200000);
+    ck_assert_int_eq(spawns(), 2);
+    kill(m, SIGTTIN);
+    usleep(200000);
+    ck_assert_int_eq(spawns(), 1);
+    kill(m, SIGTTOU);
+    usleep(100000);
+    kill(m, SIGTTOU);
+    usleep(100000);
+    kill(m, SIGTTOU); /* refused: one left */
+    usleep(200000);
+    ck_assert_int_eq(spawns(), 0); /* drained workers are not replaced */
+    kill(m, SIGTTIN);
+    usleep(200000);
+    ck_assert_int_eq(spawns(), 1);
+    kill(m, SIGTERM);
+    ck_assert_int_eq(wait_master(m, 3), EXIT_OK);
+}
+END_TEST
+
+/* A recycled worker (max_requests) is replaced at once: no crash backoff. */
+START_TEST(recycle_respawns_at_once)
+{
+    pid_t m = start_master(EXIT_RECYCLED, 1);
+    usleep(1100000);
+    kill(m, SIGTERM);
+    ck_assert_int_eq(wait_master(m, 3), EXIT_OK);
+    /* every 0.25 s: starts at 0, .25, .5, .75, 1.0 (a backoff would allow 4) */
+    int n = spawns();
+    ck_assert_int_ge(n, 5);
+    ck_assert_int_le(n, 6);
+}
+END_TEST
+
+/* A worker whose heartbeat goes stale is killed and replaced. */
+START_TEST(stale_heartbeat_killed)
+{
+    cfg.timeouts.heartbeat = 0.3;
+    pid_t m = start_master(NO_HEARTBEAT, 1);
+    usleep(1500000);
+    int n = spawns();
+    kill(m, SIGTERM);
+    ck_assert_int_eq(wait_master(m, 3), EXIT_OK);
+    /* 0.3 s stale + up to a 0.25 s tick: a few generations of it in 1.5 s */
+    ck_assert_int_ge(n, 2);
+    ck_assert_int_le(n, 5);
+}
+END_TEST
+
+/* Without a command line (tests, embedders) SIGHUP and SIGUSR2 are refused, harmlessly. */
+START_TEST(hup_usr2_without_opts)
+{
+    pid_t m = start_master(RUN_UNTIL_TERM, 1);
+    usleep(200000);
+    kill(m, SIGHUP);
+    kill(m, SIGUSR2);
+    kill(m, SIGUSR1);
+    usleep(200000);
+    ck_assert_int_eq(spawns(), 1);
+    kill(m, SIGTERM);
+    ck_assert_int_eq(wait_master(m, 3), EXIT_OK);
+}
+END_TEST
+
 static Suite *supervisor_suite(void)
 {
     Suite *s = suite_create("supervisor");
@@ -223,6 +312,10 @@ static Suite *supervisor_suite(void)
     tcase_add_test(c, fatal_not_respawned);
     tcase_add_test(c, crash_loop_backs_off);
     tcase_add_test(c, kill9_replaced_fast);
+    tcase_add_test(c, ttin_ttou);
+    tcase_add_test(c, recycle_respawns_at_once);
+    tcase_add_test(c, stale_heartbeat_killed);
+    tcase_add_test(c, hup_usr2_without_opts);
     suite_add_tcase(s, c);
     return s;
 }

@@ -1,0 +1,253 @@
+"""systemd: socket activation with systemd-socket-activate, and the sd_notify
+protocol seen from a NOTIFY_SOCKET this test plays systemd with (READY only
+once the workers passed lifespan startup, RELOADING=1 + MONOTONIC_USEC then
+READY=1 around a reload, STATUS, WATCHDOG only while heartbeats are fresh,
+STOPPING=1); the units in packaging/systemd pass systemd-analyze verify."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import lib
+from lib import SLOW, Skip, TestFailure, check, check_eq, free_port, request, test, wait_for
+
+
+class Notifications:
+    """A unix datagram socket playing systemd's NOTIFY_SOCKET; keeps (time, line)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.settimeout(0.1)
+        self.lines = []
+        self.lock = threading.Lock()
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            now = time.monotonic()
+            with self.lock:
+                for line in data.decode("utf-8", "replace").splitlines():
+                    self.lines.append((now, line))
+            if self.on_message:
+                self.on_message(data.decode("utf-8", "replace"))
+
+    on_message = None
+
+    def all(self):
+        with self.lock:
+            return list(self.lines)
+
+    def index(self, pred, start=0):
+        for i, (_, line) in enumerate(self.all()):
+            if i >= start and pred(line):
+                return i
+        return -1
+
+    def wait(self, pred, timeout, start=0):
+        return wait_for(lambda: self.index(pred, start) >= 0, timeout)
+
+    def close(self):
+        self.stop_flag.set()
+        self.thread.join(2)
+        self.sock.close()
+
+
+class Activated:
+    """systemd-socket-activate -l ADDR -E ... pagid ARGS, stopped by pid."""
+
+    def __init__(self, ctx, port, args, env):
+        tool = shutil.which("systemd-socket-activate")
+        if not tool:
+            raise Skip("systemd-socket-activate not installed (Debian package systemd)")
+        self.stderr_path = os.path.join(ctx.tmpdir, "activated.stderr")
+        self.err = open(self.stderr_path, "wb")
+        argv = [tool, "-l", "127.0.0.1:%d" % port]
+        full_env = dict(os.environ)
+        for k, v in env.items():
+            full_env[k] = v
+            argv += ["-E", k]
+        argv += [ctx.pagid] + args
+        # systemd-socket-activate execs pagid on the first connection, same pid
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.err,
+                                     stderr=self.err, env=full_env, cwd=ctx.tmpdir)
+        self.pid = self.proc.pid
+
+    def stderr(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10 * SLOW)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.err.close()
+        return self.proc.returncode
+
+
+def activated(ctx, port, extra_env, config):
+    note = Notifications(os.path.join(ctx.tmpdir, "notify.sock"))
+    env = {"NOTIFY_SOCKET": note.path}
+    env.update(extra_env)
+    path = lib.write_config(ctx, config)
+    # -l names the same address: pagid must take the activated socket, since
+    # binding the port itself would fail (systemd's socket has no REUSEPORT)
+    srv = Activated(ctx, port, ["-c", path, "-l", "127.0.0.1:%d" % port], env)
+    return srv, note, path
+
+
+def trigger(port):
+    """Connect until systemd-socket-activate listens; that connection execs pagid."""
+    def attempt():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return True
+        except OSError:
+            return False
+    check(wait_for(attempt, 10), "systemd-socket-activate not listening on %d" % port)
+
+
+def dump(ctx, srv, note):
+    ctx.note("notifications: %r" % [line for _, line in note.all()][-30:])
+    ctx.note("pagid stderr: %s" % srv.stderr()[-3000:])
+
+
+@test(timeout=60)
+def socket_activation_and_notify_sequence(ctx):
+    port = free_port()
+    srv, note, _ = activated(ctx, port, {}, "workers: 2\napp: hello\ntimeouts: {keepalive: 5s}\n")
+    try:
+        ready_snapshot = []
+        note.on_message = lambda m: ready_snapshot.append(srv.stderr()) if "READY=1" in m else None
+        # The first connection makes systemd-socket-activate exec pagid.
+        trigger(port)
+        r = request(port, "GET", "/", timeout=10)
+        check_eq(r.status, 200, "first request through the activated socket")
+        check(note.wait(lambda ln: ln == "READY=1", 10), "no READY=1")
+        err = srv.stderr()
+        check("socket activation: 1 socket from systemd" in err, "activated socket not used")
+        check(ready_snapshot and len(re.findall(r"worker \d ready", ready_snapshot[0])) == 2,
+              "READY=1 before both workers passed lifespan startup: %r"
+              % (ready_snapshot[:1] or [""])[0][-800:])
+        check(note.index(lambda ln: ln.startswith("MAINPID=%d" % srv.pid)) >= 0, "no MAINPID")
+        check(note.wait(lambda ln: ln.startswith("STATUS=generation 1:") and "2 workers" in ln,
+                        5), "no STATUS line with generation and workers")
+        for _ in range(20):
+            check_eq(request(port, "GET", "/").status, 200, "status")
+
+        # Reload: RELOADING=1 with MONOTONIC_USEC, then READY=1 once generation 2 serves.
+        start = len(note.all())
+        ready_snapshot.clear()
+        t0 = time.monotonic()
+        os.kill(srv.pid, signal.SIGHUP)
+        check(note.wait(lambda ln: ln == "RELOADING=1", 5, start), "no RELOADING=1")
+        i = note.index(lambda ln: ln == "RELOADING=1", start)
+        lines = [ln for _, ln in note.all()]
+        m = [ln for ln in lines[i:i + 3] if ln.startswith("MONOTONIC_USEC=")]
+        check(m, "RELOADING=1 without MONOTONIC_USEC: %r" % lines[i:i + 3])
+        usec = int(m[0].split("=", 1)[1])
+        mono = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
+        check(abs(mono - usec) < 10e6 * SLOW, "MONOTONIC_USEC %d is not CLOCK_MONOTONIC (%d)"
+              % (usec, mono))
+        check(note.wait(lambda ln: ln == "READY=1", 10, i), "no READY=1 after RELOADING=1")
+        check(ready_snapshot and "generation 2 ready" in ready_snapshot[0],
+              "READY=1 before the new generation was ready")
+        check(time.monotonic() - t0 < 10 * SLOW, "reload took too long")
+        check(note.wait(lambda ln: ln.startswith("STATUS=generation 2:"), 5),
+              "STATUS does not show generation 2")
+        check_eq(request(port, "GET", "/").status, 200, "status after reload")
+
+        # Stop: STOPPING=1, exit 0.
+        start = len(note.all())
+        rc = srv.stop()
+        check(note.index(lambda ln: ln == "STOPPING=1", start) >= 0, "no STOPPING=1")
+        check_eq(rc, 0, "exit status")
+        check(not re.search(r"crashed|Sanitizer", srv.stderr()), "a crash in the log")
+    except TestFailure:
+        dump(ctx, srv, note)
+        raise
+    finally:
+        srv.stop()
+        note.close()
+
+
+@test(timeout=60)
+def watchdog_only_while_heartbeats_fresh(ctx):
+    port = free_port()
+    # heartbeat 0: the stopped worker is not killed, so the gap stays visible
+    srv, note, _ = activated(ctx, port, {"WATCHDOG_USEC": "600000"},
+                             "workers: 2\napp: hello\ntimeouts: {heartbeat: 0}\n")
+    try:
+        trigger(port)
+        check_eq(request(port, "GET", "/", timeout=10).status, 200, "first request")
+        check(note.wait(lambda ln: ln == "READY=1", 10), "no READY=1")
+
+        def pings(since):
+            return [t for t, ln in note.all() if ln == "WATCHDOG=1" and t >= since]
+        t0 = time.monotonic()
+        time.sleep(1.5)
+        n = len(pings(t0))
+        check(3 <= n <= 8, "%d WATCHDOG=1 in 1.5s with WatchdogSec=0.6s (every 0.3s expected)"
+              % n)
+        workers = lib.children_of(srv.pid)
+        check_eq(len(workers), 2, "workers")
+        os.kill(workers[0], signal.SIGSTOP)
+        try:
+            time.sleep(2.5)  # the heartbeat goes stale after 2s
+            t1 = time.monotonic()
+            time.sleep(1.5)
+            check_eq(len(pings(t1)), 0, "WATCHDOG=1 while a worker's loop is stopped")
+        finally:
+            os.kill(workers[0], signal.SIGCONT)
+        t2 = time.monotonic()
+        time.sleep(1.5)
+        check(len(pings(t2)) >= 3, "pings did not resume after SIGCONT")
+    except TestFailure:
+        dump(ctx, srv, note)
+        raise
+    finally:
+        srv.stop()
+        note.close()
+
+
+@test(timeout=60)
+def units_verify(ctx):
+    tool = shutil.which("systemd-analyze")
+    if not tool:
+        raise Skip("systemd-analyze not installed (Debian package systemd)")
+    src = os.path.join(lib.REPO, "packaging", "systemd")
+    for name in ("pagid.service", "pagid.socket"):
+        with open(os.path.join(src, name)) as f:
+            text = f.read()
+        # verify checks that the binary exists: point it at the one under test
+        with open(os.path.join(ctx.tmpdir, name), "w") as f:
+            f.write(text.replace("/usr/sbin/pagid", ctx.pagid))
+    p = subprocess.run([tool, "verify", "--man=no", "./pagid.service", "./pagid.socket"],
+                       cwd=ctx.tmpdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=30)
+    out = p.stdout.decode("utf-8", "replace")
+    check(p.returncode == 0 and not out.strip(), "systemd-analyze verify: %s" % out)
+    service = open(os.path.join(src, "pagid.service")).read()
+    for key in ("Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "WatchdogSec=",
+                "NoNewPrivileges=yes", "ProtectSystem=strict", "RuntimeDirectory=pagid",
+                "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+                "CapabilityBoundingSet=CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID"):
+        check(key in service, "pagid.service lacks %s" % key)
