@@ -322,7 +322,7 @@ static void deny_status(ws_conn *ws, int status)
     if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
     ws->state = WS_DENIED;
-    c->h1.log_status = 403;
+    c->h1.log_status = status;
     scope_mark_started(ws->s);
     conn_close_after_write(c);
 }
