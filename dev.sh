@@ -18,7 +18,7 @@ JOBS=${JOBS:-2}
 PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
           libhttp-parser-dev libyaml-dev libsystemd-dev zlib1g-dev nettle-dev check curl python3
           python3-websockets nginx-light wrk hey chromium chromium-driver
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev systemd)
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'dev.sh: %s\n' "$*" >&2; exit 1; }
