@@ -523,6 +523,7 @@ static int ws_next_event(pagi_scope *s, pagi_event *ev, int take)
         else
             ev->bytes = body;
         free(m);
+        ws_queue_taken(ws);
         return 1;
     }
     if (scope_is_connected(s) && !scope_is_complete(s))

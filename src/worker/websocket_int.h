@@ -45,7 +45,8 @@ typedef struct ws_conn {
     ws_state state;
     int connect_delivered;
     int app_finished;
-    int input_pending; /* frames may wait in c->in since before the accept */
+    int input_pending; /* frames wait in c->in: read them at the next flush (not in an app call) */
+    int paused;        /* the queue is full but a receive is pending: the next message waits */
     char accept_key[29];
 
     /* permessage-deflate: what the client offered that we can accept, and the streams */
@@ -101,6 +102,8 @@ void ws_opened(ws_conn *ws);
 void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_len);
 /** Apply a websocket.keepalive (interval 0 stops; timeout 0 = no pong check). */
 void ws_set_keepalive(ws_conn *ws, double interval, double timeout);
+/** A message was taken from the queue: read again if reading paused for room. */
+void ws_queue_taken(ws_conn *ws);
 /** Free queued messages. */
 void ws_drop_queue(ws_conn *ws);
 /** Free the ws_conn once neither side needs it (and detach the scope). */

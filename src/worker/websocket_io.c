@@ -217,6 +217,9 @@ void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_
         return;
     ws_queue_close(ws, code, reason, reason_len);
     ws->state = WS_CLOSE_SENT;
+    /* Frames held back for queue room may hold the peer's Close: read them at the flush. */
+    ws->paused = 0;
+    ws->input_pending = buf_size(&ws->c->in) > 0;
     ws_stop_keepalive(ws);
     ev_timer_stop(ws_loop(ws), &ws->idle_timer);
     ws_arm_close_timer(ws);
@@ -250,6 +253,23 @@ void ws_maybe_release(ws_conn *ws)
 static size_t max_message(const ws_conn *ws)
 {
     return ws->c->w->cfg->limits.max_ws_message_size;
+}
+
+static int queue_full(const ws_conn *ws)
+{
+    size_t limit = ws->c->w->cfg->limits.max_receive_queue;
+    return ws->q_count >= (limit ? limit : 1);
+}
+
+void ws_queue_taken(ws_conn *ws)
+{
+    if (!ws->paused || !ws->c || ws->state == WS_GONE)
+        return;
+    ws->paused = 0;
+    /* Called from a delivery: read at the next flush, not inside the app's callback chain. */
+    ws->input_pending = 1;
+    conn_schedule_flush(ws->c);
+    conn_refresh(ws->c);
 }
 
 static int ws_on_payload(ws_conn *ws, const uint8_t *p, size_t n)
@@ -302,8 +322,7 @@ static int ws_on_message_end(ws_conn *ws)
         ws_fail(ws, WS_CLOSE_INVALID_PAYLOAD, "text message ends inside a UTF-8 sequence");
         return -1;
     }
-    size_t limit = ws->c->w->cfg->limits.max_receive_queue;
-    if (ws->q_count >= (limit ? limit : 1)) {
+    if (queue_full(ws)) {
         ws_fail(ws, WS_CLOSE_POLICY, "receive queue overflow");
         return -1;
     }
@@ -372,6 +391,13 @@ static void ws_read_frames(ws_conn *ws)
         uint8_t *p = (uint8_t *)c->in.data + c->in.off;
         size_t avail = buf_size(&c->in);
         if (!ws->in_frame) {
+            if (!ws->in_message && ws->state == WS_OPEN && queue_full(ws) &&
+                scope_receive_waiting(ws->s)) {
+                /* The app is draining (a receive is pending): let the next message wait for
+                 * room rather than count it as an overflow. */
+                ws->paused = 1;
+                break;
+            }
             int r = ws_frame_parse_header(p, avail, &ws->fh);
             if (r == 0)
                 break;
@@ -496,7 +522,7 @@ static int ws_wants_read(const conn *c)
         return buf_size(&c->in) < HANDSHAKE_INPUT_MAX;
     case WS_OPEN:
         /* Pongs we owe a peer that does not read must not grow without bound. */
-        return outq_buffered(&c->out) < 4 * c->w->cfg->high_watermark;
+        return !ws->paused && outq_buffered(&c->out) < 4 * c->w->cfg->high_watermark;
     case WS_CLOSE_SENT:
         return 1;
     default:

@@ -871,6 +871,22 @@ def queue_overflow_1008(ctx):
     check("on_disconnect queue_overflow" in ev, "on_disconnect queue_overflow: %r" % ev)
 
 
+@test()
+def full_queue_waits_while_a_receive_is_pending(ctx):
+    """A burst larger than the queue, to an app that is draining (a receive is pending): the
+    message that does not fit waits for room instead of counting as an overflow."""
+    srv = ctx.start(wsapp(ctx), config="limits:\n  max_receive_queue: 3\n")
+    ws = RawWS(srv.port, "/echo?id=burst")
+    lib.wait_event(ctx, "burst", "accepted")
+    time.sleep(0.1)
+    ws.sock.sendall(b"".join(masked_frame(0x1, b"m%d" % i) for i in range(4)))
+    for i in range(4):
+        check_eq(ws.recv_message(), (1, b"m%d" % i), "echo %d of the burst" % i)
+    ws.send_close(1000)
+    ws.expect_close(1000)
+    check_disconnect(ctx, "burst", 1000, "")
+
+
 @test(timeout=60)
 def backpressure_high_water_and_drain(ctx):
     srv = ctx.start(wsapp(ctx))
