@@ -546,8 +546,11 @@ def echo_ticks_timing(ctx):
     ev = c.events
     check_eq([(e.type, e.data, e.last_event_id) for e in ev],
              [("tick", str(i), str(i)) for i in range(1, 6)], "echo ticks")
-    gaps = [b.t - a.t for a, b in zip(ev, ev[1:])]
-    check(all(0.12 <= g <= 0.6 * SLOW for g in gaps), "gaps between 200 ms ticks: %r" % gaps)
+    # Arrival times on a busy machine jitter; the span and the median do not lie.
+    gaps = sorted(b.t - a.t for a, b in zip(ev, ev[1:]))
+    span = ev[-1].t - ev[0].t
+    check(0.6 <= span <= 2.5 * SLOW and 0.12 <= gaps[len(gaps) // 2] <= 0.4 * SLOW,
+          "4 gaps of 200 ms: span %.2fs, gaps %r" % (span, gaps))
     check(c.end_time - t0 < 3 * SLOW, "stream took %.1fs" % (c.end_time - t0))
     c.wait_eof(3)
 
@@ -574,8 +577,8 @@ def keepalive_interval_and_comment(ctx):
     check(3 <= len(pings) <= 6, "0.2 s keepalive over 1.1 s: %d comments %r"
           % (len(pings), c.parser.comments))
     check_eq(len(pings), len(c.parser.comments), "only the configured comment text")
-    gaps = [b - a for a, b in zip(pings, pings[1:])]
-    check(all(0.1 <= g <= 0.5 * SLOW for g in gaps), "keepalive gaps: %r" % gaps)
+    gaps = sorted(b - a for a, b in zip(pings, pings[1:]))
+    check(0.12 <= gaps[len(gaps) // 2] <= 0.4 * SLOW, "median keepalive gap: %r" % gaps)
     check_eq([e.data for e in c.events], ["started"], "keepalive comments dispatch no event")
     # The default comment is empty: just ':'.
     c = keepalive_stream(ctx, srv, "empty", "ka2")
