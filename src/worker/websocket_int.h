@@ -62,7 +62,8 @@ typedef struct ws_conn {
     uint64_t frame_done; /* payload bytes of fh already consumed */
     int in_message;      /* a data message is open (fragments expected) */
     int msg_text, msg_compressed;
-    buf msg; /* the message being assembled (inflated if compressed) */
+    uint64_t msg_wire; /* payload bytes of the message on the wire (compressed size) */
+    buf msg;           /* the message being assembled (inflated if compressed) */
     utf8_validator u8;
     size_t ctl_len;
     uint8_t ctl[WS_MAX_CONTROL_PAYLOAD]; /* control frame payload being assembled */

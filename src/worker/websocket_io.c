@@ -416,14 +416,21 @@ static void ws_read_frames(ws_conn *ws)
                 ws->in_message = 1;
                 ws->msg_text = ws->fh.opcode == WS_OP_TEXT;
                 ws->msg_compressed = ws->fh.rsv1;
+                ws->msg_wire = 0;
                 buf_reset(&ws->msg);
                 utf8_reset(&ws->u8);
             }
-            /* Refuse an oversized frame from its header, before buffering any of it. */
-            if (ws->fh.opcode < 8 && ws->state == WS_OPEN && !ws->msg_compressed &&
-                buf_size(&ws->msg) + ws->fh.len > max_message(ws)) {
-                ws_fail(ws, WS_CLOSE_TOO_BIG, "message too big");
-                return;
+            /* Refuse an oversized frame from its header, before buffering any of it. Deflate
+             * never grows data by more than a little, so a compressed message much larger on
+             * the wire than the limit is refused too (it could inflate to nothing, forever). */
+            if (ws->fh.opcode < 8 && ws->state == WS_OPEN) {
+                uint64_t max = max_message(ws);
+                ws->msg_wire += ws->fh.len;
+                if (ws->msg_compressed ? ws->msg_wire > max + max / 8 + 1024
+                                       : buf_size(&ws->msg) + ws->fh.len > max) {
+                    ws_fail(ws, WS_CLOSE_TOO_BIG, "message too big");
+                    return;
+                }
             }
             buf_consume(&c->in, (size_t)r);
             ws->in_frame = 1;

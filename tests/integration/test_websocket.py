@@ -1058,6 +1058,12 @@ def deflate_bomb_is_1009(ctx):
     ws.expect_close(1009)
     ws.close()
     check_disconnect(ctx, "dr", 1009, "body_too_large")
+    # a compressed frame far longer on the wire than the limit fails from its header
+    ws = RawWS(srv.port, "/echo?id=dr2", headers={"Sec-WebSocket-Extensions": "permessage-deflate"})
+    ws.sock.sendall(struct.pack("!BBQ", 0xC2, 0xFF, 1 << 30) + os.urandom(4))
+    ws.expect_close(1009)
+    ws.close()
+    check_disconnect(ctx, "dr2", 1009, "body_too_large")
 
 
 @test()
