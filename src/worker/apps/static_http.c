@@ -182,7 +182,8 @@ static_range_rc static_parse_range(pagi_str value, int64_t size, int64_t *first,
     c.p += 6;
     while (c.p < c.end && (*c.p == ' ' || *c.p == '\t'))
         c.p++;
-    if (memchr(c.p, ',', (size_t)(c.end - c.p)))
+    size_t left = c.p < c.end ? (size_t)(c.end - c.p) : 0;
+    if (left && memchr(c.p, ',', left))
         return STATIC_RANGE_NONE; /* several ranges: the whole file (documented) */
     if (size <= 0)
         return STATIC_RANGE_NONE; /* nothing to cut: an empty 200 */
