@@ -71,15 +71,8 @@ const char *pagi_scope_scheme(const pagi_scope *s)
 {
     return s->req.scheme ? s->req.scheme : "http";
 }
-/* Under a mount, path is what follows root_path: PSGI's PATH_INFO (see pagi(3)). */
-pagi_str pagi_scope_path(const pagi_scope *s)
-{
-    if (!s->mount_len)
-        return s->req.path;
-    if (s->mount_len >= s->req.path.len)
-        return (pagi_str){"/", 1};
-    return (pagi_str){s->req.path.ptr + s->mount_len, s->req.path.len - s->mount_len};
-}
+/* The whole decoded path, also under a mount: PSGI's PATH_INFO is path minus root_path (Www.pod). */
+pagi_str pagi_scope_path(const pagi_scope *s) { return s->req.path; }
 pagi_str pagi_scope_raw_path(const pagi_scope *s) { return s->req.raw_path; }
 pagi_str pagi_scope_query_string(const pagi_scope *s) { return s->req.query; }
 pagi_str pagi_scope_root_path(const pagi_scope *s)

@@ -125,12 +125,12 @@ START_TEST(test_dispatch)
     run_path("/api/v1?x");
     run_path("/");
     ck_assert_int_eq(n_seen, 7);
-    ck_assert_str_eq(seen[0], "static root=/static path=/a.css raw=/static/a.css");
-    ck_assert_str_eq(seen[1], "static root=/static path=/ raw=/static");
-    ck_assert_str_eq(seen[2], "static root=/static path=/ raw=/static/");
+    ck_assert_str_eq(seen[0], "static root=/static path=/static/a.css raw=/static/a.css");
+    ck_assert_str_eq(seen[1], "static root=/static path=/static raw=/static");
+    ck_assert_str_eq(seen[2], "static root=/static path=/static/ raw=/static/");
     ck_assert_str_eq(seen[3], "default root= path=/staticx raw=/staticx");
-    ck_assert_str_eq(seen[4], "img root=/static/img path=/b/c.png raw=/static/img/b/c.png");
-    ck_assert_str_eq(seen[5], "api root=/api path=/v1?x raw=/api/v1?x");
+    ck_assert_str_eq(seen[4], "img root=/static/img path=/static/img/b/c.png raw=/static/img/b/c.png");
+    ck_assert_str_eq(seen[5], "api root=/api path=/api/v1?x raw=/api/v1?x");
     ck_assert_str_eq(seen[6], "default root= path=/ raw=/");
 }
 END_TEST

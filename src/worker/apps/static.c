@@ -396,7 +396,11 @@ static void static_handle(pagi_scope *s, void *instance)
         respond_text(s, 405, "Method Not Allowed", &allow, 1);
         return;
     }
-    pagi_str path = pagi_scope_path(s);
+    /* Files are found by what follows the mount point (path minus root_path). */
+    pagi_str full = pagi_scope_path(s), root = pagi_scope_root_path(s);
+    pagi_str path = {full.ptr + root.len, full.len - root.len};
+    if (path.len == 0)
+        path = (pagi_str){"/", 1};
     char rel[STATIC_PATH_MAX];
     int dir_form = 0;
     switch (static_path_normalize(path.ptr, path.len, rel, &dir_form)) {
