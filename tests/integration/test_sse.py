@@ -886,3 +886,18 @@ def streams_under_master_with_two_workers(ctx):
         c.read_to_end(5)
         check_eq([e.data for e in c.events], ["1", "2", "3"], "ticks through a worker")
         c.close()
+
+
+@test()
+def websocket_upgrade_is_not_sse(ctx):
+    # Detection rule 2: a request upgraded to WebSocket is not an sse scope,
+    # even when it also accepts text/event-stream.
+    srv = ctx.start("echo")
+    c = lib.Conn(srv.port)
+    c.send(lib.build_request("GET", "/?count=1", {
+        "Host": "t", "Accept": ACCEPT_SSE, "Upgrade": "websocket", "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13"}))
+    head = c.read_head()
+    check_eq(head.status, 101, "an upgrade that also accepts an event stream")
+    check_eq(head.header("sec-websocket-accept"), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", "accept key")
+    c.close()
