@@ -34,6 +34,7 @@ typedef struct shm_worker {
     _Atomic int64_t open_connections;
     _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
     _Atomic uint64_t disconnects[SHM_R__COUNT];
+    _Atomic uint64_t access_log_dropped; /* lines the access log could not write */
 } shm_worker;
 
 typedef struct shm_region {

@@ -16,6 +16,7 @@
 
 #include "../common/access_format.h"
 #include "../common/log.h"
+#include "../common/shm.h"
 #include "conn.h"
 #include "scope.h"
 
@@ -33,8 +34,9 @@ struct access_log {
     size_t used;
     size_t lines; /* lines in buf (counted as dropped if a write fails) */
     uint64_t dropped;
-    int warned;        /* a drop was reported since the last good write */
-    time_t cached_sec; /* the time strings below are for this second */
+    struct shm_worker *stats; /* the worker's shared slot (metrics), or NULL */
+    int warned;               /* a drop was reported since the last good write */
+    time_t cached_sec;        /* the time strings below are for this second */
     char clf[40], iso_head[24], iso_tz[8], iso[48];
 };
 
@@ -49,8 +51,8 @@ static int open_path(const char *path)
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0640);
 }
 
-int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *ev, char *err,
-                    size_t errlen)
+int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *ev,
+                    struct shm_worker *stats, char *err, size_t errlen)
 {
     *out = NULL;
     if (!cfg->access_log_path || !*cfg->access_log_path)
@@ -81,6 +83,7 @@ int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *e
         goto fail;
     }
     al->ev = ev;
+    al->stats = stats;
     al->cached_sec = (time_t)-1;
     ev_timer_init(&al->timer, al_on_timer, FLUSH_INTERVAL, 0.);
     al->timer.data = al;
@@ -91,9 +94,16 @@ fail:
     return -1;
 }
 
+static void count_dropped(access_log *al, uint64_t n)
+{
+    al->dropped += n;
+    if (al->stats)
+        shm_add(&al->stats->access_log_dropped, n);
+}
+
 static void drop_buffer(access_log *al, int saved_errno)
 {
-    al->dropped += al->lines;
+    count_dropped(al, al->lines);
     if (!al->warned)
         log_warn("access log %s: %s; dropping lines (%llu so far)", al->path,
                  saved_errno ? strerror(saved_errno) : "not open", (unsigned long long)al->dropped);
@@ -216,7 +226,7 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
     if (BUF_CAP - al->used < ACCESS_FORMAT_LINE_MAX) {
         access_log_flush(al);
         if (BUF_CAP - al->used < ACCESS_FORMAT_LINE_MAX) {
-            al->dropped++; /* never wait for the disk */
+            count_dropped(al, 1); /* never wait for the disk */
             return;
         }
     }

@@ -15,14 +15,16 @@
 #include "../common/config.h"
 
 typedef struct access_log access_log;
+struct shm_worker;
 typedef struct conn conn;
 
 /**
  * Open the access log of cfg in this worker. *out is NULL when the log is
- * off (access_log.path unset). 0, or -1 with a message in err.
+ * off (access_log.path unset). Dropped lines are also counted in stats
+ * (may be NULL). 0, or -1 with a message in err.
  */
-int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *ev, char *err,
-                    size_t errlen);
+int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *ev,
+                    struct shm_worker *stats, char *err, size_t errlen);
 /** Flush what is buffered, close, free. NULL is fine. */
 void access_log_close(access_log *al);
 /** SIGUSR1: write what is buffered to the old file, then reopen the path. 0 or -1. */

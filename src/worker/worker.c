@@ -368,7 +368,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->loop.flush = worker_flush;
     w->loop.flush_ud = w;
     r->exit_code = EXIT_OK;
-    if (access_log_open(&w->alog, cfg, ev, err, sizeof err) < 0) {
+    if (access_log_open(&w->alog, cfg, ev, w->stats, err, sizeof err) < 0) {
         log_error("%s", err);
         r->exit_code = EXIT_WORKER_FATAL;
         goto out;

@@ -181,3 +181,16 @@ def status_keys_validated(ctx):
     check_config(ctx, "status:\n  bogus: 1\n", r"FILE:2:3: unknown key 'bogus' in 'status'")
     check_config(ctx, "listen: 127.0.0.1:9\nstatus:\n  listen: 127.0.0.1:9\n",
                  r"status.listen 127.0.0.1:9 is also a normal listener")
+
+
+@test(timeout=30)
+def access_log_drops_counted_never_blocking(ctx):
+    # /dev/full fails every write with ENOSPC: lines are dropped and counted, requests go on.
+    srv, sport = start_with_status(ctx, extra="access_log:\n  path: /dev/full\n")
+    for _ in range(10):
+        r = raw(srv.port, req("/hello"))
+        check(r.startswith(b"HTTP/1.1 200"), "request while the log fails: %r" % r[:40])
+    k = "pagid_access_log_dropped_total"
+    check(wait_for(lambda: scrape(sport)[0][k] >= 10, 5), "drops not counted: %r" % scrape(sport)[0][k])
+    # The scrapes above are requests too: their lines are dropped as well.
+    check(wait_for(lambda: "dropping lines" in srv.stderr(), 5), "no warning in the error log")

@@ -44,6 +44,7 @@ START_TEST(test_sums)
     shm_count_request(a, 999);
     shm_add(&a->bytes_in, 100);
     shm_add(&b->bytes_out, 7);
+    shm_add(&gone->access_log_dropped, 4);
     shm_count_disconnect(a, "client_closed");
     shm_count_disconnect(gone, "client_closed");
     shm_count_disconnect(b, "no_such_reason");
@@ -63,6 +64,7 @@ START_TEST(test_sums)
     has(t, "pagid_requests_total{class=\"other\"} 1");
     has(t, "pagid_received_bytes_total 100");
     has(t, "pagid_sent_bytes_total 7");
+    has(t, "pagid_access_log_dropped_total 4");
     has(t, "pagid_disconnects_total{reason=\"client_closed\"} 2");
     has(t, "pagid_disconnects_total{reason=\"other\"} 1");
     has(t, "pagid_open_connections 2");

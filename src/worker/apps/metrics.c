@@ -22,7 +22,7 @@ static const char *const scope_words[SHM_SCOPE__COUNT] = {"http", "websocket", "
 static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
 
 typedef struct totals {
-    uint64_t requests[6], bytes_in, bytes_out, disconnects[SHM_R__COUNT];
+    uint64_t requests[6], bytes_in, bytes_out, disconnects[SHM_R__COUNT], log_dropped;
     int64_t open_connections, open_scopes[SHM_SCOPE__COUNT];
     unsigned workers_up, workers_ready;
 } totals;
@@ -41,6 +41,7 @@ static void sum(totals *t, const shm_region *r)
             t->requests[k] += LOAD(&w->requests[k]);
         t->bytes_in += LOAD(&w->bytes_in);
         t->bytes_out += LOAD(&w->bytes_out);
+        t->log_dropped += LOAD(&w->access_log_dropped);
         for (int k = 0; k < SHM_R__COUNT; k++)
             t->disconnects[k] += LOAD(&w->disconnects[k]);
         if (pid == 0)
@@ -89,6 +90,9 @@ int metrics_render(buf *o, const shm_region *r)
     for (int k = 0; k < SHM_R__COUNT; k++)
         buf_printf(o, "pagid_disconnects_total{reason=\"%s\"} %llu\n", reason_words[k],
                    (unsigned long long)t.disconnects[k]);
+    head(o, "pagid_access_log_dropped_total", "counter",
+         "Access log lines dropped (buffer full or write errors).");
+    buf_printf(o, "pagid_access_log_dropped_total %llu\n", (unsigned long long)t.log_dropped);
     head(o, "pagid_worker_restarts_total", "counter", "Crashed workers replaced by the master.");
     buf_printf(o, "pagid_worker_restarts_total %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->worker_restarts));
