@@ -288,12 +288,17 @@ int gen_poll_ready(const gen_env *e, generation *g)
 
 int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
 {
-    double limit = g->cfg->timeouts.heartbeat;
+    const pagid_timeouts *t = &g->cfg->timeouts;
     int fresh = 0;
     for (int i = 0; i < g->n; i++) {
         worker_slot *w = &g->slots[i];
         if (w->state != WS_RUNNING || w->hb_killed)
             continue;
+        /* Lifespan startup may block the loop (loading a model, say); it has
+         * its own deadline, so a worker never seen ready gets the longer. */
+        double limit = t->heartbeat;
+        if (limit > 0 && !w->ready && t->lifespan_startup > limit)
+            limit = t->lifespan_startup;
         shm_worker *sw = shm_find(e->shm, (int)w->pid);
         if (!sw) {
             fresh++; /* not monitored (yet): nothing to judge */
@@ -302,12 +307,12 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
         uint64_t hb = atomic_load_explicit(&sw->heartbeat_ms, memory_order_relaxed);
         uint64_t age = now_ms > hb ? now_ms - hb : 0;
         if (limit > 0 && (double)age > limit * 1000.0) {
-            log_error("worker %d (pid %d): event loop blocked for %.1fs (timeouts.heartbeat "
-                      "%.1fs); killing it",
-                      w->num, (int)w->pid, (double)age / 1000.0, limit);
+            log_error("worker %d (pid %d): event loop blocked for %.1fs (limit %.1fs: "
+                      "timeouts.heartbeat%s); killing it",
+                      w->num, (int)w->pid, (double)age / 1000.0, limit,
+                      w->ready ? "" : ", lifespan_startup before it is ready");
             w->hb_killed = 1;
-            kill(w->pid, SIGKILL);
-            /* SIGCONT too: a stopped process dies of SIGKILL anyway, but say it. */
+            kill(w->pid, SIGKILL); /* a stopped process dies of it too */
             continue;
         }
         /* For the watchdog a loop four beats late is already unwell. */

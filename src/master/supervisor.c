@@ -223,6 +223,14 @@ static void activate(supervisor *s, generation *g)
     notify_sendf("READY=1\nMAINPID=%d", (int)s->pid);
 }
 
+/* The serving generation lost every worker to fatal startup failures
+ * (its app cannot start any more) and no reload is on its way. */
+static int nothing_left(const supervisor *s)
+{
+    const generation *g = s->active;
+    return g && !any_starting(s) && gen_live(g) == 0 && gen_count(g, WS_FATAL) > 0;
+}
+
 /* Readiness of starting generations: activate, or give up on them. */
 static int progress_starting(supervisor *s, double now)
 {
@@ -241,7 +249,6 @@ static int progress_starting(supervisor *s, double now)
                 log_warn("%d of %d workers could not start", fatal, g->n);
             activate(s, g);
         } else if (!s->active && running == 0 && pending == 0) {
-            log_error("no worker could start");
             return -1;
         }
     }
@@ -645,7 +652,8 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
             for (generation *x = s.env.all; x; x = x->next)
                 if (x->state == GEN_ACTIVE || x->state == GEN_STARTING)
                     gen_restart_due(&s.env, x, now);
-            if (progress_starting(&s, now) < 0) {
+            if (progress_starting(&s, now) < 0 || nothing_left(&s)) {
+                log_error("no worker could start");
                 code = EXIT_STARTUP;
                 supervisor_begin_drain(&s, 0);
             }

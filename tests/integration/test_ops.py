@@ -254,6 +254,60 @@ def reload_broken_config_keeps_serving(ctx):
 
 
 @test(timeout=40)
+def reload_whose_workers_cannot_start(ctx):
+    # The new generation fails lifespan startup: it is stopped, the old serves on.
+    port = free_port()
+    flag = os.path.join(ctx.tmpdir, "fail-startup")
+    srv, path = start_with_config(ctx, base_config(ctx, port), port,
+                                  env={"OPSAPP_FAIL_IF": flag})
+    before = wait_workers(srv, 2)
+    open(flag, "w").close()
+    os.kill(srv.pid, signal.SIGHUP)
+    check(wait_for(lambda: "reload failed: generation 2" in srv.stderr(), 10),
+          "no 'reload failed' for a generation that cannot start")
+    check(wait_for(lambda: sorted(srv.workers()) == sorted(before), 5),
+          "workers %r, expected the old ones %r" % (srv.workers(), before))
+    for _ in range(5):
+        r = request(port, "GET", "/")
+        check(r.status == 200 and int(r.body.split()[1]) in before, "not served by the old "
+              "generation: %r" % r)
+    os.unlink(flag)
+    os.kill(srv.pid, signal.SIGHUP)
+    check(wait_for(lambda: "generation 3 ready" in srv.stderr(), 10), "next reload failed")
+    check(wait_for(lambda: not set(srv.workers()) & set(before), 10), "old workers remain")
+    check_eq(request(port, "GET", "/").status, 200, "status")
+
+
+@test(timeout=40)
+def upgrade_that_fails_keeps_old_master(ctx):
+    # The new binary's master cannot start (its config is broken now): the old
+    # master keeps serving and gets its pid file back.
+    port = free_port()
+    srv, path = start_with_config(ctx, base_config(ctx, port), port)
+    pidfile = os.path.join(ctx.tmpdir, "pagid.pid")
+    before = wait_workers(srv, 2)
+    good = open(path).read()
+    write(path, good + "bogus_key: 1\n")
+    os.kill(srv.pid, signal.SIGUSR2)
+    check(wait_for(lambda: "upgrade failed" in srv.stderr(), 10), "no 'upgrade failed' logged")
+    check(wait_for(lambda: read_pid(pidfile) == srv.pid, 5),
+          "pid file says %r, not the old master %d" % (read_pid(pidfile), srv.pid))
+    check(not os.path.exists(pidfile + ".oldbin"), ".oldbin left behind")
+    check_eq(sorted(srv.workers()), sorted(before), "workers")
+    check_eq(request(port, "GET", "/").status, 200, "status after the failed upgrade")
+    # and a later upgrade still works
+    write(path, good)
+    os.kill(srv.pid, signal.SIGUSR2)
+    new = wait_for(lambda: read_pid(pidfile) not in (0, srv.pid) and read_pid(pidfile), 10)
+    check(new, "second upgrade: pid file not updated")
+    check(srv.wait_exit(15), "old master still running after the handover")
+    check_eq(srv.returncode, 0, "old master's exit status")
+    check_eq(request(port, "GET", "/").status, 200, "status after the upgrade")
+    check(stop_pid(new), "new master did not stop")
+    check(not os.path.exists(pidfile), "pid file left after the stop")
+
+
+@test(timeout=40)
 def reload_changes_listeners(ctx):
     # Addresses that stay keep their socket; a new one is bound; a removed one
     # closes once the old generation has drained.
@@ -296,6 +350,20 @@ def stopped_worker_replaced_by_heartbeat(ctx):
     check(victim not in after, "victim still listed")
     check("event loop blocked" in srv.stderr(), "no log line says why the worker was killed")
     check_eq(request(port, "GET", "/").status, 200, "status after the replacement")
+
+
+@test(timeout=30)
+def slow_startup_not_taken_for_a_blocked_loop(ctx):
+    # A lifespan startup that blocks the loop 2.5s (heartbeat 1s) is bounded by
+    # timeouts.lifespan_startup, not killed by the heartbeat.
+    port = free_port()
+    cfg = base_config(ctx, port, "timeouts: {heartbeat: 1s, lifespan_startup: 10s}\n")
+    srv, _ = start_with_config(ctx, cfg, port, env={"OPSAPP_SLOW_START": "2500"}, wait=False)
+    srv.wait_ready()
+    wait_serving(srv, 10)
+    check("blocked" not in srv.stderr(), "a starting worker was killed by the heartbeat")
+    check_eq(log_count(srv, r"worker \d started"), 2, "workers forked")
+    check_eq(request(port, "GET", "/").status, 200, "status")
 
 
 @test(timeout=30)

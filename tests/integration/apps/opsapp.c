@@ -7,6 +7,7 @@
  *   OPSAPP_CRASH=startup  abort() in the lifespan scope: a crash loop
  *   OPSAPP_CRASH=fail     lifespan.startup.failed: the worker must not serve
  *   OPSAPP_SLOW_START=MS  lifespan startup completes after MS milliseconds
+ *   OPSAPP_FAIL_IF=PATH   lifespan.startup.failed while PATH exists (per generation)
  *   OPSAPP_TAG=x          appended to every answer (tells configs apart)
  */
 #define _DEFAULT_SOURCE
@@ -39,6 +40,9 @@ static void lifespan_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     if (ev->type == PAGI_EV_LIFESPAN_STARTUP) {
         const char *crash = getenv("OPSAPP_CRASH");
         const char *slow = getenv("OPSAPP_SLOW_START");
+        const char *fail_if = getenv("OPSAPP_FAIL_IF");
+        if (fail_if && access(fail_if, F_OK) == 0)
+            crash = "fail";
         if (slow) {
             /* Blocking on purpose: a slow startup, as a real app's may be. */
             long ms = atol(slow);
