@@ -323,7 +323,7 @@ static void put_request_line(out *o, const access_record *r)
         put_esc(o, r->query, r->query_len);
     }
     put(o, " ", 1);
-    puts_(o, r->protocol ? r->protocol : "HTTP/1.1");
+    puts_(o, r->protocol ? r->protocol : "-"); /* a refused request's version is unknown */
 }
 
 static void render_atom(out *o, const af_atom *a, const access_record *r)

@@ -18,6 +18,7 @@
 #include "../common/log.h"
 #include "../common/shm.h"
 #include "conn.h"
+#include "http1_parser.h"
 #include "scope.h"
 
 #define BUF_CAP (4 * ACCESS_FORMAT_LINE_MAX) /* 128 KiB per worker */
@@ -230,6 +231,8 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
             return;
         }
     }
+    char method[32];
+    pagi_str m, target;
     double now = ev_time();
     if (start <= 0)
         start = now;
@@ -259,6 +262,16 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
         r.type = pagi_scope_type_name(s);
         r.req_header = req_header;
         r.ud = s;
+    } else if (c->h1.parser && h1_parser_request_line(c->h1.parser, &m, &target)) {
+        /* Refused before any scope (413, 431, a bad handshake ...): what the parser read. */
+        snprintf(method, sizeof method, "%.*s", (int)m.len, m.ptr);
+        const char *qm = memchr(target.ptr, '?', target.len);
+        size_t plen = qm ? (size_t)(qm - target.ptr) : target.len;
+        r.method = method;
+        r.path = target.ptr;
+        r.path_len = plen;
+        r.query = qm ? qm + 1 : NULL;
+        r.query_len = qm ? target.len - plen - 1 : 0;
     }
     if ((al->fmt.needs & AF_NEED_RESP_HEADERS) && status && buf_size(&c->h1.log_resp)) {
         r.resp_values = buf_head(&c->h1.log_resp);

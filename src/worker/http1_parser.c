@@ -173,6 +173,7 @@ void h1_parser_reset(h1_parser *p)
     p->line_ext = 0;
     p->chunk_digits = 0;
     p->vers_len = 0;
+    p->method_len = p->target_len = 0;
     memset(&p->req, 0, sizeof p->req);
     hp_start(p);
 }
@@ -192,6 +193,17 @@ int h1_parser_error_status(const h1_parser *p)
 const char *h1_parser_error_text(const h1_parser *p)
 {
     return p->error_text ? p->error_text : "";
+}
+
+int h1_parser_request_line(const h1_parser *p, pagi_str *method, pagi_str *target)
+{
+    /* Both lengths are set only once their token ended; reset clears them. */
+    if (!p->method_len || !p->target_len || p->method_off + p->method_len > p->arena_len ||
+        p->target_off + p->target_len > p->arena_len)
+        return 0;
+    *method = (pagi_str){p->arena + p->method_off, p->method_len};
+    *target = (pagi_str){p->arena + p->target_off, p->target_len};
+    return 1;
 }
 
 /* ------------------------------------------------------------------ */

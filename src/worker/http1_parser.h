@@ -79,6 +79,13 @@ int h1_parser_error_status(const h1_parser *p);
 /** After H1_ERROR: a short description, for the log and the response body. */
 const char *h1_parser_error_text(const h1_parser *p);
 
+/**
+ * The method and target of the current request line as read so far (for
+ * the access log line of a request refused before it had a scope): 1 when
+ * both tokens were complete, else 0. Valid until the next feed or reset.
+ */
+int h1_parser_request_line(const h1_parser *p, pagi_str *method, pagi_str *target);
+
 /** Percent-decode src into dst (dst may alias src; needs src.len bytes); returns length. */
 size_t h1_percent_decode(char *dst, const char *src, size_t len);
 

@@ -80,7 +80,7 @@ def clf_lines(ctx):
         r'"HEAD /hello HTTP/1\.1" 200 -',
         r'"GET /nope\?x=1&y=%22 HTTP/1\.1" 404 \d+',
         r'"GET /stream\?n=3&size=100 HTTP/1\.1" 200 300',
-        r'"-" 413 -',  # refused at the head, before any scope: no request facts
+        r'"POST /body -" 413 -',  # refused at the head, before any scope: the parser's facts
         r'"POST /body HTTP/1\.1" 0 -',
     ]
     check_eq(len(lines), 7, "line count (%r)" % lines)
@@ -113,8 +113,9 @@ def json_lines(ctx):
         except ValueError as e:
             raise AssertionError("not JSON: %r (%s)" % (line, e))
     check_eq([r["status"] for r in recs], [200, 200, 200, 404, 200, 413, 0], "statuses")
-    check_eq([r["method"] for r in recs], ["GET", "POST", "HEAD", "GET", "GET", None, "POST"],
+    check_eq([r["method"] for r in recs], ["GET", "POST", "HEAD", "GET", "GET", "POST", "POST"],
              "methods")
+    check_eq((recs[5]["path"], recs[5]["protocol"]), ("/body", None), "the refused request")
     check_eq(recs[0]["path"], "/hello", "path")
     check_eq(recs[0]["user_agent"], "ua/1", "user_agent")
     check_eq(recs[0]["referer"], "http://r/", "referer")
@@ -301,6 +302,23 @@ def refused_websocket_handshake_logged(ctx):
     c.close()
     check_eq(r.status, 426, "handshake refused")
     check_eq(wait_lines(path, 1), ["426 http -"], "line of the refused handshake")
+
+
+@test(timeout=20)
+def refused_requests_keep_their_request_line(ctx):
+    srv, path = start_logged(ctx, "%s|%r|%m|%U|%q")
+    c = Conn(srv.port)
+    c.send(b"GET /big?a=1 HTTP/1.1\r\nHost: t\r\nX-Big: " + b"x" * 70000 + b"\r\n\r\n")
+    r = c.read_response()
+    c.close()
+    check_eq(r.status, 431, "oversized head")
+    c = Conn(srv.port)
+    c.send(b"G\x01T / HTTP/1.1\r\n\r\n")
+    r = c.read_response()
+    c.close()
+    check_eq(r.status, 400, "bad method")
+    check_eq(wait_lines(path, 2), ["431|GET /big?a=1 -|GET|/big|?a=1", "400|-|-|-|"],
+             "lines of refused requests")
 
 
 @test(timeout=30)

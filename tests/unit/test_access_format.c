@@ -112,6 +112,11 @@ START_TEST(test_no_request_line)
     r.bytes = 0;
     expect("clf", &r, "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"-\" 400 -");
     expect("%m %U %q|", &r, "- - |");
+    /* Refused after the request line: method and target known, the version not. */
+    r = sample();
+    r.protocol = NULL;
+    r.status = 413;
+    expect("%r|%H", &r, "GET /a/b?x=1 -|-");
 }
 END_TEST
 

@@ -192,6 +192,33 @@ START_TEST(strings_nul_terminated)
 }
 END_TEST
 
+START_TEST(request_line_of_a_refused_request)
+{
+    /* The access log of a refused request shows what the parser had read. */
+    h1_limits lim = deflim;
+    lim.max_body_size = 10;
+    rec c = {0};
+    h1_parser *p = h1_parser_new(&lim, &cbs, &c);
+    pagi_str m, t;
+    ck_assert_int_eq(h1_parser_request_line(p, &m, &t), 0);
+    const char in[] = "POST /up?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 99\r\n\r\n";
+    size_t used;
+    ck_assert_int_eq(h1_parser_feed(p, in, sizeof in - 1, &used), H1_ERROR);
+    ck_assert_int_eq(h1_parser_error_status(p), 413);
+    ck_assert_int_eq(h1_parser_request_line(p, &m, &t), 1);
+    ck_assert_int_eq(m.len, 4);
+    ck_assert_int_eq(memcmp(m.ptr, "POST", 4), 0);
+    ck_assert_int_eq(t.len, 7);
+    ck_assert_int_eq(memcmp(t.ptr, "/up?x=1", 7), 0);
+    h1_parser_reset(p); /* nothing stale for the next request */
+    ck_assert_int_eq(h1_parser_request_line(p, &m, &t), 0);
+    const char half[] = "GET /only-the-method";
+    ck_assert_int_eq(h1_parser_feed(p, half, sizeof half - 1, &used), H1_NEED_MORE);
+    ck_assert_int_eq(h1_parser_request_line(p, &m, &t), 0); /* the target has not ended */
+    h1_parser_free(p);
+}
+END_TEST
+
 START_TEST(empty_query_and_value)
 {
     result *r = ok(REQ("GET /? HTTP/1.1\r\nHost: h\r\nX-Empty:\r\nX-Sp:   \r\n\r\n"));
@@ -1069,6 +1096,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("head");
     tcase_add_test(t, basic_get);
     tcase_add_test(t, strings_nul_terminated);
+    tcase_add_test(t, request_line_of_a_refused_request);
     tcase_add_test(t, empty_query_and_value);
     tcase_add_test(t, http10_without_host);
     tcase_add_test(t, extension_methods_accepted);
