@@ -331,12 +331,21 @@ static void reload(supervisor *s)
     }
 
     /* Addresses that stay keep their very sockets: nobody is refused. */
-    const listener_set *reuse[64];
     size_t n_reuse = 0;
-    for (generation *g = s->env.all; g && n_reuse < 64; g = g->next)
+    for (generation *g = s->env.all; g; g = g->next)
+        n_reuse++;
+    const listener_set **reuse = calloc(n_reuse ? n_reuse : 1, sizeof *reuse);
+    if (!reuse) {
+        log_error("reload failed: out of memory");
+        goto fail;
+    }
+    n_reuse = 0;
+    for (generation *g = s->env.all; g; g = g->next)
         reuse[n_reuse++] = &g->ls;
     listener_set ls;
-    if (listeners_open_with(c, &ls, reuse, n_reuse, NULL, err, sizeof err) < 0) {
+    int rc = listeners_open_with(c, &ls, reuse, n_reuse, NULL, err, sizeof err);
+    free(reuse);
+    if (rc < 0) {
         log_error("reload failed: %s; generation %u keeps serving", err, keep);
         goto fail;
     }
@@ -528,7 +537,7 @@ static void reap(supervisor *s)
     }
 }
 
-/* Act on the flags the handlers set; 1 when the master must give up. */
+/* Act on the flags the handlers set, in a fixed order. */
 static void handle_flags(supervisor *s)
 {
     if (sig_reap) {

@@ -227,6 +227,50 @@ def reload_and_upgrade_under_load(ctx):
     check(log_count(srv, r"crashed|blocked") == 0, "a worker crashed during the test")
 
 
+@test(timeout=90)
+def reload_and_upgrade_under_wrk(ctx):
+    # wrk keeps 64 keep-alive connections busy (it counts a connection closed
+    # under a request it sent as an error): 10 reloads and 2 upgrades.
+    import shutil
+    wrk = shutil.which("wrk")
+    if not wrk:
+        raise lib.Skip("wrk not installed")
+    port = free_port()
+    srv, path = start_with_config(ctx, base_config(ctx, port, "timeouts: {shutdown: 10s}\n"),
+                                  port)
+    pidfile = os.path.join(ctx.tmpdir, "pagid.pid")
+    wait_workers(srv, 2)
+    out = os.path.join(ctx.tmpdir, "wrk.out")
+    with open(out, "w") as f:
+        w = subprocess.Popen([wrk, "-t2", "-c64", "-d12s", "http://127.0.0.1:%d/" % port],
+                             stdout=f, stderr=subprocess.STDOUT)
+    masters = [srv.pid]
+    try:
+        time.sleep(1)
+        for i in range(10):
+            os.kill(read_pid(pidfile), signal.SIGHUP)
+            time.sleep(0.4)
+        for k in range(2):
+            old = read_pid(pidfile)
+            os.kill(old, signal.SIGUSR2)
+            check(wait_for(lambda: read_pid(pidfile) not in (0, old), 10), "upgrade stalled")
+            check(wait_for(lambda: not pid_alive(old), 20), "old master %d stays" % old)
+            masters.append(read_pid(pidfile))
+        w.wait(30)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+        srv.wait_exit(5)
+        stop_pid(masters[-1])
+    text = open(out).read()
+    ctx.note(text.strip().replace("\n", " | "))
+    m = re.search(r"(\d+) requests in", text)
+    check(m and int(m.group(1)) > 1000, "wrk did not run: %r" % text)
+    check("Socket errors" not in text, "wrk saw socket errors: %r" % text)
+    check("Non-2xx" not in text, "wrk saw non-2xx responses: %r" % text)
+
+
 @test(timeout=40)
 def reload_broken_config_keeps_serving(ctx):
     port = free_port()
