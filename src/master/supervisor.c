@@ -202,6 +202,10 @@ static void activate(supervisor *s, generation *g)
     generation *old = s->active;
     g->state = GEN_ACTIVE;
     s->active = g;
+    /* An older generation still starting (SIGHUP during startup) lost. */
+    for (generation *o = s->env.all; o; o = o->next)
+        if (o->state == GEN_STARTING && o->id < g->id)
+            gen_drain(o, supervisor_now());
     if (old) {
         log_info("generation %u ready (%d workers): draining generation %u", g->id, g->n, old->id);
         gen_drain(old, supervisor_now());
@@ -220,6 +224,8 @@ static void activate(supervisor *s, generation *g)
             log_warn("upgrade: the old master (pid %d) is gone", (int)s->opts->upgrade_parent);
         s->owns_files = 1;
     }
+    if (!any_starting(s))
+        s->reloading = 0; /* this READY=1 also ends a reload begun during startup */
     notify_sendf("READY=1\nMAINPID=%d", (int)s->pid);
 }
 

@@ -352,6 +352,24 @@ def upgrade_that_fails_keeps_old_master(ctx):
 
 
 @test(timeout=40)
+def reload_during_startup(ctx):
+    # SIGHUP before the first generation is ready: the newer one ends up serving.
+    port = free_port()
+    srv, _ = start_with_config(ctx, base_config(ctx, port), port,
+                               env={"OPSAPP_SLOW_START": "800"}, wait=False)
+    srv.wait_ready()
+    time.sleep(0.2)
+    os.kill(srv.pid, signal.SIGHUP)
+    check(wait_for(lambda: "generation 2 ready" in srv.stderr(), 10),
+          "generation 2 never took over")
+    kids = wait_workers(srv, 2, timeout=10)
+    r = request(port, "GET", "/")
+    check(r.status == 200 and int(r.body.split()[1]) in kids, "not served by generation 2")
+    check(re.search(r"started \(pid %d, generation 2\)" % kids[0], srv.stderr()),
+          "worker %d is not of generation 2" % kids[0])
+
+
+@test(timeout=40)
 def reload_changes_listeners(ctx):
     # Addresses that stay keep their socket; a new one is bound; a removed one
     # closes once the old generation has drained.
