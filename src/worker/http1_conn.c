@@ -109,6 +109,7 @@ static int h1_on_request(void *ud, const h1_request *req)
     h->body_end_delivered = 0;
     h->req_keep_alive = req->keep_alive;
     h->close_after = 0;
+    h->announce_keep_alive = 0;
     h->http_minor = req->http_minor;
     h->head_request = strcmp(req->method, "HEAD") == 0;
     h->continue_pending =

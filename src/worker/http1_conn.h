@@ -37,6 +37,7 @@ typedef struct h1_conn {
     int continue_pending;   /* Expect: 100-continue not answered yet */
     int req_keep_alive;
     int close_after;        /* the server closes after this response whatever the request says */
+    int announce_keep_alive; /* the response says "connection: keep-alive" (sse.start) */
     int http_minor;
     int head_request;
     h1_resp_state resp;

@@ -86,6 +86,7 @@ int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb
         /* A body the app never read keeps the connection from being reused. */
         .keep_alive = h->req_keep_alive && h->msg_complete && !c->w->draining && !h->close_after,
         .trailers = ev->trailers ? 1 : 0,
+        .announce_keep_alive = h->announce_keep_alive,
         .date = h1_date_now((long)ev_now(c->w->loop.ev)),
     };
     buf *head = &c->w->scratch;

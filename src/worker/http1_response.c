@@ -172,7 +172,7 @@ int h1_response_head(buf *out, int status, const pagi_header *headers, size_t n,
     if (rc == 0 && chunked)
         rc = put_header(out, S("transfer-encoding"), S("chunked"));
     if (rc == 0 && !interim && status != 101) {
-        if (ctx->http_minor == 0)
+        if (ctx->http_minor == 0 || (keep_alive && ctx->announce_keep_alive))
             rc = put_header(out, S("connection"), S(keep_alive ? "keep-alive" : "close"));
         else if (!keep_alive)
             rc = put_header(out, S("connection"), S("close"));

@@ -18,6 +18,7 @@ typedef struct h1_response_ctx {
     int head_request;   /* HEAD: headers only */
     int keep_alive;     /* the request allows keep-alive */
     int trailers;       /* app announced trailers: forces chunked */
+    int announce_keep_alive; /* say "connection: keep-alive" on HTTP/1.1 too (event streams) */
     const char *date;   /* current HTTP-date (from the date cache) */
 } h1_response_ctx;
 

@@ -203,6 +203,7 @@ static int send_start(pagi_scope *s, conn *c, sse_stream *st, const pagi_event *
     start.status = ev->status ? ev->status : 200;
     start.headers = hv;
     start.header_count = n;
+    c->h1.announce_keep_alive = 1; /* Www.pod: sse.start sends Connection: keep-alive on 1.1 */
     if (h1x_send_start(s, c, &start, cb, ud) < 0)
         return -1;
     st->mode = SSE_STREAMING;
