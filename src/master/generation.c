@@ -155,6 +155,7 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
     w->started = now;
     w->ready = 0;
     w->hb_killed = 0;
+    w->draining = 0;
     log_info("worker %d started (pid %d, generation %u)", w->num, (int)pid, g->id);
 }
 
@@ -244,7 +245,15 @@ void gen_signal(generation *g, int signo)
 {
     for (int i = 0; i < g->n; i++) {
         worker_slot *w = &g->slots[i];
-        if (w->state == WS_RUNNING && w->pid > 0 && kill(w->pid, signo) < 0 && errno != ESRCH)
+        if (w->state != WS_RUNNING || w->pid <= 0)
+            continue;
+        if (signo == SIGTERM) {
+            /* A worker takes a second SIGTERM for "stop now": say it once. */
+            if (w->draining)
+                continue;
+            w->draining = 1;
+        }
+        if (kill(w->pid, signo) < 0 && errno != ESRCH)
             log_warn("kill(worker %d, pid %d): %s", w->num, (int)w->pid, strerror(errno));
     }
 }
@@ -381,6 +390,7 @@ void gen_poll_recycling(const gen_env *e, generation *g)
         *old = *w;
         old->retired = 1;
         old->respawn = 0;
+        old->draining = 1;
         log_info("worker %d (pid %d) is recycling itself (max_requests); starting its "
                  "replacement",
                  w->num, (int)w->pid);
@@ -425,8 +435,10 @@ int gen_remove_worker(generation *g)
     last->respawn = 0;
     if (last->state == WS_BACKOFF) {
         last->state = WS_EXITED;
-    } else if (kill(last->pid, SIGTERM) < 0 && errno != ESRCH) {
-        log_warn("kill(worker %d, pid %d): %s", last->num, (int)last->pid, strerror(errno));
+    } else {
+        last->draining = 1;
+        if (kill(last->pid, SIGTERM) < 0 && errno != ESRCH)
+            log_warn("kill(worker %d, pid %d): %s", last->num, (int)last->pid, strerror(errno));
     }
     log_info("worker %d (pid %d) told to drain: %d worker%s left", last->num, (int)last->pid,
              live - 1, live - 1 == 1 ? "" : "s");

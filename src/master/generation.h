@@ -37,6 +37,8 @@ typedef struct worker_slot {
     int ready;             /* its shm slot said: lifespan startup passed */
     int hb_killed;         /* SIGKILLed because its heartbeat went stale */
     int retired;           /* recycling itself; its number has a new process already */
+    int draining;          /* draining already (told with SIGTERM, or by itself): a second
+                              SIGTERM would make it stop at once */
     unsigned fast_crashes; /* consecutive deaths within FAST_CRASH_MS of start */
     double restart_at;     /* WS_BACKOFF: monotonic time of the restart */
 } worker_slot;

@@ -55,6 +55,7 @@ typedef struct worker_run_ctx {
     ev_timer drain_idle; /* draining: closes keep-alive connections idle long enough */
     ev_timer recycle;    /* max_requests reached: drain at the next loop turn */
     size_t requests_done;
+    int stop_asked; /* a stop signal came (not just our own max_requests drain) */
     double drain_started;
 } worker_run_ctx;
 
@@ -279,11 +280,14 @@ static void worker_on_signal(struct ev_loop *ev, ev_signal *s, int revents)
         ev_break(ev, EVBREAK_ALL);
         return;
     }
-    if (r->w.draining) {
+    /* Recycling (max_requests) is a drain already: the master's first
+     * SIGTERM asks for what is happening; only a second one means "now". */
+    if (r->w.draining && (r->stop_asked || r->exit_code != EXIT_RECYCLE)) {
         log_info("second stop signal: stopping now");
         ev_break(ev, EVBREAK_ALL);
         return;
     }
+    r->stop_asked = 1;
     worker_drain(r);
 }
 

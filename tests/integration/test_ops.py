@@ -174,7 +174,9 @@ def reload_and_upgrade_under_load(ctx):
     # upgrades while clients hammer the server: not one failed request.
     t_start = time.monotonic()
     port = free_port()
-    variants = [base_config(ctx, port, "timeouts: {keepalive: %ds, shutdown: 10s}\n" % k)
+    # max_requests too: workers also recycle themselves in between
+    variants = [base_config(ctx, port, "timeouts: {keepalive: %ds, shutdown: 10s}\n"
+                            "max_requests: 3000\n" % k)
                 for k in (5, 6)]
     srv, path = start_with_config(ctx, variants[0], port)
     pidfile = os.path.join(ctx.tmpdir, "pagid.pid")
