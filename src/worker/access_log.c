@@ -36,6 +36,7 @@ struct access_log {
     size_t lines; /* lines in buf (counted as dropped if a write fails) */
     uint64_t dropped;
     struct shm_worker *stats; /* the worker's shared slot (metrics), or NULL */
+    int pid;                  /* getpid() is a system call: once per worker */
     int warned;               /* a drop was reported since the last good write */
     time_t cached_sec;        /* the time strings below are for this second */
     char clf[40], iso_head[24], iso_tz[8], iso[48];
@@ -85,6 +86,7 @@ int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *e
     }
     al->ev = ev;
     al->stats = stats;
+    al->pid = (int)getpid();
     al->cached_sec = (time_t)-1;
     ev_timer_init(&al->timer, al_on_timer, FLUSH_INTERVAL, 0.);
     al->timer.data = al;
@@ -244,7 +246,7 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
         .bytes = bytes,
         .reason = reason,
         .type = "http",
-        .pid = (int)getpid(),
+        .pid = al->pid,
     };
     if (al->fmt.needs & (AF_NEED_TIME_CLF | AF_NEED_TIME_ISO)) {
         time_strings(al, start);
