@@ -901,3 +901,34 @@ def websocket_upgrade_is_not_sse(ctx):
     check_eq(head.status, 101, "an upgrade that also accepts an event stream")
     check_eq(head.header("sec-websocket-accept"), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", "accept key")
     c.close()
+
+
+@test()
+def backpressure_drain_resumes_completions(ctx):
+    srv = ctx.start(sseapp(ctx), config="flow_control:\n  high_watermark: 64k\n"
+                    "  low_watermark: 16k\n")
+    c = SSEClient(srv.port, "/flood?size=16384", test_id="dr", rcvbuf=4096)
+    check(wait_event(ctx, "dr", "high_water", 5), "no high_water: %r" % app_events(ctx, "dr")[-5:])
+    time.sleep(0.5)
+    n_paused = sum(1 for e in app_events(ctx, "dr") if e.startswith("send_done"))
+    # Now read: the buffer drains below the low mark, completions resume.
+    c.sock.settimeout(5 * SLOW)
+    got, deadline = 0, time.monotonic() + 5 * SLOW
+    while got < 4 << 20 and time.monotonic() < deadline:
+        data = c.sock.recv(1 << 16)
+        check(data, "stream closed while draining")
+        got += len(data)
+    ev = app_events(ctx, "dr")
+    n_after = sum(1 for e in ev if e.startswith("send_done"))
+    check(n_after > n_paused + 50, "completions did not resume after reading %d bytes: %d -> %d"
+          % (got, n_paused, n_after))
+    marks = [e.split()[0] for e in ev if e.startswith(("high_water", "drain"))]
+    check(marks[:2] == ["high_water", "drain"], "watermark callbacks: %r" % marks[:6])
+    check(all(a != b for a, b in zip(marks, marks[1:])), "no hysteresis: %r" % marks[:20])
+    c.close()
+    ev = settle(ctx, "dr")
+    # Closing with unread bytes makes the kernel answer the server's next
+    # write with a reset: either word describes what happened.
+    check(terminal(ev) in ("on_disconnect client_closed", "on_disconnect write_error"),
+          "end after the client left: %r" % terminal(ev))
+    still_serving(srv.port)
