@@ -18,8 +18,8 @@
         }                                                                                          \
     }
 
-static const h1_response_ctx ctx11 = {1, 0, 1, 0, D};
-static const h1_response_ctx ctx10 = {0, 0, 0, 0, D};
+static const h1_response_ctx ctx11 = {.http_minor = 1, .keep_alive = 1, .date = D};
+static const h1_response_ctx ctx10 = {.http_minor = 0, .keep_alive = 0, .date = D};
 
 /* The buffer's unread bytes as a NUL-terminated string (tests only). */
 static const char *str(buf *b)
@@ -113,6 +113,26 @@ START_TEST(head_close_11)
             "\r\nconnection: close\r\n\r\n",
             &p);
     ck_assert_int_eq(p.keep_alive, 0);
+}
+END_TEST
+
+/* An event stream says keep-alive out loud on 1.1 (Www.pod, sse.start); a closing one does not. */
+START_TEST(head_announce_keep_alive_11)
+{
+    h1_response_ctx c = ctx11;
+    c.announce_keep_alive = 1;
+    pagi_header h[] = {HDR("content-type", "text/event-stream")};
+    h1_response_plan p;
+    head_eq(200, h, 1, &c,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ndate: " D
+            "\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n",
+            &p);
+    ck_assert_int_eq(p.keep_alive, 1);
+    c.keep_alive = 0;
+    head_eq(200, h, 1, &c,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ndate: " D
+            "\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+            &p);
 }
 END_TEST
 
@@ -448,6 +468,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("http1_response");
     TCase *t = tcase_create("headers");
+    tcase_add_test(t, head_announce_keep_alive_11);
     tcase_add_test(t, header_check_ok);
     tcase_add_test(t, header_check_bad_names);
     tcase_add_test(t, header_check_bad_values);
