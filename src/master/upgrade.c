@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -116,17 +117,27 @@ void upgrade_on_ready_signal(supervisor *s, pid_t from)
     supervisor_begin_drain(s, 0);
 }
 
+static void describe(int status, char *buf, size_t len)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, len, "signal %d", WTERMSIG(status));
+    else
+        snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+}
+
 void upgrade_child_exited(supervisor *s, int status)
 {
+    char how[32];
+    describe(status, how, sizeof how);
     if (s->up == UP_HANDED_OVER) {
-        log_warn("upgrade: the new master (pid %d) exited (status 0x%x) after taking over",
-                 (int)s->up_pid, status);
+        log_warn("upgrade: the new master (pid %d) exited (%s) after taking over", (int)s->up_pid,
+                 how);
         s->up_pid = 0;
         return;
     }
-    log_error("upgrade failed: the new master (pid %d) exited before it was ready (status "
-              "0x%x); this master keeps serving",
-              (int)s->up_pid, status);
+    log_error("upgrade failed: the new master (pid %d) exited before it was ready (%s); this "
+              "master keeps serving",
+              (int)s->up_pid, how);
     if (has_pid_file(s)) {
         char old[4096];
         oldbin_path(s, old, sizeof old);
