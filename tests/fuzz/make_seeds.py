@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""make_seeds.py - write the hand-made seed corpora of the fuzz harnesses.
+"""make_seeds.py - write the hand-made seed corpora of the fuzz harnesses
+http1_parser, config, ws_frame and ws_deflate (the utf8 and static
+harnesses keep their own seeds).
 
 Each seed is one meaningful input (a valid case or a known-tricky one), named
 for what it is; the files are committed, this script documents how they were
@@ -71,7 +73,10 @@ C = {
     "watermarks": "flow_control:\n  high_watermark: 16k\n  low_watermark: 64k\n",
     "logs": "access_log:\n  path: /tmp/a.log\n  format: '%h %r %s %{x-a}i'\nerror_log: {path: stderr, level: debug}\n",
     "app-mapping": "app: {static: /tmp, listing: true, follow_symlinks: no}\n",
-    "mounts": "app: hello\nmounts:\n  - path: /api\n    app: echo\n  - {path: /static/, app: {static: /tmp}}\n  - {path: /, app: echo}\n",
+    "mounts": "app: {static: /tmp, listing: yes, follow_symlinks: off}\nmounts:\n  - path: /static/\n"
+              "    app: static:/tmp\n  - {path: /api, app: echo}\n"
+              "  - {path: /a/../b, app: {module: x.so, listing: true}}\n  - [x]\n"
+              "  - {path: /api, app: hello, extra: 1}\n",
     "unknown-key": "limits:\n  max_bogus: 1\nbogus: [1, {a: b}]\n",
     "wrong-types": "workers: [1]\nlisten: {a: b}\nlimits: 3\ntimeouts: [1,2]\n",
     "anchors": "base: &b {header: 1s}\ntimeouts: *b\nlimits: &l\n  max_connections: 5\n",
