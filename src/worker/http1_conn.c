@@ -102,6 +102,18 @@ static int h1_on_request(void *ud, const h1_request *req)
         h->sse = NULL;
         return -1;
     }
+    h1_exchange_begin(c, s, req);
+    return 0;
+}
+
+/*
+ * A new exchange on this connection: every per-request field starts over
+ * here, whatever kind of scope it is (the WebSocket handshake uses it too),
+ * so a field added to h1_conn is reset in one place.
+ */
+void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req)
+{
+    h1_conn *h = &c->h1;
     h->scope = s;
     h->start_app = 1;
     h->msg_complete = 0;
@@ -112,13 +124,11 @@ static int h1_on_request(void *ud, const h1_request *req)
     h->announce_keep_alive = 0;
     h->http_minor = req->http_minor;
     h->head_request = strcmp(req->method, "HEAD") == 0;
-    h->continue_pending =
-        req->expect_continue && (req->chunked || req->content_length > 0);
+    h->continue_pending = req->expect_continue && (req->chunked || req->content_length > 0);
     h->resp = RESP_NONE;
     h->body_sent = 0;
     h->above_high = 0;
     conn_set_state(c, CONN_ACTIVE);
-    return 0;
 }
 
 static int h1_on_body(void *ud, const char *data, size_t len)

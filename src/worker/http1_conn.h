@@ -83,6 +83,8 @@ void h1_exchange_after_append(conn *c, pagi_send_cb cb, void *ud);
 void h1_exchange_end(conn *c);
 /** End the exchange abnormally: on_disconnect(reason), then detach the scope. */
 void h1_abort_exchange(conn *c, const char *reason);
+/** Start serving s for req: reset the per-request state, enter CONN_ACTIVE. */
+void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req);
 /** Let go of the scope and per-request state (after complete or abort). */
 void h1_exchange_release(conn *c);
 

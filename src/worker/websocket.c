@@ -172,22 +172,11 @@ int ws_on_upgrade_request(conn *c, const h1_request *req, const scope_request *b
     ws_timers_init(ws);
     c->ws = ws;
 
-    /* The HTTP/1 side only starts the app and lends its send-completion parking. */
-    h1_conn *h = &c->h1;
-    h->scope = s;
-    h->start_app = 1;
-    h->msg_complete = 0;
-    h->parse_error = 0;
-    h->body_end_delivered = 0;
-    h->req_keep_alive = 0;
-    h->http_minor = 1;
-    h->head_request = 0;
-    h->continue_pending = 0;
-    h->resp = RESP_NONE;
-    h->body_sent = 0;
-    h->above_high = 0;
+    /* The HTTP/1 side only starts the app and lends its send-completion parking;
+       the connection speaks ws_proto from here (before CONN_ACTIVE sets read interest). */
     c->proto = &ws_proto;
-    conn_set_state(c, CONN_ACTIVE);
+    h1_exchange_begin(c, s, req);
+    c->h1.req_keep_alive = 0; /* the connection never goes back to HTTP/1 requests */
     return 0;
 }
 
