@@ -262,6 +262,9 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         c->proto->on_input(c);
     if (c->state == CONN_CLOSED)
         return;
+    /* A request in progress may last hours (SSE, WebSocket): hold no idle read buffer. */
+    if (c->state == CONN_ACTIVE && buf_size(&c->in) == 0)
+        buf_free(&c->in);
     if (c->eof) {
         c->proto->on_eof(c);
         if (c->state == CONN_CLOSED)

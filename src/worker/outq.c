@@ -12,7 +12,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define SEG_MIN_CAP 16384
+/* Small: a long-lived stream keeps one spare segment for its whole life. */
+#define SEG_MIN_CAP 4096
 #define IOV_MAX_BATCH 64
 
 struct outq_seg {
