@@ -345,10 +345,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
 {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */
-    if (under_master) {
+    if (under_master)
         signal(SIGINT, SIG_IGN); /* the master turns a terminal ^C into SIGTERM */
-        signal(SIGHUP, SIG_IGN);
-    }
+    /* Reload is the master's (a new generation); a worker, or -w 0, must not die of SIGHUP. */
+    signal(SIGHUP, SIG_IGN);
     char err[512];
     struct ev_loop *ev = ev_default_loop(EVFLAG_AUTO);
     if (!ev) {
