@@ -1,0 +1,198 @@
+/*
+ * config_yaml_app.c - the YAML loader's `app` key (a spec string, or a
+ * mapping such as {static: DIR, listing: true}) and the `mounts` list, each
+ * problem reported with its FILE:LINE:COLUMN like the rest of the loader.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_yaml_int.h"
+
+/* YAML 1.1 booleans, as people write them. */
+static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
+{
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
+    const char *s = scalar(x, n, path);
+    char shown[80];
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (!strcmp(s, yes[i]) || !strcmp(s, no[i])) {
+            *out = !strcmp(s, yes[i]);
+            return 0;
+        }
+    }
+    report(x, n, "'%s' must be true or false, not '%s'", path, printable(n, shown, sizeof shown));
+    return -1;
+}
+
+/* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]} or {module: PATH}. */
+static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
+                             pagid_static_opts *opts, yaml_node_t **at)
+{
+    yaml_node_t *kind_key = NULL, *kind_val = NULL, *opt_key = NULL;
+    char shown[80], sub[96];
+    int bad = 0;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
+        if (!key || !val)
+            continue;
+        const char *name = scalar(x, key, "app key");
+        if (!name) {
+            bad = 1;
+            continue;
+        }
+        if (!strcmp(name, "static") || !strcmp(name, "module")) {
+            if (kind_key) {
+                report(x, n, "'%s' as a mapping takes exactly one of static or module", path);
+                return -1;
+            }
+            kind_key = key;
+            kind_val = val;
+        } else if (!strcmp(name, "listing") || !strcmp(name, "follow_symlinks")) {
+            snprintf(sub, sizeof sub, "%s.%s", path, name);
+            opt_key = key;
+            if (parse_bool(x, val, sub, name[0] == 'l' ? &opts->listing : &opts->follow_symlinks))
+                bad = 1;
+        } else {
+            report(x, key,
+                   "unknown key '%s' in '%s' (expected static, module, listing or "
+                   "follow_symlinks)",
+                   printable(key, shown, sizeof shown), path);
+            bad = 1;
+        }
+    }
+    if (!kind_key) {
+        if (!bad)
+            report(x, n, "'%s' as a mapping takes exactly one of static or module", path);
+        return -1;
+    }
+    const char *kind = (const char *)kind_key->data.scalar.value;
+    int is_static = !strcmp(kind, "static");
+    if (!is_static && opt_key) {
+        report(x, opt_key, "'%s.%s' applies to static apps only", path,
+               (const char *)opt_key->data.scalar.value);
+        bad = 1;
+    }
+    snprintf(sub, sizeof sub, "%s.%s", path, kind);
+    const char *s = scalar(x, kind_val, sub);
+    if (!s || bad)
+        return -1;
+    *at = kind_val;
+    if (!is_static) {
+        *spec = strdup(s);
+    } else if ((*spec = malloc(strlen(s) + 8))) {
+        sprintf(*spec, "static:%s", s);
+    }
+    return 0;
+}
+
+/*
+ * An app value: a spec, or the mapping form. On success *spec is allocated
+ * and has passed config_check_app; 0, or -1 after reporting.
+ */
+static int parse_app(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
+                     pagid_static_opts *opts)
+{
+    char msg[512];
+    yaml_node_t *at = n;
+    memset(opts, 0, sizeof *opts);
+    *spec = NULL;
+    if (n->type == YAML_MAPPING_NODE) {
+        if (parse_app_mapping(x, n, path, spec, opts, &at) < 0)
+            return -1;
+    } else {
+        const char *s = scalar(x, n, path);
+        if (!s)
+            return -1;
+        *spec = strdup(s);
+    }
+    if (!*spec) {
+        report(x, at, "out of memory");
+        return -1;
+    }
+    if (config_check_app(*spec, msg, sizeof msg) < 0) {
+        report(x, at, "%s", msg);
+        free(*spec);
+        *spec = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+{
+    char *spec;
+    pagid_static_opts opts;
+    const char *m;
+    if (parse_app(x, n, path, &spec, &opts) < 0)
+        return;
+    if (config_set_app(x->c, spec, &m) < 0)
+        report(x, n, "%s", m);
+    else
+        x->c->app_static = opts;
+    free(spec);
+}
+
+/* mounts: a list of {path: /prefix, app: SPEC or mapping form}. */
+static void add_mount(load_ctx *x, yaml_node_t *item)
+{
+    yaml_node_t *pnode = NULL, *anode = NULL;
+    char shown[80];
+    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
+        if (!key || !val)
+            continue;
+        const char *name = scalar(x, key, "mounts key");
+        if (!name)
+            return;
+        yaml_node_t **slot = !strcmp(name, "path") ? &pnode : !strcmp(name, "app") ? &anode : NULL;
+        if (!slot) {
+            report(x, key, "unknown key '%s' in a 'mounts' entry (expected path and app)",
+                   printable(key, shown, sizeof shown));
+            return;
+        }
+        if (*slot) {
+            report(x, key, "duplicate key '%s' in a 'mounts' entry", name);
+            return;
+        }
+        *slot = val;
+    }
+    if (!pnode || !anode) {
+        report(x, item, "a 'mounts' entry needs both path and app");
+        return;
+    }
+    const char *path = scalar(x, pnode, "mounts.path");
+    char *spec;
+    pagid_static_opts opts;
+    const char *msg;
+    if (!path || parse_app(x, anode, "mounts.app", &spec, &opts) < 0)
+        return;
+    if (config_add_mount(x->c, path, spec, &opts, &msg) < 0)
+        report(x, pnode, "mount path '%s' %s", printable(pnode, shown, sizeof shown), msg);
+    free(spec);
+}
+
+void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+{
+    if (is_null(n))
+        return;
+    if (n->type != YAML_SEQUENCE_NODE) {
+        report(x, n, "'%s' must be a list of {path, app} mappings, not %s", path, kind_name(n));
+        return;
+    }
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *item = node_at(x, *it);
+        if (!item)
+            continue;
+        if (item->type != YAML_MAPPING_NODE) {
+            report(x, item, "each entry of '%s' must be a mapping with path and app, not %s", path,
+                   kind_name(item));
+            continue;
+        }
+        add_mount(x, item);
+    }
+}
