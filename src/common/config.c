@@ -492,8 +492,16 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         return 0;
     }
     if (ends_with(spec, ".pl")) {
+#ifdef PAGID_WITH_PERL
+        if (stat(spec, &st) < 0 || access(spec, R_OK) < 0) {
+            snprintf(msg, msglen, "Perl app '%s': %s", spec, strerror(errno));
+            return -1;
+        }
+        return 0;
+#else
         snprintf(msg, msglen, "Perl applications need pagid built with the Perl host");
         return -1;
+#endif
     }
     snprintf(msg, msglen,
              "unknown app '%s' (expected hello, echo, demo, static:DIR or a .so module)", spec);

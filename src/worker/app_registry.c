@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "apps/builtin.h"
+#ifdef PAGID_WITH_PERL
+#include "perl/perl_host.h"
+#endif
 
 static const struct {
     const char *name;
@@ -72,6 +75,16 @@ int app_registry_load(const char *spec, app_handle *out, char *err, size_t errle
             return 0;
         }
     }
+#ifdef PAGID_WITH_PERL
+    if (ends_with(spec, ".pl")) {
+        out->app = &app_perl;
+        if (!(out->arg = strdup(spec))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+#endif
     if (ends_with(spec, ".so") || strchr(spec, '/'))
         return load_module(spec, out, err, errlen);
     snprintf(err, errlen, "unknown app '%s'", spec);

@@ -267,7 +267,11 @@ START_TEST(test_build_file_errors_counted)
     snprintf(want, sizeof want,
              "%s:1:10: invalid workers 'many': expected a number or 'auto'\n"
              "%s:2:1: unknown key 'bogus'\n"
+#ifdef PAGID_WITH_PERL
+             "pagid: -a: Perl app 'x.pl': No such file or directory\n",
+#else
              "pagid: -a: Perl applications need pagid built with the Perl host\n",
+#endif
              path, path);
     ck_assert_str_eq(out_text, want);
     config_free(&c);

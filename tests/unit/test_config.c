@@ -342,7 +342,11 @@ START_TEST(test_check_app)
     ck_assert_int_eq(config_check_app("", msg, sizeof msg), -1);
     ck_assert_str_eq(msg, "empty app spec");
     ck_assert_int_eq(config_check_app("app.pl", msg, sizeof msg), -1);
+#ifdef PAGID_WITH_PERL
+    ck_assert_str_eq(msg, "Perl app 'app.pl': No such file or directory");
+#else
     ck_assert_str_eq(msg, "Perl applications need pagid built with the Perl host");
+#endif
     ck_assert_int_eq(config_check_app("static:", msg, sizeof msg), -1);
     ck_assert_str_eq(msg, "static app needs a directory (static:DIR)");
     ck_assert_int_eq(config_check_app("static:/nonexistent-pagid", msg, sizeof msg), -1);

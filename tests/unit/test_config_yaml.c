@@ -520,8 +520,12 @@ START_TEST(test_err_app_and_enums)
     expect_error("app: bogus\n",
                  "t.yaml:1:6: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a .so "
                  "module)");
+#ifdef PAGID_WITH_PERL
+    expect_error("app: ./app.pl\n", "t.yaml:1:6: Perl app './app.pl': No such file or directory");
+#else
     expect_error("app: ./app.pl\n",
                  "t.yaml:1:6: Perl applications need pagid built with the Perl host");
+#endif
     expect_error("error_log:\n  level: loud\n",
                  "t.yaml:2:10: invalid log level 'loud' (expected error, warn, info or debug)");
     expect_error("access_log:\n  format: fancy\n",

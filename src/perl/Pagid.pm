@@ -1,0 +1,153 @@
+# Pagid.pm - the Perl half of pagid's Perl host, compiled into pagid and
+# evaluated once per worker: app loading, the per-scope $receive/$send
+# closures, pagi.connection/pagi.transport objects, and Future::IO's impl.
+use strict;
+use warnings;
+
+package PAGI::Server::Pagid;
+use Future;
+
+our %RUNNING;   # scope handle address -> the app's Future, until it is ready
+
+sub _load {
+    my ($file, $lib) = @_;
+    unshift @INC, grep { length } split /:/, $lib;
+    my $app = do {
+        package main;
+        no strict;
+        local @ARGV;
+        do $file;
+    };
+    die $@ if $@;
+    die "cannot read $file: $!\n" if !defined $app && $!;
+    die "$file did not return a code reference\n" unless ref $app eq 'CODE';
+    return $app;
+}
+
+sub _message {
+    my ($e) = @_;
+    $e = "$e";
+    $e =~ s/\s+\z//;
+    return length $e ? $e : 'died';
+}
+
+sub _run {
+    my ($app, $h, $scope) = @_;
+    my $type = $scope->{type};
+    if ($type ne 'lifespan') {
+        $scope->{'pagi.transport'} = bless { h => $h }, 'PAGI::Server::Pagid::Transport';
+        $scope->{'pagi.connection'} = bless { h => $h }, 'PAGI::Server::Pagid::Connection'
+            if $type eq 'http';
+    }
+    my $receive = sub {
+        my $f = Future->new;
+        my $err = PAGI::Server::Pagid::XS::receive($h, $f);
+        return defined $err ? Future->fail($err) : $f;
+    };
+    my $send = sub {
+        my $f = Future->new;
+        my $err = PAGI::Server::Pagid::XS::send($h, $_[0], $f);
+        return defined $err ? Future->fail($err) : $f;
+    };
+    my $f = eval { $app->($scope, $receive, $send) };
+    if (!defined $f && $@) {
+        PAGI::Server::Pagid::XS::finish($h, _message($@));
+        return;
+    }
+    if (!(Scalar::Util::blessed($f) && $f->can('on_ready'))) {
+        PAGI::Server::Pagid::XS::finish($h, undef);
+        return;
+    }
+    if ($f->is_ready) {
+        PAGI::Server::Pagid::XS::finish($h, _failure($f));
+        return;
+    }
+    my $key = 0 + $$h;
+    $RUNNING{$key} = $f;
+    $f->on_ready(sub {
+        delete $RUNNING{$key};
+        PAGI::Server::Pagid::XS::finish($h, _failure($_[0]));
+    });
+    return;
+}
+
+sub _failure {
+    my ($f) = @_;
+    return undef unless $f->is_failed || $f->is_cancelled;
+    return 'cancelled' if $f->is_cancelled;
+    return _message(($f->failure)[0]);
+}
+
+package PAGI::Server::Pagid::Connection;
+
+sub is_connected      { PAGI::Server::Pagid::XS::query($_[0]{h}, 0) ? 1 : 0 }
+sub disconnect_reason { PAGI::Server::Pagid::XS::query($_[0]{h}, 1) }
+sub response_started  { PAGI::Server::Pagid::XS::query($_[0]{h}, 2) ? 1 : 0 }
+sub response_complete { PAGI::Server::Pagid::XS::query($_[0]{h}, 3) ? 1 : 0 }
+sub on_disconnect     { PAGI::Server::Pagid::XS::watch($_[0]{h}, 0, $_[1]); return }
+sub on_complete       { PAGI::Server::Pagid::XS::watch($_[0]{h}, 1, $_[1]); return }
+
+sub disconnect_future {
+    my ($self) = @_;
+    return $self->{df} if $self->{df};
+    my $f = $self->{df} = Future->new;
+    # The callback holds the future weakly: the scope's release frees the rest.
+    Scalar::Util::weaken(my $weak = $f);
+    PAGI::Server::Pagid::XS::watch($self->{h}, 0, sub {
+        $weak->done($_[0]) if $weak && !$weak->is_ready;
+    });
+    return $f;
+}
+
+package PAGI::Server::Pagid::Transport;
+
+sub buffered_amount { PAGI::Server::Pagid::XS::query($_[0]{h}, 4) // 0 }
+sub high_water_mark { PAGI::Server::Pagid::XS::query($_[0]{h}, 5) }
+sub low_water_mark  { PAGI::Server::Pagid::XS::query($_[0]{h}, 6) }
+sub on_high_water   { PAGI::Server::Pagid::XS::watch($_[0]{h}, 2, $_[1]); return }
+sub on_drain        { PAGI::Server::Pagid::XS::watch($_[0]{h}, 3, $_[1]); return }
+
+package PAGI::Server::Pagid::FutureIO;
+use Future::IO::ImplBase;
+our @ISA = ('Future::IO::ImplBase');
+
+sub sleep {
+    my ($class, $secs) = @_;
+    my $f = Future->new;
+    # The loop holds the future until the timer fires or is cancelled.
+    my $id = PAGI::Server::Pagid::XS::timer_start($secs, sub { $f->done unless $f->is_ready });
+    $f->on_cancel(sub { PAGI::Server::Pagid::XS::timer_stop($id) });
+    return $f;
+}
+
+sub alarm {
+    my ($class, $epoch) = @_;
+    return $class->sleep($epoch - Time::HiRes::time());
+}
+
+sub _ready {
+    my ($fh, $events) = @_;
+    my $f = Future->new;
+    my $fd = ref $fh ? fileno($fh) : $fh;
+    return Future->fail("not an open file handle") unless defined $fd;
+    my $id;
+    $id = PAGI::Server::Pagid::XS::io_watch($fd, $events, sub {
+        PAGI::Server::Pagid::XS::io_stop($id) if defined $id;
+        undef $id;
+        $f->done unless $f->is_ready;
+    });
+    $f->on_cancel(sub { PAGI::Server::Pagid::XS::io_stop($id) if defined $id; undef $id });
+    return $f;
+}
+
+sub ready_for_read  { _ready($_[1], 1) }
+sub ready_for_write { _ready($_[1], 2) }
+
+sub HAVE_MULTIPLE_FILEHANDLES { 1 }
+
+package main;
+use Scalar::Util ();
+use Time::HiRes ();
+use Future::IO;
+Future::IO->override_impl('PAGI::Server::Pagid::FutureIO');
+1;

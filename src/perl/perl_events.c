@@ -1,0 +1,337 @@
+/*
+ * perl_events.c - conversions for the Perl host: received pagi_events to
+ * event hashrefs, sent event hashrefs to pagi_events (with the server's
+ * style of validation messages), and the $scope hashref itself.
+ */
+#include "perl_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HSTORE(hv, k, v) (void)hv_store((hv), (k), (I32)strlen(k), (v), 0)
+
+static SV *bytes_sv(pTHX_ pagi_str s)
+{
+    return newSVpvn(s.ptr ? s.ptr : "", s.len);
+}
+
+/* Characters when the bytes are valid UTF-8, else the bytes as they are. */
+static SV *chars_sv(pTHX_ pagi_str s)
+{
+    SV *sv = bytes_sv(aTHX_ s);
+    sv_utf8_decode(sv);
+    return sv;
+}
+
+SV *perl_event_to_hv(pTHX_ const pagi_event *ev)
+{
+    HV *hv = newHV();
+    const char *name = pagi_event_type_name(ev->type);
+    HSTORE(hv, "type", newSVpv(name ? name : "unknown", 0));
+    switch (ev->type) {
+    case PAGI_EV_HTTP_REQUEST:
+    case PAGI_EV_SSE_REQUEST:
+        HSTORE(hv, "body", bytes_sv(aTHX_ ev->body));
+        HSTORE(hv, "more", newSViv(ev->more ? 1 : 0));
+        break;
+    case PAGI_EV_HTTP_DISCONNECT:
+    case PAGI_EV_SSE_DISCONNECT:
+        if (ev->reason.len)
+            HSTORE(hv, "reason", bytes_sv(aTHX_ ev->reason));
+        break;
+    case PAGI_EV_WEBSOCKET_RECEIVE:
+        if (ev->is_text)
+            HSTORE(hv, "text", chars_sv(aTHX_ ev->text));
+        else
+            HSTORE(hv, "bytes", bytes_sv(aTHX_ ev->bytes));
+        break;
+    case PAGI_EV_WEBSOCKET_DISCONNECT:
+        HSTORE(hv, "code", newSViv(ev->code));
+        HSTORE(hv, "reason", chars_sv(aTHX_ ev->reason));
+        break;
+    default:
+        break;
+    }
+    return newRV_noinc((SV *)hv);
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+static SV *field(pTHX_ HV *hv, const char *k)
+{
+    SV **svp = hv_fetch(hv, k, (I32)strlen(k), 0);
+    if (!svp || !SvOK(*svp))
+        return NULL;
+    return *svp;
+}
+
+static int get_bytes(pTHX_ SV *sv, pagi_str *out)
+{
+    if (SvROK(sv))
+        return -1;
+    STRLEN len;
+    if (SvUTF8(sv) && !sv_utf8_downgrade(sv, TRUE))
+        return -1;
+    out->ptr = SvPV(sv, len);
+    out->len = len;
+    return 0;
+}
+
+static int get_text(pTHX_ SV *sv, pagi_str *out)
+{
+    if (SvROK(sv))
+        return -1;
+    STRLEN len;
+    out->ptr = SvPVutf8(sv, len);
+    out->len = len;
+    return 0;
+}
+
+static int get_int(pTHX_ SV *sv, int64_t *out)
+{
+    if (SvROK(sv) || !looks_like_number(sv))
+        return -1;
+    *out = (int64_t)SvIV(sv);
+    return 0;
+}
+
+static const char *get_headers(pTHX_ SV *sv, const pagi_header **hp, size_t *count,
+                               pagi_header **store, const char *tname, char *err, size_t errlen)
+{
+    if (!SvROK(sv) || SvTYPE(SvRV(sv)) != SVt_PVAV) {
+        snprintf(err, errlen, "%s: headers must be an array of [name, value] pairs", tname);
+        return err;
+    }
+    AV *av = (AV *)SvRV(sv);
+    SSize_t n = av_len(av) + 1;
+    pagi_header *h = calloc(n ? (size_t)n : 1, sizeof *h);
+    if (!h)
+        return "out of memory";
+    *store = h;
+    for (SSize_t i = 0; i < n; i++) {
+        SV **pair = av_fetch(av, i, 0);
+        AV *p;
+        SV **nm, **val;
+        if (!pair || !SvROK(*pair) || SvTYPE(SvRV(*pair)) != SVt_PVAV ||
+            !(p = (AV *)SvRV(*pair), nm = av_fetch(p, 0, 0)) || !(val = av_fetch(p, 1, 0)) ||
+            !SvOK(*nm) || !SvOK(*val) || get_bytes(aTHX_ *nm, &h[i].name) < 0 ||
+            get_bytes(aTHX_ *val, &h[i].value) < 0) {
+            snprintf(err, errlen, "%s: header %ld must be a [name, value] pair of byte strings",
+                     tname, (long)i);
+            return err;
+        }
+    }
+    *hp = h;
+    *count = (size_t)n;
+    return NULL;
+}
+
+#define BAD(fmt) do { snprintf(err, errlen, "%s: " fmt, tname); return err; } while (0)
+#define BYTES(key, dst) do { SV *v_ = field(aTHX_ hv, key); \
+    if (v_ && get_bytes(aTHX_ v_, &(dst)) < 0) BAD("'" key "' must be a byte string"); } while (0)
+#define TEXT(key, dst) do { SV *v_ = field(aTHX_ hv, key); \
+    if (v_ && get_text(aTHX_ v_, &(dst)) < 0) BAD("'" key "' must be a string"); } while (0)
+#define INT(key, dst) do { SV *v_ = field(aTHX_ hv, key); int64_t i_; \
+    if (v_) { if (get_int(aTHX_ v_, &i_) < 0) BAD("'" key "' must be an integer"); (dst) = i_; } } while (0)
+#define NUM(key, dst) do { SV *v_ = field(aTHX_ hv, key); \
+    if (v_) { if (SvROK(v_) || !looks_like_number(v_)) BAD("'" key "' must be a number"); \
+              (dst) = SvNV(v_); } } while (0)
+#define BOOL(key, dst) do { SV *v_ = field(aTHX_ hv, key); (dst) = v_ && SvTRUE(v_); } while (0)
+
+const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs,
+                               pagi_header **hdrs2, char *err, size_t errlen)
+{
+    *hdrs = *hdrs2 = NULL;
+    if (!ref || !SvROK(ref) || SvTYPE(SvRV(ref)) != SVt_PVHV)
+        return "send: the event must be a hash reference";
+    HV *hv = (HV *)SvRV(ref);
+    SV *t = field(aTHX_ hv, "type");
+    if (!t)
+        return "send: event has no 'type'";
+    STRLEN tlen;
+    const char *tname = SvPV(t, tlen);
+    pagi_event_type type = PAGI_EV_NONE;
+    for (int i = 1; i < PAGI_EV__COUNT; i++) {
+        const char *n = pagi_event_type_name((pagi_event_type)i);
+        if (n && strlen(n) == tlen && memcmp(n, tname, tlen) == 0) {
+            type = (pagi_event_type)i;
+            break;
+        }
+    }
+    if (type == PAGI_EV_NONE) {
+        snprintf(err, errlen, "send: unknown event type '%.100s'", tname);
+        return err;
+    }
+    *ev = PAGI_EVENT_INIT(type);
+    tname = pagi_event_type_name(type);
+    SV *v;
+    switch (type) {
+    case PAGI_EV_HTTP_RESPONSE_START:
+    case PAGI_EV_WEBSOCKET_HTTP_RESPONSE_START:
+    case PAGI_EV_SSE_START:
+    case PAGI_EV_SSE_HTTP_RESPONSE_START: {
+        int64_t st = 0;
+        if (!(v = field(aTHX_ hv, "status")))
+            BAD("missing 'status'");
+        if (get_int(aTHX_ v, &st) < 0)
+            BAD("'status' must be an integer");
+        ev->status = (int)st;
+        BOOL("trailers", ev->trailers);
+        if ((v = field(aTHX_ hv, "headers")))
+            return get_headers(aTHX_ v, &ev->headers, &ev->header_count, hdrs, tname, err, errlen);
+        break;
+    }
+    case PAGI_EV_HTTP_RESPONSE_TRAILERS:
+        if ((v = field(aTHX_ hv, "headers")))
+            return get_headers(aTHX_ v, &ev->headers, &ev->header_count, hdrs, tname, err, errlen);
+        break;
+    case PAGI_EV_HTTP_RESPONSE_BODY:
+    case PAGI_EV_WEBSOCKET_HTTP_RESPONSE_BODY:
+    case PAGI_EV_SSE_HTTP_RESPONSE_BODY: {
+        pagi_str file = {0};
+        BYTES("body", ev->body);
+        BOOL("more", ev->more);
+        BYTES("file", file);
+        INT("offset", ev->offset);
+        INT("length", ev->length);
+        if ((v = field(aTHX_ hv, "fh"))) {
+            IO *io = sv_2io(v);
+            PerlIO *pio = io ? IoIFP(io) : NULL;
+            if (!pio)
+                BAD("'fh' must be an open file handle");
+            ev->fd = PerlIO_fileno(pio);
+        }
+        if (file.ptr) {
+            char *f = malloc(file.len + 1);
+            if (!f)
+                return "out of memory";
+            memcpy(f, file.ptr, file.len);
+            f[file.len] = 0;
+            ev->file = f;
+            *hdrs2 = (pagi_header *)f; /* freed by the caller */
+        }
+        break;
+    }
+    case PAGI_EV_WEBSOCKET_ACCEPT:
+        BYTES("subprotocol", ev->subprotocol);
+        if ((v = field(aTHX_ hv, "headers")))
+            return get_headers(aTHX_ v, &ev->headers, &ev->header_count, hdrs, tname, err, errlen);
+        break;
+    case PAGI_EV_WEBSOCKET_SEND:
+        if ((v = field(aTHX_ hv, "text"))) {
+            TEXT("text", ev->text);
+            ev->is_text = 1;
+        } else if ((v = field(aTHX_ hv, "bytes"))) {
+            BYTES("bytes", ev->bytes);
+        } else {
+            BAD("needs 'bytes' or 'text'");
+        }
+        break;
+    case PAGI_EV_WEBSOCKET_KEEPALIVE:
+        NUM("interval", ev->interval);
+        NUM("timeout", ev->timeout);
+        break;
+    case PAGI_EV_WEBSOCKET_CLOSE: {
+        int64_t code = 1000;
+        INT("code", code);
+        ev->code = (int)code;
+        TEXT("reason", ev->reason);
+        break;
+    }
+    case PAGI_EV_SSE_SEND:
+        TEXT("data", ev->data);
+        TEXT("event", ev->event);
+        TEXT("id", ev->id);
+        INT("retry", ev->retry);
+        break;
+    case PAGI_EV_SSE_COMMENT:
+        TEXT("comment", ev->comment);
+        break;
+    case PAGI_EV_SSE_KEEPALIVE:
+        NUM("interval", ev->interval);
+        TEXT("comment", ev->comment);
+        break;
+    case PAGI_EV_LIFESPAN_STARTUP_FAILED:
+    case PAGI_EV_LIFESPAN_SHUTDOWN_FAILED:
+        TEXT("message", ev->message);
+        break;
+    default:
+        break;
+    }
+    return NULL;
+}
+
+/* ---- the scope hashref ------------------------------------------------ */
+
+static SV *addr_av(pTHX_ const char *host, int port, int unix_ok)
+{
+    AV *av = newAV();
+    av_push(av, newSVpv(host, 0));
+    av_push(av, (port < 0 && unix_ok) ? newSV(0) : newSViv(port));
+    return newRV_noinc((SV *)av);
+}
+
+SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
+{
+    HV *hv = newHV();
+    pagi_scope_type type = pagi_scope_type_of(s);
+    HSTORE(hv, "type", newSVpv(pagi_scope_type_name(s), 0));
+    HV *pagi = newHV();
+    HSTORE(pagi, "version", newSVpvs(PAGI_SPEC_VERSION));
+    HSTORE(pagi, "spec_version", newSVpvs(PAGI_SPEC_VERSION));
+    HSTORE(hv, "pagi", newRV_noinc((SV *)pagi));
+    if (type == PAGI_SCOPE_LIFESPAN) {
+        HSTORE(hv, "state", SvREFCNT_inc(state));
+        return newRV_noinc((SV *)hv);
+    }
+    HSTORE(hv, "http_version", newSVpv(pagi_scope_http_version(s), 0));
+    HSTORE(hv, "method", newSVpv(pagi_scope_method(s), 0));
+    HSTORE(hv, "scheme", newSVpv(pagi_scope_scheme(s), 0));
+    HSTORE(hv, "path", chars_sv(aTHX_ pagi_scope_path(s)));
+    HSTORE(hv, "raw_path", bytes_sv(aTHX_ pagi_scope_raw_path(s)));
+    HSTORE(hv, "query_string", bytes_sv(aTHX_ pagi_scope_query_string(s)));
+    HSTORE(hv, "root_path", chars_sv(aTHX_ pagi_scope_root_path(s)));
+    size_t n = 0;
+    const pagi_header *h = pagi_scope_headers(s, &n);
+    AV *headers = newAV();
+    av_extend(headers, (SSize_t)n);
+    for (size_t i = 0; i < n; i++) {
+        AV *pair = newAV();
+        av_push(pair, bytes_sv(aTHX_ h[i].name));
+        av_push(pair, bytes_sv(aTHX_ h[i].value));
+        av_push(headers, newRV_noinc((SV *)pair));
+    }
+    HSTORE(hv, "headers", newRV_noinc((SV *)headers));
+    int port = 0;
+    const char *host = pagi_scope_client(s, &port);
+    if (host)
+        HSTORE(hv, "client", addr_av(aTHX_ host, port, 0));
+    host = pagi_scope_server(s, &port);
+    if (host)
+        HSTORE(hv, "server", addr_av(aTHX_ host, port, 1));
+    if (type == PAGI_SCOPE_WEBSOCKET) {
+        AV *sp = newAV();
+        size_t k = pagi_scope_subprotocol_count(s);
+        for (size_t i = 0; i < k; i++)
+            av_push(sp, bytes_sv(aTHX_ pagi_scope_subprotocol(s, i)));
+        HSTORE(hv, "subprotocols", newRV_noinc((SV *)sp));
+    }
+    HV *ext = newHV();
+    static const char *const known[] = {"websocket.http.response", "tls", "fullflush"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (pagi_scope_has_extension(s, known[i]))
+            HSTORE(ext, known[i], newRV_noinc((SV *)newHV()));
+    HSTORE(hv, "extensions", newRV_noinc((SV *)ext));
+    if (state && SvROK(state)) {
+        /* A shallow copy: keys private to the scope, values shared. */
+        HV *src = (HV *)SvRV(state), *copy = newHV();
+        HE *he;
+        hv_iterinit(src);
+        while ((he = hv_iternext(src)))
+            (void)hv_store_ent(copy, hv_iterkeysv(he), newSVsv(hv_iterval(src, he)), 0);
+        HSTORE(hv, "state", newRV_noinc((SV *)copy));
+    }
+    (void)handle;
+    return newRV_noinc((SV *)hv);
+}

@@ -1,0 +1,199 @@
+/*
+ * perl_host.c - the Perl host: one embedded interpreter per worker (made in
+ * the first create, after fork), PAGI app files loaded into it, and the
+ * pagi_app table that hands every scope to the Perl glue (perl_glue.c).
+ */
+#include "perl_int.h"
+#include "perl_host.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+PerlInterpreter *perl_host_interp;
+pagi_loop *perl_host_loop;
+static int perl_instances;
+static int perl_sys_inited;
+
+typedef struct perl_app {
+    SV *app;   /* the app's coderef */
+    SV *state; /* the lifespan state hashref */
+} perl_app;
+
+EXTERN_C void boot_DynaLoader(pTHX_ CV *cv);
+
+static void xs_init(pTHX)
+{
+    newXS("DynaLoader::boot_DynaLoader", boot_DynaLoader, __FILE__);
+}
+
+static const char *start_interpreter(void)
+{
+    static char arg0[] = "pagid", arg1[] = "-e", arg2[] = "0";
+    static char *args[] = {arg0, arg1, arg2, NULL};
+    static char *no_env[] = {NULL};
+    if (!perl_sys_inited) {
+        int argc = 3;
+        char **argv = args, **env = no_env;
+        PERL_SYS_INIT3(&argc, &argv, &env);
+        perl_sys_inited = 1;
+    }
+    PerlInterpreter *my_perl = perl_alloc();
+    if (!my_perl)
+        return "cannot allocate the Perl interpreter";
+    PERL_SET_CONTEXT(my_perl);
+    perl_construct(my_perl);
+    PL_exit_flags |= PERL_EXIT_DESTRUCT_END;
+    if (perl_parse(my_perl, xs_init, 3, args, NULL) != 0 || perl_run(my_perl) != 0) {
+        perl_destruct(my_perl);
+        perl_free(my_perl);
+        return "cannot start the Perl interpreter";
+    }
+    perl_host_interp = my_perl;
+    perl_xs_boot(aTHX);
+    eval_pv(perl_glue_source, FALSE);
+    if (SvTRUE(ERRSV)) {
+        pagi_log(perl_host_loop, 0, "perl: the pagid glue failed to load: %s", SvPV_nolen(ERRSV));
+        return "the Perl host's glue failed to load (are libfuture-perl and "
+               "libfuture-io-perl installed?)";
+    }
+    return NULL;
+}
+
+static void stop_interpreter(void)
+{
+    dPERL;
+    if (!my_perl)
+        return;
+    PL_perl_destruct_level = 1;
+    perl_destruct(my_perl);
+    perl_free(my_perl);
+    perl_host_interp = NULL;
+}
+
+/* Call a glue function in list context with string args; returns its first result (owned). */
+static SV *call_glue(pTHX_ const char *fn, SV **args, int nargs, char *err, size_t errlen)
+{
+    dSP;
+    SV *ret = NULL;
+    ENTER;
+    SAVETMPS;
+    PUSHMARK(SP);
+    for (int i = 0; i < nargs; i++)
+        XPUSHs(args[i]);
+    PUTBACK;
+    int n = call_pv(fn, G_SCALAR | G_EVAL);
+    SPAGAIN;
+    if (SvTRUE(ERRSV)) {
+        if (err)
+            snprintf(err, errlen, "%s", SvPV_nolen(ERRSV));
+        if (n > 0)
+            (void)POPs;
+    } else if (n > 0) {
+        ret = SvREFCNT_inc(POPs);
+    }
+    PUTBACK;
+    FREETMPS;
+    LEAVE;
+    return ret;
+}
+
+static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
+{
+    static char msg[1024];
+    if (!arg || !*arg) {
+        *err = "the Perl host needs an app file";
+        return NULL;
+    }
+    perl_host_loop = loop;
+    if (!perl_host_interp) {
+        const char *e = start_interpreter();
+        if (e) {
+            *err = e;
+            return NULL;
+        }
+    }
+    dPERL;
+    perl_app *pa = calloc(1, sizeof *pa);
+    if (!pa) {
+        *err = "out of memory";
+        return NULL;
+    }
+    ENTER;
+    SAVETMPS;
+    SV *file = sv_2mortal(newSVpv(arg, 0));
+    SV *lib = sv_2mortal(newSVpv(getenv("PAGID_PERL_LIB") ? getenv("PAGID_PERL_LIB") : "", 0));
+    SV *args[2] = {file, lib};
+    msg[0] = 0;
+    pa->app = call_glue(aTHX_ "PAGI::Server::Pagid::_load", args, 2, msg, sizeof msg);
+    FREETMPS;
+    LEAVE;
+    if (!pa->app || !SvROK(pa->app)) {
+        if (pa->app)
+            SvREFCNT_dec(pa->app);
+        free(pa);
+        if (!msg[0])
+            snprintf(msg, sizeof msg, "%s did not return a code reference", arg);
+        size_t l = strlen(msg);
+        while (l && (msg[l - 1] == '\n'))
+            msg[--l] = 0;
+        pagi_log(loop, 0, "perl: cannot load %s: %s", arg, msg);
+        *err = msg;
+        if (!perl_instances)
+            stop_interpreter();
+        return NULL;
+    }
+    pa->state = newRV_noinc((SV *)newHV());
+    perl_instances++;
+    return pa;
+}
+
+static void perl_handle_scope(pagi_scope *s, void *instance)
+{
+    dPERL;
+    perl_app *pa = instance;
+    perl_handle *h = NULL;
+    SV *hsv = perl_handle_new(aTHX_ s, &h);
+    if (!hsv) {
+        pagi_scope_finish(s, "perl: out of memory");
+        return;
+    }
+    ENTER;
+    SAVETMPS; /* this runs from the loop, outside any Perl statement: free our temps here */
+    SV *scope = perl_scope_hv(aTHX_ s, hsv, pa->state);
+    SV *args[3] = {pa->app, sv_2mortal(hsv), sv_2mortal(scope)};
+    char err[512];
+    err[0] = 0;
+    SV *r = call_glue(aTHX_ "PAGI::Server::Pagid::_run", args, 3, err, sizeof err);
+    if (r)
+        SvREFCNT_dec(r);
+    if (err[0] && h->s && !h->finished) {
+        /* The glue itself failed: still finish the scope once. */
+        h->finished = 1;
+        pagi_scope_finish(s, err);
+    }
+    FREETMPS;
+    LEAVE;
+}
+
+static void perl_destroy(void *instance)
+{
+    perl_app *pa = instance;
+    if (!pa)
+        return;
+    {
+        dPERL;
+        SvREFCNT_dec(pa->app);
+        SvREFCNT_dec(pa->state);
+    }
+    free(pa);
+    if (--perl_instances == 0)
+        stop_interpreter();
+}
+
+const pagi_app app_perl = {
+    .abi_version = PAGI_ABI_VERSION,
+    .name = "perl",
+    .create = perl_create,
+    .handle = perl_handle_scope,
+    .destroy = perl_destroy,
+};

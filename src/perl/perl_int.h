@@ -1,0 +1,54 @@
+/*
+ * perl_int.h - private declarations shared by the Perl host's files: the
+ * embedded interpreter, the per-scope handle Perl code holds, and the
+ * event conversions between Perl hashes and pagi_event.
+ */
+#ifndef PAGID_PERL_INT_H
+#define PAGID_PERL_INT_H
+
+#define PERL_NO_GET_CONTEXT
+#include <EXTERN.h>
+#include <perl.h>
+#include <XSUB.h>
+
+#include "pagi/pagi.h"
+
+extern PerlInterpreter *perl_host_interp;
+extern pagi_loop *perl_host_loop;
+#define dPERL PerlInterpreter *my_perl = perl_host_interp; PERL_UNUSED_VAR(my_perl)
+
+/* An SV the C side holds for a scope until its callback runs or the scope is released. */
+typedef struct perl_hold {
+    struct perl_hold *prev, *next;
+    struct perl_handle *h;
+    SV *sv;
+} perl_hold;
+
+/* The C half of a scope as Perl sees it (a blessed ref holding this pointer). */
+typedef struct perl_handle {
+    pagi_scope *s;    /* NULL once released */
+    int finished;     /* pagi_scope_finish called */
+    int perl_alive;   /* the Perl handle object still exists */
+    int releasing;    /* handle_release is dropping the holds */
+    perl_hold *holds; /* futures and callbacks the server may still call */
+} perl_handle;
+
+perl_hold *perl_hold_add(perl_handle *h, SV *sv);
+void perl_hold_drop(perl_hold *n);
+
+/* perl_events.c */
+SV *perl_event_to_hv(pTHX_ const pagi_event *ev);
+/* Fill *ev from a Perl hashref; *hdrs gets a malloc'd array to free after pagi_send.
+ * Returns NULL or a static/err-buffer message. */
+const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs,
+                               pagi_header **hdrs2, char *err, size_t errlen);
+SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state);
+
+/* perl_xs.c */
+void perl_xs_boot(pTHX);
+SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
+
+/* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
+extern const char perl_glue_source[];
+
+#endif

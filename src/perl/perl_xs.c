@@ -1,0 +1,426 @@
+/*
+ * perl_xs.c - the XS functions the Perl glue calls (PAGI::Server::Pagid::XS):
+ * receive/send/finish on a scope handle, pagi.connection and pagi.transport,
+ * and the loop services (timers, fd watches) behind Future::IO.
+ */
+#include "perl_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HANDLE_CLASS "PAGI::Server::Pagid::Handle"
+
+/* ---- holds: SVs the server side may still call back into ------------ */
+
+perl_hold *perl_hold_add(perl_handle *h, SV *sv)
+{
+    perl_hold *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    dPERL;
+    n->h = h;
+    n->sv = SvREFCNT_inc(sv);
+    n->next = h->holds;
+    if (h->holds)
+        h->holds->prev = n;
+    h->holds = n;
+    return n;
+}
+
+void perl_hold_drop(perl_hold *n)
+{
+    dPERL;
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        n->h->holds = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    SV *sv = n->sv;
+    free(n);
+    SvREFCNT_dec(sv);
+}
+
+static void handle_release(pagi_scope *s, void *data)
+{
+    perl_handle *h = data;
+    h->s = NULL;
+    h->releasing = 1; /* dropping a hold may DESTROY the Perl handle: not yet free h */
+    while (h->holds)
+        perl_hold_drop(h->holds);
+    h->releasing = 0;
+    if (!h->perl_alive)
+        free(h);
+}
+
+SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out)
+{
+    perl_handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->s = s;
+    h->perl_alive = 1;
+    pagi_scope_set_userdata(s, h, handle_release);
+    *out = h;
+    SV *obj = newSViv(PTR2IV(h));
+    return sv_bless(newRV_noinc(obj), gv_stashpv(HANDLE_CLASS, GV_ADD));
+}
+
+static perl_handle *get_handle(pTHX_ SV *sv)
+{
+    if (!SvROK(sv) || !sv_derived_from(sv, HANDLE_CLASS))
+        croak("not a pagid scope handle");
+    return INT2PTR(perl_handle *, SvIV(SvRV(sv)));
+}
+
+/* Call $obj->$method(@args) (G_EVAL: a die in a callback is logged, not fatal). */
+static void call_method_sv(pTHX_ SV *obj, const char *method, SV *arg)
+{
+    dSP;
+    ENTER;
+    SAVETMPS;
+    PUSHMARK(SP);
+    XPUSHs(obj);
+    if (arg)
+        XPUSHs(sv_2mortal(arg));
+    PUTBACK;
+    call_method(method, G_DISCARD | G_EVAL);
+    if (SvTRUE(ERRSV))
+        pagi_log(perl_host_loop, 0, "perl: %s", SvPV_nolen(ERRSV));
+    FREETMPS;
+    LEAVE;
+}
+
+static void call_cb(pTHX_ SV *cb, SV *arg)
+{
+    dSP;
+    ENTER;
+    SAVETMPS;
+    PUSHMARK(SP);
+    if (arg)
+        XPUSHs(sv_2mortal(arg));
+    PUTBACK;
+    call_sv(cb, G_DISCARD | G_EVAL);
+    if (SvTRUE(ERRSV))
+        pagi_log(perl_host_loop, 0, "perl: callback died: %s", SvPV_nolen(ERRSV));
+    FREETMPS;
+    LEAVE;
+}
+
+/* ---- receive / send / finish ----------------------------------------- */
+
+static void on_receive(pagi_scope *s, const pagi_event *ev, void *ud)
+{
+    dPERL;
+    perl_hold *n = ud;
+    SV *f = SvREFCNT_inc(n->sv);
+    perl_hold_drop(n);
+    call_method_sv(aTHX_ f, "done", perl_event_to_hv(aTHX_ ev));
+    SvREFCNT_dec(f);
+}
+
+static void on_sent(pagi_scope *s, const char *err, void *ud)
+{
+    dPERL;
+    perl_hold *n = ud;
+    SV *f = SvREFCNT_inc(n->sv);
+    perl_hold_drop(n);
+    if (err)
+        call_method_sv(aTHX_ f, "fail", newSVpv(err, 0));
+    else
+        call_method_sv(aTHX_ f, "done", NULL);
+    SvREFCNT_dec(f);
+}
+
+static const char *usable(perl_handle *h)
+{
+    if (!h->s || h->finished)
+        return "the scope has finished";
+    return NULL;
+}
+
+/* receive($h, $future): undef, or an error message */
+XS_INTERNAL(xs_receive)
+{
+    dXSARGS;
+    if (items != 2)
+        croak_xs_usage(cv, "h, future");
+    perl_handle *h = get_handle(aTHX_ ST(0));
+    const char *err = usable(h);
+    if (!err) {
+        perl_hold *n = perl_hold_add(h, ST(1));
+        if (!n)
+            err = "out of memory";
+        else if (pagi_receive(h->s, on_receive, n) < 0) {
+            perl_hold_drop(n);
+            err = pagi_scope_error(h->s);
+        }
+    }
+    ST(0) = err ? sv_2mortal(newSVpv(err, 0)) : &PL_sv_undef;
+    XSRETURN(1);
+}
+
+/* send($h, $event, $future): undef, or the validation message */
+XS_INTERNAL(xs_send)
+{
+    dXSARGS;
+    if (items != 3)
+        croak_xs_usage(cv, "h, event, future");
+    perl_handle *h = get_handle(aTHX_ ST(0));
+    char buf[256];
+    const char *err = usable(h);
+    pagi_event ev;
+    pagi_header *hdrs = NULL, *extra = NULL;
+    if (!err)
+        err = perl_event_from_sv(aTHX_ ST(1), &ev, &hdrs, &extra, buf, sizeof buf);
+    if (!err) {
+        perl_hold *n = perl_hold_add(h, ST(2));
+        if (!n)
+            err = "out of memory";
+        else if (pagi_send(h->s, &ev, on_sent, n) < 0) {
+            perl_hold_drop(n);
+            snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
+            err = buf;
+        }
+    }
+    free(hdrs);
+    free(extra);
+    ST(0) = err ? sv_2mortal(newSVpv(err, 0)) : &PL_sv_undef;
+    XSRETURN(1);
+}
+
+/* finish($h, $error_or_undef) */
+XS_INTERNAL(xs_finish)
+{
+    dXSARGS;
+    if (items != 2)
+        croak_xs_usage(cv, "h, error");
+    perl_handle *h = get_handle(aTHX_ ST(0));
+    if (h->s && !h->finished) {
+        h->finished = 1;
+        pagi_scope_finish(h->s, SvOK(ST(1)) ? SvPV_nolen(ST(1)) : NULL);
+    }
+    XSRETURN_EMPTY;
+}
+
+XS_INTERNAL(xs_handle_destroy)
+{
+    dXSARGS;
+    if (items != 1)
+        croak_xs_usage(cv, "h");
+    perl_handle *h = INT2PTR(perl_handle *, SvIV(SvRV(ST(0))));
+    h->perl_alive = 0;
+    if (!h->s && !h->releasing)
+        free(h);
+    XSRETURN_EMPTY;
+}
+
+/* ---- pagi.connection / pagi.transport --------------------------------- */
+
+enum { Q_CONNECTED, Q_REASON, Q_STARTED, Q_COMPLETE, Q_BUFFERED, Q_HIGH, Q_LOW };
+
+/* query($h, $what) */
+XS_INTERNAL(xs_query)
+{
+    dXSARGS;
+    if (items != 2)
+        croak_xs_usage(cv, "h, what");
+    perl_handle *h = get_handle(aTHX_ ST(0));
+    IV what = SvIV(ST(1));
+    SV *r = &PL_sv_undef;
+    if (!h->s) {
+        if (what == Q_CONNECTED || what == Q_BUFFERED)
+            r = sv_2mortal(newSViv(0));
+    } else {
+        switch (what) {
+        case Q_CONNECTED: r = sv_2mortal(newSViv(pagi_conn_is_connected(h->s))); break;
+        case Q_REASON: {
+            const char *reason = pagi_conn_disconnect_reason(h->s);
+            if (reason)
+                r = sv_2mortal(newSVpv(reason, 0));
+            break;
+        }
+        case Q_STARTED: r = sv_2mortal(newSViv(pagi_conn_response_started(h->s))); break;
+        case Q_COMPLETE: r = sv_2mortal(newSViv(pagi_conn_response_complete(h->s))); break;
+        case Q_BUFFERED: r = sv_2mortal(newSVuv(pagi_transport_buffered_amount(h->s))); break;
+        case Q_HIGH: r = sv_2mortal(newSVuv(pagi_transport_high_water_mark(h->s))); break;
+        case Q_LOW: r = sv_2mortal(newSVuv(pagi_transport_low_water_mark(h->s))); break;
+        default: break;
+        }
+    }
+    ST(0) = r;
+    XSRETURN(1);
+}
+
+static void on_disconnect_cb(pagi_scope *s, const char *reason, void *ud)
+{
+    dPERL;
+    perl_hold *n = ud;
+    SV *cb = SvREFCNT_inc(n->sv); /* the scope may be released while it runs */
+    call_cb(aTHX_ cb, reason ? newSVpv(reason, 0) : NULL);
+    SvREFCNT_dec(cb);
+}
+
+static void on_notify_cb(pagi_scope *s, void *ud)
+{
+    dPERL;
+    perl_hold *n = ud;
+    SV *cb = SvREFCNT_inc(n->sv); /* the scope may be released while it runs */
+    call_cb(aTHX_ cb, NULL);
+    SvREFCNT_dec(cb);
+}
+
+enum { W_DISCONNECT, W_COMPLETE, W_HIGH, W_DRAIN };
+
+/* watch($h, $what, $callback): registers a callback until the scope is released */
+XS_INTERNAL(xs_watch)
+{
+    dXSARGS;
+    if (items != 3)
+        croak_xs_usage(cv, "h, what, cb");
+    perl_handle *h = get_handle(aTHX_ ST(0));
+    IV what = SvIV(ST(1));
+    if (!h->s)
+        XSRETURN_NO;
+    perl_hold *n = perl_hold_add(h, ST(2));
+    if (!n)
+        croak("out of memory");
+    int rc = -1;
+    switch (what) {
+    case W_DISCONNECT: rc = pagi_conn_on_disconnect(h->s, on_disconnect_cb, n); break;
+    case W_COMPLETE: rc = pagi_conn_on_complete(h->s, on_notify_cb, n); break;
+    case W_HIGH: rc = pagi_transport_on_high_water(h->s, on_notify_cb, n); break;
+    case W_DRAIN: rc = pagi_transport_on_drain(h->s, on_notify_cb, n); break;
+    default: break;
+    }
+    if (rc < 0) {
+        perl_hold_drop(n);
+        XSRETURN_NO;
+    }
+    XSRETURN_YES;
+}
+
+/* ---- loop services ---------------------------------------------------- */
+
+typedef struct perl_timer {
+    pagi_timer *t;
+    SV *cb;
+} perl_timer;
+
+static void on_timer(pagi_timer *t, void *ud)
+{
+    dPERL;
+    perl_timer *pt = ud;
+    SV *cb = pt->cb;
+    pagi_timer_stop(t);
+    free(pt);
+    call_cb(aTHX_ cb, NULL);
+    SvREFCNT_dec(cb);
+}
+
+/* timer_start($after, $cb): an id for timer_stop; one-shot */
+XS_INTERNAL(xs_timer_start)
+{
+    dXSARGS;
+    if (items != 2)
+        croak_xs_usage(cv, "after, cb");
+    perl_timer *pt = calloc(1, sizeof *pt);
+    if (!pt)
+        croak("out of memory");
+    NV after = SvNV(ST(0));
+    pt->cb = SvREFCNT_inc(ST(1));
+    pt->t = pagi_timer_start(perl_host_loop, after > 0 ? after : 0, 0, on_timer, pt);
+    if (!pt->t) {
+        SvREFCNT_dec(pt->cb);
+        free(pt);
+        croak("cannot start a timer");
+    }
+    ST(0) = sv_2mortal(newSViv(PTR2IV(pt)));
+    XSRETURN(1);
+}
+
+XS_INTERNAL(xs_timer_stop)
+{
+    dXSARGS;
+    if (items != 1)
+        croak_xs_usage(cv, "id");
+    perl_timer *pt = INT2PTR(perl_timer *, SvIV(ST(0)));
+    pagi_timer_stop(pt->t);
+    SV *cb = pt->cb;
+    free(pt);
+    SvREFCNT_dec(cb);
+    XSRETURN_EMPTY;
+}
+
+typedef struct perl_io {
+    pagi_io *w;
+    SV *cb;
+} perl_io;
+
+static void on_io(pagi_io *w, int fd, int events, void *ud)
+{
+    dPERL;
+    perl_io *pi = ud;
+    SV *cb = SvREFCNT_inc(pi->cb); /* the callback may stop (free) its own watch */
+    call_cb(aTHX_ cb, newSViv(events));
+    SvREFCNT_dec(cb);
+}
+
+/* io_watch($fd, $events, $cb): an id for io_stop */
+XS_INTERNAL(xs_io_watch)
+{
+    dXSARGS;
+    if (items != 3)
+        croak_xs_usage(cv, "fd, events, cb");
+    perl_io *pi = calloc(1, sizeof *pi);
+    if (!pi)
+        croak("out of memory");
+    pi->cb = SvREFCNT_inc(ST(2));
+    pi->w = pagi_io_watch(perl_host_loop, (int)SvIV(ST(0)), (int)SvIV(ST(1)), on_io, pi);
+    if (!pi->w) {
+        SvREFCNT_dec(pi->cb);
+        free(pi);
+        croak("cannot watch fd %d", (int)SvIV(ST(0)));
+    }
+    ST(0) = sv_2mortal(newSViv(PTR2IV(pi)));
+    XSRETURN(1);
+}
+
+XS_INTERNAL(xs_io_stop)
+{
+    dXSARGS;
+    if (items != 1)
+        croak_xs_usage(cv, "id");
+    perl_io *pi = INT2PTR(perl_io *, SvIV(ST(0)));
+    pagi_io_stop(pi->w);
+    SV *cb = pi->cb;
+    free(pi);
+    SvREFCNT_dec(cb);
+    XSRETURN_EMPTY;
+}
+
+/* log($level, $message) */
+XS_INTERNAL(xs_log)
+{
+    dXSARGS;
+    if (items != 2)
+        croak_xs_usage(cv, "level, message");
+    pagi_log(perl_host_loop, (int)SvIV(ST(0)), "%s", SvPV_nolen(ST(1)));
+    XSRETURN_EMPTY;
+}
+
+void perl_xs_boot(pTHX)
+{
+    static const char file[] = __FILE__;
+    newXS("PAGI::Server::Pagid::XS::receive", xs_receive, file);
+    newXS("PAGI::Server::Pagid::XS::send", xs_send, file);
+    newXS("PAGI::Server::Pagid::XS::finish", xs_finish, file);
+    newXS("PAGI::Server::Pagid::XS::query", xs_query, file);
+    newXS("PAGI::Server::Pagid::XS::watch", xs_watch, file);
+    newXS("PAGI::Server::Pagid::XS::timer_start", xs_timer_start, file);
+    newXS("PAGI::Server::Pagid::XS::timer_stop", xs_timer_stop, file);
+    newXS("PAGI::Server::Pagid::XS::io_watch", xs_io_watch, file);
+    newXS("PAGI::Server::Pagid::XS::io_stop", xs_io_stop, file);
+    newXS("PAGI::Server::Pagid::XS::log", xs_log, file);
+    newXS(HANDLE_CLASS "::DESTROY", xs_handle_destroy, file);
+}

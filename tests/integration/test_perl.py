@@ -1,0 +1,256 @@
+"""The embedded Perl host (docs/perl.md): real PAGI Perl apps from
+tests/integration/perl/*.pl, each driven over real sockets: hello, a streamed
+response, a request body reader with the scope's keys, WebSocket echo (text
+as characters), an SSE ticker paced by Future::IO, lifespan state, startup
+failure, on_disconnect/on_complete cleanup, a producer paced by
+pagi.transport, apps that die before/after starting their response, the
+server's validation messages. Skipped when pagid was built without Perl."""
+
+import os
+import socket
+import subprocess
+import time
+
+import lib
+from lib import SLOW, Conn, build_request, check, check_eq, request, test, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PERL_DIR = os.path.join(HERE, "perl")
+_has_perl = {}
+
+
+def app(ctx, name):
+    """Path of a test app; skips the test when pagid has no Perl host."""
+    if ctx.pagid not in _has_perl:
+        p = subprocess.run([ctx.pagid, "-t", "-a", os.path.join(PERL_DIR, "hello.pl"),
+                            "-l", "127.0.0.1:1"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=30)
+        _has_perl[ctx.pagid] = b"built with the Perl host" not in p.stdout
+    if not _has_perl[ctx.pagid]:
+        raise lib.Skip("pagid was built without the Perl host")
+    return os.path.join(PERL_DIR, name + ".pl")
+
+
+def app_log(ctx):
+    try:
+        with open(ctx.app_log) as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+@test()
+def hello(ctx):
+    srv = ctx.start(app(ctx, "hello"))
+    for _ in range(3):
+        r = request(srv.port, path="/")
+        check_eq(r.status, 200, "status")
+        check_eq(r.body, b"Hello from PAGI", "body")
+        check_eq(r.header("content-type"), "text/plain", "content-type")
+    # keep-alive: many requests on one connection
+    c = Conn(srv.port)
+    for _ in range(50):
+        c.send(build_request("GET", "/", {"Host": "t"}))
+        r = c.read_response("GET")
+        check_eq(r.body, b"Hello from PAGI", "keep-alive body")
+    c.close()
+
+
+@test()
+def streamed_response(ctx):
+    srv = ctx.start(app(ctx, "stream"))
+    r = request(srv.port)
+    check_eq(r.status, 200, "status")
+    check(r.chunked, "a streamed response is chunked")
+    check_eq(r.body, b"".join(b"chunk %d\n" % i for i in range(1, 6)) + b"end\n", "body")
+
+
+@test()
+def request_body_and_scope(ctx):
+    srv = ctx.start(app(ctx, "body"))
+    body = os.urandom(300000)
+    r = request(srv.port, method="POST", path="/caf%C3%A9?a=1&b=%20",
+                headers={"X-Test": "yes"}, body=body)
+    check_eq(r.status, 200, "status")
+    got = dict(ln.split("=", 1) for ln in r.body.decode().splitlines())
+    want = {"method": "POST", "path_chars": "5", "raw_path": "/caf%C3%A9",
+            "query": "a=1&b=%20", "root_path": "[]", "http_version": "1.1",
+            "scheme": "http", "pagi": "0.3", "client": "127.0.0.1",
+            "server_port": str(srv.port), "x_test": "yes", "length": str(len(body)),
+            "utf8": "0", "connected": "1", "started": "0"}
+    for k, v in want.items():
+        check_eq(got.get(k), v, k)
+    check(got["hwm"].isdigit(), "pagi.transport high_water_mark is a number")
+    # chunked upload
+    c = Conn(srv.port)
+    c.send(build_request("POST", "/x", {"Host": "t", "Transfer-Encoding": "chunked"})
+           + b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+    r = c.read_response("POST")
+    check("length=11" in r.body.decode(), "chunked body length: %r" % r.body)
+    c.close()
+
+
+@test()
+def websocket_echo(ctx):
+    import test_websocket as tw
+    srv = ctx.start(app(ctx, "ws_echo"))
+    ws = tw.RawWS(srv.port, path="/ws")
+    check_eq(ws.status, 101, "handshake status")
+    ws.send_frame(0x1, "h\u00e9llo \u263a".encode())
+    op, data = ws.recv_message()
+    check_eq(op, 0x1, "text opcode")
+    check_eq(data.decode(), "7:h\u00e9llo \u263a", "text echo counts characters")
+    ws.send_frame(0x2, b"\x00\xff\xfe")
+    op, data = ws.recv_message()
+    check_eq((op, data), (0x2, b"\x00\xff\xfe"), "binary echo")
+    ws.send_frame(0x1, b"close")
+    f = ws.expect_close(4000)
+    check_eq(f.close_reason(), "bye \u00e9", "close reason encoded as UTF-8")
+    ws.sock.close()
+
+
+@test()
+def sse_ticker_with_future_io(ctx):
+    srv = ctx.start(app(ctx, "sse_ticker"))
+    t0 = time.monotonic()
+    r = request(srv.port, headers={"Accept": "text/event-stream"})
+    elapsed = time.monotonic() - t0
+    check_eq(r.status, 200, "status")
+    check_eq(r.header("content-type", "").split(";")[0], "text/event-stream", "content-type")
+    text = r.body.decode()
+    for i in (1, 2, 3):
+        check("event: tick\nid: %d\ndata: tick %d\n\n" % (i, i) in text, "tick %d in %r" % (i, text))
+    check(elapsed >= 0.15, "three 50 ms Future::IO sleeps took %.3fs" % elapsed)
+    check("event: error\ndata: sse.send: id must not contain a newline" in text,
+          "the send of an id with a newline failed with the server's message: %r" % text)
+
+
+@test()
+def lifespan_state(ctx):
+    srv = ctx.start(app(ctx, "lifespan"))
+    for i in (1, 2, 3):
+        r = request(srv.port)
+        check_eq(r.body.decode(), "hello from startup count=%d fresh" % i, "request %d" % i)
+    check("does not support lifespan" not in srv.stderr(), "lifespan ran")
+
+
+@test()
+def lifespan_startup_failed_stops_the_worker(ctx):
+    srv = ctx.start(app(ctx, "lifespan"), wait=False, env={"PAGID_PERL_FAIL_STARTUP": "1"})
+    check(srv.wait_exit(10), "pagid exits when lifespan startup fails")
+    check(srv.returncode != 0, "non-zero exit status")
+    check("no database" in srv.stderr(), "the failure message is logged: %r" % srv.stderr())
+
+
+@test()
+def app_declining_lifespan_still_serves(ctx):
+    srv = ctx.start(app(ctx, "stream"))
+    check_eq(request(srv.port).status, 200, "status")
+    check("does not support lifespan: http only" in srv.stderr(), "decline logged")
+
+
+@test()
+def cleanup_callbacks(ctx):
+    srv = ctx.start(app(ctx, "cleanup"))
+    r = request(srv.port, path="/ok?r1")
+    check_eq(r.body, b"ok", "body")
+    check(wait_for(lambda: "r1 complete complete=1" in app_log(ctx), 5),
+          "on_complete ran: %r" % app_log(ctx))
+    c = Conn(srv.port)
+    c.send(build_request("GET", "/slow?r2", {"Host": "t"}))
+    check(wait_for(lambda: b"waiting" in c.sock.recv(4096), 5), "partial response")
+    c.close()
+    check(wait_for(lambda: "r2 raced disconnect client_closed" in app_log(ctx), 5),
+          "disconnect_future resolved with the reason: %r" % app_log(ctx))
+    log = app_log(ctx)
+    check("r2 disconnect client_closed connected=0" in log, "on_disconnect: %r" % log)
+    check(not any(ln.startswith("r2 complete") for ln in log), "no on_complete for r2: %r" % log)
+    check(not any(ln.startswith("r1 disconnect") for ln in log), "no on_disconnect for r1")
+
+
+@test()
+def producer_paced_by_transport(ctx):
+    srv = ctx.start(app(ctx, "producer"))
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    s.settimeout(10 * SLOW)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        time.sleep(0.001)
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 200"), "status: %r" % head[:40])
+    check_eq(len(body), 4 * 1024 * 1024, "body length")
+    check(wait_for(lambda: any(ln.startswith("producer waits=") for ln in app_log(ctx)), 5),
+          "producer finished")
+    waits = [int(ln.split("=")[1]) for ln in app_log(ctx) if ln.startswith("producer waits=")][0]
+    check(waits > 0, "the producer waited for on_drain at least once")
+
+
+@test()
+def app_that_dies(ctx):
+    srv = ctx.start(app(ctx, "dies"))
+    for _ in range(20):
+        check_eq(request(srv.port, path="/before").status, 500, "die before start -> 500")
+        check_eq(request(srv.port, path="/sync").status, 500, "synchronous die -> 500")
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+        s.sendall(b"GET /after HTTP/1.1\r\nHost: t\r\n\r\n")
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        s.close()
+        check(data.startswith(b"HTTP/1.1 200"), "die after start keeps the status: %r" % data)
+        check(b"partial" in data and not data.endswith(b"0\r\n\r\n"),
+              "the response is cut short, not completed: %r" % data)
+    check_eq(request(srv.port, path="/ok").body, b"partial done", "still serving")
+    err = srv.stderr()
+    check("boom before start" in err and "boom sync" in err and "boom after start" in err,
+          "the Perl messages are logged: %r" % err[-2000:])
+
+
+@test()
+def send_validation_messages(ctx):
+    srv = ctx.start(app(ctx, "dies"))
+    r = request(srv.port, path="/bad")
+    check_eq(r.status, 200, "status")
+    check_eq(r.body.decode().splitlines(), [
+        "http.response.start: header value contains CR/LF/NUL",
+        "http.response.start: missing 'status'",
+        "http.response.start: 'status' must be an integer",
+        "send: unknown event type 'no.such.event'",
+        "send: event has no 'type'"], "messages")
+
+
+@test(timeout=120)
+def no_leak_over_many_requests(ctx):
+    srv = ctx.start(app(ctx, "hello"))
+    def rss():
+        with open("/proc/%d/status" % srv.pid) as f:
+            for ln in f:
+                if ln.startswith("VmRSS:"):
+                    return int(ln.split()[1])
+        return 0
+    c = Conn(srv.port)
+    req = build_request("GET", "/", {"Host": "t"})
+    def burst(n):
+        for _ in range(n // 100):
+            c.send(req * 100)
+            for _ in range(100):
+                c.read_response("GET")
+    burst(2000)
+    before = rss()
+    burst(int(20000 / SLOW))
+    after = rss()
+    c.close()
+    if SLOW > 1:
+        return  # sanitizer builds: ASan's quarantine grows RSS by design; this run checks crashes
+    check(after - before < 4096, "RSS grew %d KiB over the requests" % (after - before))
