@@ -12,7 +12,8 @@ static const struct option long_options[] = {
     {"config", required_argument, NULL, 'c'}, {"test", no_argument, NULL, 't'},
     {"listen", required_argument, NULL, 'l'}, {"workers", required_argument, NULL, 'w'},
     {"app", required_argument, NULL, 'a'},    {"version", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    {"help", no_argument, NULL, 'h'},         {"perl-lib", required_argument, NULL, 'I'},
+    {NULL, 0, NULL, 0},
 };
 
 void cli_usage(FILE *out)
@@ -27,7 +28,9 @@ void cli_usage(FILE *out)
           "repeatable, replaces the file's list\n"
           "  -w, --workers N      worker processes: a number, 'auto' (one per CPU) or 0 "
           "(single process, no master)\n"
-          "  -a, --app SPEC       the app: hello, echo, demo, static:DIR or a .so module\n"
+          "  -a, --app SPEC       the app: hello, echo, demo, static:DIR, a .so module or a "
+          "PAGI Perl app FILE.pl\n"
+          "  -I, --perl-lib DIR   add DIR to a Perl app's @INC (repeatable)\n"
           "  -v, --version        print the version and exit\n"
           "  -h, --help           print this help and exit\n"
           "\n"
@@ -80,7 +83,7 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     optind = 0;
     opterr = 0;
     for (;;) {
-        int ch = getopt_long(argc, argv, ":c:tl:w:a:vh", long_options, NULL);
+        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:", long_options, NULL);
         if (ch == -1)
             break;
         switch (ch) {
@@ -107,6 +110,21 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
         case 'a':
             o->app = optarg;
             break;
+        case 'I': {
+            /* The Perl host (in the workers) reads the list from the environment. */
+            const char *old = getenv("PAGID_PERL_LIB");
+            size_t n = (old ? strlen(old) + 1 : 0) + strlen(optarg) + 1;
+            char *v = malloc(n);
+            if (!v) {
+                fprintf(err, "pagid: out of memory\n");
+                cli_options_free(o);
+                return -1;
+            }
+            snprintf(v, n, "%s%s%s", old ? old : "", old ? ":" : "", optarg);
+            setenv("PAGID_PERL_LIB", v, 1);
+            free(v);
+            break;
+        }
         case 'v':
             o->show_version = 1;
             break;

@@ -57,6 +57,13 @@ def hello(ctx):
 
 
 @test()
+def include_dir_option(ctx):
+    srv = ctx.start(app(ctx, "uses_lib"), workers=1, args=["-I", "/nonexistent",
+                                                           "-I", os.path.join(PERL_DIR, "lib")])
+    check_eq(request(srv.port).body, b"greetings from -I", "module found through -I")
+
+
+@test()
 def streamed_response(ctx):
     srv = ctx.start(app(ctx, "stream"))
     r = request(srv.port)
