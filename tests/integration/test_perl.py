@@ -57,6 +57,16 @@ def hello(ctx):
 
 
 @test()
+def spec_examples(ctx):
+    srv = ctx.start(app(ctx, "spec_examples"))
+    r = request(srv.port)
+    check_eq((r.status, r.body), (200, b"Hello from PAGI!"), "Spec.pod's application")
+    check_eq(request(srv.port, path="/poll").body, b"the event", "Www.pod's long_poll_handler")
+    check("does not support lifespan" not in srv.stderr(), "Lifespan.pod's app ran lifespan")
+    check_eq(srv.stop(), 0, "clean shutdown through lifespan.shutdown")
+
+
+@test()
 def include_dir_option(ctx):
     srv = ctx.start(app(ctx, "uses_lib"), workers=1, args=["-I", "/nonexistent",
                                                            "-I", os.path.join(PERL_DIR, "lib")])
