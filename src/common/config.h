@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 typedef enum listen_kind { LISTEN_TCP, LISTEN_UNIX } listen_kind;
 
@@ -20,6 +21,13 @@ typedef struct pagid_listen {
     int port;    /* TCP port */
     char *path;  /* UNIX: socket path */
     int status;  /* the status.listen entry: serves only the metrics (config_finalize) */
+    /* UNIX only, from the mapping form {address, mode, owner, group}. Flags,
+     * so a zeroed entry means "unset": a fresh socket gets 0666 and the
+     * master's user and group; an existing one (reload) keeps what it has. */
+    int has_mode, has_uid, has_gid;
+    unsigned mode; /* permission bits, at most 0777 */
+    uid_t uid;
+    gid_t gid;
 } pagid_listen;
 
 typedef enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level;

@@ -307,39 +307,6 @@ static void set_workers(load_ctx *x, const key_def *k, yaml_node_t *n, const cha
         report(x, n, "invalid workers '%s': %s", printable(n, shown, sizeof shown), msg);
 }
 
-static void add_listen(load_ctx *x, yaml_node_t *n, const char *path)
-{
-    const char *s = scalar(x, n, path);
-    const char *msg;
-    char shown[80];
-    if (s && config_add_listen(x->c, s, &msg) < 0)
-        report(x, n, "invalid listen address '%s': %s", printable(n, shown, sizeof shown), msg);
-}
-
-static void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
-{
-    /* The file's list replaces whatever was there, as -l replaces the file's. */
-    config_clear_listens(x->c);
-    if (n->type == YAML_SCALAR_NODE) {
-        add_listen(x, n, path);
-        return;
-    }
-    if (n->type != YAML_SEQUENCE_NODE) {
-        report(x, n, "'%s' must be an address or a list of addresses, not %s", path, kind_name(n));
-        return;
-    }
-    if (n->data.sequence.items.start == n->data.sequence.items.top) {
-        report(x, n, "'%s' is an empty list", path);
-        return;
-    }
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (item)
-            add_listen(x, item, path);
-    }
-}
-
 static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section);
 
 static void set_section(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)

@@ -1,8 +1,9 @@
 /*
- * config_yaml_int.h - what the two halves of the YAML loader share: the
+ * config_yaml_int.h - what the parts of the YAML loader share: the
  * walk's context, the key table row, error reporting with FILE:LINE:COLUMN,
  * and node helpers. config_yaml.c walks the document and sets plain values;
- * config_yaml_app.c parses the app spec forms and the mounts list.
+ * config_yaml_app.c parses the app spec forms and the mounts list;
+ * config_yaml_listen.c the listen list.
  */
 #ifndef PAGID_CONFIG_YAML_INT_H
 #define PAGID_CONFIG_YAML_INT_H
@@ -53,5 +54,8 @@ const char *scalar(load_ctx *x, yaml_node_t *n, const char *path);
 /* config_yaml_app.c: the `app` key (spec string or mapping) and `mounts`. */
 void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
 void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
+
+/* config_yaml_listen.c: `listen` (addresses, or {address, mode, owner, group} mappings). */
+void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
 
 #endif

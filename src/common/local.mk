@@ -3,7 +3,8 @@ libpagid_common_a_SOURCES += \
 	src/common/buf.c src/common/buf.h \
 	src/common/log.c src/common/log.h \
 	src/common/config.c src/common/config.h \
-	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_int.h \
+	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \
+	src/common/config_yaml_int.h \
 	src/common/shm.c src/common/shm.h \
 	src/common/exitcodes.h
 

@@ -150,8 +150,72 @@ static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t
     return -1;
 }
 
+/*
+ * Give the socket file at l->path its configured mode and owner. A fresh
+ * socket (fresh=1) gets 0666 when no mode is set: proxies usually run as
+ * another user and access control then belongs to the directory. An
+ * existing one (reload, upgrade, systemd) only gets what is set, so a
+ * socket unit's SocketMode= is not overridden by a default. The file is
+ * opened O_PATH|O_NOFOLLOW and checked to be the expected socket first:
+ * as root, chmod/chown on a name someone swapped for a symlink would hand
+ * out any file. 0, or -1 with err set.
+ */
+static int apply_unix_attrs(const pagid_listen *l, int fresh, dev_t dev, ino_t ino, char *err,
+                            size_t errlen)
+{
+    int chmod_it = fresh || l->has_mode;
+    mode_t mode = l->has_mode ? (mode_t)l->mode : 0666;
+    uid_t uid = l->has_uid ? l->uid : (uid_t)-1;
+    gid_t gid = l->has_gid ? l->gid : (gid_t)-1;
+    if (!chmod_it && !l->has_uid && !l->has_gid)
+        return 0;
+    int fd = open(l->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        set_err(err, errlen, l, "%s: %s", l->path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (!S_ISSOCK(st.st_mode) || (ino && (st.st_dev != dev || st.st_ino != ino))) {
+        set_err(err, errlen, l, "%s is %s; mode and owner not applied", l->path,
+                S_ISSOCK(st.st_mode) ? "no longer this socket" : "not a socket");
+        close(fd);
+        return -1;
+    }
+    /* Owner first: the mode set after it is the one that counts. */
+    if ((l->has_uid || l->has_gid) && fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
+        char u[24] = "-", g[24] = "-";
+        if (l->has_uid)
+            snprintf(u, sizeof u, "%lu", (unsigned long)uid);
+        if (l->has_gid)
+            snprintf(g, sizeof g, "%lu", (unsigned long)gid);
+        set_err(err, errlen, l, "cannot change owner of %s to %s:%s: %s", l->path, u, g,
+                strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (chmod_it) {
+        /* fchmod() refuses O_PATH descriptors; the /proc link reaches the very inode. */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        int rc = chmod(proc, mode);
+        if (rc < 0 && errno == ENOENT) /* no /proc: the name, just checked */
+            rc = chmod(l->path, mode);
+        if (rc < 0) {
+            set_err(err, errlen, l, "cannot set mode %04o on %s: %s", (unsigned)mode, l->path,
+                    strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    close(fd);
+    return 0;
+}
+
 /* Inherited sockets whose name is the listen spec: all of them serve it. */
-static int take_named(const open_ctx *x, listener_set *ls, const pagid_listen *l, int *taken)
+static int take_named(const open_ctx *x, listener_set *ls, const pagid_listen *l, int *taken,
+                      char *err, size_t errlen)
 {
     *taken = 0;
     for (size_t i = 0; x->inh && i < x->inh->n; i++) {
@@ -165,6 +229,8 @@ static int take_named(const open_ctx *x, listener_set *ls, const pagid_listen *l
             dev = st.st_dev;
             ino = st.st_ino;
         }
+        if (l->kind == LISTEN_UNIX && apply_unix_attrs(l, 0, dev, ino, err, errlen) < 0)
+            return -1;
         if (push(ls, f->fd, l, dev, ino) < 0)
             return -1;
         f->fd = -1;
@@ -320,6 +386,11 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
             dev = cur.st_dev;
             ino = cur.st_ino;
         }
+        /* A reload keeps the socket, so a changed mode or owner goes to its file. */
+        if (apply_unix_attrs(l, 0, dev, ino, err, errlen) < 0) {
+            close(fd);
+            return -1;
+        }
         if (push(ls, fd, l, dev, ino) < 0) {
             set_err(err, errlen, l, "%s", strerror(ENOMEM));
             close(fd);
@@ -336,14 +407,30 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
         return -1;
     }
     struct stat st;
-    if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
-        set_err(err, errlen, l, "%s", strerror(errno));
+    /* Born owner-only: until its mode and owner are set nobody else may
+     * connect (umask is per process, and the master is single-threaded). */
+    mode_t old_umask = umask(0177);
+    int rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+    int saved = errno;
+    umask(old_umask);
+    if (rc < 0) {
+        set_err(err, errlen, l, "%s", strerror(saved));
         close(fd);
         return -1;
     }
-    /* Proxies usually run as another user; access control belongs to the
-     * directory the socket lives in. */
-    if (chmod(l->path, 0666) < 0 || listen(fd, LISTEN_BACKLOG) < 0 || lstat(l->path, &st) < 0) {
+    if (lstat(l->path, &st) < 0) {
+        set_err(err, errlen, l, "%s", strerror(errno));
+        close(fd);
+        unlink(l->path);
+        return -1;
+    }
+    if (apply_unix_attrs(l, 1, st.st_dev, st.st_ino, err, errlen) < 0) {
+        close(fd);
+        unlink(l->path);
+        return -1;
+    }
+    /* Only now can anyone connect: never with the wrong mode or owner. */
+    if (listen(fd, LISTEN_BACKLOG) < 0) {
         set_err(err, errlen, l, "%s", strerror(errno));
         close(fd);
         unlink(l->path);
@@ -373,7 +460,7 @@ int listeners_open_with(const pagid_config *cfg, listener_set *ls, const listene
     for (size_t i = 0; i < cfg->n_listens; i++) {
         const pagid_listen *l = &cfg->listens[i];
         int named = 0;
-        int rc = take_named(&x, ls, l, &named);
+        int rc = take_named(&x, ls, l, &named, err, errlen);
         if (rc == 0 && named == 0)
             rc = l->kind == LISTEN_UNIX ? open_unix(&x, ls, l, err, errlen)
                                         : open_tcp(&x, ls, l, err, errlen);

@@ -396,6 +396,46 @@ START_TEST(test_load_replaces_listens)
 }
 END_TEST
 
+START_TEST(test_load_listen_mapping)
+{
+    pagid_config c;
+    ck_assert_int_eq(load(&c, "listen:\n"
+                              "  - ':8080'\n"
+                              "  - {address: 'unix:/run/a.sock', mode: '0660', owner: root, "
+                              "group: root}\n"
+                              "  - address: unix:/run/b.sock\n"
+                              "    mode: 600\n"
+                              "    owner: 4242\n"
+                              "  - {address: unix:/run/c.sock, mode: 0o640, group: 77}\n"
+                              "  - {address: '127.0.0.1:81'}\n"),
+                     0);
+    ck_assert_str_eq(out_text, "");
+    ck_assert_uint_eq(c.n_listens, 5);
+    ck_assert(!c.listens[0].has_mode && !c.listens[0].has_uid && !c.listens[0].has_gid);
+    ck_assert_int_eq(c.listens[1].kind, LISTEN_UNIX);
+    ck_assert_str_eq(c.listens[1].path, "/run/a.sock");
+    ck_assert(c.listens[1].has_mode && c.listens[1].has_uid && c.listens[1].has_gid);
+    ck_assert_uint_eq(c.listens[1].mode, 0660);
+    ck_assert_uint_eq(c.listens[1].uid, 0);
+    ck_assert_uint_eq(c.listens[1].gid, 0);     /* names resolved at load time */
+    ck_assert_uint_eq(c.listens[2].mode, 0600); /* octal even without the leading 0 */
+    ck_assert(c.listens[2].has_uid && !c.listens[2].has_gid);
+    ck_assert_uint_eq(c.listens[2].uid, 4242); /* numeric ids need no passwd entry */
+    ck_assert_uint_eq(c.listens[3].mode, 0640);
+    ck_assert(!c.listens[3].has_uid && c.listens[3].has_gid);
+    ck_assert_uint_eq(c.listens[3].gid, 77);
+    ck_assert_int_eq(c.listens[4].kind, LISTEN_TCP);
+    ck_assert_int_eq(c.listens[4].port, 81);
+    config_free(&c);
+    /* A single mapping needs no list around it. */
+    ck_assert_int_eq(load(&c, "listen: {address: 'unix:/run/d.sock', mode: 0}\n"), 0);
+    ck_assert_uint_eq(c.n_listens, 1);
+    ck_assert(c.listens[0].has_mode);
+    ck_assert_uint_eq(c.listens[0].mode, 0);
+    config_free(&c);
+}
+END_TEST
+
 /* ---- the YAML loader: every error class, with exact positions ----------- */
 
 START_TEST(test_err_syntax)
@@ -446,7 +486,8 @@ START_TEST(test_err_wrong_type)
     expect_error("timeouts:\n  idle: {a: 1}\n",
                  "t.yaml:2:9: 'timeouts.idle' must be a single value, not a mapping");
     expect_error("listen: {a: 1}\n",
-                 "t.yaml:1:9: 'listen' must be an address or a list of addresses, not a mapping");
+                 "t.yaml:1:10: unknown key 'a' in a 'listen' entry (expected address, mode, owner "
+                 "or group)");
     expect_error("listen: [[':80']]\n", "t.yaml:1:10: 'listen' must be a single value, not a list");
     expect_error("workers:\n", "t.yaml:1:9: 'workers' needs a value");
     expect_error("pid_file: [a]\n", "t.yaml:1:11: 'pid_file' must be a single value, not a list");
@@ -651,6 +692,47 @@ START_TEST(test_load_mutations_never_crash)
     free(m);
 }
 END_TEST
+START_TEST(test_err_listen_mapping)
+{
+    expect_error("listen:\n  - {address: '127.0.0.1:80', mode: '0660'}\n",
+                 "t.yaml:2:31: 'listen.mode' applies to unix socket addresses only");
+    expect_error("listen:\n  - address: ':80'\n    owner: root\n",
+                 "t.yaml:3:5: 'listen.owner' applies to unix socket addresses only");
+    expect_error("listen: {address: '[::1]:80', group: daemon}\n",
+                 "t.yaml:1:31: 'listen.group' applies to unix socket addresses only");
+    expect_error("listen:\n  - {mode: '0600'}\n", "t.yaml:2:5: a 'listen' entry needs an address");
+    expect_error("listen:\n  - {address: 'unix:/a.sock', user: root}\n",
+                 "t.yaml:2:31: unknown key 'user' in a 'listen' entry (expected address, mode, "
+                 "owner or group)");
+    expect_error("listen:\n  - {address: 'unix:/a.sock', mode: 1, mode: 2}\n",
+                 "t.yaml:2:40: duplicate key 'mode' in a 'listen' entry");
+    expect_error("listen:\n  - {address: 'unix:a.sock'}\n",
+                 "t.yaml:2:15: invalid listen address 'unix:a.sock': unix socket path must be "
+                 "absolute (unix:/PATH)");
+    expect_error("listen:\n  - {address: [1]}\n",
+                 "t.yaml:2:15: 'listen.address' must be a single value, not a list");
+    expect_error("listen:\n  - {address: 'unix:/a.sock', mode: '0999'}\n",
+                 "t.yaml:2:37: invalid mode '0999' for 'listen.mode' (expected octal permissions "
+                 "such as 0660, at most 0777)");
+    expect_error("listen:\n  - address: 'unix:/a.sock'\n    mode: 01777\n",
+                 "t.yaml:3:11: invalid mode '01777' for 'listen.mode' (expected octal permissions "
+                 "such as 0660, at most 0777)");
+    expect_error("listen:\n  - address: 'unix:/a.sock'\n    mode: rw-rw----\n",
+                 "t.yaml:3:11: invalid mode 'rw-rw----' for 'listen.mode' (expected octal "
+                 "permissions such as 0660, at most 0777)");
+    expect_error("listen:\n  - address: 'unix:/a.sock'\n    mode:\n",
+                 "t.yaml:3:10: 'listen.mode' needs a value");
+    expect_error("listen:\n  - address: 'unix:/a.sock'\n    owner: no-such-user-pagid\n",
+                 "t.yaml:3:12: unknown user 'no-such-user-pagid' for 'listen.owner'");
+    expect_error("listen:\n  - address: 'unix:/a.sock'\n    group: no-such-group-pagid\n",
+                 "t.yaml:3:12: unknown group 'no-such-group-pagid' for 'listen.group'");
+    expect_error("listen:\n  - address: 'unix:/a.sock'\n    owner: 4294967295\n",
+                 "t.yaml:3:12: unknown user '4294967295' for 'listen.owner'");
+    expect_error("listen:\n  - unix:/a.sock\n  - {address: 'unix:/a.sock', mode: 0600}\n",
+                 "t.yaml:3:15: invalid listen address 'unix:/a.sock': duplicate listen address");
+}
+END_TEST
+
 static Suite *config_yaml_suite(void)
 {
     Suite *s = suite_create("config_yaml");
@@ -664,6 +746,7 @@ static Suite *config_yaml_suite(void)
     tcase_add_test(tc, test_load_mounts);
     tcase_add_test(tc, test_load_aliases);
     tcase_add_test(tc, test_load_replaces_listens);
+    tcase_add_test(tc, test_load_listen_mapping);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
@@ -675,6 +758,7 @@ static Suite *config_yaml_suite(void)
     tcase_add_test(tc, test_err_bad_size_and_duration);
     tcase_add_test(tc, test_err_out_of_range);
     tcase_add_test(tc, test_err_listen);
+    tcase_add_test(tc, test_err_listen_mapping);
     tcase_add_test(tc, test_err_app_and_enums);
     tcase_add_test(tc, test_err_duplicate_key);
     tcase_add_test(tc, test_err_many_reported_in_order);

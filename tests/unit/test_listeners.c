@@ -1,9 +1,11 @@
 /*
  * test_listeners.c - Check suite for src/master/listeners.c: socket options
  * on TCP (IPv4, IPv6) listeners, bind errors, and the unix socket rules
- * (stale file removed, live socket or non-socket refused, unlink only ours);
- * sockets kept across a reload, and the inherited-fd environment variable
- * of the binary upgrade (format, parse, take over by address or by name).
+ * (stale file removed, live socket or non-socket refused, unlink only ours,
+ * configured mode and owner, never through a symlink); sockets kept across
+ * a reload (a changed mode applied), and the inherited-fd environment
+ * variable of the binary upgrade (format, parse, take over by address or by
+ * name).
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -177,6 +179,41 @@ START_TEST(unix_mode_and_unlink)
 }
 END_TEST
 
+/* The mapping form's mode and owner land on the file before anyone can connect. */
+START_TEST(unix_mode_and_owner_configured)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    /* As root, daemon's ids (1:1 on Debian-like systems); otherwise our own, always allowed. */
+    uid_t uid = geteuid() == 0 ? 1 : geteuid();
+    gid_t gid = geteuid() == 0 ? 1 : getegid();
+    l.has_mode = l.has_uid = l.has_gid = 1;
+    l.mode = 0640;
+    l.uid = uid;
+    l.gid = gid;
+    mode_t before = umask(022);
+    listener_set ls;
+    char err[256];
+    ck_assert_msg(listeners_open(&c, &ls, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(umask(before), 022); /* the restrictive bind umask was undone */
+    struct stat st;
+    ck_assert_int_eq(lstat(sock_path, &st), 0);
+    ck_assert(S_ISSOCK(st.st_mode));
+    ck_assert_int_eq(st.st_mode & 07777, 0640);
+    ck_assert_uint_eq(st.st_uid, uid);
+    ck_assert_uint_eq(st.st_gid, gid);
+    listeners_destroy(&ls);
+    ck_assert_int_eq(access(sock_path, F_OK), -1);
+
+    l.has_uid = l.has_gid = 0;
+    l.mode = 0;
+    ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), 0);
+    ck_assert_int_eq(lstat(sock_path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0); /* 0 is a mode, not "unset" */
+    listeners_destroy(&ls);
+}
+END_TEST
+
 /* A socket file nobody listens on (a crashed server's) is replaced. */
 START_TEST(unix_stale_removed)
 {
@@ -319,6 +356,81 @@ START_TEST(reuse_unix_socket)
 }
 END_TEST
 
+/* A reload keeps the socket, and a changed mode or owner goes to its file;
+ * what the new config leaves unset stays as it is. */
+START_TEST(reuse_unix_applies_mode)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    l.has_mode = 1;
+    l.mode = 0600;
+    listener_set a, b, d;
+    char err[256];
+    struct stat st;
+    ck_assert_int_eq(listeners_open(&c, &a, err, sizeof err), 0);
+    ck_assert_int_eq(lstat(sock_path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+
+    gid_t gid = geteuid() == 0 ? 4 : getegid();
+    l.mode = 0660;
+    l.has_gid = 1;
+    l.gid = gid;
+    const listener_set *reuse[] = {&a};
+    ck_assert_msg(listeners_open_with(&c, &b, reuse, 1, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(sock_ino(b.items[0].fd), sock_ino(a.items[0].fd));
+    ck_assert_int_eq(lstat(sock_path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0660);
+    ck_assert_uint_eq(st.st_gid, gid);
+
+    l.has_mode = l.has_gid = 0;
+    const listener_set *reuse2[] = {&b};
+    ck_assert_int_eq(listeners_open_with(&c, &d, reuse2, 1, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(lstat(sock_path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0660);
+    ck_assert_uint_eq(st.st_gid, gid);
+    a.unix_ino[0] = b.unix_ino[0] = 0;
+    listeners_destroy(&a);
+    listeners_destroy(&b);
+    listeners_destroy(&d);
+}
+END_TEST
+
+/* An inherited socket whose path is now a symlink: chmod would follow it. */
+START_TEST(inherited_symlink_not_followed)
+{
+    char target[160];
+    snprintf(target, sizeof target, "%s/target", tmpdir);
+    FILE *f = fopen(target, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(chmod(target, 0600), 0);
+    ck_assert_int_eq(symlink(target, sock_path), 0);
+
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    l.has_mode = 1;
+    l.mode = 0666;
+    int spare = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ck_assert_int_ge(spare, 0);
+    char *name = strdup("unix:s");
+    inherited_fd items[1] = {{.fd = spare, .name = name}};
+    inherited_set inh = {.items = items, .n = 1, .origin = "test"};
+    listener_set b;
+    char err[256];
+    ck_assert_int_eq(listeners_open_with(&c, &b, NULL, 0, &inh, err, sizeof err), -1);
+    char want[256];
+    snprintf(want, sizeof want,
+             "cannot listen on unix:s: %s is not a socket; mode and owner not applied", sock_path);
+    ck_assert_str_eq(err, want);
+    struct stat st;
+    ck_assert_int_eq(stat(target, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    close(spare);
+    free(name);
+    unlink(target);
+}
+END_TEST
+
 START_TEST(env_roundtrip)
 {
     pagid_listen l[2] = {
@@ -442,6 +554,7 @@ static Suite *listeners_suite(void)
     tcase_add_checked_fixture(un, setup, teardown);
     tcase_add_test(un, partial_failure_closes_all);
     tcase_add_test(un, unix_mode_and_unlink);
+    tcase_add_test(un, unix_mode_and_owner_configured);
     tcase_add_test(un, unix_stale_removed);
     tcase_add_test(un, unix_live_refused);
     tcase_add_test(un, unix_not_a_socket);
@@ -452,6 +565,8 @@ static Suite *listeners_suite(void)
     tcase_add_checked_fixture(re, setup, teardown);
     tcase_add_test(re, reuse_keeps_socket);
     tcase_add_test(re, reuse_unix_socket);
+    tcase_add_test(re, reuse_unix_applies_mode);
+    tcase_add_test(re, inherited_symlink_not_followed);
     tcase_add_test(re, env_roundtrip);
     tcase_add_test(re, env_parse_rejects);
     tcase_add_test(re, inherited_taken_by_address);
