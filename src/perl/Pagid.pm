@@ -47,7 +47,9 @@ sub _run {
     my $send = sub {
         my $f = Future->new;
         my $err = PAGI::Server::Pagid::XS::send($h, $_[0], $f);
-        return defined $err ? Future->fail($err) : $f;
+        return $f unless defined $err;
+        return $f->done if $err eq '';   # completed already (below the high-water mark)
+        return Future->fail($err);
     };
     my $f = eval { $app->($scope, $receive, $send) };
     if (!defined $f && $@) {

@@ -38,7 +38,8 @@ void perl_hold_drop(perl_hold *n)
         n->next->prev = n->prev;
     SV *sv = n->sv;
     free(n);
-    SvREFCNT_dec(sv);
+    if (sv)
+        SvREFCNT_dec(sv);
 }
 
 static void handle_release(pagi_scope *s, void *data)
@@ -123,6 +124,10 @@ static void on_sent(pagi_scope *s, const char *err, void *ud)
 {
     dPERL;
     perl_hold *n = ud;
+    if (!n->sv) { /* the future was completed when the send was accepted */
+        perl_hold_drop(n);
+        return;
+    }
     SV *f = SvREFCNT_inc(n->sv);
     perl_hold_drop(n);
     if (err)
@@ -160,7 +165,12 @@ XS_INTERNAL(xs_receive)
     XSRETURN(1);
 }
 
-/* send($h, $event, $future): undef, or the validation message */
+/*
+ * send($h, $event, $future): undef when the send is pending, "" when it has
+ * already completed (accepted below the high-water mark: pagi_send's callback
+ * will report success at once, so the glue may hand back a done Future and
+ * spare the app a suspension), else the validation message.
+ */
 XS_INTERNAL(xs_send)
 {
     dXSARGS;
@@ -181,6 +191,13 @@ XS_INTERNAL(xs_send)
             perl_hold_drop(n);
             snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
             err = buf;
+        } else if (!ev.file && ev.fd < 0 &&
+                   pagi_transport_buffered_amount(h->s) < pagi_transport_high_water_mark(h->s)) {
+            /* Nothing can fail it any more and it completes at once: done now. */
+            SV *f = n->sv;
+            n->sv = NULL;
+            SvREFCNT_dec(f);
+            err = "";
         }
     }
     free(hdrs);
