@@ -45,11 +45,10 @@ sub _run {
         return defined $err ? Future->fail($err) : $f;
     };
     my $send = sub {
-        my $f = Future->new;
-        my $err = PAGI::Server::Pagid::XS::send($h, $_[0], $f);
-        return $f unless defined $err;
-        return $f->done if $err eq '';   # completed already (below the high-water mark)
-        return Future->fail($err);
+        my $r = PAGI::Server::Pagid::XS::send($h, $_[0]);
+        return $r if ref $r;                   # pending: done when the buffer drains
+        return Future->done if $r eq '';       # completed already (below the high-water mark)
+        return Future->fail($r);
     };
     my $f = eval { $app->($scope, $receive, $send) };
     if (!defined $f && $@) {
@@ -61,7 +60,7 @@ sub _run {
         return;
     }
     if ($f->is_ready) {
-        PAGI::Server::Pagid::XS::finish($h, _failure($f));
+        PAGI::Server::Pagid::XS::finish($h, $f->is_done ? undef : _failure($f));
         return;
     }
     my $key = 0 + $$h;

@@ -165,17 +165,35 @@ XS_INTERNAL(xs_receive)
     XSRETURN(1);
 }
 
+/* A new pending Future (Future->new), owned by the caller. */
+static SV *new_future(pTHX)
+{
+    dSP;
+    ENTER;
+    SAVETMPS;
+    PUSHMARK(SP);
+    XPUSHs(sv_2mortal(newSVpvs("Future")));
+    PUTBACK;
+    int n = call_method("new", G_SCALAR);
+    SPAGAIN;
+    SV *f = n > 0 ? newSVsv(POPs) : NULL;
+    PUTBACK;
+    FREETMPS;
+    LEAVE;
+    return f;
+}
+
 /*
- * send($h, $event, $future): undef when the send is pending, "" when it has
+ * send($h, $event): a pending Future (a reference); "" when the send has
  * already completed (accepted below the high-water mark: pagi_send's callback
- * will report success at once, so the glue may hand back a done Future and
- * spare the app a suspension), else the validation message.
+ * will report success at once, so the glue hands back a done Future and
+ * spares the app a suspension); else the validation message.
  */
 XS_INTERNAL(xs_send)
 {
     dXSARGS;
-    if (items != 3)
-        croak_xs_usage(cv, "h, event, future");
+    if (items != 2)
+        croak_xs_usage(cv, "h, event");
     perl_handle *h = get_handle(aTHX_ ST(0));
     char buf[256];
     const char *err = usable(h);
@@ -183,26 +201,31 @@ XS_INTERNAL(xs_send)
     pagi_header *hdrs = NULL, *extra = NULL;
     if (!err)
         err = perl_event_from_sv(aTHX_ ST(1), &ev, &hdrs, &extra, buf, sizeof buf);
+    SV *ret = NULL;
     if (!err) {
-        perl_hold *n = perl_hold_add(h, ST(2));
-        if (!n)
+        perl_hold *n = perl_hold_add(h, &PL_sv_undef);
+        if (!n) {
             err = "out of memory";
-        else if (pagi_send(h->s, &ev, on_sent, n) < 0) {
-            perl_hold_drop(n);
-            snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
-            err = buf;
-        } else if (!ev.file && ev.fd < 0 &&
-                   pagi_transport_buffered_amount(h->s) < pagi_transport_high_water_mark(h->s)) {
-            /* Nothing can fail it any more and it completes at once: done now. */
-            SV *f = n->sv;
+        } else {
+            SvREFCNT_dec(n->sv);
             n->sv = NULL;
-            SvREFCNT_dec(f);
-            err = "";
+            if (pagi_send(h->s, &ev, on_sent, n) < 0) {
+                perl_hold_drop(n);
+                snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
+                err = buf;
+            } else if (!ev.file && ev.fd < 0 &&
+                       pagi_transport_buffered_amount(h->s) < pagi_transport_high_water_mark(h->s)) {
+                err = ""; /* nothing can fail it any more and it completes at once: done now */
+            } else if (!(n->sv = new_future(aTHX))) {
+                err = "cannot create a Future";
+            } else {
+                ret = sv_2mortal(SvREFCNT_inc(n->sv));
+            }
         }
     }
     free(hdrs);
     free(extra);
-    ST(0) = err ? sv_2mortal(newSVpv(err, 0)) : &PL_sv_undef;
+    ST(0) = ret ? ret : sv_2mortal(newSVpv(err, 0));
     XSRETURN(1);
 }
 
