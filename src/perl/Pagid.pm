@@ -33,12 +33,7 @@ sub _message {
 
 sub _run {
     my ($app, $h, $scope) = @_;
-    my $type = $scope->{type};
-    if ($type ne 'lifespan') {
-        $scope->{'pagi.transport'} = bless { h => $h }, 'PAGI::Server::Pagid::Transport';
-        $scope->{'pagi.connection'} = bless { h => $h }, 'PAGI::Server::Pagid::Connection'
-            if $type eq 'http';
-    }
+    # pagi.connection and pagi.transport come ready-made from perl_scope_hv.
     my $receive = sub {
         my $f = Future->new;
         my $err = PAGI::Server::Pagid::XS::receive($h, $f);

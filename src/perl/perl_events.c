@@ -332,6 +332,16 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
             (void)hv_store_ent(copy, hv_iterkeysv(he), newSVsv(hv_iterval(src, he)), 0);
         HSTORE(hv, "state", newRV_noinc((SV *)copy));
     }
-    (void)handle;
+    /* pagi.transport (http, websocket, sse) and pagi.connection (http): {h => handle}. */
+    HV *t = newHV();
+    HSTORE(t, "h", newSVsv(handle));
+    HSTORE(hv, "pagi.transport",
+           sv_bless(newRV_noinc((SV *)t), gv_stashpvs("PAGI::Server::Pagid::Transport", GV_ADD)));
+    if (type == PAGI_SCOPE_HTTP) {
+        HV *c = newHV();
+        HSTORE(c, "h", newSVsv(handle));
+        HSTORE(hv, "pagi.connection",
+               sv_bless(newRV_noinc((SV *)c), gv_stashpvs("PAGI::Server::Pagid::Connection", GV_ADD)));
+    }
     return newRV_noinc((SV *)hv);
 }
