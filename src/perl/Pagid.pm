@@ -37,13 +37,13 @@ sub _run {
     my $receive = sub {
         my $f = Future->new;
         my $err = PAGI::Server::Pagid::XS::receive($h, $f);
-        return defined $err ? Future->fail($err) : $f;
+        return defined $err ? Future->fail("$err\n") : $f;
     };
     my $send = sub {
         my $r = PAGI::Server::Pagid::XS::send($h, $_[0]);
         return $r if ref $r;                   # pending: done when the buffer drains
         return Future->done if $r eq '';       # completed already (below the high-water mark)
-        return Future->fail($r);
+        return Future->fail("$r\n");          # "\n": the message, not Future.pm's line, when awaited
     };
     my $f = eval { $app->($scope, $receive, $send) };
     if (!defined $f && $@) {
@@ -142,6 +142,9 @@ sub ready_for_write { _ready($_[1], 2) }
 sub HAVE_MULTIPLE_FILEHANDLES { 1 }
 
 package main;
+# exit() in an app would end the worker from inside a callback: make it a die
+# (the scope fails, the worker goes on), as mod_perl does.
+BEGIN { *CORE::GLOBAL::exit = sub { die "exit(" . ($_[0] // 0) . ") called by the app\n" } }
 use Scalar::Util ();
 use Time::HiRes ();
 use Future::IO;

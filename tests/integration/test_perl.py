@@ -228,7 +228,9 @@ def app_that_dies(ctx):
         check(data.startswith(b"HTTP/1.1 200"), "die after start keeps the status: %r" % data)
         check(b"partial" in data and not data.endswith(b"0\r\n\r\n"),
               "the response is cut short, not completed: %r" % data)
+    check_eq(request(srv.port, path="/exit").status, 500, "exit in an app -> 500")
     check_eq(request(srv.port, path="/ok").body, b"partial done", "still serving")
+    check("exit(3) called by the app" in srv.stderr(), "exit logged as the failure")
     err = srv.stderr()
     check("boom before start" in err and "boom sync" in err and "boom after start" in err,
           "the Perl messages are logged: %r" % err[-2000:])

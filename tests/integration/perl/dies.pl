@@ -1,5 +1,6 @@
 # dies.pl - failures: /before dies before starting the response (500),
-# /after dies after starting it, /sync dies synchronously, /bad sends an
+# /after dies after starting it, /sync dies synchronously, /exit calls
+# exit (a die under pagid), /bad sends an
 # invalid event and reports the server's validation message.
 use strict;
 use warnings;
@@ -10,6 +11,7 @@ my $app = async sub {
     die "http only\n" if $scope->{type} ne 'http';
     my $p = $scope->{path};
     die "boom before start\n" if $p eq '/before';
+    exit 3 if $p eq '/exit';   # the host turns exit into a die
     if ($p eq '/bad') {
         my @msgs;
         for my $ev ({type => 'http.response.start', status => 200, headers => [['x-bad', "a\r\nb"]]},
@@ -19,6 +21,7 @@ my $app = async sub {
                     {status => 200}) {
             eval { await $send->($ev); 1 } and next;
             (my $m = $@) =~ s/ at \S+ line \d+.*//s;
+            chomp $m;
             push @msgs, $m;
         }
         my $body = join "\n", @msgs;
