@@ -555,6 +555,7 @@ void config_free(pagid_config *c)
     config_clear_mounts(c);
     free(c->source);
     free(c->app);
+    free(c->perl_lib);
     free(c->access_log_path);
     free(c->access_log_format);
     free(c->error_log_path);

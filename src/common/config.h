@@ -70,6 +70,7 @@ typedef struct pagid_config {
     size_t max_requests;   /* a worker recycles itself after this many requests; 0 = never */
     char *app;             /* app spec: hello, echo, demo, static:DIR, /x.so */
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
+    char *perl_lib;               /* app: {perl: FILE, lib: [...]}: ':'-joined dirs, or NULL */
     pagid_mount *mounts;   /* apps under path prefixes, in file order */
     size_t n_mounts;
     pagid_limits limits;

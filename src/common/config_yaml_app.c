@@ -3,6 +3,7 @@
  * mapping such as {static: DIR, listing: true}) and the `mounts` list, each
  * problem reported with its FILE:LINE:COLUMN like the rest of the loader.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,10 +29,48 @@ static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
 }
 
 /* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]} or {module: PATH}. */
+/* Append one @INC directory to the config's ':'-joined perl_lib. */
+static int add_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
+{
+    const char *dir = scalar(x, n, path);
+    if (!dir)
+        return -1;
+    if (!*dir || strchr(dir, ':')) {
+        report(x, n, "'%s' entries must be non-empty directories without ':'", path);
+        return -1;
+    }
+    char *old = x->c->perl_lib;
+    size_t len = (old ? strlen(old) + 1 : 0) + strlen(dir) + 1;
+    char *joined = malloc(len);
+    if (!joined) {
+        report(x, n, "out of memory");
+        return -1;
+    }
+    snprintf(joined, len, "%s%s%s", old ? old : "", old ? ":" : "", dir);
+    free(old);
+    x->c->perl_lib = joined;
+    return 0;
+}
+
+/* lib: a directory or a list of them, added to the Perl app's @INC. */
+static int parse_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return add_perl_lib(x, n, path);
+    int rc = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *item = node_at(x, *it);
+        if (item && add_perl_lib(x, item, path) < 0)
+            rc = -1;
+    }
+    return rc;
+}
+
 static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
                              pagid_static_opts *opts, yaml_node_t **at)
 {
-    yaml_node_t *kind_key = NULL, *kind_val = NULL, *opt_key = NULL;
+    yaml_node_t *kind_key = NULL, *kind_val = NULL, *opt_key = NULL, *lib_key = NULL,
+                *lib_val = NULL;
     char shown[80], sub[96];
     int bad = 0;
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
@@ -43,9 +82,9 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
             bad = 1;
             continue;
         }
-        if (!strcmp(name, "static") || !strcmp(name, "module")) {
+        if (!strcmp(name, "static") || !strcmp(name, "module") || !strcmp(name, "perl")) {
             if (kind_key) {
-                report(x, n, "'%s' as a mapping takes exactly one of static or module", path);
+                report(x, n, "'%s' as a mapping takes exactly one of static, module or perl", path);
                 return -1;
             }
             kind_key = key;
@@ -55,17 +94,20 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
             opt_key = key;
             if (parse_bool(x, val, sub, name[0] == 'l' ? &opts->listing : &opts->follow_symlinks))
                 bad = 1;
+        } else if (!strcmp(name, "lib")) {
+            lib_key = key;
+            lib_val = val;
         } else {
             report(x, key,
-                   "unknown key '%s' in '%s' (expected static, module, listing or "
-                   "follow_symlinks)",
+                   "unknown key '%s' in '%s' (expected static, module, perl, listing, "
+                   "follow_symlinks or lib)",
                    printable(key, shown, sizeof shown), path);
             bad = 1;
         }
     }
     if (!kind_key) {
         if (!bad)
-            report(x, n, "'%s' as a mapping takes exactly one of static or module", path);
+            report(x, n, "'%s' as a mapping takes exactly one of static, module or perl", path);
         return -1;
     }
     const char *kind = (const char *)kind_key->data.scalar.value;
@@ -75,11 +117,25 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
                (const char *)opt_key->data.scalar.value);
         bad = 1;
     }
+    if (lib_key) {
+        snprintf(sub, sizeof sub, "%s.lib", path);
+        if (strcmp(kind, "perl") != 0) {
+            report(x, lib_key, "'%s' applies to perl apps only", sub);
+            bad = 1;
+        } else if (parse_perl_lib(x, lib_val, sub) < 0) {
+            bad = 1;
+        }
+    }
     snprintf(sub, sizeof sub, "%s.%s", path, kind);
     const char *s = scalar(x, kind_val, sub);
     if (!s || bad)
         return -1;
     *at = kind_val;
+    size_t slen = strlen(s);
+    if (!strcmp(kind, "perl") && (slen < 3 || strcmp(s + slen - 3, ".pl") != 0)) {
+        report(x, kind_val, "'%s' must name a PAGI Perl app file (.pl)", sub);
+        return -1;
+    }
     if (!is_static) {
         *spec = strdup(s);
     } else if ((*spec = malloc(strlen(s) + 8))) {

@@ -4,6 +4,8 @@
  */
 #include "cli.h"
 
+#include "../common/buf.h"
+
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,18 +113,14 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
             o->app = optarg;
             break;
         case 'I': {
-            /* The Perl host (in the workers) reads the list from the environment. */
-            const char *old = getenv("PAGID_PERL_LIB");
-            size_t n = (old ? strlen(old) + 1 : 0) + strlen(optarg) + 1;
-            char *v = malloc(n);
+            const char **v = realloc(o->perl_libs, (o->n_perl_libs + 1) * sizeof *v);
             if (!v) {
                 fprintf(err, "pagid: out of memory\n");
                 cli_options_free(o);
                 return -1;
             }
-            snprintf(v, n, "%s%s%s", old ? old : "", old ? ":" : "", optarg);
-            setenv("PAGID_PERL_LIB", v, 1);
-            free(v);
+            v[o->n_perl_libs++] = optarg;
+            o->perl_libs = v;
             break;
         }
         case 'v':
@@ -151,6 +149,30 @@ void cli_options_free(cli_options *o)
     free(o->listens);
     o->listens = NULL;
     o->n_listens = 0;
+    free(o->perl_libs);
+    o->perl_libs = NULL;
+    o->n_perl_libs = 0;
+}
+
+/*
+ * The Perl host runs in the workers, behind the public app interface, so its
+ * @INC additions travel in the environment they inherit: -I first, then the
+ * file's lib list. Built from scratch each time, so a reload never piles up.
+ */
+static int set_perl_lib_env(const cli_options *o, const pagid_config *c)
+{
+    buf v = BUF_INIT;
+    int rc = 0;
+    for (size_t i = 0; i < o->n_perl_libs; i++)
+        rc |= buf_printf(&v, "%s%s", buf_size(&v) ? ":" : "", o->perl_libs[i]);
+    if (c->perl_lib)
+        rc |= buf_printf(&v, "%s%s", buf_size(&v) ? ":" : "", c->perl_lib);
+    if (rc == 0 && buf_append(&v, "", 1) == 0) /* NUL-terminate */
+        rc = buf_size(&v) > 1 ? setenv("PAGID_PERL_LIB", buf_head(&v), 1) : unsetenv("PAGID_PERL_LIB");
+    else
+        rc = -1;
+    buf_free(&v);
+    return rc;
 }
 
 int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
@@ -176,9 +198,9 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
         errors++;
     }
     if (o->app) {
-        char buf[512];
-        if (config_check_app(o->app, buf, sizeof buf) < 0) {
-            fprintf(err, "pagid: -a: %s\n", buf);
+        char why[512];
+        if (config_check_app(o->app, why, sizeof why) < 0) {
+            fprintf(err, "pagid: -a: %s\n", why);
             errors++;
         } else if (config_set_app(c, o->app, &msg) < 0) {
             fprintf(err, "pagid: -a: %s\n", msg);
@@ -187,5 +209,9 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
     }
     if (config_finalize(c, err) < 0)
         errors++;
+    if (errors == 0 && set_perl_lib_env(o, c) < 0) {
+        fprintf(err, "pagid: out of memory\n");
+        errors++;
+    }
     return errors;
 }

@@ -17,6 +17,8 @@ typedef struct cli_options {
     size_t n_listens;
     const char *workers;     /* -w */
     const char *app;         /* -a */
+    const char **perl_libs;  /* -I, repeatable (owned array, borrowed strings) */
+    size_t n_perl_libs;
 } cli_options;
 
 /** Parse argv; 0, or -1 after printing a usage error to err. */
@@ -24,7 +26,9 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err);
 void cli_options_free(cli_options *o);
 void cli_usage(FILE *out);
 /**
- * Build the effective config into c. Errors are printed to err
+ * Build the effective config into c. When it is valid, the Perl host's
+ * library path (PAGID_PERL_LIB, read by the workers) is set anew from -I and
+ * the file's `app: {perl: FILE, lib: [...]}`, so a reload never accumulates. Errors are printed to err
  * ("FILE:LINE:COLUMN: message" for the file). Returns the error count.
  */
 int cli_build_config(const cli_options *o, pagid_config *c, FILE *err);

@@ -74,6 +74,26 @@ def include_dir_option(ctx):
 
 
 @test()
+def yaml_app_mapping_with_lib(ctx):
+    """app: {perl: FILE, lib: [DIRS]} in the YAML: the file is the app, lib reaches @INC
+    (and survives a reload without piling up)."""
+    path = app(ctx, "uses_lib")
+    conf = "app:\n  perl: %s\n  lib: [/nonexistent, %s]\n" % (path, os.path.join(PERL_DIR, "lib"))
+    srv = ctx.start(None, workers=1, config=conf)
+    check_eq(request(srv.port).body, b"greetings from -I", "module found through the lib list")
+    # Without the lib list the app cannot compile: no worker can start, pagid exits 3.
+    conf_path = os.path.join(ctx.tmpdir, "bare.yaml")
+    with open(conf_path, "w") as f:
+        f.write("app: {perl: %s}\nlisten: ['127.0.0.1:%d']\nworkers: 0\n" % (path, lib.free_port()))
+    env = dict(os.environ)
+    env.pop("PAGID_PERL_LIB", None)
+    p = subprocess.run([ctx.pagid, "-c", conf_path], stdin=subprocess.DEVNULL, env=env,
+                       capture_output=True, timeout=30 * SLOW)
+    check_eq(p.returncode, 3, "exit status without the lib list")
+    check(b"Can't locate" in p.stderr, "the missing module is named: %r" % p.stderr[-300:])
+
+
+@test()
 def streamed_response(ctx):
     srv = ctx.start(app(ctx, "stream"))
     r = request(srv.port)

@@ -275,11 +275,40 @@ START_TEST(test_load_app_mapping)
                  "t.yaml:1:15: static directory '/nonexistent-pagid': No such file or directory");
     expect_error("app: {module: /nonexistent-pagid/m.so}\n",
                  "t.yaml:1:15: app module '/nonexistent-pagid/m.so': No such file or directory");
+    expect_error("app: {perl: x.txt}\n",
+                 "t.yaml:1:13: 'app.perl' must name a PAGI Perl app file (.pl)");
+    expect_error("app: {static: /tmp, lib: [/x]}\n",
+                 "t.yaml:1:21: 'app.lib' applies to perl apps only");
+    expect_error("app: {perl: x.pl, lib: [a:b]}\n",
+                 "t.yaml:1:25: 'app.lib' entries must be non-empty directories without ':'");
+#ifdef PAGID_WITH_PERL
+    expect_error("app: {perl: /nonexistent-pagid/x.pl}\n",
+                 "t.yaml:1:13: Perl app '/nonexistent-pagid/x.pl': No such file or directory");
+    /* A Perl app file with its @INC additions, as a list or a single directory. */
+    char pl[128];
+    make_tmpdir();
+    snprintf(pl, sizeof pl, "%s/app.pl", tmpdir);
+    FILE *f = fopen(pl, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("sub { }\n", f);
+    fclose(f);
+    snprintf(yaml, sizeof yaml, "app: {perl: %.120s, lib: [/opt/a, /opt/b]}\n", pl);
+    ck_assert_int_eq(load(&c, yaml), 0);
+    ck_assert_str_eq(c.app, pl);
+    ck_assert_str_eq(c.perl_lib, "/opt/a:/opt/b");
+    config_free(&c);
+    snprintf(yaml, sizeof yaml, "app:\n  perl: %.120s\n  lib: /opt/c\n", pl);
+    ck_assert_int_eq(load(&c, yaml), 0);
+    ck_assert_str_eq(c.perl_lib, "/opt/c");
+    config_free(&c);
+    unlink(pl);
+    remove_tmpdir();
+#else
     expect_error("app: {perl: x.pl}\n",
-                 "t.yaml:1:7: unknown key 'perl' in 'app' (expected static, module, listing or "
-                 "follow_symlinks)");
+                 "t.yaml:1:13: Perl applications need pagid built with the Perl host");
+#endif
     expect_error("app: {static: a, module: b}\n",
-                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static or module");
+                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static, module or perl");
     expect_error("app: {static: [a]}\n",
                  "t.yaml:1:15: 'app.static' must be a single value, not a list");
 }
@@ -351,7 +380,7 @@ START_TEST(test_load_mounts)
     expect_error("app: {static: /tmp, listing: maybe}\n",
                  "t.yaml:1:30: 'app.listing' must be true or false, not 'maybe'");
     expect_error("app: {listing: true}\n",
-                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static or module");
+                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static, module or perl");
 }
 END_TEST
 
