@@ -30,6 +30,8 @@
 
 #include <pagi/pagi.h>
 
+#include "testlog.h"
+
 typedef struct req {
     char id[64];
     pagi_scope *s;
@@ -49,41 +51,10 @@ static void tlog(const req *r, const char *fmt, ...) __attribute__((format(print
 
 static void tlog(const req *r, const char *fmt, ...)
 {
-    const char *path = getenv("PAGID_TEST_LOG");
-    if (path == NULL || *path == '\0')
-        return;
-    char line[800];
-    int k = snprintf(line, sizeof line, "%s ", r->id);
-    if (k < 0 || (size_t)k >= sizeof line)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + k, sizeof line - (size_t)k - 1, fmt, ap);
+    testlog_v(r->id, fmt, ap);
     va_end(ap);
-    if (m < 0)
-        return;
-    size_t len = (size_t)k + (size_t)m;
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
-    for (size_t j = 0; j < len; j++)
-        if (line[j] == '\n' || line[j] == '\r')
-            line[j] = ' ';
-    line[len++] = '\n';
-    /* O_APPEND and one write per line: lines from one process never interleave. */
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    const char *p = line;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        p += w;
-        len -= (size_t)w;
-    }
-    close(fd);
 }
 
 static int str_eq(pagi_str s, const char *lit)

@@ -30,6 +30,8 @@
 
 #include <pagi/pagi.h>
 
+#include "testlog.h"
+
 typedef struct wsr {
     char id[64];
     char route[32];
@@ -46,30 +48,10 @@ static void tlog(const wsr *r, const char *fmt, ...) __attribute__((format(print
 
 static void tlog(const wsr *r, const char *fmt, ...)
 {
-    const char *path = getenv("PAGID_TEST_LOG");
-    if (!path || !*path)
-        return;
-    char line[700];
-    int k = snprintf(line, sizeof line, "%s ", r->id);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + k, sizeof line - (size_t)k - 1, fmt, ap);
+    testlog_v(r->id, fmt, ap);
     va_end(ap);
-    if (m < 0)
-        return;
-    size_t len = (size_t)k + (size_t)m;
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
-    for (size_t j = 0; j < len; j++)
-        if (line[j] == '\n' || line[j] == '\r')
-            line[j] = ' ';
-    line[len++] = '\n';
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    while (write(fd, line, len) < 0 && errno == EINTR)
-        ;
-    close(fd);
 }
 
 /* Value of key in the query string (no decoding; tests use plain values). */
