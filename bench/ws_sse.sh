@@ -53,41 +53,8 @@ fi
 (($(ulimit -n) >= need)) || die "the open-file limit is $(ulimit -n), $need needed for $SSE_STREAMS streams"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pagid-wsbench.XXXXXX")
-declare -A PID=()
-CLIENT=""
-
-stop_server() { # name: TERM by its own pid, then KILL its process group
-    local name=$1 pid=${PID[$1]:-} i
-    [[ -n $pid ]] || return 0
-    unset 'PID[$name]'
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-    local rc=$? name
-    trap - EXIT INT TERM
-    [[ -z $CLIENT ]] || kill -TERM "$CLIENT" 2>/dev/null || true
-    for name in "${!PID[@]}"; do stop_server "$name"; done
-    if [[ $rc -ne 0 && -d $WORK ]]; then
-        note "failed; logs kept in $WORK"
-    else
-        rm -rf "$WORK"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
 
 wait_port() { # name port
     local i
@@ -227,7 +194,7 @@ EOF
     wait "$CLIENT" || true
     CLIENT=""
     hz=$(getconf CLK_TCK)
-    read -r s_open s_events s_rate s_fail <<<"$(awk '/^RESULT sse/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+    read -r s_open _ s_rate s_fail <<<"$(awk '/^RESULT sse/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         print v["open"], v["events"], v["rate"], v["failed"] }' "$WORK/sse.out")"
     sed 's/^/  /' "$WORK/sse.err" | tee -a "$WORK/summary.txt"
     awk -v n="$SSE_STREAMS" -v open="$s_open" -v rate="$s_rate" -v fail="$s_fail" \
