@@ -4,9 +4,12 @@
 #   ./dev.sh run    install what is missing, build in build/, run build/pagid
 #                   in the foreground (127.0.0.1:8080, the default app)
 #   ./dev.sh test   install, build with -Werror, run the unit tests (Check) and
-#                   the integration tests; then again with ASan+UBSan in
-#                   build-asan/; then each libFuzzer harness for FUZZ_SECONDS (10) when
-#                   clang is there. Ends with "N passed, M failed"; exit 1 on failure.
+#                   the integration tests; the system test (the .deb under a
+#                   real systemd in a container, tests/system); the unit and
+#                   integration tests again with ASan+UBSan in build-asan/; then
+#                   each libFuzzer harness for FUZZ_SECONDS (10) when clang is
+#                   there. Ends with "N passed, M failed"; exit 1 on failure.
+#   ./dev.sh system the system test alone (SYSTEM_TEST=0 skips it in "test").
 #
 # CI (.ci/run) calls "./dev.sh test" with no stdin.
 set -uo pipefail
@@ -19,7 +22,8 @@ PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
           libhttp-parser-dev libyaml-dev libsystemd-dev zlib1g-dev nettle-dev check curl python3
           python3-websockets nginx-light wrk hey chromium chromium-driver
           clang libclang-rt-14-dev systemd
-          libperl-dev libfuture-perl libfuture-asyncawait-perl libfuture-io-perl)
+          libperl-dev libfuture-perl libfuture-asyncawait-perl libfuture-io-perl
+          dpkg-dev debhelper fakeroot lintian mandoc debootstrap systemd-container)
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'dev.sh: %s\n' "$*" >&2; exit 1; }
@@ -178,6 +182,31 @@ run_fuzz() {
     record "fuzz (smoke)" "$p" "$f"
 }
 
+# tests/system/run.py: builds the .deb, boots Debian 12 with systemd in a
+# container and checks the package as operators use it; one test per check.
+run_system() {
+    local out line p f
+    say "system test: the package under systemd (tests/system/run.py)"
+    out=$(mktemp)
+    python3 "$ROOT/tests/system/run.py" 2>&1 | tee "$out"
+    line=$(grep -E '^system: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    rm -f "$out"
+    if [ -z "$line" ]; then
+        record "system (package)" 0 1 "run.py did not finish"
+        return
+    fi
+    p=$(sed -E 's/^system: ([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")
+    record "system (package)" "$p" "$f"
+}
+
+cmd_system() {
+    install_packages
+    run_system
+    echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+    [ "$TOTAL_FAIL" -eq 0 ]
+}
+
 cmd_run() {
     install_packages
     bootstrap
@@ -196,6 +225,11 @@ cmd_test() {
         run_integration build/pagid werror
     else
         record "build (werror)" 0 1
+    fi
+    if [ "${SYSTEM_TEST:-1}" != 0 ]; then
+        run_system
+    else
+        say "system test skipped (SYSTEM_TEST=0)"
     fi
 
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -220,8 +254,9 @@ cmd_test() {
 case ${1:-} in
     run) cmd_run ;;
     test) cmd_test ;;
+    system) cmd_system ;;
     *)
-        echo "usage: $0 run|test" >&2
+        echo "usage: $0 run|test|system" >&2
         exit 2
         ;;
 esac

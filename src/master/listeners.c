@@ -183,19 +183,19 @@ static int apply_unix_attrs(const pagid_listen *l, int fresh, dev_t dev, ino_t i
         close(fd);
         return -1;
     }
-    /* Owner first: the mode set after it is the one that counts. */
-    if ((l->has_uid || l->has_gid) && fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
-        char u[24] = "-", g[24] = "-";
-        if (l->has_uid)
-            snprintf(u, sizeof u, "%lu", (unsigned long)uid);
-        if (l->has_gid)
-            snprintf(g, sizeof g, "%lu", (unsigned long)gid);
-        set_err(err, errlen, l, "cannot change owner of %s to %s:%s: %s", l->path, u, g,
-                strerror(errno));
-        close(fd);
-        return -1;
+    /*
+     * Mode first, owner second: the master may hold CAP_CHOWN but not
+     * CAP_FOWNER (the packaged unit), so it can chmod only a file it owns.
+     * A socket already given to another owner (a reload changing its mode)
+     * is taken back first. Nothing is changed that already is as configured.
+     */
+    int need_mode = chmod_it && (st.st_mode & 07777) != mode;
+    int need_owner = (l->has_uid && st.st_uid != uid) || (l->has_gid && st.st_gid != gid);
+    if (need_mode && st.st_uid != geteuid()) {
+        if (fchownat(fd, "", geteuid(), (gid_t)-1, AT_EMPTY_PATH) == 0)
+            need_owner = 1;
     }
-    if (chmod_it) {
+    if (need_mode) {
         /* fchmod() refuses O_PATH descriptors; the /proc link reaches the very inode. */
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
@@ -204,6 +204,22 @@ static int apply_unix_attrs(const pagid_listen *l, int fresh, dev_t dev, ino_t i
             rc = chmod(l->path, mode);
         if (rc < 0) {
             set_err(err, errlen, l, "cannot set mode %04o on %s: %s", (unsigned)mode, l->path,
+                    strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    if (need_owner) {
+        /* The owner we took back above goes back to what it was unless configured. */
+        uid_t to_uid = l->has_uid ? uid : st.st_uid;
+        gid_t to_gid = l->has_gid ? gid : (gid_t)-1;
+        if (fchownat(fd, "", to_uid, to_gid, AT_EMPTY_PATH) < 0) {
+            char u[24] = "-", g[24] = "-";
+            if (l->has_uid)
+                snprintf(u, sizeof u, "%lu", (unsigned long)uid);
+            if (l->has_gid)
+                snprintf(g, sizeof g, "%lu", (unsigned long)gid);
+            set_err(err, errlen, l, "cannot change owner of %s to %s:%s: %s", l->path, u, g,
                     strerror(errno));
             close(fd);
             return -1;
