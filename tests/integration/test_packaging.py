@@ -7,6 +7,7 @@ the system: the `pagid` user need not exist yet)."""
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 
@@ -83,6 +84,23 @@ def debian_packages(ctx):
                              text=True, timeout=30).stdout
     check("/var/log/pagid" in control, "postinst does not create the log directory")
 
+    # lintian: no error, no warning but the one every package outside Debian has.
+    if shutil.which("lintian"):
+        p = subprocess.run(["lintian", "--tag-display-limit", "0", debs["pagid"], debs["pagid-dev"]],
+                           capture_output=True, text=True, timeout=300)
+        tags = [ln for ln in p.stdout.splitlines() if re.match(r"[EW]: ", ln)
+                and "initial-upload-closes-no-bugs" not in ln]
+        check(not tags, "lintian:\n" + "\n".join(tags))
+    else:
+        ctx.note("lintian is not installed: not run")
+    # Man pages: mandoc finds no warning (a .TH date it cannot parse was one).
+    if shutil.which("mandoc"):
+        for page in glob.glob(os.path.join(src, "man", "*.[1-8]")):
+            p = subprocess.run(["mandoc", "-T", "lint", "-W", "warning", page],
+                               capture_output=True, text=True, timeout=30)
+            check(p.returncode == 0 and not p.stdout.strip(),
+                  "mandoc %s:\n%s%s" % (os.path.basename(page), p.stdout, p.stderr))
+
     dev = deb_files(debs["pagid-dev"])
     for f in ("/usr/include/pagi/pagi.h", "/usr/share/man/man3/pagi.3.gz"):
         check(f in dev, "%s not in pagid-dev: %r" % (f, sorted(dev)))
@@ -96,6 +114,15 @@ def debian_packages(ctx):
     check(p.returncode == 0 and p.stdout.startswith("pagid "), "--version: %r" % (p.stdout,))
     p = subprocess.run([pagid, "-t", "-c", conf], capture_output=True, text=True, timeout=10)
     check_eq(p.returncode, 0, "pagid -t on the packaged config (stderr %r)" % p.stderr)
+    # The package carries the Perl host, and depends on what its glue loads.
+    hello_pl = os.path.join(REPO, "tests", "integration", "perl", "hello.pl")
+    p = subprocess.run([pagid, "-t", "-a", hello_pl, "-l", "127.0.0.1:8080"], capture_output=True,
+                       text=True, timeout=10)
+    check_eq(p.returncode, 0, "packaged pagid -t -a hello.pl (stderr %r)" % p.stderr)
+    depends = subprocess.run(["dpkg-deb", "-f", debs["pagid"], "Depends"], capture_output=True,
+                             text=True, timeout=30).stdout
+    for mod in ("libperl5", "libfuture-perl", "libfuture-io-perl", "libfuture-asyncawait-perl"):
+        check(mod in depends, "pagid does not depend on %s: %s" % (mod, depends))
     with open(conf) as f:
         text = f.read()
     for want in ("user: pagid", "/var/log/pagid/access.log", "127.0.0.1:8080"):
