@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "config_suggest.h"
+
 /* Anything longer is a typo, and a year keeps ev timers far from overflow. */
 #define MAX_DURATION_SECONDS (365.0 * 24 * 3600)
 
@@ -503,8 +505,13 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         return -1;
 #endif
     }
-    snprintf(msg, msglen,
-             "unknown app '%s' (expected hello, echo, demo, static:DIR or a .so module)", spec);
+    static const char *const builtins[] = {"hello", "echo", "demo", NULL};
+    const char *near = config_suggest_among(spec, strlen(spec), builtins);
+    if (near)
+        snprintf(msg, msglen, "unknown app '%s' (did you mean '%s'?)", spec, near);
+    else
+        snprintf(msg, msglen,
+                 "unknown app '%s' (expected hello, echo, demo, static:DIR or a .so module)", spec);
     return -1;
 }
 

@@ -1,7 +1,8 @@
 /*
  * config_yaml.c - loads a YAML file into a pagid_config. The document is
  * walked against tables of known keys (name, handler, offset), so every
- * problem is reported with its FILE:LINE:COLUMN and the walk carries on.
+ * problem is reported with its FILE:LINE:COLUMN and the walk carries on;
+ * an unknown name gets the closest valid one.
  */
 #include "config.h"
 
@@ -14,6 +15,7 @@
 
 #include "access_format.h"
 #include "buf.h"
+#include "config_suggest.h"
 
 /* A config file is a few kilobytes; refuse to slurp something absurd. */
 #define MAX_FILE_SIZE (16 * 1024 * 1024)
@@ -33,7 +35,6 @@ void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
     fputc('\n', x->err);
     x->errors++;
 }
-
 
 /* Make a user-supplied key or value safe to echo on one line of stderr. */
 const char *printable(const yaml_node_t *n, char *out, size_t outlen)
@@ -93,7 +94,6 @@ const char *scalar(load_ctx *x, yaml_node_t *n, const char *path)
     }
     return (const char *)n->data.scalar.value;
 }
-
 
 static void set_size(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 {
@@ -215,6 +215,13 @@ static void set_access_format(load_ctx *x, const key_def *k, yaml_node_t *n, con
     const char *msg = NULL;
     size_t off = 0;
     if (access_format_compile(&f, s, &msg, &off) < 0) {
+        static const char *const names[] = {"clf", "combined", "json", NULL};
+        const char *near = strchr(s, '%') ? NULL : config_suggest_among(s, strlen(s), names);
+        if (near) { /* a misspelt name, not a custom format */
+            report(x, n, "invalid access log format '%s' (did you mean '%s'?)",
+                   printable(n, shown, sizeof shown), near);
+            return;
+        }
         int quoted = n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
         int one_line = n->start_mark.line == n->end_mark.line && !memchr(s, '\\', off);
         size_t col = n->start_mark.column + 1 + (one_line ? off + (size_t)quoted : 0);
@@ -271,8 +278,9 @@ static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const
     for (const char *p = s; ok && *p; p++)
         ok = (unsigned char)*p > 0x20 && *p != 0x7f && *p != '?' && *p != '#';
     if (!ok) {
-        report(x, n, "invalid '%s' '%s' (expected a path such as /metrics: starts with '/', "
-                     "no spaces, '?' or '#')",
+        report(x, n,
+               "invalid '%s' '%s' (expected a path such as /metrics: starts with '/', "
+               "no spaces, '?' or '#')",
                path, printable(n, shown, sizeof shown));
         return;
     }
@@ -281,19 +289,24 @@ static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const
 
 static void set_level(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
+    static const char *const names[] = {"error", "warn", "info", "debug", NULL};
     const char *s = scalar(x, n, path);
     char shown[80];
     if (!s)
         return;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (size_t i = 0; names[i]; i++) {
         if (!strcmp(s, names[i])) {
             x->c->error_log_level = (log_level)i;
             return;
         }
     }
-    report(x, n, "invalid log level '%s' (expected error, warn, info or debug)",
-           printable(n, shown, sizeof shown));
+    const char *near = config_suggest_among(s, strlen(s), names);
+    if (near)
+        report(x, n, "invalid log level '%s' (did you mean '%s'?)",
+               printable(n, shown, sizeof shown), near);
+    else
+        report(x, n, "invalid log level '%s' (expected error, warn, info or debug)",
+               printable(n, shown, sizeof shown));
 }
 
 static void set_workers(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
@@ -303,8 +316,15 @@ static void set_workers(load_ctx *x, const key_def *k, yaml_node_t *n, const cha
     char shown[80];
     if (!s)
         return;
-    if (config_parse_workers(s, &x->c->workers, &msg) < 0)
-        report(x, n, "invalid workers '%s': %s", printable(n, shown, sizeof shown), msg);
+    if (config_parse_workers(s, &x->c->workers, &msg) < 0) {
+        static const char *const names[] = {"auto", NULL};
+        const char *near = config_suggest_among(s, strlen(s), names);
+        if (near)
+            report(x, n, "invalid workers '%s': %s (did you mean '%s'?)",
+                   printable(n, shown, sizeof shown), msg, near);
+        else
+            report(x, n, "invalid workers '%s': %s", printable(n, shown, sizeof shown), msg);
+    }
 }
 
 static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section);
@@ -409,10 +429,55 @@ static const key_def top_keys[] = {
     {NULL, NULL, 0, NULL, 0, 0},
 };
 
+/*
+ * The closest valid name for an unknown key of table into out ("" when none):
+ * a near spelling at the same level, else (at the top level) the one
+ * section key of that exact name, e.g. "timeouts.idle" for a bare "idle:".
+ */
+static const char *suggest_key(const key_def *table, const char *section, const char *name,
+                               size_t len, char *out, size_t outlen)
+{
+    config_suggest s;
+    config_suggest_init(&s, name, len);
+    for (size_t i = 0; table[i].name; i++)
+        config_suggest_add(&s, table[i].name);
+    out[0] = '\0';
+    if (config_suggest_best(&s)) {
+        snprintf(out, outlen, "%s", config_suggest_best(&s));
+        return out;
+    }
+    int found = 0;
+    for (size_t i = 0; !section && table[i].name; i++) {
+        for (const key_def *sub = table[i].sub; sub && sub->name; sub++) {
+            if (config_edit_distance(name, len, sub->name, strlen(sub->name)) == 0) {
+                snprintf(out, outlen, "%s.%s", table[i].name, sub->name);
+                found++;
+            }
+        }
+    }
+    if (found != 1) /* "path" is in three sections: no guess */
+        out[0] = '\0';
+    return out;
+}
+
+static void report_unknown(load_ctx *x, yaml_node_t *key, const key_def *table, const char *section)
+{
+    char shown[80], near[80], hint[100] = "";
+    suggest_key(table, section, (const char *)key->data.scalar.value, key->data.scalar.length, near,
+                sizeof near);
+    if (near[0])
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+    if (section)
+        report(x, key, "unknown key '%s' in '%s'%s", printable(key, shown, sizeof shown), section,
+               hint);
+    else
+        report(x, key, "unknown key '%s'%s", printable(key, shown, sizeof shown), hint);
+}
+
 static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section)
 {
     uint32_t seen = 0; /* tables have fewer than 32 keys */
-    char shown[80], path[64];
+    char path[64];
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
         if (!key || !val)
@@ -427,11 +492,7 @@ static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, cons
                (strcmp(table[i].name, name) || strlen(name) != key->data.scalar.length))
             i++;
         if (!table[i].name) {
-            if (section)
-                report(x, key, "unknown key '%s' in '%s'", printable(key, shown, sizeof shown),
-                       section);
-            else
-                report(x, key, "unknown key '%s'", printable(key, shown, sizeof shown));
+            report_unknown(x, key, table, section);
             continue;
         }
         if (seen & (1u << i)) {
