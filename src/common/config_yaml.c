@@ -1,24 +1,25 @@
 /*
- * config_yaml.c - loads a YAML file into a pagid_config. The document is
- * walked against tables of known keys (name, handler, offset), so every
- * problem is reported with its FILE:LINE:COLUMN and the walk carries on;
- * an unknown name gets the closest valid one.
+ * config_yaml.c - loads a YAML file (and the files it includes) into a
+ * pagid_config. Each document is walked against tables of known keys (name,
+ * handler, offset), so every problem is reported with its FILE:LINE:COLUMN
+ * and the walk carries on; an unknown name gets the closest valid one.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "access_format.h"
 #include "buf.h"
 #include "config_suggest.h"
 
-/* A config file is a few kilobytes; refuse to slurp something absurd. */
-#define MAX_FILE_SIZE (16 * 1024 * 1024)
 /* Our schema is 3 levels deep. libyaml's scanner is quadratic in nesting
  * depth, so a deep "[[[[..." would stall pagid -t for minutes: cap it. */
 #define MAX_DEPTH 32
@@ -28,19 +29,31 @@
 void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(x->err, "%s:%zu:%zu: ", x->name, line, col);
+    fprintf(x->err, "%s:%zu:%zu: ", x->st->files[x->file].name, line, col);
     va_start(ap, fmt);
     vfprintf(x->err, fmt, ap);
     va_end(ap);
     fputc('\n', x->err);
-    x->errors++;
+    x->st->errors++;
 }
 
-/* Make a user-supplied key or value safe to echo on one line of stderr. */
-const char *printable(const yaml_node_t *n, char *out, size_t outlen)
+src_pos node_pos(const load_ctx *x, const yaml_node_t *n)
 {
-    const unsigned char *s = n->data.scalar.value;
-    size_t len = n->data.scalar.length, j = 0;
+    src_pos at = {x->file, n->start_mark.line + 1, n->start_mark.column + 1};
+    return at;
+}
+
+const char *pos_text(const load_state *st, src_pos at, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s:%zu:%zu", st->files[at.file].name, at.line, at.col);
+    return out;
+}
+
+/* Make user-supplied text safe to echo on one line of stderr. */
+const char *printable_text(const char *text, size_t len, char *out, size_t outlen)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t j = 0;
     for (size_t i = 0; i < len && j + 4 < outlen; i++)
         out[j++] = (s[i] >= 0x20 && s[i] != 0x7f) ? (char)s[i] : '?';
     if (len && j + 4 >= outlen) {
@@ -49,6 +62,11 @@ const char *printable(const yaml_node_t *n, char *out, size_t outlen)
     }
     out[j] = '\0';
     return out;
+}
+
+const char *printable(const yaml_node_t *n, char *out, size_t outlen)
+{
+    return printable_text((const char *)n->data.scalar.value, n->data.scalar.length, out, outlen);
 }
 
 const char *kind_name(const yaml_node_t *n)
@@ -116,10 +134,14 @@ static void set_size(load_ctx *x, const key_def *k, yaml_node_t *n, const char *
         return;
     }
     *FIELD(x, k, size_t) = v;
-    if (k->off == offsetof(pagid_config, high_watermark))
-        x->high_node = n;
-    else if (k->off == offsetof(pagid_config, low_watermark))
-        x->low_node = n;
+    /* Kept as positions: the two may come from different files, checked at the end. */
+    if (k->off == offsetof(pagid_config, high_watermark)) {
+        x->st->has_high = 1;
+        x->st->high_at = node_pos(x, n);
+    } else if (k->off == offsetof(pagid_config, low_watermark)) {
+        x->st->has_low = 1;
+        x->st->low_at = node_pos(x, n);
+    }
 }
 
 static void set_count(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
@@ -426,6 +448,7 @@ static const key_def top_keys[] = {
     STRING_KEY(pid_file, set_string, pid_file),
     STRING_KEY(user, set_string, user),
     STRING_KEY(group, set_string, group),
+    {"include", set_include, 0, NULL, 0, 0},
     {NULL, NULL, 0, NULL, 0, 0},
 };
 
@@ -474,9 +497,53 @@ static void report_unknown(load_ctx *x, yaml_node_t *key, const key_def *table, 
         report(x, key, "unknown key '%s'%s", printable(key, shown, sizeof shown), hint);
 }
 
+/* Sections merge key by key and lists append, across files; within one file
+ * a key is given once, like any other. */
+static int merges_across_files(const key_def *k)
+{
+    return k->set == set_section || k->set == set_listen || k->set == set_mounts ||
+           k->set == set_include;
+}
+
+/*
+ * Note that key k is given at key, in this load: 0 when that is its first
+ * time (or a section or list met again in another file), else -1 after
+ * reporting where it was first set.
+ */
+static int note_key(load_ctx *x, const key_def *k, yaml_node_t *key, const char *section)
+{
+    load_state *st = x->st;
+    src_pos here = node_pos(x, key);
+    char first[POS_TEXT_MAX];
+    for (size_t i = 0; i < st->n_seen; i++) {
+        key_seen *seen = &st->seen[i];
+        if (seen->k != k)
+            continue;
+        if (merges_across_files(k) && seen->at.file != here.file) {
+            seen->at = here;
+            return 0;
+        }
+        pos_text(st, seen->at, first, sizeof first);
+        if (section)
+            report(x, key, "duplicate key '%s' in '%s' (first set at %s)", k->name, section, first);
+        else
+            report(x, key, "duplicate key '%s' (first set at %s)", k->name, first);
+        return -1;
+    }
+    key_seen *grown = realloc(st->seen, (st->n_seen + 1) * sizeof *grown);
+    if (!grown) {
+        report(x, key, "out of memory");
+        return -1;
+    }
+    st->seen = grown;
+    st->seen[st->n_seen].k = k;
+    st->seen[st->n_seen].at = here;
+    st->n_seen++;
+    return 0;
+}
+
 static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section)
 {
-    uint32_t seen = 0; /* tables have fewer than 32 keys */
     char path[64];
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
@@ -495,14 +562,8 @@ static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, cons
             report_unknown(x, key, table, section);
             continue;
         }
-        if (seen & (1u << i)) {
-            if (section)
-                report(x, key, "duplicate key '%s' in '%s'", table[i].name, section);
-            else
-                report(x, key, "duplicate key '%s'", table[i].name);
-            continue;
-        }
-        seen |= 1u << i;
+        if (note_key(x, &table[i], key, section) < 0)
+            continue; /* the first value stands */
         if (section)
             snprintf(path, sizeof path, "%s.%s", section, table[i].name);
         else
@@ -575,23 +636,23 @@ static int check_depth(load_ctx *x, const char *text, size_t len)
     return rc;
 }
 
-static int load_buffer(pagid_config *c, const char *text, size_t len, const char *name, FILE *err)
+void load_text(load_state *st, unsigned file, unsigned depth, const char *text, size_t len)
 {
-    load_ctx x = {.c = c, .name = name, .err = err};
+    load_ctx x = {.c = st->c, .err = st->err, .st = st, .file = file, .depth = depth};
     yaml_parser_t parser;
     yaml_document_t doc;
 
     if (check_depth(&x, text, len) < 0)
-        return x.errors;
+        return;
     if (!yaml_parser_initialize(&parser)) {
         report_at(&x, 1, 1, "out of memory");
-        return x.errors;
+        return;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
         report_syntax(&x, &parser, text, len);
         yaml_parser_delete(&parser);
-        return x.errors;
+        return;
     }
     x.doc = &doc;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
@@ -601,15 +662,6 @@ static int load_buffer(pagid_config *c, const char *text, size_t len, const char
         report(&x, root, "the top level must be a mapping of keys, not %s", kind_name(root));
     } else if (root) {
         walk_mapping(&x, root, top_keys, NULL);
-    }
-
-    if (root && c->low_watermark >= c->high_watermark) {
-        const yaml_node_t *at = x.low_node ? x.low_node : x.high_node;
-        if (at)
-            report(&x, at,
-                   "'flow_control.low_watermark' (%zu) must be less than "
-                   "'flow_control.high_watermark' (%zu)",
-                   c->low_watermark, c->high_watermark);
     }
 
     /* A second document is almost certainly a stray "---"; say so. */
@@ -626,7 +678,44 @@ static int load_buffer(pagid_config *c, const char *text, size_t len, const char
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    return x.errors;
+}
+
+int load_add_file(load_state *st, const char *name, int parent, src_pos included_at)
+{
+    load_file *grown = realloc(st->files, (st->n_files + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    st->files = grown;
+    load_file *f = &st->files[st->n_files];
+    memset(f, 0, sizeof *f);
+    f->name = strdup(name);
+    if (!f->name)
+        return -1;
+    f->parent = parent;
+    f->included_at = included_at;
+    return (int)st->n_files++;
+}
+
+/* Checks that span the whole load (the main file and its includes). */
+static void check_load(load_state *st)
+{
+    pagid_config *c = st->c;
+    if ((st->has_low || st->has_high) && c->low_watermark >= c->high_watermark) {
+        src_pos at = st->has_low ? st->low_at : st->high_at;
+        load_ctx x = {.c = c, .err = st->err, .st = st, .file = at.file};
+        report_at(&x, at.line, at.col,
+                  "'flow_control.low_watermark' (%zu) must be less than "
+                  "'flow_control.high_watermark' (%zu)",
+                  c->low_watermark, c->high_watermark);
+    }
+}
+
+static void free_load(load_state *st)
+{
+    for (size_t i = 0; i < st->n_files; i++)
+        free(st->files[i].name);
+    free(st->files);
+    free(st->seen);
 }
 
 static int replace_source(pagid_config *c, const char *name)
@@ -639,50 +728,57 @@ static int replace_source(pagid_config *c, const char *name)
     return 0;
 }
 
-int config_load_string(pagid_config *c, const char *yaml, const char *name, FILE *err)
+/* Load text as the main file `name`; id: its identity when it is a real file. */
+static int load_main(pagid_config *c, const char *text, size_t len, const char *name,
+                     const struct stat *id, FILE *err)
 {
-    if (replace_source(c, name) < 0) {
+    load_state st = {.c = c, .err = err};
+    src_pos none = {0, 0, 0};
+    if (replace_source(c, name) < 0 || load_add_file(&st, name, -1, none) < 0) {
         fprintf(err, "%s: out of memory\n", name);
+        free_load(&st);
         return 1;
     }
-    return load_buffer(c, yaml, strlen(yaml), name, err);
+    if (id) {
+        st.files[0].has_id = 1;
+        st.files[0].dev = id->st_dev;
+        st.files[0].ino = id->st_ino;
+    }
+    st.files[0].open = 1;
+    load_text(&st, 0, 0, text, len);
+    check_load(&st);
+    free_load(&st);
+    return st.errors;
+}
+
+int config_load_string(pagid_config *c, const char *yaml, const char *name, FILE *err)
+{
+    return load_main(c, yaml, strlen(yaml), name, NULL, err);
 }
 
 int config_load_file(pagid_config *c, const char *path, FILE *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
         fprintf(err, "%s: cannot open: %s\n", path, strerror(errno));
         return 1;
     }
     buf text = BUF_INIT;
     const char *problem = NULL;
-    for (;;) {
-        char *w = buf_reserve(&text, 64 * 1024);
-        if (!w) {
-            problem = "out of memory";
-            break;
-        }
-        size_t got = fread(w, 1, 64 * 1024, f);
-        buf_commit(&text, got);
-        if (buf_size(&text) > MAX_FILE_SIZE) {
-            problem = "too large for a config file (over 16 MiB)";
-            break;
-        }
-        if (got == 0) {
-            if (ferror(f))
-                problem = strerror(errno ? errno : EIO);
-            break;
-        }
-    }
-    fclose(f);
+    struct stat sb;
     int n = 1;
+    /* Not only regular files: "pagid -t -c <(generate-config)" reads a pipe. */
+    if (fstat(fd, &sb) < 0)
+        problem = strerror(errno);
+    else if (S_ISDIR(sb.st_mode))
+        problem = strerror(EISDIR);
+    else
+        read_config_fd(fd, &text, &problem);
+    close(fd);
     if (problem)
         fprintf(err, "%s: cannot read: %s\n", path, problem);
-    else if (replace_source(c, path) < 0)
-        fprintf(err, "%s: out of memory\n", path);
     else
-        n = load_buffer(c, text.data ? buf_head(&text) : "", buf_size(&text), path, err);
+        n = load_main(c, text.data ? buf_head(&text) : "", buf_size(&text), path, &sb, err);
     buf_free(&text);
     return n;
 }

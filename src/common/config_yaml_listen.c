@@ -212,8 +212,12 @@ static void add_listen(load_ctx *x, yaml_node_t *n, const char *path)
 void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 {
     (void)k;
-    /* The file's list replaces whatever was there, as -l replaces the file's. */
-    config_clear_listens(x->c);
+    /* The config's list replaces whatever was there, as -l replaces the
+     * file's; the `listen` of included files append to it, in order. */
+    if (!x->st->listen_set) {
+        config_clear_listens(x->c);
+        x->st->listen_set = 1;
+    }
     if (n->type == YAML_SCALAR_NODE || n->type == YAML_MAPPING_NODE) {
         add_listen(x, n, path);
         return;

@@ -51,11 +51,13 @@ END_TEST
 
 START_TEST(test_suggest_rule)
 {
-    static const char *const top[] = {"listen", "workers", "app", "limits", "timeouts", NULL};
+    static const char *const top[] = {"listen",   "workers", "app", "limits",
+                                      "timeouts", "include", NULL};
     ck_assert_str_eq(config_suggest_among("limts", 5, top), "limits");
     ck_assert_str_eq(config_suggest_among("workrs", 6, top), "workers");
     ck_assert_str_eq(config_suggest_among("Listen", 6, top), "listen");
     ck_assert_str_eq(config_suggest_among("timeout", 7, top), "timeouts");
+    ck_assert_str_eq(config_suggest_among("inclued", 7, top), "include");
     ck_assert_str_eq(config_suggest_among("ap", 2, top), "app");      /* 1 edit of 3 */
     ck_assert_str_eq(config_suggest_among("lmts", 4, top), "limits"); /* 2 edits of 6 */
     /* Nothing close: no guess. */
@@ -130,6 +132,7 @@ START_TEST(test_loader_keys)
                  "t.yaml:1:14: unknown key 'fromat' in 'access_log' (did you mean 'format'?)");
     expect_error("status: {lisen: ':9100'}\n",
                  "t.yaml:1:10: unknown key 'lisen' in 'status' (did you mean 'listen'?)");
+    expect_error("includ: x.yaml\n", "t.yaml:1:1: unknown key 'includ' (did you mean 'include'?)");
     expect_error("Pid_File: /run/p.pid\n",
                  "t.yaml:1:1: unknown key 'Pid_File' (did you mean 'pid_file'?)");
     /* A section's key at the top level: where it belongs, when that is one place. */

@@ -611,9 +611,15 @@ END_TEST
 
 START_TEST(test_err_duplicate_key)
 {
-    expect_error("workers: 1\nworkers: 2\n", "t.yaml:2:1: duplicate key 'workers'");
+    expect_error("workers: 1\nworkers: 2\n",
+                 "t.yaml:2:1: duplicate key 'workers' (first set at t.yaml:1:1)");
     expect_error("limits:\n  max_body_size: 1k\n  max_body_size: 2k\n",
-                 "t.yaml:3:3: duplicate key 'max_body_size' in 'limits'");
+                 "t.yaml:3:3: duplicate key 'max_body_size' in 'limits' (first set at t.yaml:2:3)");
+    /* Sections and lists merge across files only: in one file, once. */
+    expect_error("limits: {max_body_size: 1k}\nlimits: {max_header_count: 5}\n",
+                 "t.yaml:2:1: duplicate key 'limits' (first set at t.yaml:1:1)");
+    expect_error("listen: ':1'\nlisten: ':2'\n",
+                 "t.yaml:2:1: duplicate key 'listen' (first set at t.yaml:1:1)");
     /* The first value stands. */
     pagid_config c;
     ck_assert_int_eq(load(&c, "workers: 1\nworkers: 2\n"), 1);
