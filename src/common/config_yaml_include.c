@@ -99,29 +99,50 @@ static int find_loaded(const load_state *st, const struct stat *sb)
     return -1;
 }
 
+/*
+ * Open an included file: a regular file only, checked before it is opened
+ * (opening a device may act: /dev/watchdog arms a reboot) and again on the
+ * descriptor; non-blocking, so /proc/kmsg cannot hang "pagid -t"; its size
+ * checked before anything is read. The fd, or -1 with *problem.
+ */
+static int open_included(const char *path, struct stat *sb, const char **problem)
+{
+    if (stat(path, sb) < 0) {
+        *problem = strerror(errno);
+        return -1;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        *problem = S_ISDIR(sb->st_mode) ? strerror(EISDIR) : "not a regular file";
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        *problem = strerror(errno);
+        return -1;
+    }
+    if (fstat(fd, sb) < 0)
+        *problem = strerror(errno);
+    else if (!S_ISREG(sb->st_mode)) /* replaced since the stat */
+        *problem = "not a regular file";
+    else if (sb->st_size > MAX_FILE_SIZE)
+        *problem = "too large for a config file (over 16 MiB)";
+    else
+        return fd;
+    close(fd);
+    return -1;
+}
+
 /* Load one file named by the include at node n (errors about it point at n). */
 static void include_file(load_ctx *x, yaml_node_t *n, const char *path)
 {
     load_state *st = x->st;
     char shown[512], where[POS_TEXT_MAX];
     const char *problem = NULL;
-    printable_text(path, strlen(path), shown, sizeof shown);
-    /* Non-blocking: a FIFO or /proc/kmsg must not hang "pagid -t". */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        report(x, n, "cannot include '%s': %s", shown, strerror(errno));
-        return;
-    }
     struct stat sb;
-    if (fstat(fd, &sb) < 0)
-        problem = strerror(errno);
-    else if (S_ISDIR(sb.st_mode))
-        problem = strerror(EISDIR);
-    else if (!S_ISREG(sb.st_mode))
-        problem = "not a regular file";
-    if (problem) {
+    printable_text(path, strlen(path), shown, sizeof shown);
+    int fd = open_included(path, &sb, &problem);
+    if (fd < 0) {
         report(x, n, "cannot include '%s': %s", shown, problem);
-        close(fd);
         return;
     }
     if (x->depth >= MAX_INCLUDE_DEPTH) {

@@ -257,6 +257,15 @@ START_TEST(test_missing_and_empty)
     put("main.yaml", "include: conf.d/*.yaml\n");
     expect_errors(1, "@/main.yaml:1:10: cannot include '@/conf.d/fifo.yaml': not a regular "
                      "file\n");
+    /* A device is not even opened. */
+    put("main.yaml", "include: /dev/null\n");
+    expect_errors(1, "@/main.yaml:1:10: cannot include '/dev/null': not a regular file\n");
+    /* Too large is refused by its size, before anything is read. */
+    put("big.yaml", "");
+    ck_assert_int_eq(truncate(at("big.yaml"), 16 * 1024 * 1024 + 1), 0);
+    put("main.yaml", "include: big.yaml\n");
+    expect_errors(1, "@/main.yaml:1:10: cannot include '@/big.yaml': too large for a config "
+                     "file (over 16 MiB)\n");
 }
 END_TEST
 
