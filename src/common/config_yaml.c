@@ -498,37 +498,53 @@ static void report_unknown(load_ctx *x, yaml_node_t *key, const key_def *table, 
 }
 
 /* Sections merge key by key and lists append, across files; within one file
- * a key is given once, like any other. */
+ * such a key is given once, like any other. */
 static int merges_across_files(const key_def *k)
 {
     return k->set == set_section || k->set == set_listen || k->set == set_mounts ||
            k->set == set_include;
 }
 
+static void report_duplicate(load_ctx *x, yaml_node_t *key, const key_def *k, const char *section,
+                             src_pos first)
+{
+    char where[POS_TEXT_MAX];
+    pos_text(x->st, first, where, sizeof where);
+    if (section)
+        report(x, key, "duplicate key '%s' in '%s' (first set at %s)", k->name, section, where);
+    else
+        report(x, key, "duplicate key '%s' (first set at %s)", k->name, where);
+}
+
 /*
- * Note that key k is given at key, in this load: 0 when that is its first
- * time (or a section or list met again in another file), else -1 after
- * reporting where it was first set.
+ * Note that key k is given at pair p of mapping map: 0 when that is its
+ * first time, else -1 after reporting where it was first set. A single
+ * value is looked up over the whole load (the main file and its includes);
+ * a section or list only among the keys of this mapping before it.
  */
-static int note_key(load_ctx *x, const key_def *k, yaml_node_t *key, const char *section)
+static int note_key(load_ctx *x, const key_def *k, yaml_node_t *map, yaml_node_pair_t *p,
+                    const char *section)
 {
     load_state *st = x->st;
-    src_pos here = node_pos(x, key);
-    char first[POS_TEXT_MAX];
-    for (size_t i = 0; i < st->n_seen; i++) {
-        key_seen *seen = &st->seen[i];
-        if (seen->k != k)
-            continue;
-        if (merges_across_files(k) && seen->at.file != here.file) {
-            seen->at = here;
-            return 0;
+    yaml_node_t *key = node_at(x, p->key);
+    if (merges_across_files(k)) {
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *other = node_at(x, q->key);
+            if (other && other->type == YAML_SCALAR_NODE &&
+                other->data.scalar.length == key->data.scalar.length &&
+                !memcmp(other->data.scalar.value, key->data.scalar.value,
+                        key->data.scalar.length)) {
+                report_duplicate(x, key, k, section, node_pos(x, other));
+                return -1;
+            }
         }
-        pos_text(st, seen->at, first, sizeof first);
-        if (section)
-            report(x, key, "duplicate key '%s' in '%s' (first set at %s)", k->name, section, first);
-        else
-            report(x, key, "duplicate key '%s' (first set at %s)", k->name, first);
-        return -1;
+        return 0;
+    }
+    for (size_t i = 0; i < st->n_seen; i++) {
+        if (st->seen[i].k == k) {
+            report_duplicate(x, key, k, section, st->seen[i].at);
+            return -1;
+        }
     }
     key_seen *grown = realloc(st->seen, (st->n_seen + 1) * sizeof *grown);
     if (!grown) {
@@ -537,7 +553,7 @@ static int note_key(load_ctx *x, const key_def *k, yaml_node_t *key, const char 
     }
     st->seen = grown;
     st->seen[st->n_seen].k = k;
-    st->seen[st->n_seen].at = here;
+    st->seen[st->n_seen].at = node_pos(x, key);
     st->n_seen++;
     return 0;
 }
@@ -562,7 +578,7 @@ static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, cons
             report_unknown(x, key, table, section);
             continue;
         }
-        if (note_key(x, &table[i], key, section) < 0)
+        if (note_key(x, &table[i], n, p, section) < 0)
             continue; /* the first value stands */
         if (section)
             snprintf(path, sizeof path, "%s.%s", section, table[i].name);

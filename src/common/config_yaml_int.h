@@ -42,7 +42,7 @@ typedef struct load_file {
 
 struct key_def;
 
-/* A schema key met so far in this load, and where (for "first set at"). */
+/* A single-value key set so far in this load, and where (for "first set at"). */
 typedef struct key_seen {
     const struct key_def *k;
     src_pos at;

@@ -231,6 +231,12 @@ START_TEST(test_duplicate_across_files)
     expect_errors(1, "@/conf.d/b.yaml:2:1: duplicate key 'limits' (first set at "
                      "@/conf.d/b.yaml:1:1)\n");
 
+    /* ... and so is a section given twice in the main file around an include of it. */
+    put("main.yaml", "limits: {max_body_size: 1k}\ninclude: conf.d/b.yaml\n"
+                     "limits: {max_header_count: 5}\n");
+    put("conf.d/b.yaml", "limits: {max_request_line: 1k}\n");
+    expect_errors(1, "@/main.yaml:3:1: duplicate key 'limits' (first set at @/main.yaml:1:1)\n");
+
     /* The same listen address or mount path in two files. */
     put("main.yaml", "listen: ':8080'\nmounts: [{path: /x, app: echo}]\ninclude: conf.d/*.yaml\n");
     put("conf.d/a.yaml", "listen: ['*:8080']\n");
