@@ -2,9 +2,10 @@
  * config_yaml_int.h - what the parts of the YAML loader share: the state of
  * one load (the main file and its includes), the walk's per-file context,
  * the key table row, error reporting with FILE:LINE:COLUMN, and node
- * helpers. config_yaml.c walks a document and sets plain values;
- * config_yaml_app.c parses the app spec forms and the mounts list;
- * config_yaml_listen.c the listen list; config_yaml_include.c `include:`.
+ * helpers. config_yaml_load.c reads and parses files; config_yaml.c walks
+ * a document and sets plain values; config_yaml_app.c parses the app spec
+ * forms and the mounts list; config_yaml_listen.c the listen list;
+ * config_yaml_include.c `include:`.
  */
 #ifndef PAGID_CONFIG_YAML_INT_H
 #define PAGID_CONFIG_YAML_INT_H
@@ -110,6 +111,10 @@ int is_null(const yaml_node_t *n);
 /** The scalar's text, or NULL after reporting why it cannot be one. */
 const char *scalar(load_ctx *x, yaml_node_t *n, const char *path);
 
+/** Walk a document's root mapping against the top-level keys (config_yaml.c). */
+void walk_top(load_ctx *x, yaml_node_t *root);
+
+/* config_yaml_load.c: reading and parsing files. */
 /**
  * Add a file to the load (the name is copied); its index, or -1 when out
  * of memory.
