@@ -88,7 +88,7 @@ static void report_cycle(load_ctx *x, yaml_node_t *n, int again, const char *pat
     buf_free(&chain);
 }
 
-/* An open file already in the load (by device and inode): its index, or -1. */
+/* A file already in this load (same device and inode): its index, or -1. */
 static int find_loaded(const load_state *st, const struct stat *sb)
 {
     for (size_t i = 0; i < st->n_files; i++) {
