@@ -98,6 +98,8 @@ C = {
     "include-forms": "include: [missing.yaml, 'conf.d/[12]*.yaml', fifo, d1.yaml, mounts.yaml,"
                      " nothing/*.yaml, conf.d]\nmounts: [{path: /m, app: hello}]\n",
     "include-bad": "include: {a: b}\ninclude: ''\nincludes: [[x]]\n",
+    # Found by the fuzzer: a folded plain scalar put a newline into "unknown app '...'".
+    "regress-app-newline": "app: h':9000'\n  - ':9000'\n \n  - ':9000'\n  - &u\x00\x14",
     "did-you-mean": "limts: {}\ntimeouts: {idel: 5s}\nworkrs: 2\nidle: 1s\nerror_log: {level: wran}\n"
                     "access_log: {format: combind}\napp: helo\n",
 }
