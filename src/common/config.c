@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "config_suggest.h"
+
 /* Anything longer is a typo, and a year keeps ev timers far from overflow. */
 #define MAX_DURATION_SECONDS (365.0 * 24 * 3600)
 
@@ -454,9 +456,25 @@ static int ends_with(const char *s, const char *suffix)
     return n > m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* A spec as it may appear in a message: one line, no control bytes (a
+ * folded YAML scalar can hold newlines, which would forge another line). */
+static const char *one_line(const char *s, char *out, size_t outlen)
+{
+    size_t j = 0;
+    for (; *s && j + 4 < outlen; s++)
+        out[j++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
+    if (*s) {
+        memcpy(out + j, "...", 3);
+        j += 3;
+    }
+    out[j] = '\0';
+    return out;
+}
+
 int config_check_app(const char *spec, char *msg, size_t msglen)
 {
     struct stat st;
+    char shown[256];
     if (!spec || !*spec) {
         snprintf(msg, msglen, "empty app spec");
         return -1;
@@ -471,22 +489,26 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
             return -1;
         }
         if (stat(dir, &st) < 0) {
-            snprintf(msg, msglen, "static directory '%s': %s", dir, strerror(errno));
+            snprintf(msg, msglen, "static directory '%s': %s", one_line(dir, shown, sizeof shown),
+                     strerror(errno));
             return -1;
         }
         if (!S_ISDIR(st.st_mode)) {
-            snprintf(msg, msglen, "static directory '%s' is not a directory", dir);
+            snprintf(msg, msglen, "static directory '%s' is not a directory",
+                     one_line(dir, shown, sizeof shown));
             return -1;
         }
         return 0;
     }
     if (ends_with(spec, ".so")) {
         if (stat(spec, &st) < 0 || access(spec, R_OK) < 0) {
-            snprintf(msg, msglen, "app module '%s': %s", spec, strerror(errno));
+            snprintf(msg, msglen, "app module '%s': %s", one_line(spec, shown, sizeof shown),
+                     strerror(errno));
             return -1;
         }
         if (!S_ISREG(st.st_mode)) {
-            snprintf(msg, msglen, "app module '%s' is not a regular file", spec);
+            snprintf(msg, msglen, "app module '%s' is not a regular file",
+                     one_line(spec, shown, sizeof shown));
             return -1;
         }
         return 0;
@@ -494,7 +516,8 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
     if (ends_with(spec, ".pl")) {
 #ifdef PAGID_WITH_PERL
         if (stat(spec, &st) < 0 || access(spec, R_OK) < 0) {
-            snprintf(msg, msglen, "Perl app '%s': %s", spec, strerror(errno));
+            snprintf(msg, msglen, "Perl app '%s': %s", one_line(spec, shown, sizeof shown),
+                     strerror(errno));
             return -1;
         }
         return 0;
@@ -503,8 +526,15 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         return -1;
 #endif
     }
-    snprintf(msg, msglen,
-             "unknown app '%s' (expected hello, echo, demo, static:DIR or a .so module)", spec);
+    static const char *const builtins[] = {"hello", "echo", "demo", NULL};
+    const char *near = config_suggest_among(spec, strlen(spec), builtins);
+    if (near)
+        snprintf(msg, msglen, "unknown app '%s' (did you mean '%s'?)",
+                 one_line(spec, shown, sizeof shown), near);
+    else
+        snprintf(msg, msglen,
+                 "unknown app '%s' (expected hello, echo, demo, static:DIR or a .so module)",
+                 one_line(spec, shown, sizeof shown));
     return -1;
 }
 

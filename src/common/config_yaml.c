@@ -1,7 +1,9 @@
 /*
- * config_yaml.c - loads a YAML file into a pagid_config. The document is
- * walked against tables of known keys (name, handler, offset), so every
- * problem is reported with its FILE:LINE:COLUMN and the walk carries on.
+ * config_yaml.c - walks a YAML document into a pagid_config against tables
+ * of known keys (name, handler, offset), so every problem is reported with
+ * its FILE:LINE:COLUMN and the walk carries on; an unknown name gets the
+ * closest valid one, a value set twice names where it was first set.
+ * Reading files and parsing is config_yaml_load.c's.
  */
 #include "config.h"
 
@@ -13,33 +15,38 @@
 #include <yaml.h>
 
 #include "access_format.h"
-#include "buf.h"
-
-/* A config file is a few kilobytes; refuse to slurp something absurd. */
-#define MAX_FILE_SIZE (16 * 1024 * 1024)
-/* Our schema is 3 levels deep. libyaml's scanner is quadratic in nesting
- * depth, so a deep "[[[[..." would stall pagid -t for minutes: cap it. */
-#define MAX_DEPTH 32
+#include "config_suggest.h"
 
 #include "config_yaml_int.h"
 
 void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(x->err, "%s:%zu:%zu: ", x->name, line, col);
+    fprintf(x->err, "%s:%zu:%zu: ", x->st->files[x->file].name, line, col);
     va_start(ap, fmt);
     vfprintf(x->err, fmt, ap);
     va_end(ap);
     fputc('\n', x->err);
-    x->errors++;
+    x->st->errors++;
 }
 
-
-/* Make a user-supplied key or value safe to echo on one line of stderr. */
-const char *printable(const yaml_node_t *n, char *out, size_t outlen)
+src_pos node_pos(const load_ctx *x, const yaml_node_t *n)
 {
-    const unsigned char *s = n->data.scalar.value;
-    size_t len = n->data.scalar.length, j = 0;
+    src_pos at = {x->file, n->start_mark.line + 1, n->start_mark.column + 1};
+    return at;
+}
+
+const char *pos_text(const load_state *st, src_pos at, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s:%zu:%zu", st->files[at.file].name, at.line, at.col);
+    return out;
+}
+
+/* Make user-supplied text safe to echo on one line of stderr. */
+const char *printable_text(const char *text, size_t len, char *out, size_t outlen)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t j = 0;
     for (size_t i = 0; i < len && j + 4 < outlen; i++)
         out[j++] = (s[i] >= 0x20 && s[i] != 0x7f) ? (char)s[i] : '?';
     if (len && j + 4 >= outlen) {
@@ -48,6 +55,11 @@ const char *printable(const yaml_node_t *n, char *out, size_t outlen)
     }
     out[j] = '\0';
     return out;
+}
+
+const char *printable(const yaml_node_t *n, char *out, size_t outlen)
+{
+    return printable_text((const char *)n->data.scalar.value, n->data.scalar.length, out, outlen);
 }
 
 const char *kind_name(const yaml_node_t *n)
@@ -94,7 +106,6 @@ const char *scalar(load_ctx *x, yaml_node_t *n, const char *path)
     return (const char *)n->data.scalar.value;
 }
 
-
 static void set_size(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 {
     const char *s = scalar(x, n, path);
@@ -116,10 +127,14 @@ static void set_size(load_ctx *x, const key_def *k, yaml_node_t *n, const char *
         return;
     }
     *FIELD(x, k, size_t) = v;
-    if (k->off == offsetof(pagid_config, high_watermark))
-        x->high_node = n;
-    else if (k->off == offsetof(pagid_config, low_watermark))
-        x->low_node = n;
+    /* Kept as positions: the two may come from different files, checked at the end. */
+    if (k->off == offsetof(pagid_config, high_watermark)) {
+        x->st->has_high = 1;
+        x->st->high_at = node_pos(x, n);
+    } else if (k->off == offsetof(pagid_config, low_watermark)) {
+        x->st->has_low = 1;
+        x->st->low_at = node_pos(x, n);
+    }
 }
 
 static void set_count(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
@@ -215,6 +230,13 @@ static void set_access_format(load_ctx *x, const key_def *k, yaml_node_t *n, con
     const char *msg = NULL;
     size_t off = 0;
     if (access_format_compile(&f, s, &msg, &off) < 0) {
+        static const char *const names[] = {"clf", "combined", "json", NULL};
+        const char *near = strchr(s, '%') ? NULL : config_suggest_among(s, strlen(s), names);
+        if (near) { /* a misspelt name, not a custom format */
+            report(x, n, "invalid access log format '%s' (did you mean '%s'?)",
+                   printable(n, shown, sizeof shown), near);
+            return;
+        }
         int quoted = n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
         int one_line = n->start_mark.line == n->end_mark.line && !memchr(s, '\\', off);
         size_t col = n->start_mark.column + 1 + (one_line ? off + (size_t)quoted : 0);
@@ -271,8 +293,9 @@ static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const
     for (const char *p = s; ok && *p; p++)
         ok = (unsigned char)*p > 0x20 && *p != 0x7f && *p != '?' && *p != '#';
     if (!ok) {
-        report(x, n, "invalid '%s' '%s' (expected a path such as /metrics: starts with '/', "
-                     "no spaces, '?' or '#')",
+        report(x, n,
+               "invalid '%s' '%s' (expected a path such as /metrics: starts with '/', "
+               "no spaces, '?' or '#')",
                path, printable(n, shown, sizeof shown));
         return;
     }
@@ -281,19 +304,24 @@ static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const
 
 static void set_level(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
+    static const char *const names[] = {"error", "warn", "info", "debug", NULL};
     const char *s = scalar(x, n, path);
     char shown[80];
     if (!s)
         return;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (size_t i = 0; names[i]; i++) {
         if (!strcmp(s, names[i])) {
             x->c->error_log_level = (log_level)i;
             return;
         }
     }
-    report(x, n, "invalid log level '%s' (expected error, warn, info or debug)",
-           printable(n, shown, sizeof shown));
+    const char *near = config_suggest_among(s, strlen(s), names);
+    if (near)
+        report(x, n, "invalid log level '%s' (did you mean '%s'?)",
+               printable(n, shown, sizeof shown), near);
+    else
+        report(x, n, "invalid log level '%s' (expected error, warn, info or debug)",
+               printable(n, shown, sizeof shown));
 }
 
 static void set_workers(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
@@ -303,8 +331,15 @@ static void set_workers(load_ctx *x, const key_def *k, yaml_node_t *n, const cha
     char shown[80];
     if (!s)
         return;
-    if (config_parse_workers(s, &x->c->workers, &msg) < 0)
-        report(x, n, "invalid workers '%s': %s", printable(n, shown, sizeof shown), msg);
+    if (config_parse_workers(s, &x->c->workers, &msg) < 0) {
+        static const char *const names[] = {"auto", NULL};
+        const char *near = config_suggest_among(s, strlen(s), names);
+        if (near)
+            report(x, n, "invalid workers '%s': %s (did you mean '%s'?)",
+                   printable(n, shown, sizeof shown), msg, near);
+        else
+            report(x, n, "invalid workers '%s': %s", printable(n, shown, sizeof shown), msg);
+    }
 }
 
 static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section);
@@ -406,13 +441,119 @@ static const key_def top_keys[] = {
     STRING_KEY(pid_file, set_string, pid_file),
     STRING_KEY(user, set_string, user),
     STRING_KEY(group, set_string, group),
+    {"include", set_include, 0, NULL, 0, 0},
     {NULL, NULL, 0, NULL, 0, 0},
 };
 
+/*
+ * The closest valid name for an unknown key of table into out ("" when none):
+ * a near spelling at the same level, else (at the top level) the one
+ * section key of that exact name, e.g. "timeouts.idle" for a bare "idle:".
+ */
+static const char *suggest_key(const key_def *table, const char *section, const char *name,
+                               size_t len, char *out, size_t outlen)
+{
+    config_suggest s;
+    config_suggest_init(&s, name, len);
+    for (size_t i = 0; table[i].name; i++)
+        config_suggest_add(&s, table[i].name);
+    out[0] = '\0';
+    if (config_suggest_best(&s)) {
+        snprintf(out, outlen, "%s", config_suggest_best(&s));
+        return out;
+    }
+    int found = 0;
+    for (size_t i = 0; !section && table[i].name; i++) {
+        for (const key_def *sub = table[i].sub; sub && sub->name; sub++) {
+            if (config_edit_distance(name, len, sub->name, strlen(sub->name)) == 0) {
+                snprintf(out, outlen, "%s.%s", table[i].name, sub->name);
+                found++;
+            }
+        }
+    }
+    if (found != 1) /* "path" is in three sections: no guess */
+        out[0] = '\0';
+    return out;
+}
+
+static void report_unknown(load_ctx *x, yaml_node_t *key, const key_def *table, const char *section)
+{
+    char shown[80], near[80], hint[100] = "";
+    suggest_key(table, section, (const char *)key->data.scalar.value, key->data.scalar.length, near,
+                sizeof near);
+    if (near[0])
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+    if (section)
+        report(x, key, "unknown key '%s' in '%s'%s", printable(key, shown, sizeof shown), section,
+               hint);
+    else
+        report(x, key, "unknown key '%s'%s", printable(key, shown, sizeof shown), hint);
+}
+
+/* Sections merge key by key and lists append, across files; within one file
+ * such a key is given once, like any other. */
+static int merges_across_files(const key_def *k)
+{
+    return k->set == set_section || k->set == set_listen || k->set == set_mounts ||
+           k->set == set_include;
+}
+
+static void report_duplicate(load_ctx *x, yaml_node_t *key, const key_def *k, const char *section,
+                             src_pos first)
+{
+    char where[POS_TEXT_MAX];
+    pos_text(x->st, first, where, sizeof where);
+    if (section)
+        report(x, key, "duplicate key '%s' in '%s' (first set at %s)", k->name, section, where);
+    else
+        report(x, key, "duplicate key '%s' (first set at %s)", k->name, where);
+}
+
+/*
+ * Note that key k is given at pair p of mapping map: 0 when that is its
+ * first time, else -1 after reporting where it was first set. A single
+ * value is looked up over the whole load (the main file and its includes);
+ * a section or list only among the keys of this mapping before it.
+ */
+static int note_key(load_ctx *x, const key_def *k, yaml_node_t *map, yaml_node_pair_t *p,
+                    const char *section)
+{
+    load_state *st = x->st;
+    yaml_node_t *key = node_at(x, p->key);
+    if (merges_across_files(k)) {
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *other = node_at(x, q->key);
+            if (other && other->type == YAML_SCALAR_NODE &&
+                other->data.scalar.length == key->data.scalar.length &&
+                !memcmp(other->data.scalar.value, key->data.scalar.value,
+                        key->data.scalar.length)) {
+                report_duplicate(x, key, k, section, node_pos(x, other));
+                return -1;
+            }
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < st->n_seen; i++) {
+        if (st->seen[i].k == k) {
+            report_duplicate(x, key, k, section, st->seen[i].at);
+            return -1;
+        }
+    }
+    key_seen *grown = realloc(st->seen, (st->n_seen + 1) * sizeof *grown);
+    if (!grown) {
+        report(x, key, "out of memory");
+        return -1;
+    }
+    st->seen = grown;
+    st->seen[st->n_seen].k = k;
+    st->seen[st->n_seen].at = node_pos(x, key);
+    st->n_seen++;
+    return 0;
+}
+
 static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section)
 {
-    uint32_t seen = 0; /* tables have fewer than 32 keys */
-    char shown[80], path[64];
+    char path[64];
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
         if (!key || !val)
@@ -427,21 +568,11 @@ static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, cons
                (strcmp(table[i].name, name) || strlen(name) != key->data.scalar.length))
             i++;
         if (!table[i].name) {
-            if (section)
-                report(x, key, "unknown key '%s' in '%s'", printable(key, shown, sizeof shown),
-                       section);
-            else
-                report(x, key, "unknown key '%s'", printable(key, shown, sizeof shown));
+            report_unknown(x, key, table, section);
             continue;
         }
-        if (seen & (1u << i)) {
-            if (section)
-                report(x, key, "duplicate key '%s' in '%s'", table[i].name, section);
-            else
-                report(x, key, "duplicate key '%s'", table[i].name);
-            continue;
-        }
-        seen |= 1u << i;
+        if (note_key(x, &table[i], n, p, section) < 0)
+            continue; /* the first value stands */
         if (section)
             snprintf(path, sizeof path, "%s.%s", section, table[i].name);
         else
@@ -450,178 +581,7 @@ static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, cons
     }
 }
 
-/* libyaml's reader errors carry a byte offset, not a mark: count lines ourselves. */
-static void offset_to_mark(const char *text, size_t len, size_t off, size_t *line, size_t *col)
+void walk_top(load_ctx *x, yaml_node_t *root)
 {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off && i < len; i++) {
-        if (text[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
-static void report_syntax(load_ctx *x, yaml_parser_t *p, const char *text, size_t len)
-{
-    size_t line, col;
-    if (p->error == YAML_READER_ERROR) {
-        offset_to_mark(text, len, p->problem_offset, &line, &col);
-    } else {
-        line = p->problem_mark.line + 1;
-        col = p->problem_mark.column + 1;
-    }
-    const char *problem = p->problem ? p->problem : "invalid YAML";
-    if (p->error == YAML_MEMORY_ERROR)
-        problem = "out of memory";
-    if (p->context)
-        report_at(x, line, col, "%s (%s)", problem, p->context);
-    else
-        report_at(x, line, col, "%s", problem);
-}
-
-/* Event pre-pass: 0 when the nesting is sane, else -1 after reporting. */
-static int check_depth(load_ctx *x, const char *text, size_t len)
-{
-    yaml_parser_t parser;
-    yaml_event_t ev;
-    int depth = 0, rc = 0;
-
-    if (!yaml_parser_initialize(&parser))
-        return 0; /* the real load reports the failure */
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    for (;;) {
-        if (!yaml_parser_parse(&parser, &ev))
-            break; /* syntax errors are reported by the real load */
-        yaml_event_type_t type = ev.type;
-        if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
-            if (++depth > MAX_DEPTH) {
-                report_at(x, ev.start_mark.line + 1, ev.start_mark.column + 1,
-                          "nested more than %d levels deep", MAX_DEPTH);
-                rc = -1;
-            }
-        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
-            depth--;
-        }
-        yaml_event_delete(&ev);
-        if (rc < 0 || type == YAML_STREAM_END_EVENT)
-            break;
-    }
-    yaml_parser_delete(&parser);
-    return rc;
-}
-
-static int load_buffer(pagid_config *c, const char *text, size_t len, const char *name, FILE *err)
-{
-    load_ctx x = {.c = c, .name = name, .err = err};
-    yaml_parser_t parser;
-    yaml_document_t doc;
-
-    if (check_depth(&x, text, len) < 0)
-        return x.errors;
-    if (!yaml_parser_initialize(&parser)) {
-        report_at(&x, 1, 1, "out of memory");
-        return x.errors;
-    }
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        report_syntax(&x, &parser, text, len);
-        yaml_parser_delete(&parser);
-        return x.errors;
-    }
-    x.doc = &doc;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root && is_null(root)) {
-        /* An empty file (or only comments) is a valid, all-defaults config. */
-    } else if (root && root->type != YAML_MAPPING_NODE) {
-        report(&x, root, "the top level must be a mapping of keys, not %s", kind_name(root));
-    } else if (root) {
-        walk_mapping(&x, root, top_keys, NULL);
-    }
-
-    if (root && c->low_watermark >= c->high_watermark) {
-        const yaml_node_t *at = x.low_node ? x.low_node : x.high_node;
-        if (at)
-            report(&x, at,
-                   "'flow_control.low_watermark' (%zu) must be less than "
-                   "'flow_control.high_watermark' (%zu)",
-                   c->low_watermark, c->high_watermark);
-    }
-
-    /* A second document is almost certainly a stray "---"; say so. */
-    if (root) {
-        yaml_document_t next;
-        if (!yaml_parser_load(&parser, &next)) {
-            report_syntax(&x, &parser, text, len);
-        } else {
-            yaml_node_t *r2 = yaml_document_get_root_node(&next);
-            if (r2)
-                report(&x, r2, "more than one YAML document; a config file holds one");
-            yaml_document_delete(&next);
-        }
-    }
-    yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
-    return x.errors;
-}
-
-static int replace_source(pagid_config *c, const char *name)
-{
-    char *s = strdup(name);
-    if (!s)
-        return -1;
-    free(c->source);
-    c->source = s;
-    return 0;
-}
-
-int config_load_string(pagid_config *c, const char *yaml, const char *name, FILE *err)
-{
-    if (replace_source(c, name) < 0) {
-        fprintf(err, "%s: out of memory\n", name);
-        return 1;
-    }
-    return load_buffer(c, yaml, strlen(yaml), name, err);
-}
-
-int config_load_file(pagid_config *c, const char *path, FILE *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(err, "%s: cannot open: %s\n", path, strerror(errno));
-        return 1;
-    }
-    buf text = BUF_INIT;
-    const char *problem = NULL;
-    for (;;) {
-        char *w = buf_reserve(&text, 64 * 1024);
-        if (!w) {
-            problem = "out of memory";
-            break;
-        }
-        size_t got = fread(w, 1, 64 * 1024, f);
-        buf_commit(&text, got);
-        if (buf_size(&text) > MAX_FILE_SIZE) {
-            problem = "too large for a config file (over 16 MiB)";
-            break;
-        }
-        if (got == 0) {
-            if (ferror(f))
-                problem = strerror(errno ? errno : EIO);
-            break;
-        }
-    }
-    fclose(f);
-    int n = 1;
-    if (problem)
-        fprintf(err, "%s: cannot read: %s\n", path, problem);
-    else if (replace_source(c, path) < 0)
-        fprintf(err, "%s: out of memory\n", path);
-    else
-        n = load_buffer(c, text.data ? buf_head(&text) : "", buf_size(&text), path, err);
-    buf_free(&text);
-    return n;
+    walk_mapping(x, root, top_keys, NULL);
 }

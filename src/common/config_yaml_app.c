@@ -7,13 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_suggest.h"
 #include "config_yaml_int.h"
 
 /* YAML 1.1 booleans, as people write them. */
 static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
 {
-    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
-    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                     "NO",    "off",   "Off",   "OFF"};
     const char *s = scalar(x, n, path);
     char shown[80];
     if (!s)
@@ -24,7 +27,14 @@ static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
             return 0;
         }
     }
-    report(x, n, "'%s' must be true or false, not '%s'", path, printable(n, shown, sizeof shown));
+    static const char *const words[] = {"true", "false", "yes", "no", "on", "off", NULL};
+    const char *near = config_suggest_among(s, strlen(s), words);
+    if (near)
+        report(x, n, "'%s' must be true or false, not '%s' (did you mean '%s'?)", path,
+               printable(n, shown, sizeof shown), near);
+    else
+        report(x, n, "'%s' must be true or false, not '%s'", path,
+               printable(n, shown, sizeof shown));
     return -1;
 }
 
@@ -58,7 +68,8 @@ static int parse_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
     if (n->type != YAML_SEQUENCE_NODE)
         return add_perl_lib(x, n, path);
     int rc = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
         yaml_node_t *item = node_at(x, *it);
         if (item && add_perl_lib(x, item, path) < 0)
             rc = -1;
@@ -98,10 +109,17 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
             lib_key = key;
             lib_val = val;
         } else {
-            report(x, key,
-                   "unknown key '%s' in '%s' (expected static, module, perl, listing, "
-                   "follow_symlinks or lib)",
-                   printable(key, shown, sizeof shown), path);
+            static const char *const keys[] = {"static",          "module", "perl", "listing",
+                                               "follow_symlinks", "lib",    NULL};
+            const char *near = config_suggest_among(name, strlen(name), keys);
+            if (near)
+                report(x, key, "unknown key '%s' in '%s' (did you mean '%s'?)",
+                       printable(key, shown, sizeof shown), path, near);
+            else
+                report(x, key,
+                       "unknown key '%s' in '%s' (expected static, module, perl, listing, "
+                       "follow_symlinks or lib)",
+                       printable(key, shown, sizeof shown), path);
             bad = 1;
         }
     }
@@ -206,8 +224,14 @@ static void add_mount(load_ctx *x, yaml_node_t *item)
             return;
         yaml_node_t **slot = !strcmp(name, "path") ? &pnode : !strcmp(name, "app") ? &anode : NULL;
         if (!slot) {
-            report(x, key, "unknown key '%s' in a 'mounts' entry (expected path and app)",
-                   printable(key, shown, sizeof shown));
+            static const char *const keys[] = {"path", "app", NULL};
+            const char *near = config_suggest_among(name, strlen(name), keys);
+            if (near)
+                report(x, key, "unknown key '%s' in a 'mounts' entry (did you mean '%s'?)",
+                       printable(key, shown, sizeof shown), near);
+            else
+                report(x, key, "unknown key '%s' in a 'mounts' entry (expected path and app)",
+                       printable(key, shown, sizeof shown));
             return;
         }
         if (*slot) {

@@ -1,28 +1,79 @@
 /*
- * config_yaml_int.h - what the parts of the YAML loader share: the
- * walk's context, the key table row, error reporting with FILE:LINE:COLUMN,
- * and node helpers. config_yaml.c walks the document and sets plain values;
- * config_yaml_app.c parses the app spec forms and the mounts list;
- * config_yaml_listen.c the listen list.
+ * config_yaml_int.h - what the parts of the YAML loader share: the state of
+ * one load (the main file and its includes), the walk's per-file context,
+ * the key table row, error reporting with FILE:LINE:COLUMN, and node
+ * helpers. config_yaml_load.c reads and parses files; config_yaml.c walks
+ * a document and sets plain values; config_yaml_app.c parses the app spec
+ * forms and the mounts list; config_yaml_listen.c the listen list;
+ * config_yaml_include.c `include:`.
  */
 #ifndef PAGID_CONFIG_YAML_INT_H
 #define PAGID_CONFIG_YAML_INT_H
 
 #include <stdio.h>
+#include <sys/types.h>
 #include <yaml.h>
 
+#include "buf.h"
 #include "config.h"
 
-typedef struct load_ctx {
-    pagid_config *c;
-    yaml_document_t *doc;
-    const char *name;
-    FILE *err;
-    int errors;
-    const yaml_node_t *high_node, *low_node; /* cross-checked after the walk */
-} load_ctx;
+/* A config file is a few kilobytes; refuse to slurp something absurd. */
+#define MAX_FILE_SIZE (16 * 1024 * 1024)
+/* nginx-like conf.d layouts nest one or two levels; more is a mistake. */
+#define MAX_INCLUDE_DEPTH 8
+/* Bounds what one stray glob (a whole directory tree) can make one load read. */
+#define MAX_INCLUDED_FILES 1024
+
+/* A place in one of the load's files: index into load_state.files, 1-based line and column. */
+typedef struct src_pos {
+    unsigned file;
+    size_t line, col;
+} src_pos;
+
+/* A file of the load: the main one (index 0) or an included one. */
+typedef struct load_file {
+    char *name; /* as shown in messages; lives until the load ends */
+    int has_id; /* dev/ino known (not for config_load_string's text) */
+    dev_t dev;
+    ino_t ino;
+    int open;   /* being loaded now: on the chain of includes */
+    int parent; /* the file that included it; -1 for the main file */
+    src_pos included_at;
+} load_file;
 
 struct key_def;
+
+/* A single-value key set so far in this load, and where (for "first set at"). */
+typedef struct key_seen {
+    const struct key_def *k;
+    src_pos at;
+} key_seen;
+
+/* One config_load_*: shared by the main file and every file it includes,
+ * so a key set twice across files and include cycles are seen. */
+typedef struct load_state {
+    pagid_config *c;
+    FILE *err;
+    int errors;
+    load_file *files;
+    size_t n_files;
+    key_seen *seen;
+    size_t n_seen;
+    int listen_set;        /* a `listen` was met: later ones append */
+    int has_high, has_low; /* flow_control watermarks, cross-checked at the end */
+    src_pos high_at, low_at;
+} load_state;
+
+/* The walk of one file's document. */
+typedef struct load_ctx {
+    pagid_config *c;
+    FILE *err;
+    load_state *st;
+    yaml_document_t *doc;
+    unsigned file;  /* index into st->files */
+    unsigned depth; /* include nesting: 0 for the main file */
+} load_ctx;
+
 typedef void (*key_handler)(load_ctx *x, const struct key_def *k, yaml_node_t *n, const char *path);
 
 typedef struct key_def {
@@ -33,16 +84,25 @@ typedef struct key_def {
     size_t min, max;           /* sizes and counts */
 } key_def;
 
-/** Report a problem at a 1-based line and column; counts the error. */
+/** Report a problem at a 1-based line and column of x's file; counts the error. */
 void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define report(x, node, ...)                                                                       \
     report_at((x), (node)->start_mark.line + 1, (node)->start_mark.column + 1, __VA_ARGS__)
 
+/** Where node n of x's file is. */
+src_pos node_pos(const load_ctx *x, const yaml_node_t *n);
+/* Room for pos_text: a file name of up to PATH_MAX bytes and two numbers. */
+#define POS_TEXT_MAX (4096 + 48)
+/** "FILE:LINE:COLUMN" of a place, for "first set at ..." in messages. */
+const char *pos_text(const load_state *st, src_pos at, char *out, size_t outlen);
+
 #define FIELD(x, k, type) ((type *)((char *)(x)->c + (k)->off))
 
 /** A short printable form of a node for messages. */
 const char *printable(const yaml_node_t *n, char *out, size_t outlen);
+/** The same for len bytes of s (control bytes become '?', long text ends in "..."). */
+const char *printable_text(const char *s, size_t len, char *out, size_t outlen);
 /** "a list", "a mapping", "a value". */
 const char *kind_name(const yaml_node_t *n);
 yaml_node_t *node_at(load_ctx *x, int index);
@@ -51,11 +111,31 @@ int is_null(const yaml_node_t *n);
 /** The scalar's text, or NULL after reporting why it cannot be one. */
 const char *scalar(load_ctx *x, yaml_node_t *n, const char *path);
 
+/** Walk a document's root mapping against the top-level keys (config_yaml.c). */
+void walk_top(load_ctx *x, yaml_node_t *root);
+
+/* config_yaml_load.c: reading and parsing files. */
+/**
+ * Add a file to the load (the name is copied); its index, or -1 when out
+ * of memory.
+ */
+int load_add_file(load_state *st, const char *name, int parent, src_pos included_at);
+/** Parse text as file number `file` of the load and walk it; errors go to st. */
+void load_text(load_state *st, unsigned file, unsigned depth, const char *text, size_t len);
+
 /* config_yaml_app.c: the `app` key (spec string or mapping) and `mounts`. */
 void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
 void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
 
 /* config_yaml_listen.c: `listen` (addresses, or {address, mode, owner, group} mappings). */
 void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
+
+/* config_yaml_include.c: `include` (paths and globs of files merged into this one). */
+void set_include(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
+/**
+ * Read all of fd (at most MAX_FILE_SIZE) into out; 0, or -1 with *problem
+ * (a static string). Does not close fd.
+ */
+int read_config_fd(int fd, buf *out, const char **problem);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config_suggest.h"
 #include "config_yaml_int.h"
 
 /* "0660", "660", "0o660" -> 0660; 0 or -1. Always octal, as chmod(1) and
@@ -99,7 +100,7 @@ static int resolve_id(load_ctx *x, yaml_node_t *n, const char *path, int is_grou
 /* The mapping form: {address: ADDR [, mode: 0660] [, owner: USER] [, group: GROUP]}. */
 static void add_listen_mapping(load_ctx *x, yaml_node_t *n)
 {
-    static const char *const names[] = {"address", "mode", "owner", "group"};
+    static const char *const names[] = {"address", "mode", "owner", "group", NULL};
     yaml_node_t *keys[4] = {NULL}, *vals[4] = {NULL};
     char shown[80], sub[32];
     int bad = 0;
@@ -116,9 +117,15 @@ static void add_listen_mapping(load_ctx *x, yaml_node_t *n)
         while (i < 4 && strcmp(name, names[i]))
             i++;
         if (i == 4) {
-            report(x, key,
-                   "unknown key '%s' in a 'listen' entry (expected address, mode, owner or group)",
-                   printable(key, shown, sizeof shown));
+            const char *near = config_suggest_among(name, strlen(name), names);
+            if (near)
+                report(x, key, "unknown key '%s' in a 'listen' entry (did you mean '%s'?)",
+                       printable(key, shown, sizeof shown), near);
+            else
+                report(x, key,
+                       "unknown key '%s' in a 'listen' entry (expected address, mode, owner or "
+                       "group)",
+                       printable(key, shown, sizeof shown));
             bad = 1;
         } else if (keys[i]) {
             report(x, key, "duplicate key '%s' in a 'listen' entry", names[i]);
@@ -205,8 +212,12 @@ static void add_listen(load_ctx *x, yaml_node_t *n, const char *path)
 void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 {
     (void)k;
-    /* The file's list replaces whatever was there, as -l replaces the file's. */
-    config_clear_listens(x->c);
+    /* The config's list replaces whatever was there, as -l replaces the
+     * file's; the `listen` of included files append to it, in order. */
+    if (!x->st->listen_set) {
+        config_clear_listens(x->c);
+        x->st->listen_set = 1;
+    }
     if (n->type == YAML_SCALAR_NODE || n->type == YAML_MAPPING_NODE) {
         add_listen(x, n, path);
         return;

@@ -90,6 +90,18 @@ C = {
     "flow-style": "{listen: [127.0.0.1:8080], workers: 0, app: echo, limits: {max_connections: 50}}\n",
     "tabs-and-errors": "listen:\n\t- x\n  : :\n",
     "workers-huge": "workers: 100000\n",
+    # include: the harness loads the input as DIR/fuzz.yaml beside the files
+    # fuzz_config.c's make_files writes (a.yaml <-> b.yaml cycle, conf.d/,
+    # d1..d10 past the depth limit, mounts.yaml, empty.yaml, a fifo).
+    "include-glob": "listen: ':8080'\ninclude: conf.d/*.yaml\nworkers: 3\n",
+    "include-cycle": "include: [a.yaml, empty.yaml]\nlimits: {max_header_count: 9}\n",
+    "include-forms": "include: [missing.yaml, 'conf.d/[12]*.yaml', fifo, d1.yaml, mounts.yaml,"
+                     " nothing/*.yaml, conf.d]\nmounts: [{path: /m, app: hello}]\n",
+    "include-bad": "include: {a: b}\ninclude: ''\nincludes: [[x]]\n",
+    # Found by the fuzzer: a folded plain scalar put a newline into "unknown app '...'".
+    "regress-app-newline": "app: h':9000'\n  - ':9000'\n \n  - ':9000'\n  - &u\x00\x14",
+    "did-you-mean": "limts: {}\ntimeouts: {idel: 5s}\nworkrs: 2\nidle: 1s\nerror_log: {level: wran}\n"
+                    "access_log: {format: combind}\napp: helo\n",
 }
 for name, text in C.items():
     put("config", name, text)

@@ -17,3 +17,15 @@ tests_unit_test_config_yaml_SOURCES = tests/unit/test_config_yaml.c
 tests_unit_test_config_yaml_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_config_yaml_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test_config_suggest
+TESTS += tests/unit/test_config_suggest
+tests_unit_test_config_suggest_SOURCES = tests/unit/test_config_suggest.c
+tests_unit_test_config_suggest_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_config_suggest_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test_config_yaml_include
+TESTS += tests/unit/test_config_yaml_include
+tests_unit_test_config_yaml_include_SOURCES = tests/unit/test_config_yaml_include.c
+tests_unit_test_config_yaml_include_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_config_yaml_include_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

@@ -358,7 +358,8 @@ START_TEST(test_load_mounts)
                  "t.yaml:1:9: 'mounts' must be a list of {path, app} mappings, not a single value");
     expect_error("mounts:\n  - /x\n", "t.yaml:2:5: each entry of 'mounts' must be a mapping with "
                                       "path and app, not a single value");
-    expect_error("mounts:\n  - {path: /x}\n", "t.yaml:2:5: a 'mounts' entry needs both path and app");
+    expect_error("mounts:\n  - {path: /x}\n",
+                 "t.yaml:2:5: a 'mounts' entry needs both path and app");
     expect_error("mounts:\n  - {path: /x, app: hello, extra: 1}\n",
                  "t.yaml:2:28: unknown key 'extra' in a 'mounts' entry (expected path and app)");
     expect_error("mounts:\n  - {path: /x, path: /y, app: hello}\n",
@@ -372,9 +373,10 @@ START_TEST(test_load_mounts)
                  "t.yaml:2:12: mount path '/a/../b' must not contain empty, '.' or '..' segments");
     expect_error("mounts:\n  - {path: /a, app: hello}\n  - {path: /a/, app: echo}\n",
                  "t.yaml:3:12: mount path '/a/' is mounted twice");
-    expect_error("mounts:\n  - {path: /a, app: bogus}\n",
-                 "t.yaml:2:21: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a .so "
-                 "module)");
+    expect_error(
+        "mounts:\n  - {path: /a, app: bogus}\n",
+        "t.yaml:2:21: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a .so "
+        "module)");
     expect_error("mounts:\n  - {path: /a, app: {module: x.so, listing: true}}\n",
                  "t.yaml:2:36: 'mounts.app.listing' applies to static apps only");
     expect_error("app: {static: /tmp, listing: maybe}\n",
@@ -494,12 +496,15 @@ START_TEST(test_err_unknown_key)
 {
     expect_error("foo: 1\n", "t.yaml:1:1: unknown key 'foo'");
     expect_error("limits:\n  foo: 1\n", "t.yaml:2:3: unknown key 'foo' in 'limits'");
+    /* A close name is suggested (test_config_suggest.c has the cases). */
     expect_error("timeouts:\n  header: 1s\n  idel: 5s\n",
-                 "t.yaml:3:3: unknown key 'idel' in 'timeouts'");
-    expect_error("error_log: {paht: x}\n", "t.yaml:1:13: unknown key 'paht' in 'error_log'");
+                 "t.yaml:3:3: unknown key 'idel' in 'timeouts' (did you mean 'idle'?)");
+    expect_error("error_log: {paht: x}\n",
+                 "t.yaml:1:13: unknown key 'paht' in 'error_log' (did you mean 'path'?)");
     /* Control characters in a key are not echoed raw. */
     expect_error("\"a\\tb\\u0007\": 1\n", "t.yaml:1:1: unknown key 'a?b?'");
-    expect_error("\"work\\0ers\": 1\n", "t.yaml:1:1: unknown key 'work?ers'");
+    expect_error("\"work\\0ers\": 1\n",
+                 "t.yaml:1:1: unknown key 'work?ers' (did you mean 'workers'?)");
     expect_error("[a]: 1\n", "t.yaml:1:1: keys must be plain names, not a list");
 }
 END_TEST
@@ -606,9 +611,15 @@ END_TEST
 
 START_TEST(test_err_duplicate_key)
 {
-    expect_error("workers: 1\nworkers: 2\n", "t.yaml:2:1: duplicate key 'workers'");
+    expect_error("workers: 1\nworkers: 2\n",
+                 "t.yaml:2:1: duplicate key 'workers' (first set at t.yaml:1:1)");
     expect_error("limits:\n  max_body_size: 1k\n  max_body_size: 2k\n",
-                 "t.yaml:3:3: duplicate key 'max_body_size' in 'limits'");
+                 "t.yaml:3:3: duplicate key 'max_body_size' in 'limits' (first set at t.yaml:2:3)");
+    /* Sections and lists merge across files only: in one file, once. */
+    expect_error("limits: {max_body_size: 1k}\nlimits: {max_header_count: 5}\n",
+                 "t.yaml:2:1: duplicate key 'limits' (first set at t.yaml:1:1)");
+    expect_error("listen: ':1'\nlisten: ':2'\n",
+                 "t.yaml:2:1: duplicate key 'listen' (first set at t.yaml:1:1)");
     /* The first value stands. */
     pagid_config c;
     ck_assert_int_eq(load(&c, "workers: 1\nworkers: 2\n"), 1);
