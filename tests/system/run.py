@@ -361,6 +361,16 @@ def run_checks(g, debs):
           and http_code(g, "http://127.0.0.1:8080/") == "200", r.stderr)
     g.sh("cp /root/good.yaml /etc/pagid/pagid.yaml", quiet=True)
 
+    # --- a drop-in in /etc/pagid/conf.d, picked up by a reload
+    g.put("/etc/pagid/conf.d/extra.yaml", "listen:\n  - 127.0.0.1:8081\n", 0o640)
+    r = g.sh("systemctl reload pagid.service", timeout=60)
+    check("conf.d drop-in: a reload adds its listener",
+          r.returncode == 0 and wait_until(
+              lambda: http_code(g, "http://127.0.0.1:8081/") == "200", 10), r.stderr)
+    g.sh("rm /etc/pagid/conf.d/extra.yaml && systemctl reload pagid.service", timeout=60)
+    check("conf.d drop-in removed: its listener closes",
+          wait_until(lambda: http_code(g, "http://127.0.0.1:8081/") == "000", 10))
+
     # --- logrotate: the workers write to the new file
     for i in range(5):
         http_code(g, "http://127.0.0.1:8080/before-rotate-%d" % i)
