@@ -17,6 +17,7 @@
 #include "../common/config.h"
 #include "../common/exitcodes.h"
 #include "../common/log.h"
+#include "../common/pidfile.h"
 #include "../worker/worker.h"
 #include "cli.h"
 #include "listeners.h"
@@ -139,12 +140,8 @@ static int serve(const pagid_config *cfg, master_opts *mo)
     }
 
     listeners_destroy(&ls);
-    if (cfg->pid_file && *cfg->pid_file) {
-        /* Handed over: the pid file is the new master's; ours is .oldbin. */
-        char old[4096];
-        snprintf(old, sizeof old, "%s.oldbin", cfg->pid_file);
-        unlink(mo->handed_over ? old : cfg->pid_file);
-    }
+    if (cfg->pid_file && *cfg->pid_file) /* after an upgrade the files may be the new master's */
+        pidfile_remove_own(cfg->pid_file, getpid());
     if (nworkers > 0)
         log_info("exiting (status %d)", rc);
     return rc;

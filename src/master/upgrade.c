@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/pidfile.h"
 #include "notify.h"
 #include "supervisor_int.h"
 
@@ -111,8 +112,15 @@ void upgrade_on_ready_signal(supervisor *s, pid_t from)
     log_info("upgrade: the new master (pid %d) is ready; handing over and draining",
              (int)s->up_pid);
     s->up = UP_HANDED_OVER;
-    /* Our sockets and files are the new master's now. */
+    /* Our sockets and files are the new master's now. .oldbin goes at once:
+     * with it gone and the pid file naming the new master, pagid -s upgrade
+     * knows the handover happened (the drain may take timeouts.shutdown). */
     s->owns_files = 0;
+    if (has_pid_file(s)) {
+        char old[4096];
+        oldbin_path(s, old, sizeof old);
+        pidfile_unlink_if(old, s->pid);
+    }
     notify_sendf("MAINPID=%d\nSTATUS=handed over to pid %d", (int)s->up_pid, (int)s->up_pid);
     supervisor_begin_drain(s, 0);
 }

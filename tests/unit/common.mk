@@ -17,3 +17,10 @@ tests_unit_test_config_yaml_SOURCES = tests/unit/test_config_yaml.c
 tests_unit_test_config_yaml_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_config_yaml_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# pidfile.c: the strict reader, removal only of our own pid file.
+check_PROGRAMS += tests/unit/test_pidfile
+TESTS += tests/unit/test_pidfile
+tests_unit_test_pidfile_SOURCES = tests/unit/test_pidfile.c
+tests_unit_test_pidfile_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pidfile_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
