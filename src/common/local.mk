@@ -7,6 +7,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config_yaml_int.h \
 	src/common/shm.c src/common/shm.h \
 	src/common/pidfile.c src/common/pidfile.h \
+	src/common/proctitle.c src/common/proctitle.h \
 	src/common/exitcodes.h
 
 # The access log's format compiler (used by the config check and the worker).

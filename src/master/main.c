@@ -18,6 +18,7 @@
 #include "../common/exitcodes.h"
 #include "../common/log.h"
 #include "../common/pidfile.h"
+#include "../common/proctitle.h"
 #include "../worker/worker.h"
 #include "cli.h"
 #include "listeners.h"
@@ -149,6 +150,7 @@ static int serve(const pagid_config *cfg, master_opts *mo)
 
 int main(int argc, char **argv)
 {
+    proctitle_init(argc, argv); /* before anything keeps a pointer into argv */
     cli_options o = {0};
     if (cli_parse(argc, argv, &o, stderr) < 0) {
         cli_options_free(&o);

@@ -19,6 +19,7 @@
 
 #include "../common/log.h"
 #include "../common/pidfile.h"
+#include "../common/proctitle.h"
 #include "notify.h"
 #include "supervisor_int.h"
 
@@ -99,6 +100,7 @@ void upgrade_start(supervisor *s)
     }
     s->up = UP_STARTING;
     s->up_pid = pid;
+    proctitle_master("old, upgrading");
     double t = s->active->cfg->timeouts.lifespan_startup;
     s->up_deadline = supervisor_now() + (t > 0 ? t : 60.0) + SUPERVISOR_START_GRACE_S + 20.0;
 }
@@ -154,6 +156,8 @@ void upgrade_child_exited(supervisor *s, int status)
     }
     s->up = UP_NONE;
     s->up_pid = 0;
+    if (s->state == MS_RUNNING)
+        proctitle_master(NULL);
 }
 
 void upgrade_check_deadline(supervisor *s, double now)
@@ -164,4 +168,5 @@ void upgrade_check_deadline(supervisor *s, double now)
               (int)s->up_pid);
     s->up = UP_ABANDONED;
     kill(s->up_pid, SIGQUIT);
+    proctitle_master(NULL);
 }

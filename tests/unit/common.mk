@@ -24,3 +24,10 @@ TESTS += tests/unit/test_pidfile
 tests_unit_test_pidfile_SOURCES = tests/unit/test_pidfile.c
 tests_unit_test_pidfile_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pidfile_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# proctitle.c: process titles over the argv/environ area.
+check_PROGRAMS += tests/unit/test_proctitle
+TESTS += tests/unit/test_proctitle
+tests_unit_test_proctitle_SOURCES = tests/unit/test_proctitle.c
+tests_unit_test_proctitle_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_proctitle_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
