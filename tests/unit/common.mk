@@ -18,6 +18,13 @@ tests_unit_test_config_yaml_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_s
 tests_unit_test_config_yaml_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 
+# config_dump.c: load, dump, load the dump, compare.
+check_PROGRAMS += tests/unit/test_config_dump
+TESTS += tests/unit/test_config_dump
+tests_unit_test_config_dump_SOURCES = tests/unit/test_config_dump.c
+tests_unit_test_config_dump_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_config_dump_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
 # pidfile.c: the strict reader, removal only of our own pid file.
 check_PROGRAMS += tests/unit/test_pidfile
 TESTS += tests/unit/test_pidfile
