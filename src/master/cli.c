@@ -15,6 +15,7 @@ static const struct option long_options[] = {
     {"listen", required_argument, NULL, 'l'}, {"workers", required_argument, NULL, 'w'},
     {"app", required_argument, NULL, 'a'},    {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},         {"perl-lib", required_argument, NULL, 'I'},
+    {"build-info", no_argument, NULL, 'V'},   {"dump-config", no_argument, NULL, 'T'},
     {NULL, 0, NULL, 0},
 };
 
@@ -26,6 +27,8 @@ void cli_usage(FILE *out)
           "Options:\n"
           "  -c, --config FILE    read the configuration from FILE (YAML, see pagid.yaml(5))\n"
           "  -t, --test           check the configuration, report every error and exit\n"
+          "  -T, --dump-config    check it like -t, then print the effective configuration "
+          "as YAML\n"
           "  -l, --listen ADDR    listen on HOST:PORT, [V6]:PORT, :PORT or unix:/PATH; "
           "repeatable, replaces the file's list\n"
           "  -w, --workers N      worker processes: a number, 'auto' (one per CPU) or 0 "
@@ -34,6 +37,7 @@ void cli_usage(FILE *out)
           "PAGI Perl app FILE.pl\n"
           "  -I, --perl-lib DIR   add DIR to a Perl app's @INC (repeatable)\n"
           "  -v, --version        print the version and exit\n"
+          "  -V, --build-info     print the version, build features and configure arguments\n"
           "  -h, --help           print this help and exit\n"
           "\n"
           "Without -c no file is read: built-in defaults apply (listen " CONFIG_DEFAULT_LISTEN
@@ -85,7 +89,7 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     optind = 0;
     opterr = 0;
     for (;;) {
-        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:", long_options, NULL);
+        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VT", long_options, NULL);
         if (ch == -1)
             break;
         switch (ch) {
@@ -128,6 +132,12 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
             break;
         case 'h':
             o->show_help = 1;
+            break;
+        case 'V':
+            o->show_build = 1;
+            break;
+        case 'T':
+            o->test_only = o->dump_config = 1;
             break;
         case ':':
             cli_options_free(o);

@@ -21,6 +21,7 @@
 #include "../common/proctitle.h"
 #include "../worker/worker.h"
 #include "cli.h"
+#include "cli_print.h"
 #include "listeners.h"
 #include "supervisor.h"
 
@@ -166,6 +167,11 @@ int main(int argc, char **argv)
         cli_options_free(&o);
         return EXIT_OK;
     }
+    if (o.show_build) {
+        cli_print_build(stdout);
+        cli_options_free(&o);
+        return EXIT_OK;
+    }
 
     pagid_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -175,12 +181,18 @@ int main(int argc, char **argv)
         /* "configuration FILE is valid", or without -c "configuration is valid" */
         const char *file = o.config_file ? o.config_file : "";
         const char *sep = o.config_file ? " " : "";
-        if (errors == 0)
+        if (errors == 0 && o.dump_config) {
+            if (cli_print_config(&o, &cfg, stdout) < 0) {
+                fprintf(stderr, "pagid: cannot print the configuration: %s\n", strerror(errno));
+                errors = -1; /* valid, but the output is not */
+            }
+        } else if (errors == 0) {
             printf("pagid: configuration%s%s is valid\n", sep, file);
-        else
+        } else {
             fprintf(stderr, "pagid: configuration%s%s is invalid (%d error%s)\n", sep, file, errors,
                     errors == 1 ? "" : "s");
-        rc = errors ? EXIT_CONFIG : EXIT_OK;
+        }
+        rc = errors < 0 ? EXIT_STARTUP : errors ? EXIT_CONFIG : EXIT_OK;
     } else if (errors) {
         fprintf(stderr, "pagid: invalid configuration, not starting\n");
         rc = EXIT_CONFIG;
