@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include "../common/buf.h"
+#include "signal_cli.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ static const struct option long_options[] = {
     {"app", required_argument, NULL, 'a'},    {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},         {"perl-lib", required_argument, NULL, 'I'},
     {"build-info", no_argument, NULL, 'V'},   {"dump-config", no_argument, NULL, 'T'},
-    {NULL, 0, NULL, 0},
+    {"signal", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
 };
 
 void cli_usage(FILE *out)
@@ -36,6 +37,11 @@ void cli_usage(FILE *out)
           "  -a, --app SPEC       the app: hello, echo, demo, static:DIR, a .so module or a "
           "PAGI Perl app FILE.pl\n"
           "  -I, --perl-lib DIR   add DIR to a Perl app's @INC (repeatable)\n"
+          "  -s, --signal SIGNAL  signal the running master (the pid_file of the configuration): "
+          "reload,\n"
+          "                       reopen (logs), quit (graceful stop), stop (fast stop), or "
+          "upgrade\n"
+          "                       (waits until the new binary's master serves)\n"
           "  -v, --version        print the version and exit\n"
           "  -V, --build-info     print the version, build features and configure arguments\n"
           "  -h, --help           print this help and exit\n"
@@ -89,7 +95,7 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     optind = 0;
     opterr = 0;
     for (;;) {
-        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VT", long_options, NULL);
+        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:", long_options, NULL);
         if (ch == -1)
             break;
         switch (ch) {
@@ -139,6 +145,17 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
         case 'T':
             o->test_only = o->dump_config = 1;
             break;
+        case 's':
+            if (signal_cli_signo(optarg) < 0) {
+                cli_options_free(o);
+                fprintf(err,
+                        "pagid: -s: unknown signal '%s' (expected " SIGNAL_CLI_NAMES ")\n"
+                        "Try 'pagid --help' for more information.\n",
+                        optarg);
+                return -1;
+            }
+            o->signal_name = optarg;
+            break;
         case ':':
             cli_options_free(o);
             return option_error(err, argv, 1);
@@ -150,6 +167,10 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     if (optind < argc) {
         cli_options_free(o);
         return usage_error(err, "unexpected argument", argv[optind], strlen(argv[optind]));
+    }
+    if (o->signal_name && o->test_only) {
+        cli_options_free(o);
+        return usage_error(err, "-s cannot be combined with", "-t/-T", 5);
     }
     return 0;
 }

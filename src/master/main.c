@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "cli_print.h"
 #include "listeners.h"
+#include "signal_cli.h"
 #include "supervisor.h"
 
 /* Startup errors go to the terminal (or the journal) as "pagid: ...", and
@@ -167,10 +168,14 @@ int main(int argc, char **argv)
         cli_options_free(&o);
         return EXIT_OK;
     }
-    if (o.show_build) {
-        cli_print_build(stdout);
+    if (o.show_build || o.signal_name) {
+        int code = EXIT_OK;
+        if (o.show_build)
+            cli_print_build(stdout);
+        else
+            code = signal_cli_run(&o, stdout, stderr);
         cli_options_free(&o);
-        return EXIT_OK;
+        return code;
     }
 
     pagid_config cfg;

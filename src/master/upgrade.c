@@ -101,8 +101,7 @@ void upgrade_start(supervisor *s)
     s->up = UP_STARTING;
     s->up_pid = pid;
     proctitle_master("old, upgrading");
-    double t = s->active->cfg->timeouts.lifespan_startup;
-    s->up_deadline = supervisor_now() + (t > 0 ? t : 60.0) + SUPERVISOR_START_GRACE_S + 20.0;
+    s->up_deadline = supervisor_now() + supervisor_upgrade_timeout(s->active->cfg);
 }
 
 void upgrade_on_ready_signal(supervisor *s, pid_t from)

@@ -351,6 +351,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */
     if (under_master)
         signal(SIGINT, SIG_IGN); /* the master turns a terminal ^C into SIGTERM */
+    else
+        signal(SIGUSR2, SIG_IGN); /* a binary upgrade needs a master; -s upgrade must not kill us */
     /* Reload is the master's (a new generation); a worker, or -w 0, must not die of SIGHUP. */
     signal(SIGHUP, SIG_IGN);
     char err[512];
