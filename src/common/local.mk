@@ -7,7 +7,10 @@ libpagid_common_a_SOURCES += \
 	src/common/config_yaml_int.h \
 	src/common/config_yaml_load.c src/common/config_yaml_include.c \
 	src/common/config_suggest.c src/common/config_suggest.h \
+	src/common/config_dump.c src/common/config_dump.h \
 	src/common/shm.c src/common/shm.h \
+	src/common/pidfile.c src/common/pidfile.h \
+	src/common/proctitle.c src/common/proctitle.h \
 	src/common/exitcodes.h
 
 # The access log's format compiler (used by the config check and the worker).

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include "../common/buf.h"
+#include "signal_cli.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -15,7 +16,8 @@ static const struct option long_options[] = {
     {"listen", required_argument, NULL, 'l'}, {"workers", required_argument, NULL, 'w'},
     {"app", required_argument, NULL, 'a'},    {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},         {"perl-lib", required_argument, NULL, 'I'},
-    {NULL, 0, NULL, 0},
+    {"build-info", no_argument, NULL, 'V'},   {"dump-config", no_argument, NULL, 'T'},
+    {"signal", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
 };
 
 void cli_usage(FILE *out)
@@ -26,6 +28,8 @@ void cli_usage(FILE *out)
           "Options:\n"
           "  -c, --config FILE    read the configuration from FILE (YAML, see pagid.yaml(5))\n"
           "  -t, --test           check the configuration, report every error and exit\n"
+          "  -T, --dump-config    check it like -t, then print the effective configuration "
+          "as YAML\n"
           "  -l, --listen ADDR    listen on HOST:PORT, [V6]:PORT, :PORT or unix:/PATH; "
           "repeatable, replaces the file's list\n"
           "  -w, --workers N      worker processes: a number, 'auto' (one per CPU) or 0 "
@@ -33,7 +37,13 @@ void cli_usage(FILE *out)
           "  -a, --app SPEC       the app: hello, echo, demo, static:DIR, a .so module or a "
           "PAGI Perl app FILE.pl\n"
           "  -I, --perl-lib DIR   add DIR to a Perl app's @INC (repeatable)\n"
+          "  -s, --signal SIGNAL  signal the running master (the pid_file of the configuration): "
+          "reload,\n"
+          "                       reopen (logs), quit (graceful stop), stop (fast stop), or "
+          "upgrade\n"
+          "                       (waits until the new binary's master serves)\n"
           "  -v, --version        print the version and exit\n"
+          "  -V, --build-info     print the version, build features and configure arguments\n"
           "  -h, --help           print this help and exit\n"
           "\n"
           "Without -c no file is read: built-in defaults apply (listen " CONFIG_DEFAULT_LISTEN
@@ -85,7 +95,7 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     optind = 0;
     opterr = 0;
     for (;;) {
-        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:", long_options, NULL);
+        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:", long_options, NULL);
         if (ch == -1)
             break;
         switch (ch) {
@@ -129,6 +139,23 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
         case 'h':
             o->show_help = 1;
             break;
+        case 'V':
+            o->show_build = 1;
+            break;
+        case 'T':
+            o->test_only = o->dump_config = 1;
+            break;
+        case 's':
+            if (signal_cli_signo(optarg) < 0) {
+                cli_options_free(o);
+                fprintf(err,
+                        "pagid: -s: unknown signal '%s' (expected " SIGNAL_CLI_NAMES ")\n"
+                        "Try 'pagid --help' for more information.\n",
+                        optarg);
+                return -1;
+            }
+            o->signal_name = optarg;
+            break;
         case ':':
             cli_options_free(o);
             return option_error(err, argv, 1);
@@ -140,6 +167,10 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     if (optind < argc) {
         cli_options_free(o);
         return usage_error(err, "unexpected argument", argv[optind], strlen(argv[optind]));
+    }
+    if (o->signal_name && o->test_only) {
+        cli_options_free(o);
+        return usage_error(err, "-s cannot be combined with", "-t/-T", 5);
     }
     return 0;
 }

@@ -19,6 +19,9 @@ typedef struct cli_options {
     const char *app;         /* -a */
     const char **perl_libs;  /* -I, repeatable (owned array, borrowed strings) */
     size_t n_perl_libs;
+    int show_build;          /* -V: version, build features, configure arguments */
+    int dump_config;         /* -T: -t, then the effective config as YAML (test_only set too) */
+    const char *signal_name; /* -s: reload, reopen, stop, quit, upgrade (checked by cli_parse) */
 } cli_options;
 
 /** Parse argv; 0, or -1 after printing a usage error to err. */

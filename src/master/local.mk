@@ -11,4 +11,6 @@ libpagid_master_a_SOURCES += \
 	src/master/generation.c src/master/generation.h \
 	src/master/notify.c src/master/notify.h \
 	src/master/upgrade.c \
+	src/master/signal_cli.c src/master/signal_cli.h \
+	src/master/cli_print.c src/master/cli_print.h \
 	src/master/supervisor.c src/master/supervisor.h src/master/supervisor_int.h

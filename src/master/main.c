@@ -17,9 +17,13 @@
 #include "../common/config.h"
 #include "../common/exitcodes.h"
 #include "../common/log.h"
+#include "../common/pidfile.h"
+#include "../common/proctitle.h"
 #include "../worker/worker.h"
 #include "cli.h"
+#include "cli_print.h"
 #include "listeners.h"
+#include "signal_cli.h"
 #include "supervisor.h"
 
 /* Startup errors go to the terminal (or the journal) as "pagid: ...", and
@@ -139,12 +143,8 @@ static int serve(const pagid_config *cfg, master_opts *mo)
     }
 
     listeners_destroy(&ls);
-    if (cfg->pid_file && *cfg->pid_file) {
-        /* Handed over: the pid file is the new master's; ours is .oldbin. */
-        char old[4096];
-        snprintf(old, sizeof old, "%s.oldbin", cfg->pid_file);
-        unlink(mo->handed_over ? old : cfg->pid_file);
-    }
+    if (cfg->pid_file && *cfg->pid_file) /* after an upgrade the files may be the new master's */
+        pidfile_remove_own(cfg->pid_file, getpid());
     if (nworkers > 0)
         log_info("exiting (status %d)", rc);
     return rc;
@@ -152,6 +152,7 @@ static int serve(const pagid_config *cfg, master_opts *mo)
 
 int main(int argc, char **argv)
 {
+    proctitle_init(argc, argv); /* before anything keeps a pointer into argv */
     cli_options o = {0};
     if (cli_parse(argc, argv, &o, stderr) < 0) {
         cli_options_free(&o);
@@ -167,6 +168,15 @@ int main(int argc, char **argv)
         cli_options_free(&o);
         return EXIT_OK;
     }
+    if (o.show_build || o.signal_name) {
+        int code = EXIT_OK;
+        if (o.show_build)
+            cli_print_build(stdout);
+        else
+            code = signal_cli_run(&o, stdout, stderr);
+        cli_options_free(&o);
+        return code;
+    }
 
     pagid_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -176,12 +186,18 @@ int main(int argc, char **argv)
         /* "configuration FILE is valid", or without -c "configuration is valid" */
         const char *file = o.config_file ? o.config_file : "";
         const char *sep = o.config_file ? " " : "";
-        if (errors == 0)
+        if (errors == 0 && o.dump_config) {
+            if (cli_print_config(&o, &cfg, stdout) < 0) {
+                fprintf(stderr, "pagid: cannot print the configuration: %s\n", strerror(errno));
+                errors = -1; /* valid, but the output is not */
+            }
+        } else if (errors == 0) {
             printf("pagid: configuration%s%s is valid\n", sep, file);
-        else
+        } else {
             fprintf(stderr, "pagid: configuration%s%s is invalid (%d error%s)\n", sep, file, errors,
                     errors == 1 ? "" : "s");
-        rc = errors ? EXIT_CONFIG : EXIT_OK;
+        }
+        rc = errors < 0 ? EXIT_STARTUP : errors ? EXIT_CONFIG : EXIT_OK;
     } else if (errors) {
         fprintf(stderr, "pagid: invalid configuration, not starting\n");
         rc = EXIT_CONFIG;

@@ -28,6 +28,7 @@
 
 #include "../common/exitcodes.h"
 #include "../common/log.h"
+#include "../common/proctitle.h"
 #include "notify.h"
 
 /* Worker heartbeats, the watchdog and STATUS are looked at this often. */
@@ -223,6 +224,7 @@ static void activate(supervisor *s, generation *g)
         else
             log_warn("upgrade: the old master (pid %d) is gone", (int)s->opts->upgrade_parent);
         s->owns_files = 1;
+        proctitle_master(NULL);
     }
     if (!any_starting(s))
         s->reloading = 0; /* this READY=1 also ends a reload begun during startup */
@@ -394,6 +396,7 @@ void supervisor_begin_drain(supervisor *s, int announce)
     if (announce)
         notify_send("STOPPING=1\nSTATUS=stopping");
     s->state = MS_DRAINING;
+    proctitle_master(s->up == UP_HANDED_OVER ? "old, draining" : "draining");
     for (generation *g = s->env.all; g; g = g->next) {
         gen_drain(g, now);
         /* The workers close their copies when they stop accepting; once the
@@ -410,6 +413,7 @@ static void begin_fast_stop(supervisor *s)
     if (s->state == MS_RUNNING)
         notify_send("STOPPING=1\nSTATUS=stopping");
     s->state = MS_FAST;
+    proctitle_master("stopping");
     double at = supervisor_now() + SUPERVISOR_FAST_STOP_S;
     for (generation *g = s->env.all; g; g = g->next) {
         for (int i = 0; i < g->n; i++) {
@@ -635,6 +639,7 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     s.env.master_pid = s.pid;
     if (opts && opts->upgrade_parent > 0)
         s.owns_files = 0; /* the old master's files until it hands over */
+    proctitle_master(opts && opts->upgrade_parent > 0 ? "new, starting" : NULL);
     sigset_t unblocked;
     if (install_signals(&unblocked) < 0) {
         log_error("cannot install signal handlers: %s", strerror(errno));

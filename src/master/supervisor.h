@@ -44,6 +44,18 @@ typedef struct master_opts {
  */
 unsigned supervisor_backoff_ms(unsigned fast_crashes);
 
+/**
+ * How long after SIGUSR2 the old master waits for the new one to be ready
+ * before it gives up on the upgrade: timeouts.lifespan_startup (60 s when
+ * 0) + 30 s for exec, config and the start grace. pagid -s upgrade waits
+ * a little longer, so it hears the master's verdict.
+ */
+static inline double supervisor_upgrade_timeout(const pagid_config *cfg)
+{
+    double t = cfg->timeouts.lifespan_startup;
+    return (t > 0 ? t : 60.0) + SUPERVISOR_START_GRACE_S + 20.0;
+}
+
 /** cfg->workers with "auto" resolved to the number of online CPUs. */
 int supervisor_resolve_workers(const pagid_config *cfg);
 

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/pidfile.h"
+#include "../common/proctitle.h"
 #include "notify.h"
 #include "supervisor_int.h"
 
@@ -98,8 +100,8 @@ void upgrade_start(supervisor *s)
     }
     s->up = UP_STARTING;
     s->up_pid = pid;
-    double t = s->active->cfg->timeouts.lifespan_startup;
-    s->up_deadline = supervisor_now() + (t > 0 ? t : 60.0) + SUPERVISOR_START_GRACE_S + 20.0;
+    proctitle_master("old, upgrading");
+    s->up_deadline = supervisor_now() + supervisor_upgrade_timeout(s->active->cfg);
 }
 
 void upgrade_on_ready_signal(supervisor *s, pid_t from)
@@ -111,8 +113,15 @@ void upgrade_on_ready_signal(supervisor *s, pid_t from)
     log_info("upgrade: the new master (pid %d) is ready; handing over and draining",
              (int)s->up_pid);
     s->up = UP_HANDED_OVER;
-    /* Our sockets and files are the new master's now. */
+    /* Our sockets and files are the new master's now. .oldbin goes at once:
+     * with it gone and the pid file naming the new master, pagid -s upgrade
+     * knows the handover happened (the drain may take timeouts.shutdown). */
     s->owns_files = 0;
+    if (has_pid_file(s)) {
+        char old[4096];
+        oldbin_path(s, old, sizeof old);
+        pidfile_unlink_if(old, s->pid);
+    }
     notify_sendf("MAINPID=%d\nSTATUS=handed over to pid %d", (int)s->up_pid, (int)s->up_pid);
     supervisor_begin_drain(s, 0);
 }
@@ -146,6 +155,8 @@ void upgrade_child_exited(supervisor *s, int status)
     }
     s->up = UP_NONE;
     s->up_pid = 0;
+    if (s->state == MS_RUNNING)
+        proctitle_master(NULL);
 }
 
 void upgrade_check_deadline(supervisor *s, double now)
@@ -156,4 +167,5 @@ void upgrade_check_deadline(supervisor *s, double now)
               (int)s->up_pid);
     s->up = UP_ABANDONED;
     kill(s->up_pid, SIGQUIT);
+    proctitle_master(NULL);
 }

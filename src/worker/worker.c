@@ -18,6 +18,7 @@
 
 #include "../common/exitcodes.h"
 #include "../common/log.h"
+#include "../common/proctitle.h"
 #include "../common/shm.h"
 #include "access_log.h"
 #include "app_registry.h"
@@ -57,6 +58,7 @@ typedef struct worker_run_ctx {
     size_t requests_done;
     int stop_asked; /* a stop signal came (not just our own max_requests drain) */
     double drain_started;
+    unsigned generation; /* for the process title */
 } worker_run_ctx;
 
 static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
@@ -214,6 +216,8 @@ static void worker_drain(worker_run_ctx *r)
         return;
     w->draining = 1;
     log_info("draining: %zu connection(s) open", w->n_conns);
+    if (w->under_master)
+        proctitle_worker(w->worker_num, r->generation, 1);
     accepting_set(r, 0);
     ev_timer_stop(w->loop.ev, &r->accept_retry);
     for (size_t i = 0; i < r->n_acceptors; i++) {
@@ -347,6 +351,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */
     if (under_master)
         signal(SIGINT, SIG_IGN); /* the master turns a terminal ^C into SIGTERM */
+    else
+        signal(SIGUSR2, SIG_IGN); /* a binary upgrade needs a master; -s upgrade must not kill us */
     /* Reload is the master's (a new generation); a worker, or -w 0, must not die of SIGHUP. */
     signal(SIGHUP, SIG_IGN);
     char err[512];
@@ -362,6 +368,9 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->cfg = cfg;
     w->worker_num = worker_num;
     w->under_master = under_master;
+    r->generation = generation;
+    if (under_master) /* alone (-w 0), the command line the developer typed stays */
+        proctitle_worker(worker_num, generation, 0);
     w->on_conn_count = worker_on_conn_count;
     w->on_request_done = worker_on_request_done;
     w->stats = shm_claim(shm, (int)getpid(), worker_num, generation);

@@ -5,7 +5,9 @@
  * crash, read out of bounds or leak (LeakSanitizer runs at exit and every
  * -detect_leaks round). Errors go to a memory stream; the count must agree
  * with what was printed: a positive count prints at least one line, and
- * every line names its file (an absolute path, see below).
+ * every line names its file (an absolute path, see below). A valid config
+ * also goes through config_dump (pagid -T): the dump must load without
+ * errors and dump to the very same text.
  *
  * `include:` reads files, so the input is loaded as DIR/fuzz.yaml where DIR
  * is a scratch directory made at startup with a few files to include: a
@@ -21,6 +23,33 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/config_dump.h"
+
+/* c's dump, loaded and dumped again, is the same text. */
+static void check_dump(const pagid_config *c)
+{
+    char *one = NULL, *two = NULL, *msgs = NULL;
+    size_t len1 = 0, len2 = 0, len3 = 0;
+    FILE *f = open_memstream(&one, &len1), *g = open_memstream(&two, &len2),
+         *err = open_memstream(&msgs, &len3);
+    if (!f || !g || !err || config_dump(c, f) != 0)
+        abort();
+    fclose(f);
+    pagid_config d;
+    config_init_defaults(&d);
+    if (config_load_string(&d, one, "dump.yaml", err) != 0 || config_finalize(&d, err) != 0)
+        abort(); /* the dump of a valid config is a valid config */
+    if (config_dump(&d, g) != 0)
+        abort();
+    fclose(g);
+    fclose(err);
+    if (len1 != len2 || memcmp(one, two, len1) != 0)
+        abort(); /* and it loads to the same model */
+    config_free(&d);
+    free(one);
+    free(two);
+    free(msgs);
+}
 
 static char dir[64];
 static char name[96];
@@ -100,8 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int n = config_load_string(&c, text, name, err);
     if (n < 0)
         abort();
-    if (n == 0)
-        (void)config_finalize(&c, err);
+    if (n == 0 && config_finalize(&c, err) == 0)
+        check_dump(&c);
     fflush(err);
     if (n > 0 && msgs_len == 0)
         abort(); /* an error counted but not reported */

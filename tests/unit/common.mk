@@ -29,3 +29,24 @@ TESTS += tests/unit/test_config_yaml_include
 tests_unit_test_config_yaml_include_SOURCES = tests/unit/test_config_yaml_include.c
 tests_unit_test_config_yaml_include_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_include_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# config_dump.c: load, dump, load the dump, compare.
+check_PROGRAMS += tests/unit/test_config_dump
+TESTS += tests/unit/test_config_dump
+tests_unit_test_config_dump_SOURCES = tests/unit/test_config_dump.c
+tests_unit_test_config_dump_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_config_dump_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# pidfile.c: the strict reader, removal only of our own pid file.
+check_PROGRAMS += tests/unit/test_pidfile
+TESTS += tests/unit/test_pidfile
+tests_unit_test_pidfile_SOURCES = tests/unit/test_pidfile.c
+tests_unit_test_pidfile_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pidfile_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# proctitle.c: process titles over the argv/environ area.
+check_PROGRAMS += tests/unit/test_proctitle
+TESTS += tests/unit/test_proctitle
+tests_unit_test_proctitle_SOURCES = tests/unit/test_proctitle.c
+tests_unit_test_proctitle_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_proctitle_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

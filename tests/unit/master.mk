@@ -19,3 +19,10 @@ tests_unit_test_listeners_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIB
 tests_unit_test_supervisor_SOURCES = tests/unit/test_supervisor.c
 tests_unit_test_supervisor_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_supervisor_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIBS) $(CHECK_LIBS)
+
+# signal_cli.c (pagid -s): pid file checks and the upgrade wait, against fake masters.
+check_PROGRAMS += tests/unit/test_signal_cli
+TESTS += tests/unit/test_signal_cli
+tests_unit_test_signal_cli_SOURCES = tests/unit/test_signal_cli.c
+tests_unit_test_signal_cli_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_signal_cli_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)

@@ -165,6 +165,62 @@ START_TEST(test_usage_lists_every_option)
 }
 END_TEST
 
+/* -V, -T and -s: parsed, checked, and in the help with a description. */
+START_TEST(test_parse_operator_options)
+{
+    char *a1[] = {"pagid", "-V", "-T", "-c", "f.yaml", NULL};
+    cli_options o;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(o.show_build, 1);
+    ck_assert_int_eq(o.dump_config, 1);
+    ck_assert_int_eq(o.test_only, 1); /* -T is -t plus the dump */
+    ck_assert_ptr_null(o.signal_name);
+    cli_options_free(&o);
+
+    static const char *const names[] = {"reload", "reopen", "quit", "stop", "upgrade"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *a2[] = {"pagid", "-s", (char *)names[i], "-c", "f.yaml", NULL};
+        ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+        ck_assert_str_eq(o.signal_name, names[i]);
+        cli_options_free(&o);
+    }
+    char *a3[] = {"pagid", "--signal=reload", "--build-info", "--dump-config", NULL};
+    expect_usage_error(a3, ARGC(a3), "pagid: -s cannot be combined with '-t/-T'");
+    char *a4[] = {"pagid", "--signal=reload", "--build-info", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a4), a4, &o, stderr), 0);
+    ck_assert_str_eq(o.signal_name, "reload");
+    ck_assert_int_eq(o.show_build, 1);
+    cli_options_free(&o);
+
+    char *e1[] = {"pagid", "-s", "restart", NULL};
+    FILE *f = capture();
+    ck_assert_int_eq(cli_parse(ARGC(e1), e1, &o, f), -1);
+    fclose(f);
+    ck_assert_str_eq(out_text, "pagid: -s: unknown signal 'restart' (expected reload, reopen, "
+                               "quit, stop or upgrade)\n"
+                               "Try 'pagid --help' for more information.\n");
+    char *e2[] = {"pagid", "-t", "-s", "reload", NULL};
+    expect_usage_error(e2, ARGC(e2), "pagid: -s cannot be combined with '-t/-T'");
+    char *e3[] = {"pagid", "-s", NULL};
+    expect_usage_error(e3, ARGC(e3), "pagid: missing argument for option '-s'");
+
+    static const char *const opts[] = {"-T, --dump-config", "-s, --signal SIGNAL",
+                                       "-V, --build-info"};
+    f = capture();
+    cli_usage(f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        const char *line = strstr(out_text, opts[i]);
+        ck_assert_msg(line != NULL, "usage lacks '%s'", opts[i]);
+        const char *eol = strchr(line, '\n');
+        ck_assert_msg(eol && eol - line > (long)strlen(opts[i]) + 5, "'%s' has no description",
+                      opts[i]);
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_msg(strstr(out_text, names[i]), "usage does not name -s %s", names[i]);
+}
+END_TEST
+
 /* ---- the effective config ----------------------------------------------- */
 
 START_TEST(test_build_defaults)
@@ -317,6 +373,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_parse_long_and_clustered);
     tcase_add_test(tc, test_parse_errors);
     tcase_add_test(tc, test_usage_lists_every_option);
+    tcase_add_test(tc, test_parse_operator_options);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("build");
