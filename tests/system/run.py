@@ -478,7 +478,7 @@ def run_checks(g, debs):
     check("socket activation: the first request is served",
           http_code(g, "http://127.0.0.1:8080/") == "200")
     check("socket activation: pagid.service started on the passed socket",
-          g.out("systemctl is-active pagid.service") == "active"
+          wait_until(lambda: g.out("systemctl is-active pagid.service") == "active", 15)
           and any("socket activation" in m for m in messages(journal_since(g, c))),
           repr(messages(journal_since(g, c))[:8]))
     g.sh("systemctl stop pagid.socket pagid.service", timeout=60)
