@@ -34,6 +34,10 @@ void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
     x->errors++;
 }
 
+pagid_pos node_pos(const yaml_node_t *n)
+{
+    return (pagid_pos){(unsigned)n->start_mark.line + 1, (unsigned)n->start_mark.column + 1};
+}
 
 /* Make a user-supplied key or value safe to echo on one line of stderr. */
 const char *printable(const yaml_node_t *n, char *out, size_t outlen)
@@ -93,7 +97,6 @@ const char *scalar(load_ctx *x, yaml_node_t *n, const char *path)
     }
     return (const char *)n->data.scalar.value;
 }
-
 
 static void set_size(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 {
@@ -166,15 +169,35 @@ static void set_duration(load_ctx *x, const key_def *k, yaml_node_t *n, const ch
     *FIELD(x, k, double) = v;
 }
 
+/* The position kept for a string key, when checks after loading need it. */
+static pagid_pos *pos_of(load_ctx *x, const key_def *k)
+{
+    pagid_config *c = x->c;
+    if (k->off == offsetof(pagid_config, user))
+        return &c->user_pos;
+    if (k->off == offsetof(pagid_config, group))
+        return &c->group_pos;
+    if (k->off == offsetof(pagid_config, pid_file))
+        return &c->pid_file_pos;
+    if (k->off == offsetof(pagid_config, error_log_path))
+        return &c->error_log_pos;
+    if (k->off == offsetof(pagid_config, access_log_path))
+        return &c->access_log_pos;
+    return NULL;
+}
+
 /* Optional strings: null unsets them, and so does null_word (e.g. "off"). */
 static void set_string_or(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path,
                           const char *null_word)
 {
     char **field = FIELD(x, k, char *);
+    pagid_pos *pos = pos_of(x, k);
     if (n->type == YAML_SCALAR_NODE &&
         (is_null(n) || (null_word && !strcmp((const char *)n->data.scalar.value, null_word)))) {
         free(*field);
         *field = NULL;
+        if (pos)
+            *pos = (pagid_pos){0, 0};
         return;
     }
     const char *s = scalar(x, n, path);
@@ -187,6 +210,8 @@ static void set_string_or(load_ctx *x, const key_def *k, yaml_node_t *n, const c
     }
     free(*field);
     *field = dup;
+    if (pos)
+        *pos = node_pos(n);
 }
 
 static void set_string(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
@@ -255,6 +280,7 @@ static void set_status_listen(load_ctx *x, const key_def *k, yaml_node_t *n, con
         return;
     }
     *copy = l;
+    copy->pos = node_pos(n);
     if (*field)
         config_listen_free(*field);
     free(*field);
@@ -271,8 +297,9 @@ static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const
     for (const char *p = s; ok && *p; p++)
         ok = (unsigned char)*p > 0x20 && *p != 0x7f && *p != '?' && *p != '#';
     if (!ok) {
-        report(x, n, "invalid '%s' '%s' (expected a path such as /metrics: starts with '/', "
-                     "no spaces, '?' or '#')",
+        report(x, n,
+               "invalid '%s' '%s' (expected a path such as /metrics: starts with '/', "
+               "no spaces, '?' or '#')",
                path, printable(n, shown, sizeof shown));
         return;
     }

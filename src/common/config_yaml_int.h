@@ -41,6 +41,8 @@ void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
 
 #define FIELD(x, k, type) ((type *)((char *)(x)->c + (k)->off))
 
+/** Where n starts, for the config's *_pos fields. */
+pagid_pos node_pos(const yaml_node_t *n);
 /** A short printable form of a node for messages. */
 const char *printable(const yaml_node_t *n, char *out, size_t outlen);
 /** "a list", "a mapping", "a value". */
