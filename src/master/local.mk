@@ -10,5 +10,6 @@ libpagid_master_a_SOURCES += \
 	src/master/listeners_inherit.c \
 	src/master/generation.c src/master/generation.h \
 	src/master/notify.c src/master/notify.h \
+	src/master/pidfile.c src/master/pidfile.h \
 	src/master/upgrade.c \
 	src/master/supervisor.c src/master/supervisor.h src/master/supervisor_int.h

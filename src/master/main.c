@@ -20,6 +20,7 @@
 #include "../worker/worker.h"
 #include "cli.h"
 #include "listeners.h"
+#include "pidfile.h"
 #include "supervisor.h"
 
 /* Startup errors go to the terminal (or the journal) as "pagid: ...", and
@@ -29,21 +30,6 @@ static void startup_error(const pagid_config *cfg, const char *msg)
     fprintf(stderr, "pagid: %s\n", msg);
     if (cfg->error_log_path && *cfg->error_log_path && strcmp(cfg->error_log_path, "stderr"))
         log_error("%s", msg);
-}
-
-static int write_pid_file(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
-    ssize_t w = write(fd, buf, (size_t)n);
-    int saved = errno;
-    if (close(fd) < 0 && w == n)
-        return -1;
-    errno = saved;
-    return w == n ? 0 : -1;
 }
 
 /*
@@ -93,7 +79,7 @@ static int serve(const pagid_config *cfg, master_opts *mo)
 {
     if (log_open(cfg->error_log_path, cfg->error_log_level) < 0) {
         fprintf(stderr, "pagid: cannot open error log %s: %s\n", cfg->error_log_path,
-                strerror(errno));
+                log_open_strerror(errno));
         return EXIT_STARTUP;
     }
     /* A peer that resets a connection must never kill a process. */
@@ -116,8 +102,10 @@ static int serve(const pagid_config *cfg, master_opts *mo)
         startup_error(cfg, err);
         return EXIT_STARTUP;
     }
-    if (cfg->pid_file && *cfg->pid_file && write_pid_file(cfg->pid_file) < 0) {
-        snprintf(err, sizeof err, "cannot write pid file %s: %s", cfg->pid_file, strerror(errno));
+    char why[256];
+    if (cfg->pid_file && *cfg->pid_file &&
+        pidfile_write(cfg->pid_file, getpid(), why, sizeof why) < 0) {
+        snprintf(err, sizeof err, "cannot write pid file %s: %s", cfg->pid_file, why);
         startup_error(cfg, err);
         for (size_t i = 0; mo->upgrade_parent && ls.unix_ino && i < ls.n; i++)
             ls.unix_ino[i] = 0; /* the old master's files: it still serves them */
@@ -143,7 +131,7 @@ static int serve(const pagid_config *cfg, master_opts *mo)
         /* Handed over: the pid file is the new master's; ours is .oldbin. */
         char old[4096];
         snprintf(old, sizeof old, "%s.oldbin", cfg->pid_file);
-        unlink(mo->handed_over ? old : cfg->pid_file);
+        pidfile_remove(mo->handed_over ? old : cfg->pid_file, getpid());
     }
     if (nworkers > 0)
         log_info("exiting (status %d)", rc);

@@ -331,7 +331,7 @@ static void reload(supervisor *s)
         if (log_open(c->error_log_path, c->error_log_level) < 0) {
             log_open(cur->error_log_path, cur->error_log_level);
             log_error("reload failed: cannot open error log %s: %s; generation %u keeps serving",
-                      c->error_log_path, strerror(errno), keep);
+                      c->error_log_path, log_open_strerror(errno), keep);
             goto fail;
         }
     }
@@ -569,7 +569,7 @@ static void handle_flags(supervisor *s)
     if (sig_reopen) {
         sig_reopen = 0;
         if (log_reopen() < 0)
-            log_error("SIGUSR1: cannot reopen the error log: %s", strerror(errno));
+            log_error("SIGUSR1: cannot reopen the error log: %s", log_open_strerror(errno));
         else
             log_info("SIGUSR1: log files reopened; telling the workers");
         for (generation *g = s->env.all; g; g = g->next)

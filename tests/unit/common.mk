@@ -17,3 +17,10 @@ tests_unit_test_config_yaml_SOURCES = tests/unit/test_config_yaml.c
 tests_unit_test_config_yaml_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_config_yaml_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# log.c: log_open_append (the root cases run when the suite runs as root).
+check_PROGRAMS += tests/unit/test_log
+TESTS += tests/unit/test_log
+tests_unit_test_log_SOURCES = tests/unit/test_log.c
+tests_unit_test_log_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_log_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

@@ -19,3 +19,11 @@ tests_unit_test_listeners_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIB
 tests_unit_test_supervisor_SOURCES = tests/unit/test_supervisor.c
 tests_unit_test_supervisor_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_supervisor_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIBS) $(CHECK_LIBS)
+
+# pidfile.c: the pid file's rules (the root cases run when the suite does).
+check_PROGRAMS += tests/unit/test_pidfile
+TESTS += tests/unit/test_pidfile
+
+tests_unit_test_pidfile_SOURCES = tests/unit/test_pidfile.c
+tests_unit_test_pidfile_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pidfile_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
