@@ -1,6 +1,6 @@
 /*
  * cli.h - the command line: options, and building the effective config
- * (defaults, then -c FILE, then -l/-w/-a overrides).
+ * (defaults, then -c FILE, then -l/-w/-a/-u overrides).
  */
 #ifndef PAGID_CLI_H
 #define PAGID_CLI_H
@@ -15,9 +15,10 @@ typedef struct cli_options {
     int show_help;           /* -h/--help */
     const char **listens;    /* -l, repeatable (owned array, borrowed strings) */
     size_t n_listens;
-    const char *workers;     /* -w */
-    const char *app;         /* -a */
-    const char **perl_libs;  /* -I, repeatable (owned array, borrowed strings) */
+    const char *workers;    /* -w */
+    const char *app;        /* -a */
+    const char *user;       /* -u USER[:GROUP] */
+    const char **perl_libs; /* -I, repeatable (owned array, borrowed strings) */
     size_t n_perl_libs;
 } cli_options;
 
@@ -28,7 +29,8 @@ void cli_usage(FILE *out);
 /**
  * Build the effective config into c. When it is valid, the Perl host's
  * library path (PAGID_PERL_LIB, read by the workers) is set anew from -I and
- * the file's `app: {perl: FILE, lib: [...]}`, so a reload never accumulates. Errors are printed to err
+ * the file's `app: {perl: FILE, lib: [...]}`, so a reload never accumulates. Errors are printed to
+ * err
  * ("FILE:LINE:COLUMN: message" for the file). Returns the error count.
  */
 int cli_build_config(const cli_options *o, pagid_config *c, FILE *err);

@@ -28,6 +28,7 @@
 #include "../common/exitcodes.h"
 #include "../common/log.h"
 #include "../worker/worker.h"
+#include "privileges.h"
 #include "supervisor.h"
 
 /* A heartbeat younger than this counts as fresh (beats come every 500 ms). */
@@ -110,14 +111,6 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
     snprintf(role, sizeof role, "worker %d", w->num);
     log_set_role(role);
 
-    /* A worker must not outlive its master (kill -9 of the master): the
-     * kernel sends SIGTERM then. If the master died before prctl took
-     * effect, getppid() has already changed. */
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
-        log_warn("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
-    if (getppid() != e->master_pid)
-        _exit(EXIT_OK);
-
     /* Only this generation's sockets: a removed address must really close
      * once the generation that had it is gone. */
     for (generation *o = e->all; o; o = o->next)
@@ -127,8 +120,17 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
     /* The master keeps root (to bind again on reload); workers never
      * run application code with it. Failing to drop is fatal: a respawn
      * would fail the same way. */
-    if (supervisor_drop_privileges(g->cfg) < 0)
+    if (priv_drop_for(g->cfg) < 0)
         _exit(EXIT_WORKER_FATAL);
+
+    /* A worker must not outlive its master (kill -9 of the master): the
+     * kernel sends SIGTERM then. Only after the switch of user: the kernel
+     * clears the death signal when the credentials change. If the master
+     * died before prctl took effect, getppid() has already changed. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+        log_warn("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+    if (getppid() != e->master_pid)
+        _exit(EXIT_OK);
 
     int rc = worker_run(g->cfg, g->ls.items, g->ls.n, w->num, 1, e->shm, g->id);
     fflush(NULL);

@@ -11,5 +11,6 @@ libpagid_master_a_SOURCES += \
 	src/master/generation.c src/master/generation.h \
 	src/master/notify.c src/master/notify.h \
 	src/master/pidfile.c src/master/pidfile.h \
+	src/master/privileges.c src/master/privileges.h \
 	src/master/upgrade.c \
 	src/master/supervisor.c src/master/supervisor.h src/master/supervisor_int.h

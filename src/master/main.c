@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "listeners.h"
 #include "pidfile.h"
+#include "privileges.h"
 #include "supervisor.h"
 
 /* Startup errors go to the terminal (or the journal) as "pagid: ...", and
@@ -87,10 +88,18 @@ static int serve(const pagid_config *cfg, master_opts *mo)
 
     listener_set ls;
     char err[512];
-    if (supervisor_check_user(cfg, err, sizeof err) < 0) {
+    /* Before any socket or fork: an unknown user is one clear error, not
+     * N dead workers. */
+    priv_identity id;
+    priv_problem problem;
+    if (priv_resolve(cfg, geteuid(), &id, &problem, err, sizeof err) < 0) {
         startup_error(cfg, err);
         return EXIT_STARTUP;
     }
+    int warn;
+    priv_describe(&id, err, sizeof err, &warn);
+    if (*err)
+        log_msg(warn ? LOG_LVL_WARN : LOG_LVL_INFO, "%s", err);
     inherited_set inh;
     if (take_inherited(&inh, err, sizeof err) < 0) {
         startup_error(cfg, err);
@@ -116,8 +125,7 @@ static int serve(const pagid_config *cfg, master_opts *mo)
     int nworkers = supervisor_resolve_workers(cfg);
     if (nworkers == 0) {
         /* Development mode: no master, this process is the only worker. */
-        rc = supervisor_drop_privileges(cfg) < 0 ? EXIT_STARTUP
-                                                 : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1);
+        rc = priv_drop(&id) < 0 ? EXIT_STARTUP : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1);
         /* Without a master "do not respawn me" means "could not start". */
         if (rc == EXIT_WORKER_FATAL)
             rc = EXIT_STARTUP;

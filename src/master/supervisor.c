@@ -14,10 +14,8 @@
 #include "supervisor_int.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <math.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +27,7 @@
 #include "../common/exitcodes.h"
 #include "../common/log.h"
 #include "notify.h"
+#include "privileges.h"
 
 /* Worker heartbeats, the watchdog and STATUS are looked at this often. */
 #define TICK_S 0.25
@@ -104,55 +103,6 @@ int supervisor_resolve_workers(const pagid_config *cfg)
         return cfg->workers;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
-}
-
-int supervisor_check_user(const pagid_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->user && *cfg->user && !getpwnam(cfg->user)) {
-        snprintf(err, errlen, "unknown user '%s'", cfg->user);
-        return -1;
-    }
-    if (cfg->group && *cfg->group && !getgrnam(cfg->group)) {
-        snprintf(err, errlen, "unknown group '%s'", cfg->group);
-        return -1;
-    }
-    return 0;
-}
-
-int supervisor_drop_privileges(const pagid_config *cfg)
-{
-    const char *user = cfg->user && *cfg->user ? cfg->user : NULL;
-    const char *group = cfg->group && *cfg->group ? cfg->group : NULL;
-    if ((!user && !group) || geteuid() != 0)
-        return 0;
-    struct passwd *pw = NULL;
-    gid_t gid = getgid();
-    if (user) {
-        errno = 0;
-        pw = getpwnam(user);
-        if (!pw) {
-            log_error("unknown user '%s'", user);
-            return -1;
-        }
-        gid = pw->pw_gid;
-    }
-    if (group) {
-        errno = 0;
-        struct group *gr = getgrnam(group);
-        if (!gr) {
-            log_error("unknown group '%s'", group);
-            return -1;
-        }
-        gid = gr->gr_gid;
-    }
-    /* Group first: after setuid() we could no longer change it. */
-    if (setgid(gid) < 0 || (pw ? initgroups(pw->pw_name, gid) : setgroups(1, &gid)) < 0 ||
-        (pw && setuid(pw->pw_uid) < 0)) {
-        log_error("cannot drop privileges to %s:%s: %s", user ? user : "-", group ? group : "-",
-                  strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 /* ---- generations ---- */
@@ -320,7 +270,9 @@ static void reload(supervisor *s)
                   keep);
         goto fail;
     }
-    if (supervisor_check_user(c, err, sizeof err) < 0) {
+    priv_identity id;
+    priv_problem problem;
+    if (priv_resolve(c, geteuid(), &id, &problem, err, sizeof err) < 0) {
         log_error("reload failed: %s; generation %u keeps serving", err, keep);
         goto fail;
     }
@@ -654,8 +606,6 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
 
     log_info("master started (pid %d), %d worker%s", (int)s.pid, nworkers,
              nworkers == 1 ? "" : "s");
-    if (((cfg->user && *cfg->user) || (cfg->group && *cfg->group)) && geteuid() != 0)
-        log_warn("user/group ignored: the master does not run as root");
     gen_spawn_all(&s.env, g);
     notify_sendf("MAINPID=%d\nSTATUS=starting %d workers", (int)s.pid, nworkers);
 

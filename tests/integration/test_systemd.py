@@ -81,7 +81,7 @@ class Activated:
         for k, v in env.items():
             full_env[k] = v
             argv += ["-E", k]
-        argv += [ctx.pagid] + args
+        argv += [ctx.pagid] + args + lib.root_user_args(args)
         # systemd-socket-activate execs pagid on the first connection, same pid
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.err,
                                      stderr=self.err, env=full_env, cwd=ctx.tmpdir)

@@ -20,6 +20,14 @@ tests_unit_test_supervisor_SOURCES = tests/unit/test_supervisor.c
 tests_unit_test_supervisor_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_supervisor_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIBS) $(CHECK_LIBS)
 
+# privileges.c: who the workers run as; the switch itself when run as root.
+check_PROGRAMS += tests/unit/test_privileges
+TESTS += tests/unit/test_privileges
+
+tests_unit_test_privileges_SOURCES = tests/unit/test_privileges.c
+tests_unit_test_privileges_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_privileges_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+
 # pidfile.c: the pid file's rules (the root cases run when the suite does).
 check_PROGRAMS += tests/unit/test_pidfile
 TESTS += tests/unit/test_pidfile

@@ -148,7 +148,7 @@ START_TEST(test_usage_lists_every_option)
 {
     static const char *const opts[] = {
         "-c, --config FILE", "-t, --test",    "-l, --listen ADDR", "-w, --workers N",
-        "-a, --app SPEC",    "-v, --version", "-h, --help",
+        "-a, --app SPEC",    "-v, --version", "-h, --help",        "-u, --user USER[:GROUP]",
     };
     FILE *f = capture();
     cli_usage(f);
@@ -224,6 +224,50 @@ START_TEST(test_build_file_then_overrides)
     config_free(&c);
     cli_options_free(&o);
     unlink(path);
+}
+END_TEST
+
+/* -u replaces the file's user and group (both), which also satisfies
+ * "group needs user"; a malformed value is an error. */
+START_TEST(test_build_user_override)
+{
+    char path[64];
+    write_file(path, "user: www-data\ngroup: adm\n");
+    char *a1[] = {"pagid", "-c", path, "-u", "root", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(c.user, "root");
+    ck_assert_ptr_null(c.group);
+    ck_assert_uint_eq(c.user_pos.line, 0); /* from the command line now */
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    write_file(path, "group: adm\n"); /* an error alone; -u completes it */
+    char *a2[] = {"pagid", "-c", path, "--user", "nobody:nogroup", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(c.user, "nobody");
+    ck_assert_str_eq(c.group, "nogroup");
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    static const char *const bad[] = {"", ":adm", "root:", "a:b:c"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *a3[] = {"pagid", "-u", (char *)bad[i], NULL};
+        ck_assert_int_eq(cli_parse(ARGC(a3), a3, &o, stderr), 0);
+        FILE *f = capture();
+        ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+        fclose(f);
+        char want[128];
+        snprintf(want, sizeof want, "pagid: -u: expected USER or USER:GROUP, not '%s'\n", bad[i]);
+        ck_assert_str_eq(out_text, want);
+        config_free(&c);
+        cli_options_free(&o);
+    }
 }
 END_TEST
 
@@ -323,6 +367,7 @@ static Suite *cli_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_build_defaults);
     tcase_add_test(tc, test_build_file_then_overrides);
+    tcase_add_test(tc, test_build_user_override);
     tcase_add_test(tc, test_build_override_errors);
     tcase_add_test(tc, test_build_file_errors_counted);
     tcase_add_test(tc, test_build_example_config);
