@@ -11,6 +11,7 @@ libpagid_master_a_SOURCES += \
 	src/master/generation.c src/master/generation.h \
 	src/master/notify.c src/master/notify.h \
 	src/master/pidfile.c src/master/pidfile.h \
+	src/master/preflight.c src/master/preflight.h \
 	src/master/privileges.c src/master/privileges.h \
 	src/master/upgrade.c \
 	src/master/supervisor.c src/master/supervisor.h src/master/supervisor_int.h

@@ -1,7 +1,7 @@
 /*
  * main.c - pagid's entry point: parse the command line, build the config,
- * then either check it (-t), run one worker in this process (--workers 0),
- * or become the master that supervises N workers.
+ * then either check it and the host (-t), run one worker in this process
+ * (--workers 0), or become the master that supervises N workers.
  */
 #include <config.h> /* autoconf's, from the build directory: PACKAGE_VERSION */
 
@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "listeners.h"
 #include "pidfile.h"
+#include "preflight.h"
 #include "privileges.h"
 #include "supervisor.h"
 
@@ -169,6 +170,8 @@ int main(int argc, char **argv)
     int errors = cli_build_config(&o, &cfg, stderr);
     int rc;
     if (o.test_only) {
+        /* What would still stop it on this host: users, addresses, files. */
+        errors += preflight_check(&cfg, stdout, stderr);
         /* "configuration FILE is valid", or without -c "configuration is valid" */
         const char *file = o.config_file ? o.config_file : "";
         const char *sep = o.config_file ? " " : "";

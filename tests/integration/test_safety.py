@@ -1,14 +1,17 @@
 """Operator safety of the master: workers never outlive a killed master (also
 after switching user), who the workers run as when started as root (nobody
-unless `user` says otherwise, root only when asked), the pid file never
-written through a symlink."""
+unless `user` says otherwise, root only when asked), a second instance on
+the same address refused, the pid file never written through a symlink,
+and pagid -t catching what would fail at startup."""
 
 import os
 import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import lib
@@ -114,6 +117,36 @@ def root_without_user_runs_workers_as_nobody(ctx):
     check_eq(request(port2).status, 200, "status (-w 0)")
 
 
+@test(timeout=30)
+def explicit_root_kept_with_warning(ctx):
+    need_root()
+    port = free_port()
+    srv = ctx.start(None, workers=1, listen=False, port=port, default_user=False,
+                    config="listen: [127.0.0.1:%d]\napp: hello\nuser: root\n" % port)
+    workers = wait_workers(srv, 1)
+    check_eq(uid_of(workers[0]), 0, "worker uid with user: root")
+    check(re.search(r"warn: workers run as root \('user: root'\)", srv.stderr()),
+          "no warning at startup: %r" % srv.stderr()[-600:])
+    path = os.path.join(ctx.tmpdir, "pagid-0.yaml")
+    rc, out, err = check_cmd(ctx, "-t", "-c", path)
+    check_eq(rc, 0, "-t exit status (a warning is not an error); stderr %r" % err)
+    check("%s:3:7: warning: workers run as root" % path in err, "-t warning: %r" % err)
+    rc, out, err = check_cmd(ctx, "-t", "-u", "root")
+    check_eq(rc, 0, "-t -u root exit status")
+    check("pagid: warning: workers run as root" in err, "-t -u root warning: %r" % err)
+
+
+@test(timeout=20)
+def check_says_who_workers_run_as(ctx):
+    rc, out, err = check_cmd(ctx, "-t", "-a", "hello")
+    check_eq(rc, 0, "exit status (stderr %r)" % err)
+    if os.geteuid() == 0:
+        check(re.search(r"^pagid: no 'user' is set: workers run as nobody:\S+", out, re.M),
+              "-t as root does not say the workers fall back to nobody: %r" % out)
+    else:
+        check("nobody" not in out + err, "-t not as root speaks of nobody: %r" % (out + err))
+
+
 @test(timeout=20)
 def group_without_user_is_an_error(ctx):
     path = write_config(ctx, "app: hello\ngroup: daemon\n", "g.yaml")
@@ -126,6 +159,139 @@ def group_without_user_is_an_error(ctx):
     # -u names both: fine
     rc, out, err = check_cmd(ctx, "-t", "-c", path, "-u", "nobody:daemon")
     check_eq(rc, 0, "-t -u nobody:daemon (stderr %r)" % err)
+
+
+@test(timeout=20)
+def check_reports_unknown_user_and_group(ctx):
+    path = write_config(ctx, "app: hello\nuser:  no-such-user-pagid\n", "u.yaml")
+    rc, out, err = check_cmd(ctx, "-t", "-c", path)
+    check_eq(rc, 1, "-t exit status")
+    check("%s:2:8: unknown user 'no-such-user-pagid'" % path in err, "stderr: %r" % err)
+    path = write_config(ctx, "app: hello\nuser: nobody\ngroup: no-such-group-pagid\n", "g.yaml")
+    rc, out, err = check_cmd(ctx, "-t", "-c", path)
+    check_eq(rc, 1, "-t exit status")
+    check("%s:3:8: unknown group 'no-such-group-pagid'" % path in err, "stderr: %r" % err)
+    rc, out, err = check_cmd(ctx, "-t", "-u", "no-such-user-pagid")
+    check_eq(rc, 1, "-t -u exit status")
+    check("pagid: unknown user 'no-such-user-pagid'" in err, "stderr: %r" % err)
+
+
+# ---------------------------------------------------------------------------
+# pagid -t catches what would fail at startup
+# ---------------------------------------------------------------------------
+
+
+def not_local_address():
+    """An IPv4 address this host cannot bind (documentation ranges), or skip."""
+    for addr in ("203.0.113.77", "198.51.100.77", "192.0.2.250"):
+        s = socket.socket()
+        try:
+            s.bind((addr, 0))
+        except OSError:
+            return addr
+        finally:
+            s.close()
+    raise Skip("every documentation address is bindable here (ip_nonlocal_bind?)")
+
+
+def snapshot(d):
+    """Every name under d, for "nothing was created"."""
+    out = set()
+    for root, dirs, files in os.walk(d):
+        for n in dirs + files:
+            out.add(os.path.join(root, n))
+    return out
+
+
+@test(timeout=30)
+def check_reports_what_would_fail_to_start(ctx):
+    bad = not_local_address()
+    d = ctx.tmpdir
+    text = ("listen:\n"
+            "  - 127.0.0.1:%d\n"
+            "  - no-such-host.invalid:8080\n"
+            "  - %s:8080\n"
+            "  - unix:%s/no/such/dir/p.sock\n"
+            "app: hello\n"
+            "error_log: {path: %s/missing-dir/error.log}\n"
+            "access_log: {path: %s/also-missing/access.log}\n"
+            "pid_file: %s/none/pagid.pid\n" % (free_port(), bad, d, d, d, d))
+    path = write_config(ctx, text, "bad.yaml")
+    before = snapshot(d)
+    rc, out, err = check_cmd(ctx, "-t", "-c", path, *lib.root_user_args())
+    check_eq(rc, 1, "-t exit status; stderr %r" % err)
+    for want in ("%s:3:5: cannot resolve listen address 'no-such-host.invalid:8080': " % path,
+                 "%s:4:5: listen address '%s:8080': %s is not an address of this host"
+                 % (path, bad, bad),
+                 "%s:5:5: listen address 'unix:%s/no/such/dir/p.sock': directory %s/no/such/dir: "
+                 "No such file or directory" % (path, d, d),
+                 "%s:7:19: error_log.path %s/missing-dir/error.log: directory %s/missing-dir: "
+                 "No such file or directory" % (path, d, d),
+                 "%s:8:20: access_log.path %s/also-missing/access.log: directory "
+                 "%s/also-missing: No such file or directory" % (path, d, d),
+                 "%s:9:11: pid_file %s/none/pagid.pid: directory %s/none: No such file or "
+                 "directory" % (path, d, d)):
+        check(want in err, "missing %r in:\n%s" % (want, err))
+    check("is invalid (6 errors)" in err, "error count: %r" % err)
+    check_eq(snapshot(d) - before, set(), "files created by -t")
+
+
+@test(timeout=30)
+def check_valid_config_binds_and_creates_nothing(ctx):
+    port = free_port()
+    d = ctx.tmpdir
+    log = os.path.join(d, "error.log")
+    with open(log, "w") as f:
+        f.write("old line\n")
+    path = write_config(ctx, ("listen: [127.0.0.1:%d, 'unix:%s/p.sock']\napp: hello\n"
+                              "error_log: {path: %s}\naccess_log: {path: %s/access.log}\n"
+                              "pid_file: %s/pagid.pid\n") % (port, d, log, d, d), "good.yaml")
+    before = snapshot(d)
+    rc, out, err = check_cmd(ctx, "-t", "-c", path, *lib.root_user_args())
+    check_eq(rc, 0, "-t exit status; stderr %r" % err)
+    check("configuration %s is valid" % path in out, "stdout: %r" % out)
+    check_eq(snapshot(d) - before, set(), "files created by -t")
+    check_eq(open(log).read(), "old line\n", "the existing error log")
+    check(lib.port_is_free(port), "port %d taken after -t" % port)
+    # -l overrides are checked too, without a position
+    rc, out, err = check_cmd(ctx, "-t", "-l", "no-such-host.invalid:80", "-a", "hello",
+                             *lib.root_user_args())
+    check_eq(rc, 1, "-t -l exit status")
+    check(re.search(r"^pagid: cannot resolve listen address 'no-such-host.invalid:80'", err, re.M),
+          "stderr: %r" % err)
+
+
+@test(timeout=30)
+def check_invalid_ipv4_with_position(ctx):
+    path = write_config(ctx, "listen:\n  - 300.1.2.3:80\napp: hello\n", "v4.yaml")
+    rc, out, err = check_cmd(ctx, "-t", "-c", path)
+    check_eq(rc, 1, "-t exit status")
+    check("%s:2:5: invalid listen address '300.1.2.3:80': invalid IPv4 address" % path in err,
+          "stderr: %r" % err)
+
+
+@test(timeout=30)
+def check_access_log_as_the_workers_user(ctx):
+    # As root with user: nobody, the workers open the access log: a 0700
+    # root directory is fine for root and fatal for them; -t says so.
+    need_root()
+    base = tempfile.mkdtemp(prefix="pagid-safety-")  # the session dir is 0700: out of nobody's reach
+    try:
+        os.chmod(base, 0o711)
+        d = os.path.join(base, "private")
+        os.mkdir(d, 0o700)
+        path = write_config(ctx, "app: hello\nuser: nobody\naccess_log:\n  path: %s/a.log\n" % d,
+                            "a.yaml")
+        rc, out, err = check_cmd(ctx, "-t", "-c", path)
+        check_eq(rc, 1, "-t exit status; stderr %r" % err)
+        check(re.search(r"^%s:4:9: access_log.path %s/a.log: .*Permission denied \(as the "
+                        r"workers' user nobody\)$" % (re.escape(path), re.escape(d)), err, re.M),
+              "stderr: %r" % err)
+        os.chmod(d, 0o777)
+        rc, out, err = check_cmd(ctx, "-t", "-c", path)
+        check_eq(rc, 0, "-t exit status once nobody may write there; stderr %r" % err)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------
@@ -151,6 +317,11 @@ def pid_file_symlink_refused(ctx):
         check_eq(open(target).read(), "do not touch\n", "the symlink's target")
         check(os.path.islink(pid), "the symlink itself was replaced")
         check(lib.port_is_free(port), "port %d still taken after the failed start" % port)
+    # -t says so before a start is tried
+    rc, out, err = check_cmd(ctx, "-t", "-c", os.path.join(ctx.tmpdir, "pagid-0.yaml"),
+                             *lib.root_user_args())
+    check_eq(rc, 1, "-t exit status")
+    check("pagid-0.yaml:1:11: pid_file %s: is a symbolic link" % pid in err, "-t: %r" % err)
 
 
 @test(timeout=30)

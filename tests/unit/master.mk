@@ -35,3 +35,11 @@ TESTS += tests/unit/test_pidfile
 tests_unit_test_pidfile_SOURCES = tests/unit/test_pidfile.c
 tests_unit_test_pidfile_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pidfile_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+
+# preflight.c: pagid -t's look at the host.
+check_PROGRAMS += tests/unit/test_preflight
+TESTS += tests/unit/test_preflight
+
+tests_unit_test_preflight_SOURCES = tests/unit/test_preflight.c
+tests_unit_test_preflight_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_preflight_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
