@@ -1,8 +1,9 @@
 """Operator safety of the master: workers never outlive a killed master (also
 after switching user), who the workers run as when started as root (nobody
 unless `user` says otherwise, root only when asked), a second instance on
-the same address refused, the pid file never written through a symlink,
-and pagid -t catching what would fail at startup."""
+the same address refused (TCP and unix) while the first keeps serving, the
+pid file never written through a symlink, and pagid -t catching what would
+fail at startup."""
 
 import os
 import pwd
@@ -292,6 +293,82 @@ def check_access_log_as_the_workers_user(ctx):
         check_eq(rc, 0, "-t exit status once nobody may write there; stderr %r" % err)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# A second instance on the same address
+# ---------------------------------------------------------------------------
+
+
+def served_by(port, n):
+    """n requests to the ops app; the set of worker pids that answered."""
+    pids = set()
+    for _ in range(n):
+        r = request(port)
+        check_eq(r.status, 200, "status")
+        pids.add(int(r.body.split()[1]))
+    return pids
+
+
+@test(timeout=40)
+def second_instance_refused(ctx):
+    from test_ops import opsapp
+    port = free_port()
+    pid = os.path.join(ctx.tmpdir, "first.pid")
+    first = ctx.start(opsapp(ctx), workers=2, port=port, config="pid_file: %s\n" % pid)
+    check(wait_for(lambda: "all workers ready" in first.stderr(), 10), "first not ready")
+    workers = set(wait_workers(first, 2))
+    for workers_arg in (2, 0):
+        second = ctx.start(opsapp(ctx), workers=workers_arg, port=port, wait=False,
+                           config="pid_file: %s\n" % os.path.join(ctx.tmpdir, "second.pid"))
+        check(second.wait_exit(10), "a second pagid (-w %d) runs on port %d beside the first"
+              % (workers_arg, port))
+        check_eq(second.returncode, 3, "exit status of the second (startup failure)")
+        want = ("cannot listen on 127.0.0.1:%d: address already in use (is another pagid "
+                "running? see pid file %s)" % (port, os.path.join(ctx.tmpdir, "second.pid")))
+        check(want in second.stderr(), "message: %r" % second.stderr()[-500:])
+        check(not os.path.exists(os.path.join(ctx.tmpdir, "second.pid")),
+              "the refused instance wrote a pid file")
+    pids = served_by(port, 60)
+    check(pids <= workers, "requests answered by %r, not only by the first's workers %r"
+          % (pids, workers))
+    check_eq(open(pid).read(), "%d\n" % first.pid, "the first's pid file")
+
+
+@test(timeout=40)
+def second_instance_refused_unix(ctx):
+    sock = os.path.join(ctx.tmpdir, "p.sock")
+    conf = "listen: ['unix:%s']\napp: hello\n" % sock
+    first = ctx.start(None, workers=1, listen=False, config=conf, wait=False)
+    check(wait_for(lambda: "all workers ready" in first.stderr(), 10), "first not ready")
+    ino = os.stat(sock).st_ino
+    second = ctx.start(None, workers=1, listen=False, config=conf, wait=False)
+    check(second.wait_exit(10), "a second pagid runs on the first's unix socket")
+    check_eq(second.returncode, 3, "exit status of the second")
+    check("cannot listen on unix:%s: another process is listening on this socket: address "
+          "already in use (is another pagid running?)" % sock in second.stderr(),
+          "message: %r" % second.stderr()[-500:])
+    check_eq(os.stat(sock).st_ino, ino, "the first's socket file")
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(5 * SLOW)
+    u.connect(sock)
+    u.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    check(u.recv(100).startswith(b"HTTP/1.1 200"), "the first no longer serves its socket")
+    u.close()
+
+
+@test(timeout=40)
+def restart_on_a_port_in_time_wait(ctx):
+    # The probe uses SO_REUSEADDR: connections the server closed first
+    # (TIME_WAIT) must not make a restart look like a second instance.
+    port = free_port()
+    srv = ctx.start("hello", workers=1, port=port)
+    for _ in range(20):
+        check_eq(request(port).status, 200, "status")  # connection: close: the server closes
+    check_eq(srv.stop(), 0, "exit status")
+    again = ctx.start("hello", workers=1, port=port)
+    check_eq(request(port).status, 200, "status after the restart")
+    check(again.alive(), "restart refused")
 
 
 # ---------------------------------------------------------------------------
