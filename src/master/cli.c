@@ -158,6 +158,11 @@ void cli_options_free(cli_options *o)
     free(o->perl_libs);
     o->perl_libs = NULL;
     o->n_perl_libs = 0;
+    for (size_t i = 0; i < o->n_activated; i++)
+        free(o->activated[i]);
+    free(o->activated);
+    o->activated = NULL;
+    o->n_activated = 0;
 }
 
 /*
@@ -224,6 +229,18 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
                 fprintf(err, "pagid: -l: invalid listen address '%s': %s\n", o->listens[i], msg);
                 errors++;
             }
+        }
+    }
+    /* Socket activation and no listener named anywhere: the passed sockets
+     * are the listeners (not the default 127.0.0.1:8080 beside them). One
+     * bound to the status listener's address stays that one's. */
+    for (size_t i = 0, none = c->n_listens == 0; none && i < o->n_activated; i++) {
+        if (c->status_listen && strcmp(c->status_listen->spec, o->activated[i]) == 0)
+            continue;
+        if (config_add_listen(c, o->activated[i], &msg) < 0) {
+            fprintf(err, "pagid: socket activation: unusable address '%s': %s\n", o->activated[i],
+                    msg);
+            errors++;
         }
     }
     if (o->workers && config_parse_workers(o->workers, &c->workers, &msg) < 0) {

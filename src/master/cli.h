@@ -20,6 +20,11 @@ typedef struct cli_options {
     const char *user;       /* -u USER[:GROUP] */
     const char **perl_libs; /* -I, repeatable (owned array, borrowed strings) */
     size_t n_perl_libs;
+    /* Not options: the addresses of the sockets systemd passed (or an
+     * upgrading master passed on), the listeners when neither the file nor
+     * -l names any. Owned. */
+    char **activated;
+    size_t n_activated;
 } cli_options;
 
 /** Parse argv; 0, or -1 after printing a usage error to err. */
@@ -27,7 +32,9 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err);
 void cli_options_free(cli_options *o);
 void cli_usage(FILE *out);
 /**
- * Build the effective config into c. When it is valid, the Perl host's
+ * Build the effective config into c. With no listen entry in the file or
+ * on the command line, o->activated are the listeners (socket activation:
+ * serve exactly the passed sockets), else the default one. When it is valid, the Perl host's
  * library path (PAGID_PERL_LIB, read by the workers) is set anew from -I and
  * the file's `app: {perl: FILE, lib: [...]}`, so a reload never accumulates. Errors are printed to
  * err

@@ -57,7 +57,8 @@ static void set_err(char *err, size_t errlen, const pagid_listen *l, const char 
 }
 
 /* Append one open fd; the arrays grow together. */
-static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, ino_t ino)
+static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, ino_t ino,
+                int keep_file)
 {
     size_t n = ls->n + 1;
     worker_listener *items = realloc(ls->items, n * sizeof *items);
@@ -72,6 +73,11 @@ static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, i
     if (!inos)
         return -1;
     ls->unix_ino = inos;
+    unsigned char *keep = realloc(ls->keep_file, n);
+    if (!keep)
+        return -1;
+    ls->keep_file = keep;
+    keep[ls->n] = (unsigned char)keep_file;
     items[ls->n] = (worker_listener){.fd = fd, .conf = conf};
     devs[ls->n] = dev;
     inos[ls->n] = ino;
@@ -122,14 +128,17 @@ static int fd_bound_to(int fd, const struct sockaddr *addr)
  * An existing socket for addr: an inherited one is taken over (moved), a
  * live set's is duplicated (close-on-exec, like ours). -1 when none.
  */
-static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t *dev, ino_t *ino)
+static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t *dev, ino_t *ino,
+                           int *keep_file)
 {
     *dev = 0;
     *ino = 0;
+    *keep_file = 0;
     for (size_t i = 0; x->inh && i < x->inh->n; i++) {
         int fd = x->inh->items[i].fd;
         if (fd >= 0 && fd_bound_to(fd, addr)) {
             x->inh->items[i].fd = -1;
+            *keep_file = x->inh->items[i].systemd;
             return fd;
         }
     }
@@ -147,6 +156,7 @@ static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t
                     continue;
                 *dev = r->unix_dev[i];
                 *ino = r->unix_ino[i];
+                *keep_file = r->keep_file ? r->keep_file[i] : 0;
             }
             return fcntl(r->items[i].fd, F_DUPFD_CLOEXEC, 3);
         }
@@ -235,7 +245,7 @@ static int take_named(const open_ctx *x, listener_set *ls, const pagid_listen *l
         }
         if (l->kind == LISTEN_UNIX && apply_unix_attrs(l, 0, dev, ino, err, errlen) < 0)
             return -1;
-        if (push(ls, f->fd, l, dev, ino) < 0)
+        if (push(ls, f->fd, l, dev, ino, f->systemd) < 0)
             return -1;
         f->fd = -1;
         (*taken)++;
@@ -354,9 +364,10 @@ static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, 
             continue;
         dev_t dev;
         ino_t ino;
-        int fd = existing_socket(x, ai->ai_addr, &dev, &ino);
+        int keep;
+        int fd = existing_socket(x, ai->ai_addr, &dev, &ino, &keep);
         if (fd >= 0) {
-            if (push(ls, fd, l, 0, 0) < 0) {
+            if (push(ls, fd, l, 0, 0, 0) < 0) {
                 set_err(err, errlen, l, "%s", strerror(ENOMEM));
                 close(fd);
                 goto fail;
@@ -387,7 +398,7 @@ static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, 
             close(fd);
             goto fail;
         }
-        if (push(ls, fd, l, 0, 0) < 0) {
+        if (push(ls, fd, l, 0, 0, 0) < 0) {
             set_err(err, errlen, l, "%s", strerror(ENOMEM));
             close(fd);
             goto fail;
@@ -463,7 +474,8 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
     memcpy(sun.sun_path, l->path, strlen(l->path) + 1);
     dev_t dev;
     ino_t ino;
-    int fd = existing_socket(x, (const struct sockaddr *)&sun, &dev, &ino);
+    int keep;
+    int fd = existing_socket(x, (const struct sockaddr *)&sun, &dev, &ino, &keep);
     if (fd >= 0) {
         struct stat cur;
         /* Inherited: the file is ours to remove once we own the service. */
@@ -476,7 +488,7 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
             close(fd);
             return -1;
         }
-        if (push(ls, fd, l, dev, ino) < 0) {
+        if (push(ls, fd, l, dev, ino, keep) < 0) {
             set_err(err, errlen, l, "%s", strerror(ENOMEM));
             close(fd);
             return -1;
@@ -521,7 +533,7 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
         unlink(l->path);
         return -1;
     }
-    if (push(ls, fd, l, st.st_dev, st.st_ino) < 0) {
+    if (push(ls, fd, l, st.st_dev, st.st_ino, 0) < 0) {
         set_err(err, errlen, l, "%s", strerror(ENOMEM));
         close(fd);
         unlink(l->path);
@@ -583,7 +595,8 @@ void listeners_destroy(listener_set *ls)
     listeners_close(ls);
     for (size_t i = 0; i < ls->n; i++) {
         const pagid_listen *l = ls->items[i].conf;
-        if (l->kind != LISTEN_UNIX || !ls->unix_ino || ls->unix_ino[i] == 0)
+        if (l->kind != LISTEN_UNIX || !ls->unix_ino || ls->unix_ino[i] == 0 ||
+            (ls->keep_file && ls->keep_file[i]))
             continue;
         struct stat st;
         if (lstat(l->path, &st) == 0 && st.st_dev == ls->unix_dev[i] &&
@@ -593,5 +606,6 @@ void listeners_destroy(listener_set *ls)
     free(ls->items);
     free(ls->unix_dev);
     free(ls->unix_ino);
+    free(ls->keep_file);
     *ls = (listener_set){0};
 }

@@ -36,10 +36,13 @@ static void startup_error(const pagid_config *cfg, const char *msg)
 
 /*
  * Sockets handed to us: by the old master of a binary upgrade, else by
- * systemd socket activation. The variables are consumed here so that
+ * systemd socket activation. Taken before the config is built, because
+ * with no listener configured anywhere the sockets systemd passed are the
+ * listeners: their addresses go to o->activated (an upgrade passes on the
+ * list it was started with). The variables are consumed here so that
  * nothing we start later sees them. 0, or -1 with err set.
  */
-static int take_inherited(inherited_set *inh, char *err, size_t errlen)
+static int take_inherited(inherited_set *inh, cli_options *o, char *err, size_t errlen)
 {
     const char *env = getenv(LISTENERS_ENV);
     if (env) {
@@ -49,14 +52,28 @@ static int take_inherited(inherited_set *inh, char *err, size_t errlen)
         if (!copy)
             snprintf(err, errlen, "out of memory");
         free(copy);
+        const char *act = getenv(LISTENERS_ACTIVATED_ENV);
+        if (rc == 0 && act && listeners_specs_parse(act, &o->activated, &o->n_activated) < 0) {
+            snprintf(err, errlen, "malformed %s", LISTENERS_ACTIVATED_ENV);
+            rc = -1;
+        }
+        unsetenv(LISTENERS_ACTIVATED_ENV);
+        /* Sockets systemd once passed stay systemd's (their files too). */
+        for (size_t i = 0; rc == 0 && i < inh->n; i++)
+            for (size_t k = 0; inh->items[i].name && k < o->n_activated; k++)
+                if (strcmp(inh->items[i].name, o->activated[k]) == 0)
+                    inh->items[i].systemd = 1;
         return rc;
     }
+    unsetenv(LISTENERS_ACTIVATED_ENV);
     if (listeners_from_systemd(inh) < 0) {
         snprintf(err, errlen, "socket activation: unusable LISTEN_FDS");
         return -1;
     }
-    if (inh->n)
-        log_info("socket activation: %zu socket%s from systemd", inh->n, inh->n == 1 ? "" : "s");
+    if (inh->n && listeners_inherited_specs(inh, &o->activated, &o->n_activated) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -76,14 +93,18 @@ static const char *resolve_exe(const char *argv0, char *buf, size_t len)
     return NULL;
 }
 
-/* Everything after a valid config: log, sockets, pid file, processes. */
-static int serve(const pagid_config *cfg, master_opts *mo)
+/* Everything after a valid config: log, sockets, pid file, processes.
+ * inh (the sockets handed to us) is consumed. */
+static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
 {
     if (log_open(cfg->error_log_path, cfg->error_log_level) < 0) {
         fprintf(stderr, "pagid: cannot open error log %s: %s\n", cfg->error_log_path,
                 log_open_strerror(errno));
+        inherited_set_free(inh, 0);
         return EXIT_STARTUP;
     }
+    if (inh->n && strcmp(inh->origin, "systemd") == 0)
+        log_info("socket activation: %zu socket%s from systemd", inh->n, inh->n == 1 ? "" : "s");
     /* A peer that resets a connection must never kill a process. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -95,19 +116,15 @@ static int serve(const pagid_config *cfg, master_opts *mo)
     priv_problem problem;
     if (priv_resolve(cfg, geteuid(), &id, &problem, err, sizeof err) < 0) {
         startup_error(cfg, err);
+        inherited_set_free(inh, 0);
         return EXIT_STARTUP;
     }
     int warn;
     priv_describe(&id, err, sizeof err, &warn);
     if (*err)
         log_msg(warn ? LOG_LVL_WARN : LOG_LVL_INFO, "%s", err);
-    inherited_set inh;
-    if (take_inherited(&inh, err, sizeof err) < 0) {
-        startup_error(cfg, err);
-        return EXIT_STARTUP;
-    }
-    int rc = listeners_open_with(cfg, &ls, NULL, 0, &inh, err, sizeof err);
-    inherited_set_free(&inh, 1);
+    int rc = listeners_open_with(cfg, &ls, NULL, 0, inh, err, sizeof err);
+    inherited_set_free(inh, 1);
     if (rc < 0) {
         startup_error(cfg, err);
         return EXIT_STARTUP;
@@ -165,6 +182,16 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
 
+    inherited_set inh = {.origin = "inherited"};
+    if (!o.test_only) {
+        char err[512];
+        if (take_inherited(&inh, &o, err, sizeof err) < 0) {
+            fprintf(stderr, "pagid: %s\n", err);
+            inherited_set_free(&inh, 0);
+            cli_options_free(&o);
+            return EXIT_STARTUP;
+        }
+    }
     pagid_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int errors = cli_build_config(&o, &cfg, stderr);
@@ -183,6 +210,7 @@ int main(int argc, char **argv)
         rc = errors ? EXIT_CONFIG : EXIT_OK;
     } else if (errors) {
         fprintf(stderr, "pagid: invalid configuration, not starting\n");
+        inherited_set_free(&inh, 0);
         rc = EXIT_CONFIG;
     } else {
         char exe[PATH_MAX];
@@ -195,7 +223,7 @@ int main(int argc, char **argv)
             mo.upgrade_parent = (pid_t)atoi(parent);
             unsetenv(SUPERVISOR_UPGRADE_ENV);
         }
-        rc = serve(&cfg, &mo);
+        rc = serve(&cfg, &mo, &inh);
     }
     config_free(&cfg);
     cli_options_free(&o);

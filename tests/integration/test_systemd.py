@@ -68,15 +68,17 @@ class Notifications:
 
 
 class Activated:
-    """systemd-socket-activate -l ADDR -E ... pagid ARGS, stopped by pid."""
+    """systemd-socket-activate -l ADDR [-l MORE]... -E ... pagid ARGS, stopped by pid."""
 
-    def __init__(self, ctx, port, args, env):
+    def __init__(self, ctx, port, args, env, more=()):
         tool = shutil.which("systemd-socket-activate")
         if not tool:
             raise Skip("systemd-socket-activate not installed (Debian package systemd)")
         self.stderr_path = os.path.join(ctx.tmpdir, "activated.stderr")
         self.err = open(self.stderr_path, "wb")
         argv = [tool, "-l", "127.0.0.1:%d" % port]
+        for addr in more:
+            argv += ["-l", addr]
         full_env = dict(os.environ)
         for k, v in env.items():
             full_env[k] = v
@@ -220,6 +222,91 @@ def watchdog_only_while_heartbeats_fresh(ctx):
         t2 = time.monotonic()
         time.sleep(1.5)
         check(len(pings(t2)) >= 3, "pings did not resume after SIGCONT")
+    except TestFailure:
+        dump(ctx, srv, note)
+        raise
+    finally:
+        srv.stop()
+        note.close()
+
+
+def listening_ports(pid):
+    """Local ports of the TCP sockets in LISTEN state that process pid holds."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if cols[3] == "0A" and cols[9] in inodes:  # 0A: LISTEN
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def unix_get(path):
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(5 * SLOW)
+    try:
+        u.connect(path)
+        u.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        return u.recv(100)
+    finally:
+        u.close()
+
+
+@test(timeout=60)
+def activation_without_listen(ctx):
+    # No listen entry in the file, no -l: the sockets systemd passed (TCP and
+    # unix) are the listeners, and the default 127.0.0.1:8080 is not opened.
+    port = free_port()
+    sock = os.path.join(ctx.tmpdir, "act.sock")
+    note = Notifications(os.path.join(ctx.tmpdir, "notify.sock"))
+    path = lib.write_config(ctx, "workers: 2\napp: hello\n")
+    srv = Activated(ctx, port, ["-c", path], {"NOTIFY_SOCKET": note.path}, more=[sock])
+    try:
+        trigger(port)
+        check_eq(request(port, "GET", "/", timeout=10).status, 200, "TCP socket from systemd")
+        check(note.wait(lambda ln: ln == "READY=1", 10), "no READY=1")
+        check(unix_get(sock).startswith(b"HTTP/1.1 200"), "unix socket from systemd")
+        err = srv.stderr()
+        check("socket activation: 2 sockets from systemd" in err, "sockets not taken: %r"
+              % err[-800:])
+        check("matches no listen entry" not in err, "a passed socket was closed: %r" % err[-800:])
+        check_eq(listening_ports(srv.pid), {port}, "TCP ports the master listens on")
+        # A reload keeps serving them, and still opens no default.
+        os.kill(srv.pid, signal.SIGHUP)
+        check(wait_for(lambda: "generation 2 ready" in srv.stderr(), 10), "reload not done")
+        check_eq(request(port, "GET", "/").status, 200, "TCP after the reload")
+        check(unix_get(sock).startswith(b"HTTP/1.1 200"), "unix after the reload")
+        check_eq(listening_ports(srv.pid), {port}, "TCP ports after the reload")
+        # A binary upgrade hands them on: the new master serves the same two.
+        os.kill(srv.pid, signal.SIGUSR2)
+        m = wait_for(lambda: re.search(r"upgrade: the new master \(pid (\d+)\) is ready",
+                                       srv.stderr()), 20)
+        check(m, "upgrade not done")
+        new = int(m.group(1))
+        try:
+            srv.proc.wait(15 * SLOW)
+            check_eq(srv.proc.returncode, 0, "old master's exit status")
+            check_eq(request(port, "GET", "/").status, 200, "TCP after the upgrade")
+            check(unix_get(sock).startswith(b"HTTP/1.1 200"), "unix after the upgrade")
+            check_eq(listening_ports(new), {port}, "TCP ports of the new master")
+        finally:
+            if lib.pid_alive(new):
+                os.kill(new, signal.SIGTERM)
+            check(wait_for(lambda: not lib.pid_alive(new), 15), "new master did not stop")
+        check(os.path.exists(sock), "pagid removed systemd's socket file")
     except TestFailure:
         dump(ctx, srv, note)
         raise

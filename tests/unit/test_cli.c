@@ -271,6 +271,52 @@ START_TEST(test_build_user_override)
 }
 END_TEST
 
+/* Socket activation: with no listener in the file or on the command line
+ * the passed sockets' addresses are the listeners, not the default; any
+ * listener named anywhere wins; the status listener's address stays its own. */
+START_TEST(test_build_activated_listeners)
+{
+    char *specs[] = {"127.0.0.1:9000", "unix:/run/p.sock", "127.0.0.1:9100"};
+    char *argv[] = {"pagid", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    o.activated = specs;
+    o.n_activated = 3;
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 3);
+    ck_assert_str_eq(c.listens[0].spec, "127.0.0.1:9000");
+    ck_assert_str_eq(c.listens[1].spec, "unix:/run/p.sock");
+    ck_assert_str_eq(c.listens[2].spec, "127.0.0.1:9100");
+    config_free(&c);
+
+    char path[64];
+    write_file(path, "status: {listen: '127.0.0.1:9100'}\n");
+    o.config_file = path;
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 3); /* two activated, then the status one */
+    ck_assert_str_eq(c.listens[1].spec, "unix:/run/p.sock");
+    ck_assert(c.listens[2].status);
+    config_free(&c);
+    unlink(path);
+
+    write_file(path, "listen: ['127.0.0.1:7000']\n");
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 1);
+    ck_assert_str_eq(c.listens[0].spec, "127.0.0.1:7000");
+    config_free(&c);
+    unlink(path);
+
+    o.activated = NULL; /* not ours to free */
+    o.n_activated = 0;
+    o.config_file = NULL;
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(c.listens[0].spec, CONFIG_DEFAULT_LISTEN);
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
 START_TEST(test_build_override_errors)
 {
     char *argv[] = {"pagid", "-l", "localhost", "-l", ":80",   "-l",
@@ -368,6 +414,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_build_defaults);
     tcase_add_test(tc, test_build_file_then_overrides);
     tcase_add_test(tc, test_build_user_override);
+    tcase_add_test(tc, test_build_activated_listeners);
     tcase_add_test(tc, test_build_override_errors);
     tcase_add_test(tc, test_build_file_errors_counted);
     tcase_add_test(tc, test_build_example_config);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -588,6 +589,89 @@ START_TEST(inherited_taken_by_address)
 END_TEST
 
 /* A systemd-style name equal to the listen spec wins over the address. */
+/* What systemd passed, as listen specs; the list an upgrade passes on. */
+START_TEST(inherited_specs_and_their_env)
+{
+    int t = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(t, (struct sockaddr *)&sin, sizeof sin), 0);
+    ck_assert_int_eq(listen(t, 1), 0);
+    int u = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, sock_path);
+    ck_assert_int_eq(bind(u, (struct sockaddr *)&sun, sizeof sun), 0);
+    ck_assert_int_eq(listen(u, 1), 0);
+    int a = socket(AF_UNIX, SOCK_STREAM, 0); /* abstract: no spec names it */
+    struct sockaddr_un abs = {.sun_family = AF_UNIX};
+    memcpy(abs.sun_path, "\0pagid-test-abstract", 21);
+    ck_assert_int_eq(bind(a, (struct sockaddr *)&abs, offsetof(struct sockaddr_un, sun_path) + 21),
+                     0);
+    ck_assert_int_eq(listen(a, 1), 0);
+
+    inherited_fd items[] = {{.fd = t}, {.fd = u}, {.fd = a}, {.fd = -1}};
+    inherited_set inh = {.items = items, .n = 4, .origin = "systemd"};
+    char **specs;
+    size_t n;
+    ck_assert_int_eq(listeners_inherited_specs(&inh, &specs, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    char want[160];
+    snprintf(want, sizeof want, "127.0.0.1:%d", bound_port(t));
+    ck_assert_str_eq(specs[0], want);
+    snprintf(want, sizeof want, "unix:%s", sock_path);
+    ck_assert_str_eq(specs[1], want);
+
+    /* Through the environment of an upgrade, ';' and '%' included. */
+    char *odd[] = {specs[0], "unix:/tmp/a;b%c.sock"};
+    char env[256];
+    ck_assert_int_gt(listeners_specs_format(odd, 2, env, sizeof env), 0);
+    char **back;
+    size_t nb;
+    ck_assert_int_eq(listeners_specs_parse(env, &back, &nb), 0);
+    ck_assert_uint_eq(nb, 2);
+    ck_assert_str_eq(back[0], specs[0]);
+    ck_assert_str_eq(back[1], "unix:/tmp/a;b%c.sock");
+    ck_assert_int_eq(listeners_specs_format(odd, 2, env, 8), -1);
+    for (size_t i = 0; i < nb; i++)
+        free(back[i]);
+    free(back);
+    for (size_t i = 0; i < n; i++)
+        free(specs[i]);
+    free(specs);
+    close(t);
+    close(u);
+    close(a);
+}
+END_TEST
+
+/* A unix socket systemd passed is served but its file is systemd's: never
+ * unlinked, also by a set that reused it (reload). */
+START_TEST(systemd_unix_file_kept)
+{
+    int u = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, sock_path);
+    ck_assert_int_eq(bind(u, (struct sockaddr *)&sun, sizeof sun), 0);
+    ck_assert_int_eq(listen(u, 1), 0);
+    inherited_fd *items = calloc(1, sizeof *items);
+    items[0] = (inherited_fd){.fd = u, .systemd = 1};
+    inherited_set inh = {.items = items, .n = 1, .origin = "systemd"};
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set a, b;
+    char err[256];
+    ck_assert_int_eq(listeners_open_with(&c, &a, NULL, 0, &inh, err, sizeof err), 0);
+    inherited_set_free(&inh, 0);
+    ck_assert_uint_eq(a.n, 1);
+    ck_assert_int_eq(a.items[0].fd, u);
+    const listener_set *reuse[] = {&a};
+    ck_assert_int_eq(listeners_open_with(&c, &b, reuse, 1, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(sock_ino(b.items[0].fd), sock_ino(u));
+    listeners_destroy(&a);
+    listeners_destroy(&b);
+    ck_assert_int_eq(access(sock_path, F_OK), 0);
+}
+END_TEST
+
 START_TEST(inherited_taken_by_name)
 {
     pagid_listen l;
@@ -643,6 +727,8 @@ static Suite *listeners_suite(void)
     tcase_add_test(re, env_parse_rejects);
     tcase_add_test(re, inherited_taken_by_address);
     tcase_add_test(re, inherited_taken_by_name);
+    tcase_add_test(re, inherited_specs_and_their_env);
+    tcase_add_test(re, systemd_unix_file_kept);
     suite_add_tcase(s, re);
     return s;
 }
