@@ -157,6 +157,8 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
     w->started = now;
     w->ready = 0;
     w->hb_killed = 0;
+    w->hb_reported = 0;
+    w->kill_errno = 0;
     w->draining = 0;
     log_info("worker %d started (pid %d, generation %u)", w->num, (int)pid, g->id);
 }
@@ -243,6 +245,56 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     }
 }
 
+/*
+ * kill(2) one worker. "Already gone" is no failure (it is reaped soon). Any
+ * other is logged once per worker and kind, EPERM loudly: the master then
+ * cannot stop the worker at all, because it runs as another user and the
+ * master lacks CAP_KILL (a unit's CapabilityBoundingSet= without it).
+ * 0 when sent, -1 when not.
+ */
+static const char *sig_name(int signo)
+{
+    switch (signo) {
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGQUIT:
+        return "SIGQUIT";
+    case SIGKILL:
+        return "SIGKILL";
+    case SIGUSR1:
+        return "SIGUSR1";
+    default:
+        return "a signal";
+    }
+}
+
+static int kill_worker(worker_slot *w, int signo)
+{
+    if (kill(w->pid, signo) == 0 || errno == ESRCH)
+        return 0;
+    int e = errno;
+    if (w->kill_errno != e) {
+        if (e == EPERM)
+            log_error("cannot send %s to worker %d (pid %d): %s: the master lacks CAP_KILL and "
+                      "the worker runs as another user; it can be neither stopped nor restarted "
+                      "(add CAP_KILL to the unit's CapabilityBoundingSet=)",
+                      sig_name(signo), w->num, (int)w->pid, strerror(e));
+        else
+            log_error("cannot send %s to worker %d (pid %d): %s", sig_name(signo), w->num,
+                      (int)w->pid, strerror(e));
+    }
+    w->kill_errno = e;
+    return -1;
+}
+
+int gen_count_unkillable(const generation *g)
+{
+    int c = 0;
+    for (int i = 0; i < g->n; i++)
+        c += g->slots[i].state == WS_RUNNING && g->slots[i].kill_errno == EPERM;
+    return c;
+}
+
 void gen_signal(generation *g, int signo)
 {
     for (int i = 0; i < g->n; i++) {
@@ -255,8 +307,7 @@ void gen_signal(generation *g, int signo)
                 continue;
             w->draining = 1;
         }
-        if (kill(w->pid, signo) < 0 && errno != ESRCH)
-            log_warn("kill(worker %d, pid %d): %s", w->num, (int)w->pid, strerror(errno));
+        kill_worker(w, signo);
     }
 }
 
@@ -318,12 +369,16 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
         uint64_t hb = atomic_load_explicit(&sw->heartbeat_ms, memory_order_relaxed);
         uint64_t age = now_ms > hb ? now_ms - hb : 0;
         if (limit > 0 && (double)age > limit * 1000.0) {
-            log_error("worker %d (pid %d): event loop blocked for %.1fs (limit %.1fs: "
-                      "timeouts.heartbeat%s); killing it",
-                      w->num, (int)w->pid, (double)age / 1000.0, limit,
-                      w->ready ? "" : ", lifespan_startup before it is ready");
-            w->hb_killed = 1;
-            kill(w->pid, SIGKILL); /* a stopped process dies of it too */
+            if (!w->hb_reported)
+                log_error("worker %d (pid %d): event loop blocked for %.1fs (limit %.1fs: "
+                          "timeouts.heartbeat%s); killing it",
+                          w->num, (int)w->pid, (double)age / 1000.0, limit,
+                          w->ready ? "" : ", lifespan_startup before it is ready");
+            w->hb_reported = 1;
+            /* SIGKILL at once: a blocked loop never acts on SIGTERM, and a
+             * stopped process dies of it too. Retried each tick if refused. */
+            if (kill_worker(w, SIGKILL) == 0)
+                w->hb_killed = 1;
             continue;
         }
         /* For the watchdog a loop four beats late is already unwell. */
@@ -439,8 +494,7 @@ int gen_remove_worker(generation *g)
         last->state = WS_EXITED;
     } else {
         last->draining = 1;
-        if (kill(last->pid, SIGTERM) < 0 && errno != ESRCH)
-            log_warn("kill(worker %d, pid %d): %s", last->num, (int)last->pid, strerror(errno));
+        kill_worker(last, SIGTERM);
     }
     log_info("worker %d (pid %d) told to drain: %d worker%s left", last->num, (int)last->pid,
              live - 1, live - 1 == 1 ? "" : "s");

@@ -397,8 +397,15 @@ static void collect_generations(supervisor *s, double now)
                 g->killed = 1;
                 g->deadline = now + SUPERVISOR_DRAIN_GRACE_S;
             } else {
-                log_error("generation %u: %d worker(s) did not die after SIGKILL; forgetting them",
-                          g->id, running);
+                int eperm = gen_count_unkillable(g);
+                if (eperm)
+                    log_error("generation %u: %d worker(s) could not be killed (EPERM: the master "
+                              "lacks CAP_KILL); forgetting them: they may still be running",
+                              g->id, eperm);
+                if (running > eperm)
+                    log_error("generation %u: %d worker(s) did not die after SIGKILL; forgetting "
+                              "them",
+                              g->id, running - eperm);
                 running = 0;
             }
         }
@@ -431,8 +438,11 @@ static void tick(supervisor *s, double now)
         return;
     if (s->active)
         gen_poll_recycling(&s->env, s->active);
+    /* The watchdog watches this loop, which watches the workers: a blocked
+     * worker is the heartbeat's to kill and replace, and must never make
+     * systemd restart the whole service (and every healthy worker). */
     double wd = notify_watchdog_interval();
-    if (wd > 0 && now >= s->next_watchdog && s->active && fresh_active == running_active) {
+    if (wd > 0 && now >= s->next_watchdog) {
         notify_watchdog_ping();
         s->next_watchdog = now + wd / 2;
     }
@@ -448,8 +458,12 @@ static void tick(supervisor *s, double now)
         }
     }
     char status[256];
-    snprintf(status, sizeof status, "STATUS=generation %u: %d workers (%d ready), %lld connections",
-             s->active->id, running_active, ready, conns);
+    char stuck[32] = "";
+    if (fresh_active < running_active)
+        snprintf(stuck, sizeof stuck, ", %d blocked", running_active - fresh_active);
+    snprintf(status, sizeof status,
+             "STATUS=generation %u: %d workers (%d ready%s), %lld connections", s->active->id,
+             running_active, ready, stuck, conns);
     if (strcmp(status, s->status) != 0) {
         notify_send(status);
         snprintf(s->status, sizeof s->status, "%s", status);

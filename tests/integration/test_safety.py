@@ -2,8 +2,8 @@
 after switching user), who the workers run as when started as root (nobody
 unless `user` says otherwise, root only when asked), a second instance on
 the same address refused (TCP and unix) while the first keeps serving, the
-pid file never written through a symlink, and pagid -t catching what would
-fail at startup."""
+pid file never written through a symlink, a kill the master is not allowed
+to make said loudly, and pagid -t catching what would fail at startup."""
 
 import os
 import pwd
@@ -175,6 +175,56 @@ def check_reports_unknown_user_and_group(ctx):
     rc, out, err = check_cmd(ctx, "-t", "-u", "no-such-user-pagid")
     check_eq(rc, 1, "-t -u exit status")
     check("pagid: unknown user 'no-such-user-pagid'" in err, "stderr: %r" % err)
+
+
+# ---------------------------------------------------------------------------
+# Workers the master cannot signal
+# ---------------------------------------------------------------------------
+
+
+@test(timeout=60)
+def kill_refused_is_said_loudly(ctx):
+    # A master without CAP_KILL (a unit's CapabilityBoundingSet= without it)
+    # cannot signal workers that switched to another user: the heartbeat's
+    # SIGKILL and the stop's SIGTERM fail with EPERM, and the log must say
+    # why instead of waiting in silence.
+    need_root()
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        raise Skip("setpriv not installed (util-linux)")
+    port = free_port()
+    conf = write_config(ctx, "listen: [127.0.0.1:%d]\napp: hello\nworkers: 1\nuser: nobody\n"
+                             "timeouts: {heartbeat: 1s, shutdown: 1s}\n" % port, "nokill.yaml")
+    log = os.path.join(ctx.tmpdir, "nokill.stderr")
+    out = open(log, "wb")
+    p = subprocess.Popen([setpriv, "--bounding-set=-kill", "--", ctx.pagid, "-c", conf],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=ctx.tmpdir)
+    text = lambda: open(log, errors="replace").read()  # noqa: E731
+    workers = []
+    try:
+        check(wait_for(lambda: "all workers ready" in text(), 10), "not ready: %r" % text())
+        workers = lib.children_of(p.pid)
+        check_eq(len(workers), 1, "workers")
+        os.kill(workers[0], signal.SIGSTOP)  # a stuck loop; the test itself may signal it
+        want = ("cannot send SIGKILL to worker 1 (pid %d): Operation not permitted: the master "
+                "lacks CAP_KILL" % workers[0])
+        check(wait_for(lambda: want in text(), 10), "no loud EPERM line: %r" % text()[-800:])
+        time.sleep(1.0)
+        check_eq(text().count("Operation not permitted"), 1, "EPERM lines (once per worker)")
+        p.send_signal(signal.SIGTERM)
+        # SIGTERM refused too; SIGKILL at shutdown + 5s, refused; 5s later given up
+        rc = p.wait(30 * SLOW)
+        check_eq(rc, 0, "exit status")
+        check("generation 1: 1 worker(s) could not be killed (EPERM: the master lacks CAP_KILL)"
+              in text(), "no final word on the unkillable worker: %r" % text()[-800:])
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for w in workers:
+            if pid_alive(w):
+                os.kill(w, signal.SIGKILL)
+        out.close()
 
 
 # ---------------------------------------------------------------------------

@@ -2,9 +2,9 @@
  * test_supervisor.c - Check suite for src/master/supervisor.c: the restart
  * backoff, and the master cycle run for real (fork, crash loop, fatal
  * workers, graceful and fast stop, SIGTTIN/SIGTTOU, recycling, a stale
- * heartbeat, operator signals without a command line) with a scripted
- * worker_run defined here, which the linker takes instead of the real
- * worker's.
+ * heartbeat, a kill refused for want of CAP_KILL, operator signals without
+ * a command line) with a scripted worker_run defined here, which the
+ * linker takes instead of the real worker's.
  *
  * No test depends on how fast the machine is: each waits for a condition
  * (a worker start reported through a pipe, a process count) with a bound
@@ -16,11 +16,13 @@
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +54,8 @@ typedef struct report {
 } report;
 
 static worker_script script;
+static int as_nobody;      /* workers switch to uid 65534 (the suite runs as root) */
+static int master_no_kill; /* the master runs without CAP_KILL */
 static int spawn_pipe[2] = {-1, -1};
 static int log_pipe[2] = {-1, -1}; /* the master's error log (its stderr), at level info */
 
@@ -91,6 +95,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *l, size_t n, int 
         signal(SIGTERM, on_term);
     }
     send_report(REP_START, num);
+    if (as_nobody && (setgid(65534) < 0 || setuid(65534) < 0))
+        _exit(8);
     /* Like the real worker: a slot, and ready once "lifespan startup" passed. */
     if (script != EXIT_FATAL) {
         shm_worker *w = shm_claim(shm, (int)getpid(), num, generation);
@@ -134,6 +140,7 @@ static void setup(void)
     cfg.timeouts.shutdown = 0.2;
     memset(&ls, 0, sizeof ls);
     n_reports = 0;
+    as_nobody = master_no_kill = 0;
     log_len = 0;
     log_text[0] = '\0';
     ck_assert_int_eq(pipe(spawn_pipe), 0);
@@ -150,6 +157,18 @@ static void teardown(void)
     log_pipe[0] = log_pipe[1] = -1;
 }
 
+/* What a unit's CapabilityBoundingSet= without CAP_KILL leaves a root master. */
+static int drop_cap_kill(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return -1;
+    d[0].effective &= ~(1u << CAP_KILL);
+    d[0].permitted &= ~(1u << CAP_KILL);
+    return (int)syscall(SYS_capset, &h, d);
+}
+
 /* Run supervisor_run in a child (it installs handlers and blocks signals). */
 static pid_t start_master(worker_script s, int nworkers)
 {
@@ -157,6 +176,8 @@ static pid_t start_master(worker_script s, int nworkers)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
+        if (master_no_kill && drop_cap_kill() < 0)
+            _exit(99);
         /* Non-blocking: a full pipe drops lines instead of stalling the master. */
         dup2(log_pipe[1], 2);
         log_set_level(LOG_LVL_INFO);
@@ -165,16 +186,23 @@ static pid_t start_master(worker_script s, int nworkers)
     return pid;
 }
 
+/* Append what the master logged so far to log_text; how many bytes came. */
+static ssize_t read_log(void)
+{
+    ssize_t r = read(log_pipe[0], log_text + log_len, sizeof log_text - 1 - log_len);
+    if (r > 0) {
+        log_len += (size_t)r;
+        log_text[log_len] = '\0';
+    }
+    return r;
+}
+
 /* Wait until the master logged a line containing what (at most WAIT_S). */
 static int wait_log(const char *what)
 {
     double end = now() + WAIT_S;
     for (;;) {
-        ssize_t r = read(log_pipe[0], log_text + log_len, sizeof log_text - 1 - log_len);
-        if (r > 0) {
-            log_len += (size_t)r;
-            log_text[log_len] = '\0';
-        }
+        ssize_t r = read_log();
         if (strstr(log_text, what))
             return 1;
         if (now() >= end || log_len == sizeof log_text - 1)
@@ -454,6 +482,37 @@ START_TEST(stale_heartbeat_killed)
 }
 END_TEST
 
+/*
+ * A master without CAP_KILL cannot kill a worker that switched to another
+ * user: the stale heartbeat's SIGKILL fails with EPERM, which is logged
+ * once, loudly, with the cause (and retried quietly).
+ */
+START_TEST(kill_refused_logged_once)
+{
+    if (geteuid() != 0)
+        return; /* needs a worker of another user */
+    cfg.timeouts.heartbeat = 0.3;
+    as_nobody = master_no_kill = 1;
+    pid_t m = start_master(NO_HEARTBEAT, 1);
+    ck_assert_int_eq(wait_starts(1), 1);
+    ck_assert(wait_log("cannot send SIGKILL to worker 1"));
+    ck_assert(wait_log("Operation not permitted: the master lacks CAP_KILL"));
+    usleep(1000000); /* four more ticks: retried, not logged again */
+    while (read_log() > 0)
+        ;
+    int lines = 0;
+    for (const char *p = log_text; (p = strstr(p, "cannot send SIGKILL")); p++)
+        lines++;
+    ck_assert_int_eq(lines, 1);
+    ck_assert(master_alive(m));
+    kill(m, SIGKILL);
+    waitpid(m, NULL, 0);
+    collect(0);
+    for (int i = 0; i < n_reports; i++)
+        kill(reports[i].pid, SIGKILL);
+}
+END_TEST
+
 /* Without a command line (tests, embedders) SIGHUP and SIGUSR2 are refused, harmlessly. */
 START_TEST(hup_usr2_without_opts)
 {
@@ -489,6 +548,7 @@ static Suite *supervisor_suite(void)
     tcase_add_test(c, recycle_respawns_at_once);
     tcase_add_test(c, stale_heartbeat_killed);
     tcase_add_test(c, hup_usr2_without_opts);
+    tcase_add_test(c, kill_refused_logged_once);
     suite_add_tcase(s, c);
     return s;
 }
