@@ -107,6 +107,11 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
         log_info("socket activation: %zu socket%s from systemd", inh->n, inh->n == 1 ? "" : "s");
     /* A peer that resets a connection must never kill a process. */
     signal(SIGPIPE, SIG_IGN);
+    /* The role from the first line on: what is said before the fork
+     * (who the workers run as, a bind error) is the master's. */
+    int nworkers = supervisor_resolve_workers(cfg);
+    if (nworkers > 0)
+        log_set_role("master");
 
     listener_set ls;
     char err[512];
@@ -140,7 +145,6 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
         return EXIT_STARTUP;
     }
 
-    int nworkers = supervisor_resolve_workers(cfg);
     if (nworkers == 0) {
         /* Development mode: no master, this process is the only worker. */
         rc = priv_drop(&id) < 0 ? EXIT_STARTUP : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1);
@@ -148,7 +152,6 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
         if (rc == EXIT_WORKER_FATAL)
             rc = EXIT_STARTUP;
     } else {
-        log_set_role("master");
         rc = supervisor_run(cfg, &ls, nworkers, mo);
     }
 
