@@ -245,13 +245,7 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     }
 }
 
-/*
- * kill(2) one worker. "Already gone" is no failure (it is reaped soon). Any
- * other is logged once per worker and kind, EPERM loudly: the master then
- * cannot stop the worker at all, because it runs as another user and the
- * master lacks CAP_KILL (a unit's CapabilityBoundingSet= without it).
- * 0 when sent, -1 when not.
- */
+/* For messages: the signals the master sends. */
 static const char *sig_name(int signo)
 {
     switch (signo) {
@@ -268,6 +262,13 @@ static const char *sig_name(int signo)
     }
 }
 
+/*
+ * kill(2) one worker. "Already gone" is no failure (it is reaped soon). Any
+ * other is logged once per worker and error, EPERM loudly: the master then
+ * cannot stop the worker at all, because it runs as another user and the
+ * master lacks CAP_KILL (a unit's CapabilityBoundingSet= without it).
+ * 0 when sent, -1 when not.
+ */
 static int kill_worker(worker_slot *w, int signo)
 {
     if (kill(w->pid, signo) == 0 || errno == ESRCH)
