@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,26 @@ static int valid_hostname(const char *h, size_t len)
     return 1;
 }
 
+/*
+ * Digits and dots only can never be a name (no top-level domain is
+ * numeric), so it must be an IPv4 address: "300.1.2.3" is a typo to report
+ * now, not a name for the resolver to fail on (or, worse, to look up).
+ * inet_aton's forms are accepted, as getaddrinfo accepts them.
+ */
+static int numeric_host_ok(const char *h, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!isdigit((unsigned char)h[i]) && h[i] != '.')
+            return 1; /* a name: resolved when pagid starts (or by pagid -t) */
+    char tmp[16];
+    struct in_addr a;
+    if (len >= sizeof tmp)
+        return 0;
+    memcpy(tmp, h, len);
+    tmp[len] = '\0';
+    return inet_aton(tmp, &a) != 0;
+}
+
 void config_listen_free(pagid_listen *l)
 {
     free(l->spec);
@@ -282,6 +303,9 @@ int config_parse_listen(const char *spec, pagid_listen *out, const char **msg)
                 host = NULL;
             } else if (!valid_hostname(host, host_len)) {
                 *msg = "invalid host name";
+                return -1;
+            } else if (!numeric_host_ok(host, host_len)) {
+                *msg = "invalid IPv4 address";
                 return -1;
             }
         }
@@ -538,11 +562,33 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
     return -1;
 }
 
+void config_report(const pagid_config *c, pagid_pos pos, FILE *err, const char *fmt, ...)
+{
+    va_list ap;
+    const char *file = pos.file ? pos.file : c->source;
+    if (file && pos.line)
+        fprintf(err, "%s:%u:%u: ", file, pos.line, pos.col);
+    else
+        fputs("pagid: ", err);
+    va_start(ap, fmt);
+    vfprintf(err, fmt, ap);
+    va_end(ap);
+    fputc('\n', err);
+}
+
 int config_finalize(pagid_config *c, FILE *err)
 {
     const char *msg = NULL;
     if (!c->app || !c->access_log_format || !c->status_path) {
         fprintf(err, "pagid: out of memory\n");
+        return -1;
+    }
+    /* nginx's rule: a group alone would leave the workers with the master's
+     * user (root), which nobody asking for a group means. */
+    if (c->group && !c->user) {
+        config_report(c, c->group_pos, err,
+                      "'group' needs 'user': set the user the workers run as (a group alone "
+                      "would leave them with the master's user)");
         return -1;
     }
     /* The metrics must not be reachable on a normal listener: never share an address. */
@@ -567,6 +613,7 @@ int config_finalize(pagid_config *c, FILE *err)
             return -1;
         }
         c->listens[c->n_listens - 1].status = 1;
+        c->listens[c->n_listens - 1].pos = c->status_listen->pos;
     }
     if (c->workers == CONFIG_WORKERS_AUTO) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -584,6 +631,9 @@ void config_free(pagid_config *c)
     config_clear_listens(c);
     config_clear_mounts(c);
     free(c->source);
+    for (size_t i = 0; i < c->n_pos_files; i++)
+        free(c->pos_files[i]);
+    free(c->pos_files);
     free(c->app);
     free(c->perl_lib);
     free(c->access_log_path);

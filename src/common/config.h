@@ -14,13 +14,23 @@
 
 typedef enum listen_kind { LISTEN_TCP, LISTEN_UNIX } listen_kind;
 
+/* Where a value was written (1-based); line 0 when it did not come from a
+ * file (a default, the command line). Kept so that checks made after
+ * loading (pagid -t's look at the system) can still point at the line, in
+ * the main file or an included one. file is owned by the config
+ * (pagid_config.pos_files); NULL means the main file. */
+typedef struct pagid_pos {
+    unsigned line, col;
+    const char *file;
+} pagid_pos;
+
 typedef struct pagid_listen {
     listen_kind kind;
-    char *spec;  /* as written: "127.0.0.1:8080", "[::1]:80", "unix:/run/p.sock" */
-    char *host;  /* TCP: numeric or name, without brackets; NULL = any */
-    int port;    /* TCP port */
-    char *path;  /* UNIX: socket path */
-    int status;  /* the status.listen entry: serves only the metrics (config_finalize) */
+    char *spec; /* as written: "127.0.0.1:8080", "[::1]:80", "unix:/run/p.sock" */
+    char *host; /* TCP: numeric or name, without brackets; NULL = any */
+    int port;   /* TCP port */
+    char *path; /* UNIX: socket path */
+    int status; /* the status.listen entry: serves only the metrics (config_finalize) */
     /* UNIX only, from the mapping form {address, mode, owner, group}. Flags,
      * so a zeroed entry means "unset": a fresh socket gets 0666 and the
      * master's user and group; an existing one (reload) keeps what it has. */
@@ -28,6 +38,7 @@ typedef struct pagid_listen {
     unsigned mode; /* permission bits, at most 0777 */
     uid_t uid;
     gid_t gid;
+    pagid_pos pos; /* the address in the file */
 } pagid_listen;
 
 typedef enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level;
@@ -66,12 +77,12 @@ typedef struct pagid_config {
     char *source;          /* file the config came from, or NULL */
     pagid_listen *listens; /* at least one after config_finalize */
     size_t n_listens;
-    int workers;           /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
-    size_t max_requests;   /* a worker recycles itself after this many requests; 0 = never */
-    char *app;             /* app spec: hello, echo, demo, static:DIR, /x.so */
+    int workers;                  /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
+    size_t max_requests;          /* a worker recycles itself after this many requests; 0 = never */
+    char *app;                    /* app spec: hello, echo, demo, static:DIR, /x.so */
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
     char *perl_lib;               /* app: {perl: FILE, lib: [...]}: ':'-joined dirs, or NULL */
-    pagid_mount *mounts;   /* apps under path prefixes, in file order */
+    pagid_mount *mounts;          /* apps under path prefixes, in file order */
     size_t n_mounts;
     pagid_limits limits;
     pagid_timeouts timeouts;
@@ -82,6 +93,11 @@ typedef struct pagid_config {
     pagid_listen *status_listen; /* status.listen: the metrics listener; NULL = off */
     char *status_path;           /* status.path: where the metrics are served */
     char *pid_file, *user, *group;
+    /* Where these were set in the file, for messages about them. */
+    pagid_pos pid_file_pos, user_pos, group_pos, error_log_pos, access_log_pos;
+    /* The names the positions above point to (owned; one per file loaded). */
+    char **pos_files;
+    size_t n_pos_files;
 } pagid_config;
 
 #define CONFIG_WORKERS_AUTO (-1)
@@ -135,8 +151,18 @@ int config_parse_workers(const char *s, int *out, const char **msg);
 /** Is the app spec known (builtin name, existing .so, existing static dir)? 0 or -1 (msg). */
 int config_check_app(const char *spec, char *msg, size_t msglen);
 
-/** Defaults that depend on other fields (listen when none, auto workers); 0 or -1. */
+/**
+ * Defaults that depend on other fields (listen when none, auto workers) and
+ * rules across keys (`group` needs `user`); 0 or -1 after printing why.
+ */
 int config_finalize(pagid_config *c, FILE *err);
+
+/**
+ * Print one problem about a value of c: "FILE:LINE:COLUMN: message" when
+ * pos points into c's file, else "pagid: message". A line and a newline.
+ */
+void config_report(const pagid_config *c, pagid_pos pos, FILE *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 void config_free(pagid_config *c);
 

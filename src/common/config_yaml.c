@@ -36,6 +36,32 @@ src_pos node_pos(const load_ctx *x, const yaml_node_t *n)
     return at;
 }
 
+pagid_pos keep_pos(load_ctx *x, const yaml_node_t *n)
+{
+    pagid_pos pos = {(unsigned)n->start_mark.line + 1, (unsigned)n->start_mark.column + 1, NULL};
+    if (x->file == 0)
+        return pos; /* the main file: c->source */
+    /* An included file: its name, kept once in the config. */
+    const char *name = x->st->files[x->file].name;
+    pagid_config *c = x->c;
+    for (size_t i = 0; i < c->n_pos_files; i++)
+        if (!strcmp(c->pos_files[i], name)) {
+            pos.file = c->pos_files[i];
+            return pos;
+        }
+    char **grown = realloc(c->pos_files, (c->n_pos_files + 1) * sizeof *grown);
+    char *copy = strdup(name);
+    if (grown)
+        c->pos_files = grown;
+    if (!grown || !copy) {
+        free(copy);
+        return (pagid_pos){0}; /* out of memory: no position rather than a wrong one */
+    }
+    c->pos_files[c->n_pos_files++] = copy;
+    pos.file = copy;
+    return pos;
+}
+
 const char *pos_text(const load_state *st, src_pos at, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s:%zu:%zu", st->files[at.file].name, at.line, at.col);
@@ -181,15 +207,35 @@ static void set_duration(load_ctx *x, const key_def *k, yaml_node_t *n, const ch
     *FIELD(x, k, double) = v;
 }
 
+/* The position kept for a string key, when checks after loading need it. */
+static pagid_pos *pos_of(load_ctx *x, const key_def *k)
+{
+    pagid_config *c = x->c;
+    if (k->off == offsetof(pagid_config, user))
+        return &c->user_pos;
+    if (k->off == offsetof(pagid_config, group))
+        return &c->group_pos;
+    if (k->off == offsetof(pagid_config, pid_file))
+        return &c->pid_file_pos;
+    if (k->off == offsetof(pagid_config, error_log_path))
+        return &c->error_log_pos;
+    if (k->off == offsetof(pagid_config, access_log_path))
+        return &c->access_log_pos;
+    return NULL;
+}
+
 /* Optional strings: null unsets them, and so does null_word (e.g. "off"). */
 static void set_string_or(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path,
                           const char *null_word)
 {
     char **field = FIELD(x, k, char *);
+    pagid_pos *pos = pos_of(x, k);
     if (n->type == YAML_SCALAR_NODE &&
         (is_null(n) || (null_word && !strcmp((const char *)n->data.scalar.value, null_word)))) {
         free(*field);
         *field = NULL;
+        if (pos)
+            *pos = (pagid_pos){0};
         return;
     }
     const char *s = scalar(x, n, path);
@@ -202,6 +248,8 @@ static void set_string_or(load_ctx *x, const key_def *k, yaml_node_t *n, const c
     }
     free(*field);
     *field = dup;
+    if (pos)
+        *pos = keep_pos(x, n);
 }
 
 static void set_string(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
@@ -277,6 +325,7 @@ static void set_status_listen(load_ctx *x, const key_def *k, yaml_node_t *n, con
         return;
     }
     *copy = l;
+    copy->pos = keep_pos(x, n);
     if (*field)
         config_listen_free(*field);
     free(*field);

@@ -99,6 +99,8 @@ const char *pos_text(const load_state *st, src_pos at, char *out, size_t outlen)
 
 #define FIELD(x, k, type) ((type *)((char *)(x)->c + (k)->off))
 
+/** Where n starts, for the config's *_pos fields (naming an included file). */
+pagid_pos keep_pos(load_ctx *x, const yaml_node_t *n);
 /** A short printable form of a node for messages. */
 const char *printable(const yaml_node_t *n, char *out, size_t outlen);
 /** The same for len bytes of s (control bytes become '?', long text ends in "..."). */

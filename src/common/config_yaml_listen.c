@@ -188,6 +188,7 @@ static void add_listen_mapping(load_ctx *x, yaml_node_t *n)
         return;
     }
     pagid_listen *added = &x->c->listens[x->c->n_listens - 1];
+    added->pos = keep_pos(x, vals[0]);
     added->has_mode = keys[1] != NULL;
     added->mode = mode;
     added->has_uid = keys[2] != NULL;
@@ -207,6 +208,8 @@ static void add_listen(load_ctx *x, yaml_node_t *n, const char *path)
     char shown[80];
     if (s && config_add_listen(x->c, s, &msg) < 0)
         report(x, n, "invalid listen address '%s': %s", printable(n, shown, sizeof shown), msg);
+    else if (s)
+        x->c->listens[x->c->n_listens - 1].pos = keep_pos(x, n);
 }
 
 void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)

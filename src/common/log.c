@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,11 +35,71 @@ int log_open(const char *path, log_level level)
     return log_reopen();
 }
 
+/* Can anyone but root create or rename names in path's directory? */
+static int dir_writable_by_others(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return 1; /* cannot tell: be careful */
+    return st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+int log_open_append(const char *path, int create, int extra_flags)
+{
+    int flags = O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC | extra_flags | (create ? O_CREAT : 0);
+    if (geteuid() != 0 || !dir_writable_by_others(path))
+        return open(path, flags, 0640);
+    /* Root in a directory others can write (a log directory owned by the
+     * workers' user, say): whoever writes there could plant a symlink or a
+     * hard link and have root append to any file. Follow neither; only a
+     * regular file, opened without blocking on a planted FIFO. */
+    int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK, 0640);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    int bad = fstat(fd, &st) < 0     ? errno
+              : !S_ISREG(st.st_mode) ? EINVAL
+              : st.st_nlink > 1      ? EMLINK
+                                     : 0;
+    int fl = bad ? 0 : fcntl(fd, F_GETFL);
+    if (!bad && !(extra_flags & O_NONBLOCK) && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0))
+        bad = errno;
+    if (bad) {
+        close(fd);
+        errno = bad;
+        return -1;
+    }
+    return fd;
+}
+
+const char *log_open_strerror(int errnum)
+{
+    switch (errnum) {
+    case ELOOP:
+        return "a symbolic link in a directory other users can write (not followed as root)";
+    case EMLINK:
+        return "a file with other hard links in a directory other users can write (refused as "
+               "root)";
+    case EINVAL:
+        return "not a regular file, in a directory other users can write (refused as root)";
+    default:
+        return strerror(errnum);
+    }
+}
+
 int log_reopen(void)
 {
     if (!log_path[0])
         return 0;
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    int fd = log_open_append(log_path, 1, 0);
     if (fd < 0)
         return -1;
     if (log_fd > 2)
@@ -47,9 +108,15 @@ int log_reopen(void)
     return 0;
 }
 
-void log_set_level(log_level level) { log_max = level; }
+void log_set_level(log_level level)
+{
+    log_max = level;
+}
 
-void log_set_role(const char *role) { snprintf(log_role, sizeof log_role, "%s", role); }
+void log_set_role(const char *role)
+{
+    snprintf(log_role, sizeof log_role, "%s", role);
+}
 
 void log_vmsg(log_level level, const char *fmt, va_list ap)
 {

@@ -18,6 +18,18 @@ void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf
 void log_vmsg(log_level level, const char *fmt, va_list ap);
 int log_reopen(void);
 
+/**
+ * Open path to append log lines (create: O_CREAT, mode 0640; extra_flags
+ * such as O_NONBLOCK are added). When this process is root and another user
+ * can write to the file's directory, the name must be a regular file with
+ * a single link, and a symlink is not followed: root's appends never land
+ * in a file someone else chose. The fd, or -1 with errno (ELOOP, EMLINK and
+ * EINVAL for those refusals; see log_open_strerror).
+ */
+int log_open_append(const char *path, int create, int extra_flags);
+/** strerror(), with log_open_append's refusals explained. */
+const char *log_open_strerror(int errnum);
+
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)

@@ -1,6 +1,6 @@
 /*
  * cli.c - the command line: getopt_long parsing into cli_options, and the
- * effective config: defaults, then -c FILE, then -l/-w/-a, then finalize.
+ * effective config: defaults, then -c FILE, then -l/-w/-a/-u, then finalize.
  */
 #include "cli.h"
 
@@ -12,12 +12,19 @@
 #include <string.h>
 
 static const struct option long_options[] = {
-    {"config", required_argument, NULL, 'c'}, {"test", no_argument, NULL, 't'},
-    {"listen", required_argument, NULL, 'l'}, {"workers", required_argument, NULL, 'w'},
-    {"app", required_argument, NULL, 'a'},    {"version", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},         {"perl-lib", required_argument, NULL, 'I'},
-    {"build-info", no_argument, NULL, 'V'},   {"dump-config", no_argument, NULL, 'T'},
-    {"signal", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
+    {"config", required_argument, NULL, 'c'},
+    {"test", no_argument, NULL, 't'},
+    {"listen", required_argument, NULL, 'l'},
+    {"workers", required_argument, NULL, 'w'},
+    {"app", required_argument, NULL, 'a'},
+    {"version", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"perl-lib", required_argument, NULL, 'I'},
+    {"build-info", no_argument, NULL, 'V'},
+    {"dump-config", no_argument, NULL, 'T'},
+    {"signal", required_argument, NULL, 's'},
+    {"user", required_argument, NULL, 'u'},
+    {NULL, 0, NULL, 0},
 };
 
 void cli_usage(FILE *out)
@@ -37,6 +44,9 @@ void cli_usage(FILE *out)
           "  -a, --app SPEC       the app: hello, echo, demo, static:DIR, a .so module or a "
           "PAGI Perl app FILE.pl\n"
           "  -I, --perl-lib DIR   add DIR to a Perl app's @INC (repeatable)\n"
+          "  -u, --user USER[:GROUP] run the workers as USER (and GROUP, else USER's own) when "
+          "started as root;\n"
+          "                       replaces the file's user and group; '-u root' keeps root\n"
           "  -s, --signal SIGNAL  signal the running master (the pid_file of the configuration): "
           "reload,\n"
           "                       reopen (logs), quit (graceful stop), stop (fast stop), or "
@@ -95,7 +105,7 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     optind = 0;
     opterr = 0;
     for (;;) {
-        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:", long_options, NULL);
+        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:u:", long_options, NULL);
         if (ch == -1)
             break;
         switch (ch) {
@@ -121,6 +131,9 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
             break;
         case 'a':
             o->app = optarg;
+            break;
+        case 'u':
+            o->user = optarg;
             break;
         case 'I': {
             const char **v = realloc(o->perl_libs, (o->n_perl_libs + 1) * sizeof *v);
@@ -183,6 +196,11 @@ void cli_options_free(cli_options *o)
     free(o->perl_libs);
     o->perl_libs = NULL;
     o->n_perl_libs = 0;
+    for (size_t i = 0; i < o->n_activated; i++)
+        free(o->activated[i]);
+    free(o->activated);
+    o->activated = NULL;
+    o->n_activated = 0;
 }
 
 /*
@@ -199,11 +217,38 @@ static int set_perl_lib_env(const cli_options *o, const pagid_config *c)
     if (c->perl_lib)
         rc |= buf_printf(&v, "%s%s", buf_size(&v) ? ":" : "", c->perl_lib);
     if (rc == 0 && buf_append(&v, "", 1) == 0) /* NUL-terminate */
-        rc = buf_size(&v) > 1 ? setenv("PAGID_PERL_LIB", buf_head(&v), 1) : unsetenv("PAGID_PERL_LIB");
+        rc = buf_size(&v) > 1 ? setenv("PAGID_PERL_LIB", buf_head(&v), 1)
+                              : unsetenv("PAGID_PERL_LIB");
     else
         rc = -1;
     buf_free(&v);
     return rc;
+}
+
+/* -u USER[:GROUP]: both replace the file's (a group of the file's would
+ * otherwise pair with a user it was not written for). 0 or -1 after saying why. */
+static int set_user(pagid_config *c, const char *spec, FILE *err)
+{
+    const char *colon = strchr(spec, ':');
+    size_t ulen = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (ulen == 0 || (colon && !colon[1]) || (colon && strchr(colon + 1, ':'))) {
+        fprintf(err, "pagid: -u: expected USER or USER:GROUP, not '%s'\n", spec);
+        return -1;
+    }
+    char *user = strndup(spec, ulen);
+    char *group = colon ? strdup(colon + 1) : NULL;
+    if (!user || (colon && !group)) {
+        free(user);
+        free(group);
+        fprintf(err, "pagid: out of memory\n");
+        return -1;
+    }
+    free(c->user);
+    free(c->group);
+    c->user = user;
+    c->group = group;
+    c->user_pos = c->group_pos = (pagid_pos){0};
+    return 0;
 }
 
 int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
@@ -224,6 +269,18 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
             }
         }
     }
+    /* Socket activation and no listener named anywhere: the passed sockets
+     * are the listeners (not the default 127.0.0.1:8080 beside them). One
+     * bound to the status listener's address stays that one's. */
+    for (size_t i = 0, none = c->n_listens == 0; none && i < o->n_activated; i++) {
+        if (c->status_listen && strcmp(c->status_listen->spec, o->activated[i]) == 0)
+            continue;
+        if (config_add_listen(c, o->activated[i], &msg) < 0) {
+            fprintf(err, "pagid: socket activation: unusable address '%s': %s\n", o->activated[i],
+                    msg);
+            errors++;
+        }
+    }
     if (o->workers && config_parse_workers(o->workers, &c->workers, &msg) < 0) {
         fprintf(err, "pagid: -w: invalid workers '%s': %s\n", o->workers, msg);
         errors++;
@@ -238,6 +295,8 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
             errors++;
         }
     }
+    if (o->user && set_user(c, o->user, err) < 0)
+        errors++;
     if (config_finalize(c, err) < 0)
         errors++;
     if (errors == 0 && set_perl_lib_env(o, c) < 0) {

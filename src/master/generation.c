@@ -28,6 +28,7 @@
 #include "../common/exitcodes.h"
 #include "../common/log.h"
 #include "../worker/worker.h"
+#include "privileges.h"
 #include "supervisor.h"
 
 /* A heartbeat younger than this counts as fresh (beats come every 500 ms). */
@@ -110,14 +111,6 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
     snprintf(role, sizeof role, "worker %d", w->num);
     log_set_role(role);
 
-    /* A worker must not outlive its master (kill -9 of the master): the
-     * kernel sends SIGTERM then. If the master died before prctl took
-     * effect, getppid() has already changed. */
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
-        log_warn("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
-    if (getppid() != e->master_pid)
-        _exit(EXIT_OK);
-
     /* Only this generation's sockets: a removed address must really close
      * once the generation that had it is gone. */
     for (generation *o = e->all; o; o = o->next)
@@ -127,8 +120,17 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
     /* The master keeps root (to bind again on reload); workers never
      * run application code with it. Failing to drop is fatal: a respawn
      * would fail the same way. */
-    if (supervisor_drop_privileges(g->cfg) < 0)
+    if (priv_drop_for(g->cfg) < 0)
         _exit(EXIT_WORKER_FATAL);
+
+    /* A worker must not outlive its master (kill -9 of the master): the
+     * kernel sends SIGTERM then. Only after the switch of user: the kernel
+     * clears the death signal when the credentials change. If the master
+     * died before prctl took effect, getppid() has already changed. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+        log_warn("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+    if (getppid() != e->master_pid)
+        _exit(EXIT_OK);
 
     int rc = worker_run(g->cfg, g->ls.items, g->ls.n, w->num, 1, e->shm, g->id);
     fflush(NULL);
@@ -155,6 +157,8 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
     w->started = now;
     w->ready = 0;
     w->hb_killed = 0;
+    w->hb_reported = 0;
+    w->kill_errno = 0;
     w->draining = 0;
     log_info("worker %d started (pid %d, generation %u)", w->num, (int)pid, g->id);
 }
@@ -241,6 +245,57 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     }
 }
 
+/* For messages: the signals the master sends. */
+static const char *sig_name(int signo)
+{
+    switch (signo) {
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGQUIT:
+        return "SIGQUIT";
+    case SIGKILL:
+        return "SIGKILL";
+    case SIGUSR1:
+        return "SIGUSR1";
+    default:
+        return "a signal";
+    }
+}
+
+/*
+ * kill(2) one worker. "Already gone" is no failure (it is reaped soon). Any
+ * other is logged once per worker and error, EPERM loudly: the master then
+ * cannot stop the worker at all, because it runs as another user and the
+ * master lacks CAP_KILL (a unit's CapabilityBoundingSet= without it).
+ * 0 when sent, -1 when not.
+ */
+static int kill_worker(worker_slot *w, int signo)
+{
+    if (kill(w->pid, signo) == 0 || errno == ESRCH)
+        return 0;
+    int e = errno;
+    if (w->kill_errno != e) {
+        if (e == EPERM)
+            log_error("cannot send %s to worker %d (pid %d): %s: the master lacks CAP_KILL and "
+                      "the worker runs as another user; it can be neither stopped nor restarted "
+                      "(add CAP_KILL to the unit's CapabilityBoundingSet=)",
+                      sig_name(signo), w->num, (int)w->pid, strerror(e));
+        else
+            log_error("cannot send %s to worker %d (pid %d): %s", sig_name(signo), w->num,
+                      (int)w->pid, strerror(e));
+    }
+    w->kill_errno = e;
+    return -1;
+}
+
+int gen_count_unkillable(const generation *g)
+{
+    int c = 0;
+    for (int i = 0; i < g->n; i++)
+        c += g->slots[i].state == WS_RUNNING && g->slots[i].kill_errno == EPERM;
+    return c;
+}
+
 void gen_signal(generation *g, int signo)
 {
     for (int i = 0; i < g->n; i++) {
@@ -253,8 +308,7 @@ void gen_signal(generation *g, int signo)
                 continue;
             w->draining = 1;
         }
-        if (kill(w->pid, signo) < 0 && errno != ESRCH)
-            log_warn("kill(worker %d, pid %d): %s", w->num, (int)w->pid, strerror(errno));
+        kill_worker(w, signo);
     }
 }
 
@@ -316,12 +370,16 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
         uint64_t hb = atomic_load_explicit(&sw->heartbeat_ms, memory_order_relaxed);
         uint64_t age = now_ms > hb ? now_ms - hb : 0;
         if (limit > 0 && (double)age > limit * 1000.0) {
-            log_error("worker %d (pid %d): event loop blocked for %.1fs (limit %.1fs: "
-                      "timeouts.heartbeat%s); killing it",
-                      w->num, (int)w->pid, (double)age / 1000.0, limit,
-                      w->ready ? "" : ", lifespan_startup before it is ready");
-            w->hb_killed = 1;
-            kill(w->pid, SIGKILL); /* a stopped process dies of it too */
+            if (!w->hb_reported)
+                log_error("worker %d (pid %d): event loop blocked for %.1fs (limit %.1fs: "
+                          "timeouts.heartbeat%s); killing it",
+                          w->num, (int)w->pid, (double)age / 1000.0, limit,
+                          w->ready ? "" : ", lifespan_startup before it is ready");
+            w->hb_reported = 1;
+            /* SIGKILL at once: a blocked loop never acts on SIGTERM, and a
+             * stopped process dies of it too. Retried each tick if refused. */
+            if (kill_worker(w, SIGKILL) == 0)
+                w->hb_killed = 1;
             continue;
         }
         /* For the watchdog a loop four beats late is already unwell. */
@@ -437,8 +495,7 @@ int gen_remove_worker(generation *g)
         last->state = WS_EXITED;
     } else {
         last->draining = 1;
-        if (kill(last->pid, SIGTERM) < 0 && errno != ESRCH)
-            log_warn("kill(worker %d, pid %d): %s", last->num, (int)last->pid, strerror(errno));
+        kill_worker(last, SIGTERM);
     }
     log_info("worker %d (pid %d) told to drain: %d worker%s left", last->num, (int)last->pid,
              live - 1, live - 1 == 1 ? "" : "s");

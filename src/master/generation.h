@@ -36,6 +36,8 @@ typedef struct worker_slot {
     int respawn;           /* restart it when it exits */
     int ready;             /* its shm slot said: lifespan startup passed */
     int hb_killed;         /* SIGKILLed because its heartbeat went stale */
+    int hb_reported;       /* its stale heartbeat was logged (the kill may be retried) */
+    int kill_errno;        /* the last kill(2) of it failed so (logged once), or 0 */
     int retired;           /* recycling itself; its number has a new process already */
     int draining;          /* draining already (told with SIGTERM, or by itself): a second
                               SIGTERM would make it stop at once */
@@ -81,7 +83,10 @@ worker_slot *gen_find(generation *list, pid_t pid, generation **owner);
  */
 void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, double now,
                  int respawn_ok);
+/** Send signo to every running worker of g (SIGTERM once per worker); failures are logged. */
 void gen_signal(generation *g, int signo);
+/** Workers of g the master could not signal for want of permission (EPERM). */
+int gen_count_unkillable(const generation *g);
 int gen_count(const generation *g, worker_state st);
 /** Running workers plus those waiting to restart. */
 int gen_live(const generation *g);
@@ -95,8 +100,9 @@ int gen_poll_ready(const gen_env *e, generation *g);
  */
 void gen_poll_recycling(const gen_env *e, generation *g);
 /**
- * SIGKILL workers whose heartbeat is older than timeouts.heartbeat; returns
- * how many have a fresh one (at most 2 s old: what the watchdog wants).
+ * SIGKILL workers whose heartbeat is older than timeouts.heartbeat (a
+ * blocked loop would never act on SIGTERM); returns how many have a fresh
+ * one (at most 2 s old), for STATUS.
  */
 int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms);
 /** Stop respawning and send SIGTERM; the deadline is timeouts.shutdown plus grace. */

@@ -12,9 +12,11 @@
  * sockets would give each worker its own queue, and whatever sat in a dead
  * worker's queue would be reset with it.
  * SO_REUSEPORT is still set so that a future generation (reload) or an
- * upgraded binary can bind beside the live socket. Side effect: a second
- * pagid run by the same user on the same port binds too, instead of
- * failing with EADDRINUSE; a foreign (non-REUSEPORT) listener still fails.
+ * upgraded binary can bind beside the live socket. It would also let a
+ * second pagid of the same user bind the same port and silently take half
+ * of the connections, so an address this process does not hold already is
+ * first probed with a socket that has no SO_REUSEPORT (see in_use()): a
+ * listener there makes it fail, and startup stops with a clear message.
  *
  * A TCP host that names several addresses (localhost -> 127.0.0.1 and ::1)
  * gets one socket per address; no host means 0.0.0.0, as in nginx ("[::]"
@@ -55,7 +57,8 @@ static void set_err(char *err, size_t errlen, const pagid_listen *l, const char 
 }
 
 /* Append one open fd; the arrays grow together. */
-static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, ino_t ino)
+static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, ino_t ino,
+                int keep_file)
 {
     size_t n = ls->n + 1;
     worker_listener *items = realloc(ls->items, n * sizeof *items);
@@ -70,6 +73,11 @@ static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, i
     if (!inos)
         return -1;
     ls->unix_ino = inos;
+    unsigned char *keep = realloc(ls->keep_file, n);
+    if (!keep)
+        return -1;
+    ls->keep_file = keep;
+    keep[ls->n] = (unsigned char)keep_file;
     items[ls->n] = (worker_listener){.fd = fd, .conf = conf};
     devs[ls->n] = dev;
     inos[ls->n] = ino;
@@ -79,9 +87,11 @@ static int push(listener_set *ls, int fd, const pagid_listen *conf, dev_t dev, i
 
 /* Where existing sockets may come from (see listeners_open_with). */
 typedef struct open_ctx {
+    const pagid_config *cfg;
     const listener_set *const *reuse;
     size_t n_reuse;
     inherited_set *inh;
+    const listener_set *cur; /* the set being opened */
 } open_ctx;
 
 /* Same family, port and address (getsockname pads; compare the fields). */
@@ -118,14 +128,17 @@ static int fd_bound_to(int fd, const struct sockaddr *addr)
  * An existing socket for addr: an inherited one is taken over (moved), a
  * live set's is duplicated (close-on-exec, like ours). -1 when none.
  */
-static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t *dev, ino_t *ino)
+static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t *dev, ino_t *ino,
+                           int *keep_file)
 {
     *dev = 0;
     *ino = 0;
+    *keep_file = 0;
     for (size_t i = 0; x->inh && i < x->inh->n; i++) {
         int fd = x->inh->items[i].fd;
         if (fd >= 0 && fd_bound_to(fd, addr)) {
             x->inh->items[i].fd = -1;
+            *keep_file = x->inh->items[i].systemd;
             return fd;
         }
     }
@@ -143,6 +156,7 @@ static int existing_socket(const open_ctx *x, const struct sockaddr *addr, dev_t
                     continue;
                 *dev = r->unix_dev[i];
                 *ino = r->unix_ino[i];
+                *keep_file = r->keep_file ? r->keep_file[i] : 0;
             }
             return fcntl(r->items[i].fd, F_DUPFD_CLOEXEC, 3);
         }
@@ -247,12 +261,83 @@ static int take_named(const open_ctx *x, listener_set *ls, const pagid_listen *l
         }
         if (l->kind == LISTEN_UNIX && apply_unix_attrs(l, 0, dev, ino, err, errlen) < 0)
             return -1;
-        if (push(ls, f->fd, l, dev, ino) < 0)
+        if (push(ls, f->fd, l, dev, ino, f->systemd) < 0)
             return -1;
         f->fd = -1;
         (*taken)++;
     }
     return 0;
+}
+
+/* Family and port of fd's local address: whether it matches addr's. */
+static int same_port(int fd, const struct sockaddr *addr)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
+        ss.ss_family != addr->sa_family)
+        return 0;
+    if (addr->sa_family == AF_INET)
+        return ((struct sockaddr_in *)&ss)->sin_port ==
+               ((const struct sockaddr_in *)(const void *)addr)->sin_port;
+    if (addr->sa_family == AF_INET6)
+        return ((struct sockaddr_in6 *)&ss)->sin6_port ==
+               ((const struct sockaddr_in6 *)(const void *)addr)->sin6_port;
+    return 0;
+}
+
+static int set_has_port(const listener_set *ls, const struct sockaddr *addr)
+{
+    for (size_t i = 0; ls && i < ls->n; i++)
+        if (same_port(ls->items[i].fd, addr))
+            return 1;
+    return 0;
+}
+
+/* Does this process hold a socket on addr's port (any address of the
+ * family): a live generation's, an inherited one, or one just opened? Then
+ * a conflict found by the probe could be our own (0.0.0.0:80 while
+ * 127.0.0.1:80 is added), and SO_REUSEPORT decides, as before. */
+static int port_held(const open_ctx *x, const struct sockaddr *addr)
+{
+    if (set_has_port(x->cur, addr))
+        return 1;
+    for (size_t k = 0; k < x->n_reuse; k++)
+        if (set_has_port(x->reuse[k], addr))
+            return 1;
+    for (size_t i = 0; x->inh && i < x->inh->n; i++)
+        if (same_port(x->inh->items[i].fd, addr))
+            return 1;
+    return 0;
+}
+
+/*
+ * Is something already listening on ai's address? A socket without
+ * SO_REUSEPORT cannot bind beside a listener (with SO_REUSEADDR, so
+ * connections in TIME_WAIT do not count). 1 in use, 0 free (the probe is
+ * closed at once, never listens); other errors are left to the real bind.
+ */
+static int in_use(const struct addrinfo *ai)
+{
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0)
+        return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    int busy = bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno == EADDRINUSE;
+    close(fd);
+    return busy;
+}
+
+/* The end of an "address already in use" message: who to suspect, where to look. */
+static const char *in_use_hint(const open_ctx *x, char *buf, size_t len)
+{
+    const char *pid = x->cfg && x->cfg->pid_file && *x->cfg->pid_file ? x->cfg->pid_file : NULL;
+    snprintf(buf, len, "is another pagid running?%s%s", pid ? " see pid file " : "",
+             pid ? pid : "");
+    return buf;
 }
 
 static int already_bound(const listener_set *ls, const pagid_listen *conf,
@@ -295,14 +380,21 @@ static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, 
             continue;
         dev_t dev;
         ino_t ino;
-        int fd = existing_socket(x, ai->ai_addr, &dev, &ino);
+        int keep;
+        int fd = existing_socket(x, ai->ai_addr, &dev, &ino, &keep);
         if (fd >= 0) {
-            if (push(ls, fd, l, 0, 0) < 0) {
+            if (push(ls, fd, l, 0, 0, 0) < 0) {
                 set_err(err, errlen, l, "%s", strerror(ENOMEM));
                 close(fd);
                 goto fail;
             }
             continue;
+        }
+        char hint[4200];
+        if (!port_held(x, ai->ai_addr) && in_use(ai)) {
+            set_err(err, errlen, l, "address already in use (%s)",
+                    in_use_hint(x, hint, sizeof hint));
+            goto fail;
         }
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
@@ -322,7 +414,7 @@ static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, 
             close(fd);
             goto fail;
         }
-        if (push(ls, fd, l, 0, 0) < 0) {
+        if (push(ls, fd, l, 0, 0, 0) < 0) {
             set_err(err, errlen, l, "%s", strerror(ENOMEM));
             close(fd);
             goto fail;
@@ -341,8 +433,8 @@ fail:
  * refused connect() proves that; anything else (accepted, backlog full,
  * permission denied) means it may be live and is not ours to delete.
  */
-static int clear_stale_unix(const pagid_listen *l, const struct sockaddr_un *sun, char *err,
-                            size_t errlen)
+static int clear_stale_unix(const open_ctx *x, const pagid_listen *l, const struct sockaddr_un *sun,
+                            char *err, size_t errlen)
 {
     struct stat st;
     if (lstat(l->path, &st) < 0) {
@@ -364,7 +456,11 @@ static int clear_stale_unix(const pagid_listen *l, const struct sockaddr_un *sun
     int saved = errno;
     close(probe);
     if (rc == 0 || saved == EAGAIN || saved == EINPROGRESS) {
-        set_err(err, errlen, l, "another process is listening on this socket");
+        char hint[4200];
+        set_err(err, errlen, l,
+                "another process is listening on this socket: address already in "
+                "use (%s)",
+                in_use_hint(x, hint, sizeof hint));
         return -1;
     }
     if (saved != ECONNREFUSED) {
@@ -394,7 +490,8 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
     memcpy(sun.sun_path, l->path, strlen(l->path) + 1);
     dev_t dev;
     ino_t ino;
-    int fd = existing_socket(x, (const struct sockaddr *)&sun, &dev, &ino);
+    int keep;
+    int fd = existing_socket(x, (const struct sockaddr *)&sun, &dev, &ino, &keep);
     if (fd >= 0) {
         struct stat cur;
         /* Inherited: the file is ours to remove once we own the service. */
@@ -407,14 +504,14 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
             close(fd);
             return -1;
         }
-        if (push(ls, fd, l, dev, ino) < 0) {
+        if (push(ls, fd, l, dev, ino, keep) < 0) {
             set_err(err, errlen, l, "%s", strerror(ENOMEM));
             close(fd);
             return -1;
         }
         return 0;
     }
-    if (clear_stale_unix(l, &sun, err, errlen) < 0)
+    if (clear_stale_unix(x, l, &sun, err, errlen) < 0)
         return -1;
 
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -452,7 +549,7 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
         unlink(l->path);
         return -1;
     }
-    if (push(ls, fd, l, st.st_dev, st.st_ino) < 0) {
+    if (push(ls, fd, l, st.st_dev, st.st_ino, 0) < 0) {
         set_err(err, errlen, l, "%s", strerror(ENOMEM));
         close(fd);
         unlink(l->path);
@@ -469,8 +566,8 @@ int listeners_open(const pagid_config *cfg, listener_set *ls, char *err, size_t 
 int listeners_open_with(const pagid_config *cfg, listener_set *ls, const listener_set *const *reuse,
                         size_t n_reuse, inherited_set *inh, char *err, size_t errlen)
 {
-    open_ctx x = {.reuse = reuse, .n_reuse = n_reuse, .inh = inh};
     *ls = (listener_set){0};
+    open_ctx x = {.cfg = cfg, .reuse = reuse, .n_reuse = n_reuse, .inh = inh, .cur = ls};
     if (err && errlen)
         err[0] = '\0';
     for (size_t i = 0; i < cfg->n_listens; i++) {
@@ -514,7 +611,8 @@ void listeners_destroy(listener_set *ls)
     listeners_close(ls);
     for (size_t i = 0; i < ls->n; i++) {
         const pagid_listen *l = ls->items[i].conf;
-        if (l->kind != LISTEN_UNIX || !ls->unix_ino || ls->unix_ino[i] == 0)
+        if (l->kind != LISTEN_UNIX || !ls->unix_ino || ls->unix_ino[i] == 0 ||
+            (ls->keep_file && ls->keep_file[i]))
             continue;
         struct stat st;
         if (lstat(l->path, &st) == 0 && st.st_dev == ls->unix_dev[i] &&
@@ -524,5 +622,6 @@ void listeners_destroy(listener_set *ls)
     free(ls->items);
     free(ls->unix_dev);
     free(ls->unix_ino);
+    free(ls->keep_file);
     *ls = (listener_set){0};
 }

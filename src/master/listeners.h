@@ -26,13 +26,16 @@ typedef struct listener_set {
     size_t n;
     dev_t *unix_dev; /* per item; 0 when not a unix socket we created */
     ino_t *unix_ino;
+    unsigned char *keep_file; /* per item: systemd's socket, whose file is never unlinked */
 } listener_set;
 
 /** A listening socket this process was handed: by the old master of a
  * binary upgrade (PAGID_INHERITED_FDS) or by systemd (LISTEN_FDS). */
 typedef struct inherited_fd {
-    int fd;     /* -1 once taken by a listener_set */
-    char *name; /* the listen spec it served, a systemd FileDescriptorName, or NULL */
+    int fd;      /* -1 once taken by a listener_set */
+    char *name;  /* the listen spec it served, a systemd FileDescriptorName, or NULL */
+    int systemd; /* systemd's (passed by it, or on from it by an upgrading master):
+                    a unix socket's file belongs to systemd and is never unlinked */
 } inherited_fd;
 
 typedef struct inherited_set {
@@ -43,6 +46,10 @@ typedef struct inherited_set {
 
 /** The environment variable an upgrading master hands its sockets over in. */
 #define LISTENERS_ENV "PAGID_INHERITED_FDS"
+/** ...and the one with the addresses of the sockets systemd passed
+ * ("SPEC;SPEC", escaped the same way): the new master serves them when no
+ * listener is configured, and never unlinks their files. */
+#define LISTENERS_ACTIVATED_ENV "PAGID_ACTIVATED_LISTENS"
 
 /**
  * Bind and listen on every cfg->listens[]. Sockets are non-blocking and
@@ -81,6 +88,19 @@ int listeners_env_parse(const char *value, inherited_set *out, char *err, size_t
  * not socket-activated), or -1.
  */
 int listeners_from_systemd(inherited_set *out);
+
+/**
+ * The listen spec of each socket of inh ("127.0.0.1:8080", "[::]:80",
+ * "unix:/run/p.sock"), for serving exactly what systemd passed when no
+ * listener is configured. Sockets no spec can name are left out with a
+ * warning. *out is allocated (free each string and the array); 0 or -1.
+ */
+int listeners_inherited_specs(const inherited_set *inh, char ***out, size_t *n);
+
+/** specs joined with ';' (escaped like LISTENERS_ENV); the length, or -1 if out is too small. */
+int listeners_specs_format(char *const *specs, size_t n, char *out, size_t outlen);
+/** The reverse: *out allocated as for listeners_inherited_specs; 0 or -1. */
+int listeners_specs_parse(const char *value, char ***out, size_t *n);
 
 /** Close every socket of inh nobody took (logging each), and free it. */
 void inherited_set_free(inherited_set *inh, int warn_unused);

@@ -6,16 +6,38 @@
  */
 #include "listeners.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "../common/log.h"
+
+/* Append spec to out at *j: ';' separates entries and '%' escapes, so both
+ * are written %XX. 0, or -1 when out is too small. */
+static int put_escaped(const char *spec, char *out, size_t outlen, size_t *j)
+{
+    for (const char *p = spec; *p; p++) {
+        if (*p == ';' || *p == '%') {
+            if (*j + 3 >= outlen)
+                return -1;
+            *j += (size_t)snprintf(out + *j, outlen - *j, "%%%02X", (unsigned char)*p);
+        } else {
+            if (*j + 1 >= outlen)
+                return -1;
+            out[(*j)++] = *p;
+        }
+    }
+    return 0;
+}
 
 int listeners_env_format(const listener_set *ls, char *out, size_t outlen)
 {
@@ -31,18 +53,8 @@ int listeners_env_format(const listener_set *ls, char *out, size_t outlen)
         j += (size_t)k;
         const char *spec =
             ls->items[i].conf && ls->items[i].conf->spec ? ls->items[i].conf->spec : "";
-        for (const char *p = spec; *p; p++) {
-            /* ';' separates entries, '%' escapes: both are written %XX. */
-            if (*p == ';' || *p == '%') {
-                if (j + 3 >= outlen)
-                    return -1;
-                j += (size_t)snprintf(out + j, outlen - j, "%%%02X", (unsigned char)*p);
-            } else {
-                if (j + 1 >= outlen)
-                    return -1;
-                out[j++] = *p;
-            }
-        }
+        if (put_escaped(spec, out, outlen, &j) < 0)
+            return -1;
     }
     if (j >= outlen)
         return -1;
@@ -78,6 +90,34 @@ static int is_listening_socket(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v;
 }
 
+/* The %-escaped s[0..n) decoded into a new string; NULL (err set) on a bad escape. */
+static char *unescape(const char *s, size_t n, char *err, size_t errlen)
+{
+    char *name = malloc(n + 1);
+    if (!name) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                free(name);
+                snprintf(err, errlen, "bad %%-escape in '%.*s'", (int)n, s);
+                return NULL;
+            }
+            name[k++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            name[k++] = s[i];
+        }
+    }
+    name[k] = '\0';
+    return name;
+}
+
 /* One "FD:SPEC" entry of length n into f; 0 or -1 with err. */
 static int parse_entry(const char *s, size_t n, inherited_fd *f, char *err, size_t errlen)
 {
@@ -89,28 +129,9 @@ static int parse_entry(const char *s, size_t n, inherited_fd *f, char *err, size
         snprintf(err, errlen, "malformed entry '%.*s' (expected FD:SPEC)", (int)n, s);
         return -1;
     }
-    char *name = malloc(n - i);
-    if (!name) {
-        snprintf(err, errlen, "out of memory");
+    char *name = unescape(s + i + 1, n - i - 1, err, errlen);
+    if (!name)
         return -1;
-    }
-    size_t k = 0;
-    for (i++; i < n; i++) {
-        if (s[i] == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
-                free(name);
-                snprintf(err, errlen, "bad %%-escape in '%.*s'", (int)n, s);
-                return -1;
-            }
-            name[k++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else {
-            name[k++] = s[i];
-        }
-    }
-    name[k] = '\0';
     if (!is_listening_socket((int)fd)) {
         snprintf(err, errlen, "fd %ld (%s) is not a listening socket", fd, name);
         free(name);
@@ -174,6 +195,7 @@ int listeners_from_systemd(inherited_set *out)
         int fd = SD_LISTEN_FDS_START + i;
         adopt_fd(fd);
         out->items[i].fd = fd;
+        out->items[i].systemd = 1;
         /* systemd names every fd (by default after the unit, "unknown" when
          * nothing says): a name is only useful when it is a listen spec. */
         out->items[i].name = names ? names[i] : NULL;
@@ -186,6 +208,110 @@ int listeners_from_systemd(inherited_set *out)
     free(names);
     out->n = (size_t)n;
     return n;
+}
+
+int listeners_specs_format(char *const *specs, size_t n, char *out, size_t outlen)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i) {
+            if (j + 1 >= outlen)
+                return -1;
+            out[j++] = ';';
+        }
+        if (put_escaped(specs[i], out, outlen, &j) < 0)
+            return -1;
+    }
+    if (j >= outlen)
+        return -1;
+    out[j] = '\0';
+    return (int)j;
+}
+
+int listeners_specs_parse(const char *value, char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    char err[128];
+    for (const char *p = value; p && *p;) {
+        size_t len = strcspn(p, ";");
+        char **v = realloc(*out, (*n + 1) * sizeof *v);
+        char *spec = v ? unescape(p, len, err, sizeof err) : NULL;
+        if (v)
+            *out = v;
+        if (!spec) {
+            for (size_t i = 0; i < *n; i++)
+                free((*out)[i]);
+            free(*out);
+            *out = NULL;
+            *n = 0;
+            return -1;
+        }
+        (*out)[(*n)++] = spec;
+        p += len;
+        if (*p == ';')
+            p++;
+    }
+    return 0;
+}
+
+/* The listen spec of a socket's local address: "A.B.C.D:PORT", "[V6]:PORT",
+ * "unix:/PATH"; NULL for what a spec cannot name (abstract or unnamed unix
+ * sockets) or when out of memory. */
+static char *spec_of(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN], buf[sizeof(struct sockaddr_un) + 16];
+    memset(&ss, 0, sizeof ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        return NULL;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        snprintf(buf, sizeof buf, "%s:%u", host, (unsigned)ntohs(a->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        snprintf(buf, sizeof buf, "[%s]:%u", host, (unsigned)ntohs(a->sin6_port));
+    } else if (ss.ss_family == AF_UNIX) {
+        const struct sockaddr_un *a = (const void *)&ss;
+        size_t plen = len > offsetof(struct sockaddr_un, sun_path)
+                          ? len - offsetof(struct sockaddr_un, sun_path)
+                          : 0;
+        if (plen == 0 || a->sun_path[0] != '/')
+            return NULL;
+        snprintf(buf, sizeof buf, "unix:%.*s", (int)strnlen(a->sun_path, plen), a->sun_path);
+    } else {
+        return NULL;
+    }
+    return strdup(buf);
+}
+
+int listeners_inherited_specs(const inherited_set *inh, char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    for (size_t i = 0; i < inh->n; i++) {
+        int fd = inh->items[i].fd;
+        if (fd < 0)
+            continue;
+        char *spec = spec_of(fd);
+        if (!spec) {
+            log_warn("%s socket fd %d has no address a listen entry can name (an abstract or "
+                     "unnamed unix socket?); not used",
+                     inh->origin, fd);
+            continue;
+        }
+        char **v = realloc(*out, (*n + 1) * sizeof *v);
+        if (!v) {
+            free(spec);
+            return -1;
+        }
+        *out = v;
+        (*out)[(*n)++] = spec;
+    }
+    return 0;
 }
 
 void inherited_set_free(inherited_set *inh, int warn_unused)

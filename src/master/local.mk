@@ -10,6 +10,8 @@ libpagid_master_a_SOURCES += \
 	src/master/listeners_inherit.c \
 	src/master/generation.c src/master/generation.h \
 	src/master/notify.c src/master/notify.h \
+	src/master/preflight.c src/master/preflight.h \
+	src/master/privileges.c src/master/privileges.h \
 	src/master/upgrade.c \
 	src/master/signal_cli.c src/master/signal_cli.h \
 	src/master/cli_print.c src/master/cli_print.h \

@@ -1,7 +1,7 @@
 /*
  * main.c - pagid's entry point: parse the command line, build the config,
- * then either check it (-t), run one worker in this process (--workers 0),
- * or become the master that supervises N workers.
+ * then either check it and the host (-t), run one worker in this process
+ * (--workers 0), or become the master that supervises N workers.
  */
 #include <config.h> /* autoconf's, from the build directory: PACKAGE_VERSION */
 
@@ -24,6 +24,8 @@
 #include "cli_print.h"
 #include "listeners.h"
 #include "signal_cli.h"
+#include "preflight.h"
+#include "privileges.h"
 #include "supervisor.h"
 
 /* Startup errors go to the terminal (or the journal) as "pagid: ...", and
@@ -35,27 +37,15 @@ static void startup_error(const pagid_config *cfg, const char *msg)
         log_error("%s", msg);
 }
 
-static int write_pid_file(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
-    ssize_t w = write(fd, buf, (size_t)n);
-    int saved = errno;
-    if (close(fd) < 0 && w == n)
-        return -1;
-    errno = saved;
-    return w == n ? 0 : -1;
-}
-
 /*
  * Sockets handed to us: by the old master of a binary upgrade, else by
- * systemd socket activation. The variables are consumed here so that
+ * systemd socket activation. Taken before the config is built, because
+ * with no listener configured anywhere the sockets systemd passed are the
+ * listeners: their addresses go to o->activated (an upgrade passes on the
+ * list it was started with). The variables are consumed here so that
  * nothing we start later sees them. 0, or -1 with err set.
  */
-static int take_inherited(inherited_set *inh, char *err, size_t errlen)
+static int take_inherited(inherited_set *inh, cli_options *o, char *err, size_t errlen)
 {
     const char *env = getenv(LISTENERS_ENV);
     if (env) {
@@ -65,14 +55,28 @@ static int take_inherited(inherited_set *inh, char *err, size_t errlen)
         if (!copy)
             snprintf(err, errlen, "out of memory");
         free(copy);
+        const char *act = getenv(LISTENERS_ACTIVATED_ENV);
+        if (rc == 0 && act && listeners_specs_parse(act, &o->activated, &o->n_activated) < 0) {
+            snprintf(err, errlen, "malformed %s", LISTENERS_ACTIVATED_ENV);
+            rc = -1;
+        }
+        unsetenv(LISTENERS_ACTIVATED_ENV);
+        /* Sockets systemd once passed stay systemd's (their files too). */
+        for (size_t i = 0; rc == 0 && i < inh->n; i++)
+            for (size_t k = 0; inh->items[i].name && k < o->n_activated; k++)
+                if (strcmp(inh->items[i].name, o->activated[k]) == 0)
+                    inh->items[i].systemd = 1;
         return rc;
     }
+    unsetenv(LISTENERS_ACTIVATED_ENV);
     if (listeners_from_systemd(inh) < 0) {
         snprintf(err, errlen, "socket activation: unusable LISTEN_FDS");
         return -1;
     }
-    if (inh->n)
-        log_info("socket activation: %zu socket%s from systemd", inh->n, inh->n == 1 ? "" : "s");
+    if (inh->n && listeners_inherited_specs(inh, &o->activated, &o->n_activated) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -92,36 +96,51 @@ static const char *resolve_exe(const char *argv0, char *buf, size_t len)
     return NULL;
 }
 
-/* Everything after a valid config: log, sockets, pid file, processes. */
-static int serve(const pagid_config *cfg, master_opts *mo)
+/* Everything after a valid config: log, sockets, pid file, processes.
+ * inh (the sockets handed to us) is consumed. */
+static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
 {
     if (log_open(cfg->error_log_path, cfg->error_log_level) < 0) {
         fprintf(stderr, "pagid: cannot open error log %s: %s\n", cfg->error_log_path,
-                strerror(errno));
+                log_open_strerror(errno));
+        inherited_set_free(inh, 0);
         return EXIT_STARTUP;
     }
+    if (inh->n && strcmp(inh->origin, "systemd") == 0)
+        log_info("socket activation: %zu socket%s from systemd", inh->n, inh->n == 1 ? "" : "s");
     /* A peer that resets a connection must never kill a process. */
     signal(SIGPIPE, SIG_IGN);
+    /* The role from the first line on: what is said before the fork
+     * (who the workers run as, a bind error) is the master's. */
+    int nworkers = supervisor_resolve_workers(cfg);
+    if (nworkers > 0)
+        log_set_role("master");
 
     listener_set ls;
     char err[512];
-    if (supervisor_check_user(cfg, err, sizeof err) < 0) {
+    /* Before any socket or fork: an unknown user is one clear error, not
+     * N dead workers. */
+    priv_identity id;
+    priv_problem problem;
+    if (priv_resolve(cfg, geteuid(), &id, &problem, err, sizeof err) < 0) {
         startup_error(cfg, err);
+        inherited_set_free(inh, 0);
         return EXIT_STARTUP;
     }
-    inherited_set inh;
-    if (take_inherited(&inh, err, sizeof err) < 0) {
-        startup_error(cfg, err);
-        return EXIT_STARTUP;
-    }
-    int rc = listeners_open_with(cfg, &ls, NULL, 0, &inh, err, sizeof err);
-    inherited_set_free(&inh, 1);
+    int warn;
+    priv_describe(&id, err, sizeof err, &warn);
+    if (*err)
+        log_msg(warn ? LOG_LVL_WARN : LOG_LVL_INFO, "%s", err);
+    int rc = listeners_open_with(cfg, &ls, NULL, 0, inh, err, sizeof err);
+    inherited_set_free(inh, 1);
     if (rc < 0) {
         startup_error(cfg, err);
         return EXIT_STARTUP;
     }
-    if (cfg->pid_file && *cfg->pid_file && write_pid_file(cfg->pid_file) < 0) {
-        snprintf(err, sizeof err, "cannot write pid file %s: %s", cfg->pid_file, strerror(errno));
+    char why[256];
+    if (cfg->pid_file && *cfg->pid_file &&
+        pidfile_write(cfg->pid_file, getpid(), why, sizeof why) < 0) {
+        snprintf(err, sizeof err, "cannot write pid file %s: %s", cfg->pid_file, why);
         startup_error(cfg, err);
         for (size_t i = 0; mo->upgrade_parent && ls.unix_ino && i < ls.n; i++)
             ls.unix_ino[i] = 0; /* the old master's files: it still serves them */
@@ -129,16 +148,13 @@ static int serve(const pagid_config *cfg, master_opts *mo)
         return EXIT_STARTUP;
     }
 
-    int nworkers = supervisor_resolve_workers(cfg);
     if (nworkers == 0) {
         /* Development mode: no master, this process is the only worker. */
-        rc = supervisor_drop_privileges(cfg) < 0 ? EXIT_STARTUP
-                                                 : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1);
+        rc = priv_drop(&id) < 0 ? EXIT_STARTUP : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1);
         /* Without a master "do not respawn me" means "could not start". */
         if (rc == EXIT_WORKER_FATAL)
             rc = EXIT_STARTUP;
     } else {
-        log_set_role("master");
         rc = supervisor_run(cfg, &ls, nworkers, mo);
     }
 
@@ -178,11 +194,23 @@ int main(int argc, char **argv)
         return code;
     }
 
+    inherited_set inh = {.origin = "inherited"};
+    if (!o.test_only) {
+        char err[512];
+        if (take_inherited(&inh, &o, err, sizeof err) < 0) {
+            fprintf(stderr, "pagid: %s\n", err);
+            inherited_set_free(&inh, 0);
+            cli_options_free(&o);
+            return EXIT_STARTUP;
+        }
+    }
     pagid_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int errors = cli_build_config(&o, &cfg, stderr);
     int rc;
     if (o.test_only) {
+        /* What would still stop it on this host: users, addresses, files. */
+        errors += preflight_check(&cfg, stdout, stderr);
         /* "configuration FILE is valid", or without -c "configuration is valid" */
         const char *file = o.config_file ? o.config_file : "";
         const char *sep = o.config_file ? " " : "";
@@ -200,6 +228,7 @@ int main(int argc, char **argv)
         rc = errors < 0 ? EXIT_STARTUP : errors ? EXIT_CONFIG : EXIT_OK;
     } else if (errors) {
         fprintf(stderr, "pagid: invalid configuration, not starting\n");
+        inherited_set_free(&inh, 0);
         rc = EXIT_CONFIG;
     } else {
         char exe[PATH_MAX];
@@ -212,7 +241,7 @@ int main(int argc, char **argv)
             mo.upgrade_parent = (pid_t)atoi(parent);
             unsetenv(SUPERVISOR_UPGRADE_ENV);
         }
-        rc = serve(&cfg, &mo);
+        rc = serve(&cfg, &mo, &inh);
     }
     config_free(&cfg);
     cli_options_free(&o);

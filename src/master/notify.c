@@ -1,7 +1,8 @@
 /*
  * notify.c - sd_notify for the master. The supervisor decides when (READY
- * only once every worker passed lifespan startup, WATCHDOG only while the
- * workers' heartbeats are fresh); this file only says it.
+ * only once every worker passed lifespan startup, WATCHDOG while its own
+ * loop turns: blocked workers are the heartbeat's to kill); this file only
+ * says it.
  */
 #include "notify.h"
 

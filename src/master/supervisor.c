@@ -14,10 +14,8 @@
 #include "supervisor_int.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <math.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +28,7 @@
 #include "../common/log.h"
 #include "../common/proctitle.h"
 #include "notify.h"
+#include "privileges.h"
 
 /* Worker heartbeats, the watchdog and STATUS are looked at this often. */
 #define TICK_S 0.25
@@ -105,55 +104,6 @@ int supervisor_resolve_workers(const pagid_config *cfg)
         return cfg->workers;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
-}
-
-int supervisor_check_user(const pagid_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->user && *cfg->user && !getpwnam(cfg->user)) {
-        snprintf(err, errlen, "unknown user '%s'", cfg->user);
-        return -1;
-    }
-    if (cfg->group && *cfg->group && !getgrnam(cfg->group)) {
-        snprintf(err, errlen, "unknown group '%s'", cfg->group);
-        return -1;
-    }
-    return 0;
-}
-
-int supervisor_drop_privileges(const pagid_config *cfg)
-{
-    const char *user = cfg->user && *cfg->user ? cfg->user : NULL;
-    const char *group = cfg->group && *cfg->group ? cfg->group : NULL;
-    if ((!user && !group) || geteuid() != 0)
-        return 0;
-    struct passwd *pw = NULL;
-    gid_t gid = getgid();
-    if (user) {
-        errno = 0;
-        pw = getpwnam(user);
-        if (!pw) {
-            log_error("unknown user '%s'", user);
-            return -1;
-        }
-        gid = pw->pw_gid;
-    }
-    if (group) {
-        errno = 0;
-        struct group *gr = getgrnam(group);
-        if (!gr) {
-            log_error("unknown group '%s'", group);
-            return -1;
-        }
-        gid = gr->gr_gid;
-    }
-    /* Group first: after setuid() we could no longer change it. */
-    if (setgid(gid) < 0 || (pw ? initgroups(pw->pw_name, gid) : setgroups(1, &gid)) < 0 ||
-        (pw && setuid(pw->pw_uid) < 0)) {
-        log_error("cannot drop privileges to %s:%s: %s", user ? user : "-", group ? group : "-",
-                  strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 /* ---- generations ---- */
@@ -322,7 +272,9 @@ static void reload(supervisor *s)
                   keep);
         goto fail;
     }
-    if (supervisor_check_user(c, err, sizeof err) < 0) {
+    priv_identity id;
+    priv_problem problem;
+    if (priv_resolve(c, geteuid(), &id, &problem, err, sizeof err) < 0) {
         log_error("reload failed: %s; generation %u keeps serving", err, keep);
         goto fail;
     }
@@ -333,7 +285,7 @@ static void reload(supervisor *s)
         if (log_open(c->error_log_path, c->error_log_level) < 0) {
             log_open(cur->error_log_path, cur->error_log_level);
             log_error("reload failed: cannot open error log %s: %s; generation %u keeps serving",
-                      c->error_log_path, strerror(errno), keep);
+                      c->error_log_path, log_open_strerror(errno), keep);
             goto fail;
         }
     }
@@ -449,8 +401,15 @@ static void collect_generations(supervisor *s, double now)
                 g->killed = 1;
                 g->deadline = now + SUPERVISOR_DRAIN_GRACE_S;
             } else {
-                log_error("generation %u: %d worker(s) did not die after SIGKILL; forgetting them",
-                          g->id, running);
+                int eperm = gen_count_unkillable(g);
+                if (eperm)
+                    log_error("generation %u: %d worker(s) could not be killed (EPERM: the master "
+                              "lacks CAP_KILL); forgetting them: they may still be running",
+                              g->id, eperm);
+                if (running > eperm)
+                    log_error("generation %u: %d worker(s) did not die after SIGKILL; forgetting "
+                              "them",
+                              g->id, running - eperm);
                 running = 0;
             }
         }
@@ -483,8 +442,11 @@ static void tick(supervisor *s, double now)
         return;
     if (s->active)
         gen_poll_recycling(&s->env, s->active);
+    /* The watchdog watches this loop, which watches the workers: a blocked
+     * worker is the heartbeat's to kill and replace, and must never make
+     * systemd restart the whole service (and every healthy worker). */
     double wd = notify_watchdog_interval();
-    if (wd > 0 && now >= s->next_watchdog && s->active && fresh_active == running_active) {
+    if (wd > 0 && now >= s->next_watchdog) {
         notify_watchdog_ping();
         s->next_watchdog = now + wd / 2;
     }
@@ -500,8 +462,12 @@ static void tick(supervisor *s, double now)
         }
     }
     char status[256];
-    snprintf(status, sizeof status, "STATUS=generation %u: %d workers (%d ready), %lld connections",
-             s->active->id, running_active, ready, conns);
+    char stuck[32] = "";
+    if (fresh_active < running_active)
+        snprintf(stuck, sizeof stuck, ", %d blocked", running_active - fresh_active);
+    snprintf(status, sizeof status,
+             "STATUS=generation %u: %d workers (%d ready%s), %lld connections", s->active->id,
+             running_active, ready, stuck, conns);
     if (strcmp(status, s->status) != 0) {
         notify_send(status);
         snprintf(s->status, sizeof s->status, "%s", status);
@@ -573,7 +539,7 @@ static void handle_flags(supervisor *s)
     if (sig_reopen) {
         sig_reopen = 0;
         if (log_reopen() < 0)
-            log_error("SIGUSR1: cannot reopen the error log: %s", strerror(errno));
+            log_error("SIGUSR1: cannot reopen the error log: %s", log_open_strerror(errno));
         else
             log_info("SIGUSR1: log files reopened; telling the workers");
         for (generation *g = s->env.all; g; g = g->next)
@@ -659,8 +625,6 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
 
     log_info("master started (pid %d), %d worker%s", (int)s.pid, nworkers,
              nworkers == 1 ? "" : "s");
-    if (((cfg->user && *cfg->user) || (cfg->group && *cfg->group)) && geteuid() != 0)
-        log_warn("user/group ignored: the master does not run as root");
     gen_spawn_all(&s.env, g);
     notify_sendf("MAINPID=%d\nSTATUS=starting %d workers", (int)s.pid, nworkers);
 

@@ -60,20 +60,6 @@ static inline double supervisor_upgrade_timeout(const pagid_config *cfg)
 int supervisor_resolve_workers(const pagid_config *cfg);
 
 /**
- * Check that cfg->user / cfg->group exist (before any fork, so a typo is
- * one clear error rather than N dead workers). 0, or -1 with err set.
- */
-int supervisor_check_user(const pagid_config *cfg, char *err, size_t errlen);
-
-/**
- * Switch to cfg->user / cfg->group (each optional; the user's primary group
- * when no group is given) if running as root; a no-op otherwise. Called in
- * each worker after fork, and by the single process (--workers 0) after
- * binding. 0, or -1 after logging why.
- */
-int supervisor_drop_privileges(const pagid_config *cfg);
-
-/**
  * Run the master until it is told to stop. Forks nworkers (>= 1) workers
  * that run worker_run() on ls, supervises them and handles the signals of
  * pagid(8). Takes ls over (it is empty on return); cfg is borrowed and must

@@ -43,6 +43,15 @@ static void __attribute__((noreturn)) exec_new_master(supervisor *s, const char 
     snprintf(pid, sizeof pid, "%d", (int)s->pid);
     setenv(LISTENERS_ENV, fds, 1);
     setenv(SUPERVISOR_UPGRADE_ENV, pid, 1);
+    /* Which sockets are systemd's: the new master serves them when no
+     * listener is configured, as we do, and never unlinks their files. */
+    const cli_options *o = s->opts->cli;
+    char act[8192];
+    if (o && o->n_activated &&
+        listeners_specs_format(o->activated, o->n_activated, act, sizeof act) >= 0)
+        setenv(LISTENERS_ACTIVATED_ENV, act, 1);
+    else
+        unsetenv(LISTENERS_ACTIVATED_ENV);
     /* systemd's watchdog is per pid: this pid is the new master's. */
     if (getenv("WATCHDOG_USEC")) {
         snprintf(pid, sizeof pid, "%d", (int)getpid());
@@ -120,7 +129,7 @@ void upgrade_on_ready_signal(supervisor *s, pid_t from)
     if (has_pid_file(s)) {
         char old[4096];
         oldbin_path(s, old, sizeof old);
-        pidfile_unlink_if(old, s->pid);
+        pidfile_remove(old, s->pid);
     }
     notify_sendf("MAINPID=%d\nSTATUS=handed over to pid %d", (int)s->up_pid, (int)s->up_pid);
     supervisor_begin_drain(s, 0);

@@ -49,8 +49,9 @@ static void al_on_timer(struct ev_loop *ev, ev_timer *t, int revents)
 
 static int open_path(const char *path)
 {
-    /* O_NONBLOCK: a FIFO with a stalled reader must not stall the worker. */
-    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0640);
+    /* O_NONBLOCK: a FIFO with a stalled reader must not stall the worker.
+     * log_open_append: a worker that kept root must not follow a planted link. */
+    return log_open_append(path, 1, O_NONBLOCK);
 }
 
 int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *ev,
@@ -81,7 +82,7 @@ int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *e
     }
     al->fd = open_path(al->path);
     if (al->fd < 0) {
-        snprintf(err, errlen, "cannot open access log %s: %s", al->path, strerror(errno));
+        snprintf(err, errlen, "cannot open access log %s: %s", al->path, log_open_strerror(errno));
         goto fail;
     }
     al->ev = ev;
@@ -157,7 +158,7 @@ int access_log_reopen(access_log *al)
     access_log_flush(al); /* what was logged before the signal belongs to the old file */
     int fd = open_path(al->path);
     if (fd < 0) {
-        log_error("cannot reopen access log %s: %s", al->path, strerror(errno));
+        log_error("cannot reopen access log %s: %s", al->path, log_open_strerror(errno));
         return -1; /* keep writing to the old file rather than losing lines */
     }
     if (al->fd >= 0)

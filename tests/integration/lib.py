@@ -125,10 +125,22 @@ CRASH_PATTERNS = [
 ]
 
 
+def root_user_args(args=()):
+    """["-u", "root"] when the tests run as root and args choose no user.
+
+    Started as root with no `user`, pagid runs its workers as nobody, who
+    cannot read the tests' 0700 temp dirs (logs, static files, modules,
+    Perl apps); every server of the suite keeps root that way, except in the
+    tests of that very rule (Server(..., default_user=False))."""
+    if os.geteuid() != 0 or "-u" in args or "--user" in args:
+        return []
+    return ["-u", "root"]
+
+
 class Server:
     """One pagid process. Logs go to files in the test's temp dir."""
 
-    def __init__(self, ctx, args, port, env=None, name="pagid"):
+    def __init__(self, ctx, args, port, env=None, name="pagid", default_user=True):
         self.ctx = ctx
         self.port = port
         self.args = args
@@ -141,8 +153,9 @@ class Server:
             full_env.update(env)
         self.out = open(self.stdout_path, "wb")
         self.err = open(self.stderr_path, "wb")
+        self.argv = [ctx.pagid] + args + (root_user_args(args) if default_user else [])
         self.proc = subprocess.Popen(
-            [ctx.pagid] + args,
+            self.argv,
             stdin=subprocess.DEVNULL,
             stdout=self.out,
             stderr=self.err,

@@ -133,8 +133,9 @@ class Context:
         return path
 
     def start(self, app="hello", workers=0, config=None, args=None, port=None,
-              wait=True, env=None, listen=True):
-        """Start pagid -w N -l 127.0.0.1:PORT -a APP [-c FILE]; wait until it listens."""
+              wait=True, env=None, listen=True, default_user=True):
+        """Start pagid -w N -l 127.0.0.1:PORT -a APP [-c FILE]; wait until it listens.
+        As root, -u root is added unless default_user is False (lib.root_user_args)."""
         lib = self.lib
         if app == "lifecycle":
             app = self.lifecycle_so
@@ -147,7 +148,8 @@ class Context:
         if config is not None:
             argv += ["-c", lib.write_config(self, config, "pagid-%d.yaml" % len(self.servers))]
         argv += args or []
-        srv = lib.Server(self, argv, port, env=env, name="pagid%d" % len(self.servers))
+        srv = lib.Server(self, argv, port, env=env, name="pagid%d" % len(self.servers),
+                         default_user=default_user)
         self.servers.append(srv)
         if wait:
             srv.wait_ready()
@@ -193,7 +195,7 @@ class Context:
             print("    note: %s" % msg)
         for srv in self.servers:
             print("    --- %s %s (pid %d, exit %s)" % (
-                os.path.basename(self.pagid), " ".join(srv.args), srv.pid, srv.returncode))
+                os.path.basename(self.pagid), " ".join(srv.argv[1:]), srv.pid, srv.returncode))
             for label, text in (("stderr", srv.stderr()), ("stdout", srv.stdout())):
                 lines = text.splitlines()
                 if lines:

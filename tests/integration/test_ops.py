@@ -47,11 +47,14 @@ def write(path, text):
     os.rename(tmp, path)  # a reload never reads half a file
 
 
-def start_with_config(ctx, text, port, env=None, name="pagid.yaml", wait=True):
-    """pagid -c FILE (nothing else on the command line, so SIGHUP re-reads it all)."""
+def start_with_config(ctx, text, port, env=None, name="pagid.yaml", wait=True,
+                      default_user=True):
+    """pagid -c FILE (nothing else on the command line, so SIGHUP re-reads it all;
+    as root, -u root too unless default_user is False: see lib.root_user_args)."""
     path = os.path.join(ctx.tmpdir, name)
     write(path, text)
-    srv = lib.Server(ctx, ["-c", path], port, env=env, name="pagid%d" % len(ctx.servers))
+    srv = lib.Server(ctx, ["-c", path], port, env=env, name="pagid%d" % len(ctx.servers),
+                     default_user=default_user)
     ctx.servers.append(srv)
     if wait:
         srv.wait_ready()
@@ -562,7 +565,7 @@ def workers_drop_to_user(ctx):
         raise lib.Skip("needs root")
     port = free_port()
     cfg = base_config(ctx, port, "user: nobody\n").replace(opsapp(ctx), "hello")
-    srv, _ = start_with_config(ctx, cfg, port)
+    srv, _ = start_with_config(ctx, cfg, port, default_user=False)
     workers = wait_workers(srv, 2)
     import pwd
     nobody = pwd.getpwnam("nobody").pw_uid
@@ -579,7 +582,7 @@ def workers_drop_to_user(ctx):
 def unknown_user_refused_before_fork(ctx):
     port = free_port()
     srv, _ = start_with_config(ctx, base_config(ctx, port, "user: no-such-user-pagid\n"), port,
-                               wait=False)
+                               wait=False, default_user=False)
     check(srv.wait_exit(5), "still running")
     check_eq(srv.returncode, 3, "exit status")
     check("unknown user 'no-such-user-pagid'" in srv.stderr(), "reason not given")

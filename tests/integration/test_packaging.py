@@ -2,8 +2,9 @@
 from a copy of the tree (HEAD when this is a git checkout); the packages hold
 the binary, the packaged config (a conffile), the units of packaging/systemd,
 sysusers and logrotate files, the man pages and the header; the extracted
-binary accepts the extracted config with -t (which checks the config, not
-the system: the `pagid` user need not exist yet)."""
+binary accepts the extracted config with -t (which also checks this host:
+before the package is installed, only the missing `pagid` user and
+/var/log/pagid may be reported)."""
 
 import glob
 import os
@@ -113,7 +114,12 @@ def debian_packages(ctx):
     p = subprocess.run([pagid, "--version"], capture_output=True, text=True, timeout=10)
     check(p.returncode == 0 and p.stdout.startswith("pagid "), "--version: %r" % (p.stdout,))
     p = subprocess.run([pagid, "-t", "-c", conf], capture_output=True, text=True, timeout=10)
-    check_eq(p.returncode, 0, "pagid -t on the packaged config (stderr %r)" % p.stderr)
+    # What postinst creates may be missing here; the file itself must be valid.
+    env_only = re.compile(r"unknown user 'pagid'|/var/log/pagid|is invalid \(\d+ errors?\)")
+    others = [ln for ln in p.stderr.splitlines() if ln.strip() and not env_only.search(ln)
+              and ": warning: " not in ln]
+    check(p.returncode in (0, 1) and not others,
+          "pagid -t on the packaged config: exit %d, stderr %r" % (p.returncode, p.stderr))
     # The package carries the Perl host, and depends on what its glue loads.
     hello_pl = os.path.join(REPO, "tests", "integration", "perl", "hello.pl")
     p = subprocess.run([pagid, "-t", "-a", hello_pl, "-l", "127.0.0.1:8080"], capture_output=True,

@@ -87,8 +87,8 @@ def yaml_app_mapping_with_lib(ctx):
         f.write("app: {perl: %s}\nlisten: ['127.0.0.1:%d']\nworkers: 0\n" % (path, lib.free_port()))
     env = dict(os.environ)
     env.pop("PAGID_PERL_LIB", None)
-    p = subprocess.run([ctx.pagid, "-c", conf_path], stdin=subprocess.DEVNULL, env=env,
-                       capture_output=True, timeout=30 * SLOW)
+    p = subprocess.run([ctx.pagid, "-c", conf_path] + lib.root_user_args(),
+                       stdin=subprocess.DEVNULL, env=env, capture_output=True, timeout=30 * SLOW)
     check_eq(p.returncode, 3, "exit status without the lib list")
     check(b"Can't locate" in p.stderr, "the missing module is named: %r" % p.stderr[-300:])
 

@@ -50,3 +50,10 @@ TESTS += tests/unit/test_proctitle
 tests_unit_test_proctitle_SOURCES = tests/unit/test_proctitle.c
 tests_unit_test_proctitle_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_proctitle_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# log.c: log_open_append (the root cases run when the suite runs as root).
+check_PROGRAMS += tests/unit/test_log
+TESTS += tests/unit/test_log
+tests_unit_test_log_SOURCES = tests/unit/test_log.c
+tests_unit_test_log_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_log_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

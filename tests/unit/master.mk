@@ -26,3 +26,19 @@ TESTS += tests/unit/test_signal_cli
 tests_unit_test_signal_cli_SOURCES = tests/unit/test_signal_cli.c
 tests_unit_test_signal_cli_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_signal_cli_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+
+# privileges.c: who the workers run as; the switch itself when run as root.
+check_PROGRAMS += tests/unit/test_privileges
+TESTS += tests/unit/test_privileges
+
+tests_unit_test_privileges_SOURCES = tests/unit/test_privileges.c
+tests_unit_test_privileges_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_privileges_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+
+# preflight.c: pagid -t's look at the host.
+check_PROGRAMS += tests/unit/test_preflight
+TESTS += tests/unit/test_preflight
+
+tests_unit_test_preflight_SOURCES = tests/unit/test_preflight.c
+tests_unit_test_preflight_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_preflight_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)

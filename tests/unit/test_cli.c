@@ -148,7 +148,7 @@ START_TEST(test_usage_lists_every_option)
 {
     static const char *const opts[] = {
         "-c, --config FILE", "-t, --test",    "-l, --listen ADDR", "-w, --workers N",
-        "-a, --app SPEC",    "-v, --version", "-h, --help",
+        "-a, --app SPEC",    "-v, --version", "-h, --help",        "-u, --user USER[:GROUP]",
     };
     FILE *f = capture();
     cli_usage(f);
@@ -283,6 +283,96 @@ START_TEST(test_build_file_then_overrides)
 }
 END_TEST
 
+/* -u replaces the file's user and group (both), which also satisfies
+ * "group needs user"; a malformed value is an error. */
+START_TEST(test_build_user_override)
+{
+    char path[64];
+    write_file(path, "user: www-data\ngroup: adm\n");
+    char *a1[] = {"pagid", "-c", path, "-u", "root", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(c.user, "root");
+    ck_assert_ptr_null(c.group);
+    ck_assert_uint_eq(c.user_pos.line, 0); /* from the command line now */
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    write_file(path, "group: adm\n"); /* an error alone; -u completes it */
+    char *a2[] = {"pagid", "-c", path, "--user", "nobody:nogroup", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(c.user, "nobody");
+    ck_assert_str_eq(c.group, "nogroup");
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    static const char *const bad[] = {"", ":adm", "root:", "a:b:c"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *a3[] = {"pagid", "-u", (char *)bad[i], NULL};
+        ck_assert_int_eq(cli_parse(ARGC(a3), a3, &o, stderr), 0);
+        FILE *f = capture();
+        ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+        fclose(f);
+        char want[128];
+        snprintf(want, sizeof want, "pagid: -u: expected USER or USER:GROUP, not '%s'\n", bad[i]);
+        ck_assert_str_eq(out_text, want);
+        config_free(&c);
+        cli_options_free(&o);
+    }
+}
+END_TEST
+
+/* Socket activation: with no listener in the file or on the command line
+ * the passed sockets' addresses are the listeners, not the default; any
+ * listener named anywhere wins; the status listener's address stays its own. */
+START_TEST(test_build_activated_listeners)
+{
+    char *specs[] = {"127.0.0.1:9000", "unix:/run/p.sock", "127.0.0.1:9100"};
+    char *argv[] = {"pagid", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(argv), argv, &o, stderr), 0);
+    o.activated = specs;
+    o.n_activated = 3;
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 3);
+    ck_assert_str_eq(c.listens[0].spec, "127.0.0.1:9000");
+    ck_assert_str_eq(c.listens[1].spec, "unix:/run/p.sock");
+    ck_assert_str_eq(c.listens[2].spec, "127.0.0.1:9100");
+    config_free(&c);
+
+    char path[64];
+    write_file(path, "status: {listen: '127.0.0.1:9100'}\n");
+    o.config_file = path;
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 3); /* two activated, then the status one */
+    ck_assert_str_eq(c.listens[1].spec, "unix:/run/p.sock");
+    ck_assert(c.listens[2].status);
+    config_free(&c);
+    unlink(path);
+
+    write_file(path, "listen: ['127.0.0.1:7000']\n");
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 1);
+    ck_assert_str_eq(c.listens[0].spec, "127.0.0.1:7000");
+    config_free(&c);
+    unlink(path);
+
+    o.activated = NULL; /* not ours to free */
+    o.n_activated = 0;
+    o.config_file = NULL;
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(c.listens[0].spec, CONFIG_DEFAULT_LISTEN);
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
 START_TEST(test_build_override_errors)
 {
     char *argv[] = {"pagid", "-l", "localhost", "-l", ":80",   "-l",
@@ -380,6 +470,8 @@ static Suite *cli_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_build_defaults);
     tcase_add_test(tc, test_build_file_then_overrides);
+    tcase_add_test(tc, test_build_user_override);
+    tcase_add_test(tc, test_build_activated_listeners);
     tcase_add_test(tc, test_build_override_errors);
     tcase_add_test(tc, test_build_file_errors_counted);
     tcase_add_test(tc, test_build_example_config);

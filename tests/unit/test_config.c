@@ -1,7 +1,9 @@
 /*
  * test_config.c - Check suite for src/common/config.c: the value parsers
  * (sizes, durations, workers, listen addresses), defaults, finalize, and
- * the app checks. The YAML loader has its own suite, test_config_yaml.c.
+ * the app checks, the `group` needs `user` rule, and the positions kept for
+ * messages after loading. The YAML loader has its own suite,
+ * test_config_yaml.c.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -225,6 +227,10 @@ START_TEST(test_listen_invalid)
     expect_listen_error("[zz]:80", "invalid IPv6 address");
     expect_listen_error("::1:80", "IPv6 addresses need brackets ([ADDR]:PORT)");
     expect_listen_error("ho st:80", "invalid host name");
+    /* Digits and dots only: an IPv4 address or a typo, never a name to resolve. */
+    expect_listen_error("300.1.2.3:80", "invalid IPv4 address");
+    expect_listen_error("1.2.3.4.5:80", "invalid IPv4 address");
+    expect_listen_error("10..1:80", "invalid IPv4 address");
     expect_listen_error("unix:run/p.sock", "unix socket path must be absolute (unix:/PATH)");
     expect_listen_error("unix:", "unix socket path must be absolute (unix:/PATH)");
 
@@ -324,6 +330,111 @@ START_TEST(test_finalize)
 }
 END_TEST
 
+/* Load yaml as "t.yaml" and finalize it; what was printed goes to *out. */
+static int load_finalize(pagid_config *c, const char *yaml, char **out)
+{
+    size_t len;
+    FILE *f = open_memstream(out, &len);
+    ck_assert_ptr_nonnull(f);
+    config_init_defaults(c);
+    int errors = config_load_string(c, yaml, "t.yaml", f);
+    if (config_finalize(c, f) < 0)
+        errors++;
+    fclose(f);
+    return errors;
+}
+
+/* A group alone would leave the workers with the master's user: an error
+ * at the group's line and column (nginx's rule). */
+START_TEST(test_group_needs_user)
+{
+    pagid_config c;
+    char *out = NULL;
+    ck_assert_int_eq(load_finalize(&c, "workers: 1\n\ngroup: www-data\n", &out), 1);
+    ck_assert_str_eq(out, "t.yaml:3:8: 'group' needs 'user': set the user the workers run as (a "
+                          "group alone would leave them with the master's user)\n");
+    config_free(&c);
+    free(out);
+
+    ck_assert_int_eq(load_finalize(&c, "user: nobody\ngroup: nogroup\n", &out), 0);
+    ck_assert_str_eq(out, "");
+    config_free(&c);
+    free(out);
+
+    ck_assert_int_eq(load_finalize(&c, "user: nobody\n", &out), 0);
+    config_free(&c);
+    free(out);
+
+    /* Without a file: the message has no position. */
+    config_init_defaults(&c);
+    c.group = strdup("adm");
+    size_t len;
+    FILE *f = open_memstream(&out, &len);
+    ck_assert_int_eq(config_finalize(&c, f), -1);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(out, "pagid: 'group' needs 'user'"));
+    config_free(&c);
+    free(out);
+}
+END_TEST
+
+/* Where values were written is kept for checks after loading (pagid -t). */
+START_TEST(test_positions_kept)
+{
+    pagid_config c;
+    char *out = NULL;
+    ck_assert_int_eq(load_finalize(&c,
+                                   "listen:\n"
+                                   "  - 127.0.0.1:8080\n"
+                                   "  - {address: 'unix:/tmp/p.sock', mode: '0600'}\n"
+                                   "user: nobody\n"
+                                   "group:   nogroup\n"
+                                   "pid_file: /run/p.pid\n"
+                                   "error_log: {path: /var/log/e.log}\n"
+                                   "access_log:\n"
+                                   "  path: /var/log/a.log\n"
+                                   "status: {listen: 127.0.0.1:9100}\n",
+                                   &out),
+                     0);
+    ck_assert_uint_eq(c.n_listens, 3);
+    ck_assert_uint_eq(c.listens[0].pos.line, 2);
+    ck_assert_uint_eq(c.listens[0].pos.col, 5);
+    ck_assert_uint_eq(c.listens[1].pos.line, 3);
+    ck_assert_uint_eq(c.listens[1].pos.col, 15);
+    ck_assert_uint_eq(c.listens[2].pos.line, 10); /* the status listener */
+    ck_assert_uint_eq(c.listens[2].pos.col, 18);
+    ck_assert_uint_eq(c.user_pos.line, 4);
+    ck_assert_uint_eq(c.user_pos.col, 7);
+    ck_assert_uint_eq(c.group_pos.line, 5);
+    ck_assert_uint_eq(c.group_pos.col, 10);
+    ck_assert_uint_eq(c.pid_file_pos.line, 6);
+    ck_assert_uint_eq(c.error_log_pos.line, 7);
+    ck_assert_uint_eq(c.error_log_pos.col, 19);
+    ck_assert_uint_eq(c.access_log_pos.line, 9);
+    ck_assert_uint_eq(c.access_log_pos.col, 9);
+
+    size_t len;
+    free(out);
+    FILE *f = open_memstream(&out, &len);
+    config_report(&c, c.user_pos, f, "bad %s", "user");
+    config_report(&c, (pagid_pos){0}, f, "from the command line");
+    fclose(f);
+    ck_assert_str_eq(out, "t.yaml:4:7: bad user\npagid: from the command line\n");
+    config_free(&c);
+    free(out);
+
+    /* "off" unsets a path, and its position with it. */
+    ck_assert_int_eq(load_finalize(&c, "access_log: {path: /a.log}\naccess_log2: 1\n", &out), 1);
+    config_free(&c);
+    free(out);
+    ck_assert_int_eq(load_finalize(&c, "access_log: {path: 'off'}\n", &out), 0);
+    ck_assert_ptr_null(c.access_log_path);
+    ck_assert_uint_eq(c.access_log_pos.line, 0);
+    config_free(&c);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_check_app)
 {
     char msg[512];
@@ -403,6 +514,8 @@ static Suite *config_suite(void)
     tc = tcase_create("model");
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_finalize);
+    tcase_add_test(tc, test_group_needs_user);
+    tcase_add_test(tc, test_positions_kept);
     tcase_add_test(tc, test_check_app);
     tcase_add_test(tc, test_set_app);
     suite_add_tcase(s, tc);

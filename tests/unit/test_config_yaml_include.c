@@ -414,6 +414,37 @@ START_TEST(test_from_string)
 }
 END_TEST
 
+/* Positions kept for checks after loading (pagid -t's look at the host)
+ * name the file the value came from, main or included. */
+START_TEST(test_kept_positions_name_their_file)
+{
+    put("main.yaml", "user: nobody\ninclude: conf.d/*.yaml\n");
+    put("conf.d/a.yaml", "\npid_file: /run/x.pid\nlisten:\n  - 127.0.0.1:8080\n");
+    ck_assert_int_eq(load("main.yaml"), 0);
+    ck_assert_uint_eq(cfg.user_pos.line, 1);
+    ck_assert_ptr_null(cfg.user_pos.file); /* the main file: c->source */
+    ck_assert_ptr_nonnull(cfg.pid_file_pos.file);
+    ck_assert_str_eq(cfg.pid_file_pos.file, at("conf.d/a.yaml"));
+    ck_assert_uint_eq(cfg.pid_file_pos.line, 2);
+    ck_assert_uint_eq(cfg.pid_file_pos.col, 11);
+    ck_assert_uint_eq(cfg.n_listens, 1);
+    ck_assert_ptr_eq(cfg.listens[0].pos.file, cfg.pid_file_pos.file); /* kept once */
+
+    char *text = NULL;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    config_report(&cfg, cfg.pid_file_pos, f, "cannot write it");
+    config_report(&cfg, cfg.user_pos, f, "unknown");
+    fclose(f);
+    char want[1200];
+    snprintf(want, sizeof want, "%s:2:11: cannot write it\n%s:1:7: unknown\n", at("conf.d/a.yaml"),
+             at("main.yaml"));
+    ck_assert_str_eq(text, want);
+    free(text);
+}
+END_TEST
+
 static Suite *config_yaml_include_suite(void)
 {
     Suite *s = suite_create("config_yaml_include");
@@ -437,6 +468,7 @@ static Suite *config_yaml_include_suite(void)
     tcase_add_test(tc, test_error_location);
     tcase_add_test(tc, test_glob_in_directory_name);
     tcase_add_test(tc, test_too_many_files);
+    tcase_add_test(tc, test_kept_positions_name_their_file);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,6 +1,7 @@
 /*
  * test_listeners.c - Check suite for src/master/listeners.c: socket options
- * on TCP (IPv4, IPv6) listeners, bind errors, and the unix socket rules
+ * on TCP (IPv4, IPv6) listeners, bind errors, a second instance on an
+ * address refused (but not our own sockets), and the unix socket rules
  * (stale file removed, live socket or non-socket refused, unlink only ours,
  * configured mode and owner, never through a symlink); sockets kept across
  * a reload (a changed mode applied), and the inherited-fd environment
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,9 +122,10 @@ START_TEST(tcp_in_use)
     ck_assert_int_eq(getsockname(other, (struct sockaddr *)&sin, &len), 0);
     int port = ntohs(sin.sin_port);
 
-    char spec[64], want[128], err[256];
+    char spec[64], want[256], err[256];
     snprintf(spec, sizeof spec, "127.0.0.1:%d", port);
-    snprintf(want, sizeof want, "cannot listen on %s: %s", spec, strerror(EADDRINUSE));
+    snprintf(want, sizeof want,
+             "cannot listen on %s: address already in use (is another pagid running?)", spec);
     pagid_listen l;
     pagid_config c = one(LISTEN_TCP, spec, "127.0.0.1", port, NULL, &l);
     listener_set ls;
@@ -245,7 +248,8 @@ START_TEST(unix_live_refused)
     listener_set ls;
     char err[256];
     ck_assert_int_eq(listeners_open(&c, &ls, err, sizeof err), -1);
-    ck_assert_str_eq(err, "cannot listen on unix:s: another process is listening on this socket");
+    ck_assert_str_eq(err, "cannot listen on unix:s: another process is listening on this socket: "
+                          "address already in use (is another pagid running?)");
     ck_assert_int_eq(access(sock_path, F_OK), 0);
     close(s);
 }
@@ -333,6 +337,73 @@ START_TEST(reuse_keeps_socket)
     listeners_destroy(&a);
     ck_assert_int_eq(int_opt(b.items[0].fd, SOL_SOCKET, SO_ACCEPTCONN), 1);
     listeners_destroy(&b);
+}
+END_TEST
+
+/*
+ * Another pagid (a SO_REUSEPORT listener of the same user) on the address:
+ * refused, where SO_REUSEPORT alone would have bound beside it and split
+ * the connections; the message points at the pid file.
+ */
+START_TEST(tcp_second_instance_refused)
+{
+    pagid_listen l;
+    pagid_config c = one(LISTEN_TCP, "127.0.0.1:0", "127.0.0.1", 0, NULL, &l);
+    listener_set first, second;
+    char err[256], want[256];
+    ck_assert_int_eq(listeners_open(&c, &first, err, sizeof err), 0);
+    l.port = bound_port(first.items[0].fd);
+    c.pid_file = "/run/pagid/pagid.pid";
+    ck_assert_int_eq(listeners_open(&c, &second, err, sizeof err), -1);
+    snprintf(want, sizeof want,
+             "cannot listen on 127.0.0.1:0: address already in use (is another pagid running? see "
+             "pid file /run/pagid/pagid.pid)");
+    ck_assert_str_eq(err, want);
+    ck_assert_uint_eq(second.n, 0);
+    /* A wildcard listener covers 127.0.0.1 too. */
+    pagid_listen w;
+    pagid_config cw = one(LISTEN_TCP, "*:0", NULL, l.port, NULL, &w);
+    ck_assert_int_eq(listeners_open(&cw, &second, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "address already in use (is another pagid running?)"));
+    listeners_destroy(&first);
+    /* Gone: the address is free again (the probe left nothing behind). */
+    ck_assert_int_eq(listeners_open(&c, &second, err, sizeof err), 0);
+    listeners_destroy(&second);
+}
+END_TEST
+
+/* Our own sockets on the port are not "another pagid": a config with
+ * 0.0.0.0:P and 127.0.0.1:P, or a reload adding 127.0.0.1:P beside a live
+ * 0.0.0.0:P, binds with SO_REUSEPORT as before. */
+START_TEST(tcp_own_port_not_a_conflict)
+{
+    pagid_listen l[2] = {
+        {.kind = LISTEN_TCP, .spec = "wild", .port = 0},
+        {.kind = LISTEN_TCP, .spec = "lo", .host = "127.0.0.1"},
+    };
+    pagid_config c;
+    memset(&c, 0, sizeof c);
+    c.listens = l;
+    c.n_listens = 1;
+    listener_set a, b;
+    char err[256];
+    ck_assert_int_eq(listeners_open(&c, &a, err, sizeof err), 0);
+    l[0].port = l[1].port = bound_port(a.items[0].fd);
+    listeners_destroy(&a);
+
+    c.n_listens = 2; /* both in one config */
+    ck_assert_int_eq(listeners_open(&c, &a, err, sizeof err), 0);
+    ck_assert_uint_eq(a.n, 2);
+
+    const listener_set *reuse[] = {&a}; /* a reload that keeps both */
+    ck_assert_int_eq(listeners_open_with(&c, &b, reuse, 1, NULL, err, sizeof err), 0);
+    listeners_destroy(&b);
+    c.listens = &l[1]; /* a reload that only has the loopback one: dup'd */
+    c.n_listens = 1;
+    ck_assert_int_eq(listeners_open_with(&c, &b, reuse, 1, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(sock_ino(b.items[0].fd), sock_ino(a.items[1].fd));
+    listeners_destroy(&b);
+    listeners_destroy(&a);
 }
 END_TEST
 
@@ -518,6 +589,89 @@ START_TEST(inherited_taken_by_address)
 END_TEST
 
 /* A systemd-style name equal to the listen spec wins over the address. */
+/* What systemd passed, as listen specs; the list an upgrade passes on. */
+START_TEST(inherited_specs_and_their_env)
+{
+    int t = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(t, (struct sockaddr *)&sin, sizeof sin), 0);
+    ck_assert_int_eq(listen(t, 1), 0);
+    int u = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, sock_path);
+    ck_assert_int_eq(bind(u, (struct sockaddr *)&sun, sizeof sun), 0);
+    ck_assert_int_eq(listen(u, 1), 0);
+    int a = socket(AF_UNIX, SOCK_STREAM, 0); /* abstract: no spec names it */
+    struct sockaddr_un abs = {.sun_family = AF_UNIX};
+    memcpy(abs.sun_path, "\0pagid-test-abstract", 21);
+    ck_assert_int_eq(bind(a, (struct sockaddr *)&abs, offsetof(struct sockaddr_un, sun_path) + 21),
+                     0);
+    ck_assert_int_eq(listen(a, 1), 0);
+
+    inherited_fd items[] = {{.fd = t}, {.fd = u}, {.fd = a}, {.fd = -1}};
+    inherited_set inh = {.items = items, .n = 4, .origin = "systemd"};
+    char **specs;
+    size_t n;
+    ck_assert_int_eq(listeners_inherited_specs(&inh, &specs, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    char want[160];
+    snprintf(want, sizeof want, "127.0.0.1:%d", bound_port(t));
+    ck_assert_str_eq(specs[0], want);
+    snprintf(want, sizeof want, "unix:%s", sock_path);
+    ck_assert_str_eq(specs[1], want);
+
+    /* Through the environment of an upgrade, ';' and '%' included. */
+    char *odd[] = {specs[0], "unix:/tmp/a;b%c.sock"};
+    char env[256];
+    ck_assert_int_gt(listeners_specs_format(odd, 2, env, sizeof env), 0);
+    char **back;
+    size_t nb;
+    ck_assert_int_eq(listeners_specs_parse(env, &back, &nb), 0);
+    ck_assert_uint_eq(nb, 2);
+    ck_assert_str_eq(back[0], specs[0]);
+    ck_assert_str_eq(back[1], "unix:/tmp/a;b%c.sock");
+    ck_assert_int_eq(listeners_specs_format(odd, 2, env, 8), -1);
+    for (size_t i = 0; i < nb; i++)
+        free(back[i]);
+    free(back);
+    for (size_t i = 0; i < n; i++)
+        free(specs[i]);
+    free(specs);
+    close(t);
+    close(u);
+    close(a);
+}
+END_TEST
+
+/* A unix socket systemd passed is served but its file is systemd's: never
+ * unlinked, also by a set that reused it (reload). */
+START_TEST(systemd_unix_file_kept)
+{
+    int u = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, sock_path);
+    ck_assert_int_eq(bind(u, (struct sockaddr *)&sun, sizeof sun), 0);
+    ck_assert_int_eq(listen(u, 1), 0);
+    inherited_fd *items = calloc(1, sizeof *items);
+    items[0] = (inherited_fd){.fd = u, .systemd = 1};
+    inherited_set inh = {.items = items, .n = 1, .origin = "systemd"};
+    pagid_listen l;
+    pagid_config c = one(LISTEN_UNIX, "unix:s", NULL, 0, sock_path, &l);
+    listener_set a, b;
+    char err[256];
+    ck_assert_int_eq(listeners_open_with(&c, &a, NULL, 0, &inh, err, sizeof err), 0);
+    inherited_set_free(&inh, 0);
+    ck_assert_uint_eq(a.n, 1);
+    ck_assert_int_eq(a.items[0].fd, u);
+    const listener_set *reuse[] = {&a};
+    ck_assert_int_eq(listeners_open_with(&c, &b, reuse, 1, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(sock_ino(b.items[0].fd), sock_ino(u));
+    listeners_destroy(&a);
+    listeners_destroy(&b);
+    ck_assert_int_eq(access(sock_path, F_OK), 0);
+}
+END_TEST
+
 START_TEST(inherited_taken_by_name)
 {
     pagid_listen l;
@@ -564,6 +718,8 @@ static Suite *listeners_suite(void)
     TCase *re = tcase_create("reuse");
     tcase_add_checked_fixture(re, setup, teardown);
     tcase_add_test(re, reuse_keeps_socket);
+    tcase_add_test(re, tcp_second_instance_refused);
+    tcase_add_test(re, tcp_own_port_not_a_conflict);
     tcase_add_test(re, reuse_unix_socket);
     tcase_add_test(re, reuse_unix_applies_mode);
     tcase_add_test(re, inherited_symlink_not_followed);
@@ -571,6 +727,8 @@ static Suite *listeners_suite(void)
     tcase_add_test(re, env_parse_rejects);
     tcase_add_test(re, inherited_taken_by_address);
     tcase_add_test(re, inherited_taken_by_name);
+    tcase_add_test(re, inherited_specs_and_their_env);
+    tcase_add_test(re, systemd_unix_file_kept);
     suite_add_tcase(s, re);
     return s;
 }

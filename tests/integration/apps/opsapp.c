@@ -4,6 +4,8 @@
  * served it, and misbehaves on purpose where a test needs a worker to die.
  *
  *   GET /crash            abort() in handle: the worker dies with SIGABRT
+ *   GET /block            never returns from handle (pause() forever, whatever
+ *                         the signal): a blocked event loop, deaf to SIGTERM
  *   OPSAPP_CRASH=startup  abort() in the lifespan scope: a crash loop
  *   OPSAPP_CRASH=fail     lifespan.startup.failed: the worker must not serve
  *   OPSAPP_SLOW_START=MS  lifespan startup completes after MS milliseconds
@@ -81,6 +83,9 @@ static void handle(pagi_scope *s, void *instance)
     pagi_str path = pagi_scope_path(s);
     if (path.len == 6 && memcmp(path.ptr, "/crash", 6) == 0)
         abort();
+    if (path.len == 6 && memcmp(path.ptr, "/block", 6) == 0)
+        for (;;)
+            pause();
     static char body[128];
     const char *tag = getenv("OPSAPP_TAG");
     int n = snprintf(body, sizeof body, "ok %d %s", (int)getpid(), tag ? tag : "");
