@@ -209,8 +209,9 @@ int main(int argc, char **argv)
     int errors = cli_build_config(&o, &cfg, stderr);
     int rc;
     if (o.test_only) {
-        /* What would still stop it on this host: users, addresses, files. */
-        errors += preflight_check(&cfg, stdout, stderr);
+        /* What would still stop it on this host: users, addresses, files.
+         * Its notes go to stderr under -T, whose stdout is the YAML alone. */
+        errors += preflight_check(&cfg, o.dump_config ? stderr : stdout, stderr);
         /* "configuration FILE is valid", or without -c "configuration is valid" */
         const char *file = o.config_file ? o.config_file : "";
         const char *sep = o.config_file ? " " : "";

@@ -19,7 +19,10 @@ CRASH = re.compile(r"AddressSanitizer|runtime error:|Segmentation fault|LeakSani
 
 
 def run(ctx, *args, timeout=10):
-    p = subprocess.run([ctx.pagid] + list(args), stdin=subprocess.DEVNULL,
+    """pagid ARGS (with -u root when the suite runs as root and -s is not
+    used, as lib.Server does: the temp dirs are root's only)."""
+    extra = [] if "-s" in args else lib.root_user_args(args)
+    p = subprocess.run([ctx.pagid] + list(args) + extra, stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        cwd=ctx.tmpdir, timeout=timeout * SLOW)
     out = p.stdout.decode("utf-8", "replace")
@@ -100,7 +103,7 @@ def gen_titles(srv, gen):
 def titles_master_workers_reload_and_drain(ctx):
     port = free_port()
     srv, path = start(ctx, config(ctx, port), port)
-    check_eq(title(srv.pid), "pagid: master process %s -c %s" % (ctx.pagid, path), "master title")
+    check_eq(title(srv.pid), "pagid: master process " + " ".join(srv.argv), "master title")
     kids = wait_for(lambda: len(gen_titles(srv, 1)) == 2 and srv.workers(), 5)
     check(kids, "worker titles: %r" % titles(srv.workers()))
     check_eq(sorted(t for t in titles(kids).values()),
@@ -160,7 +163,7 @@ def titles_during_upgrade(ctx):
         out, err = p.communicate(timeout=40 * SLOW)
         check_eq(p.returncode, 0, "pagid -s upgrade status (stderr %r)" % err)
         check_eq(read_pid(pidfile), new, "pid file after the upgrade")
-        check_eq(title(new), "pagid: master process %s -c %s" % (ctx.pagid, path),
+        check_eq(title(new), "pagid: master process " + " ".join(srv.argv),
                  "new master's title once serving")
         t = title(srv.pid)  # draining: gone soon, as it has no connections
         check(t == "" or t.startswith("pagid: master process (old, draining) "),
@@ -253,7 +256,9 @@ def dump_config_round_trip(ctx):
                  "max_requests: 500\n", "  listing: true\n", "- path: /e\n", "  app: echo\n",
                  "  max_connections: 77\n", "  max_body_size: 2m\n", "  header: 1500ms\n",
                  "  idle: 2m\n", "  shutdown: 250ms\n", "  high_watermark: 256k\n",
-                 "  level: warn\n", "  listen: 127.0.0.1:%d\n" % sport, "user: nobody\n",
+                 "  level: warn\n", "  listen: 127.0.0.1:%d\n" % sport,
+                 # the file says nobody; as root run() adds -u root, which replaces it
+                 "user: root\n" if lib.root_user_args() else "user: nobody\n",
                  "group: ~\n", "  keepalive: 75s\n"):
         check(want in out, "-T output lacks %r:\n%s" % (want, out))
     dumped = lib.write_config(ctx, out, "dumped.yaml")
