@@ -190,6 +190,20 @@ static void include_file(load_ctx *x, yaml_node_t *n, const char *path)
     buf_free(&text);
 }
 
+/* glob()'s error callback has no context argument: the first directory it
+ * could not read (not one that does not exist: a glob may match nothing). */
+static char glob_failed_dir[4096];
+static int glob_failed_errno;
+
+static int note_glob_error(const char *epath, int eerrno)
+{
+    if (eerrno != ENOENT && eerrno != ENOTDIR && !glob_failed_dir[0]) {
+        snprintf(glob_failed_dir, sizeof glob_failed_dir, "%s", epath);
+        glob_failed_errno = eerrno;
+    }
+    return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -218,9 +232,15 @@ static void include_one(load_ctx *x, yaml_node_t *n)
         return;
     }
     glob_t g;
-    int rc = glob(path, GLOB_NOSORT, NULL, &g);
+    glob_failed_dir[0] = '\0';
+    int rc = glob(path, GLOB_NOSORT, note_glob_error, &g);
     printable_text(path, strlen(path), shown, sizeof shown);
-    if (rc == GLOB_NOSPACE) {
+    if (glob_failed_dir[0]) {
+        /* A directory that cannot be read would drop its drop-ins silently. */
+        char dir[POS_TEXT_MAX];
+        printable_text(glob_failed_dir, strlen(glob_failed_dir), dir, sizeof dir);
+        report(x, n, "cannot expand '%s': %s: %s", shown, dir, strerror(glob_failed_errno));
+    } else if (rc == GLOB_NOSPACE) {
         report(x, n, "out of memory");
     } else if (rc != 0 && rc != GLOB_NOMATCH) {
         report(x, n, "cannot expand '%s'", shown);

@@ -93,6 +93,15 @@ static int running(pid_t pid)
     return !(rp && rp[1] == ' ' && rp[2] == 'Z');
 }
 
+/* pid runs a program of our comm name: pagid never renames itself (titles
+ * change the command line only), so a reused pid is told apart. */
+static int same_program(pid_t pid, char *theirs, size_t tlen, char *ours, size_t olen)
+{
+    read_proc(pid, "comm", theirs, tlen);
+    read_proc(0, "comm", ours, olen);
+    return !(*theirs && *ours && strcmp(theirs, ours) != 0);
+}
+
 upgrade_verdict upgrade_watch_step(upgrade_watch *w, const upgrade_view *v, double elapsed)
 {
     int new_serving = v->current > 0 && v->current != w->old && v->current_alive;
@@ -193,11 +202,8 @@ static int find_master(const char *pid_file, pid_t *out, FILE *err)
                 (int)pid);
         return EXIT_NOT_RUNNING;
     }
-    /* pagid never renames itself (titles change the command line only). */
     char theirs[64], ours[64];
-    read_proc(pid, "comm", theirs, sizeof theirs);
-    read_proc(0, "comm", ours, sizeof ours);
-    if (*theirs && *ours && strcmp(theirs, ours) != 0) {
+    if (!same_program(pid, theirs, sizeof theirs, ours, sizeof ours)) {
         fprintf(err, "pagid: %s names pid %d, which is '%s', not %s (stale pid file)\n", pid_file,
                 (int)pid, theirs, ours);
         return EXIT_NOT_RUNNING;
@@ -211,7 +217,9 @@ static int deliver(const pagid_config *c, int signo, FILE *out, FILE *err)
     char oldbin[4096];
     pid_t pid, busy;
     snprintf(oldbin, sizeof oldbin, "%s.oldbin", c->pid_file);
-    if (signo == SIGUSR2 && pidfile_read(oldbin, &busy) == 0 && busy > 1 && running(busy)) {
+    char theirs[64], ours[64];
+    if (signo == SIGUSR2 && pidfile_read(oldbin, &busy) == 0 && busy > 1 && running(busy) &&
+        same_program(busy, theirs, sizeof theirs, ours, sizeof ours)) {
         fprintf(err,
                 "pagid: an upgrade is in progress (%s names the old master, pid %d); try again "
                 "when it is over\n",

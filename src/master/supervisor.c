@@ -26,6 +26,7 @@
 
 #include "../common/exitcodes.h"
 #include "../common/log.h"
+#include "../common/pidfile.h"
 #include "../common/proctitle.h"
 #include "notify.h"
 #include "privileges.h"
@@ -171,8 +172,15 @@ static void activate(supervisor *s, generation *g)
         if (getppid() == s->opts->upgrade_parent && kill(s->opts->upgrade_parent, SIGWINCH) == 0)
             log_info("upgrade: ready; told the old master (pid %d) to hand over",
                      (int)s->opts->upgrade_parent);
-        else
+        else {
             log_warn("upgrade: the old master (pid %d) is gone", (int)s->opts->upgrade_parent);
+            /* Its .oldbin would name a pid that may be reused, and block pagid -s upgrade. */
+            if (s->opts->pid_file && *s->opts->pid_file) {
+                char oldbin[4096];
+                snprintf(oldbin, sizeof oldbin, "%s.oldbin", s->opts->pid_file);
+                pidfile_remove(oldbin, s->opts->upgrade_parent);
+            }
+        }
         s->owns_files = 1;
         proctitle_master(NULL);
     }

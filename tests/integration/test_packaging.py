@@ -67,7 +67,7 @@ def debian_packages(ctx):
     files = deb_files(debs["pagid"])
     for f in ("/usr/sbin/pagid", "/etc/pagid/pagid.yaml", "/etc/logrotate.d/pagid",
               "/usr/lib/sysusers.d/pagid.conf", "/usr/share/man/man8/pagid.8.gz",
-              "/usr/share/man/man5/pagid.yaml.5.gz"):
+              "/usr/share/man/man5/pagid.yaml.5.gz", "/usr/lib/pagid/pagid-hot-upgrade"):
         check(f in files, "%s not in the pagid package: %r" % (f, sorted(files)))
     # Every unit in packaging/systemd is shipped (/lib or /usr/lib per debhelper version).
     units = [os.path.basename(u) for u in glob.glob(os.path.join(src, "packaging", "systemd", "*"))

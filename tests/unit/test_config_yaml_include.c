@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -445,6 +446,37 @@ START_TEST(test_kept_positions_name_their_file)
 }
 END_TEST
 
+/* A conf.d the loader may not read is an error, not an empty glob: under
+ * the packaged unit root has no CAP_DAC_OVERRIDE, and the drop-ins (their
+ * listeners) would vanish without a word. Checked as nobody when root. */
+START_TEST(test_unreadable_glob_directory)
+{
+    put("main.yaml", "workers: 1\ninclude: conf.d/*.yaml\n");
+    put("conf.d/a.yaml", "listen:\n  - 127.0.0.1:8080\n");
+    ck_assert_int_eq(chmod(at("conf.d"), 0), 0);
+    if (geteuid() != 0) {
+        ck_assert_int_eq(load("main.yaml"), 1);
+        ck_assert_ptr_nonnull(strstr(out_text, "conf.d: Permission denied"));
+        ck_assert_int_eq(chmod(at("conf.d"), 0700), 0);
+        return;
+    }
+    ck_assert_int_eq(chmod(dir, 0711), 0);
+    ck_assert_int_eq(chmod(at("main.yaml"), 0644), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) < 0 || setuid(65534) < 0)
+            _exit(10);
+        int n = load("main.yaml");
+        _exit(n == 1 && strstr(out_text, "conf.d: Permission denied") ? 0 : 11);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_int_eq(chmod(at("conf.d"), 0700), 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "as nobody: status %d", status);
+}
+END_TEST
+
 static Suite *config_yaml_include_suite(void)
 {
     Suite *s = suite_create("config_yaml_include");
@@ -469,6 +501,7 @@ static Suite *config_yaml_include_suite(void)
     tcase_add_test(tc, test_glob_in_directory_name);
     tcase_add_test(tc, test_too_many_files);
     tcase_add_test(tc, test_kept_positions_name_their_file);
+    tcase_add_test(tc, test_unreadable_glob_directory);
     suite_add_tcase(s, tc);
     return s;
 }
