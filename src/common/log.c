@@ -52,9 +52,41 @@ static int dir_writable_by_others(const char *path)
     return st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH));
 }
 
+/*
+ * Does a directory on the way to path's file come through a symbolic link
+ * that sits in a directory others can write? Such a link could have been
+ * planted to send root's appends anywhere (a link in a root-only directory,
+ * like /var/run -> /run, is the system's own and fine).
+ */
+static int planted_link_on_the_way(const char *path)
+{
+    char prefix[4096];
+    size_t len = strlen(path);
+    if (len >= sizeof prefix)
+        return 1; /* cannot tell: be careful */
+    const char *last = strrchr(path, '/');
+    for (const char *p = path; last && p <= last; p++) {
+        if (*p != '/' || p == path)
+            continue;
+        /* prefix = path up to this slash: a directory component. */
+        memcpy(prefix, path, (size_t)(p - path));
+        prefix[p - path] = '\0';
+        struct stat st;
+        if (lstat(prefix, &st) < 0)
+            return 0; /* the open fails anyway */
+        if (S_ISLNK(st.st_mode) && dir_writable_by_others(prefix))
+            return 1;
+    }
+    return 0;
+}
+
 int log_open_append(const char *path, int create, int extra_flags)
 {
     int flags = O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC | extra_flags | (create ? O_CREAT : 0);
+    if (geteuid() == 0 && planted_link_on_the_way(path)) {
+        errno = ELOOP;
+        return -1;
+    }
     if (geteuid() != 0 || !dir_writable_by_others(path))
         return open(path, flags, 0640);
     /* Root in a directory others can write (a log directory owned by the

@@ -106,7 +106,8 @@ def root_without_user_runs_workers_as_nobody(ctx):
     workers = wait_workers(srv, 2)
     nobody = pwd.getpwnam("nobody").pw_uid
     for w in workers:
-        check_eq(uid_of(w), nobody, "worker %d uid" % w)
+        # A worker is a child before it switches user: wait for the switch.
+        check(wait_for(lambda: uid_of(w) == nobody, 5), "worker %d uid %r" % (w, uid_of(w)))
     check_eq(uid_of(srv.pid), 0, "master uid")
     check(re.search(r"info: no 'user' is set: workers run as nobody:\S+", srv.stderr()),
           "no info line about the fallback: %r" % srv.stderr()[-600:])

@@ -126,6 +126,36 @@ START_TEST(root_follows_own_symlinks)
 }
 END_TEST
 
+/* Root: a link planted in a directory others can write sends no append
+ * elsewhere, also when it stands for a directory on the way to the file. */
+START_TEST(root_refuses_planted_directory_links)
+{
+    if (geteuid() != 0)
+        return;
+    char safe[128], sub[128], through[160], victim[160];
+    snprintf(safe, sizeof safe, "%s/safe", dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    snprintf(through, sizeof through, "%s/sub/x.log", dir);
+    snprintf(victim, sizeof victim, "%s/safe/x.log", dir);
+    ck_assert_int_eq(mkdir(safe, 0755), 0);
+    ck_assert_int_eq(chmod(dir, 01777), 0);
+    ck_assert_int_eq(symlink(safe, sub), 0);
+    ck_assert_int_eq(log_open_append(through, 1, 0), -1);
+    ck_assert_int_eq(errno, ELOOP);
+    ck_assert_int_eq(access(victim, F_OK), -1); /* nothing created through the link */
+
+    /* The same link in a directory only root writes is the operator's own. */
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    int fd = log_open_append(through, 1, 0);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(access(victim, F_OK), 0);
+    unlink(victim);
+    unlink(sub);
+    rmdir(safe);
+}
+END_TEST
+
 static Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
@@ -134,6 +164,7 @@ static Suite *log_suite(void)
     tcase_add_test(tc, creates_and_appends);
     tcase_add_test(tc, root_refuses_planted_names);
     tcase_add_test(tc, root_follows_own_symlinks);
+    tcase_add_test(tc, root_refuses_planted_directory_links);
     suite_add_tcase(s, tc);
     return s;
 }
