@@ -171,10 +171,11 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
     case PAGI_EV_WEBSOCKET_HTTP_RESPONSE_START:
     case PAGI_EV_SSE_START:
     case PAGI_EV_SSE_HTTP_RESPONSE_START: {
-        int64_t st = 0;
-        if (!(v = field(aTHX_ hv, "status")))
-            BAD("missing 'status'");
-        if (get_int(aTHX_ v, &st) < 0)
+        int64_t st = 200; /* sse.start: status defaults to 200 (Www.pod) */
+        if (!(v = field(aTHX_ hv, "status"))) {
+            if (type != PAGI_EV_SSE_START)
+                BAD("missing 'status'");
+        } else if (get_int(aTHX_ v, &st) < 0)
             BAD("'status' must be an integer");
         ev->status = (int)st;
         BOOL("trailers", ev->trailers);

@@ -163,6 +163,32 @@ def sse_ticker_with_future_io(ctx):
 
 
 @test()
+def event_defaults(ctx):
+    """Optional event keys left out get Www.pod's defaults (issue 11: sse.start
+    without status was a 500)."""
+    import test_websocket as tw
+    srv = ctx.start(app(ctx, "defaults"))
+    r = request(srv.port, headers={"Accept": "text/event-stream"})
+    check_eq(r.status, 200, "sse.start without status")
+    check_eq(r.header("content-type", "").split(";")[0], "text/event-stream", "content-type")
+    check_eq(r.body.decode(), "data: one\n\nevent: e\ndata: two\n\n", "events")
+    r = request(srv.port, path="/stream")
+    check_eq((r.status, r.body), (200, b"ab"), "no headers; a body event with no body/more ends")
+    r = request(srv.port, path="/empty")
+    check_eq((r.status, r.body), (204, b""), "body event with no keys")
+    ws = tw.RawWS(srv.port, path="/ws")
+    check_eq(ws.status, 101, "websocket.accept with no keys")
+    ws.send_frame(0x1, b"x")
+    check_eq(ws.recv_message(), (0x1, b"x"), "echo")
+    f = ws.expect_close(1000)
+    check_eq(f.close_reason(), "", "websocket.close: reason defaults to empty")
+    ws.send_close(1000)
+    ws.close()
+    check("500" not in srv.stderr() and "missing" not in srv.stderr(),
+          "no event was refused: %s" % srv.stderr()[-500:])
+
+
+@test()
 def lifespan_state(ctx):
     srv = ctx.start(app(ctx, "lifespan"))
     for i in (1, 2, 3):
