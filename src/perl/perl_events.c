@@ -283,6 +283,13 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
     HSTORE(pagi, "spec_version", newSVpvs(PAGI_SPEC_VERSION));
     HSTORE(hv, "pagi", newRV_noinc((SV *)pagi));
     if (type == PAGI_SCOPE_LIFESPAN) {
+        /* Lifespan.pod 0.2: is_worker 1 under a master (worker_num 1..N), else 0
+         * with no worker_num (single-process mode, -w 0). */
+        int is_worker = 0;
+        int num = pagi_scope_worker_num(s, &is_worker);
+        HSTORE(pagi, "is_worker", newSViv(is_worker ? 1 : 0));
+        if (is_worker)
+            HSTORE(pagi, "worker_num", newSViv(num));
         HSTORE(hv, "state", SvREFCNT_inc(state));
         return newRV_noinc((SV *)hv);
     }

@@ -198,6 +198,28 @@ def lifespan_state(ctx):
 
 
 @test()
+def lifespan_worker_num(ctx):
+    """Lifespan.pod 0.2: each pre-forked worker's lifespan scope has pagi.is_worker 1
+    and its own worker_num (1..N); single-process mode has is_worker 0, no worker_num."""
+    srv = ctx.start(app(ctx, "lifespan_worker"), workers=2)
+    ok = wait_for(lambda: len([l for l in app_log(ctx) if l.startswith("lifespan ")]) >= 2, 10)
+    lines = sorted(l.split(" ", 2)[2] for l in app_log(ctx) if l.startswith("lifespan "))
+    check(ok, "both workers ran lifespan startup: %r" % lines)
+    check_eq(lines, ["is_worker=1 worker_num=1", "is_worker=1 worker_num=2"], "per-worker values")
+    pids = {l.split()[1]: l.split(" ", 2)[2] for l in app_log(ctx) if l.startswith("lifespan ")}
+    check_eq(len(pids), 2, "two distinct worker processes")
+    for _ in range(10):
+        body = request(srv.port).body.decode()
+        pid, rest = body.split(" ", 1)
+        check_eq(rest, pids.get(pid), "a request sees its own worker's lifespan values")
+    check_eq(srv.stop(), 0, "clean stop")
+    open(ctx.app_log, "w").close()
+    srv = ctx.start(app(ctx, "lifespan_worker"), workers=0)
+    check_eq(request(srv.port).body.decode().split(" ", 1)[1], "is_worker=0 worker_num=absent",
+             "single-process mode")
+
+
+@test()
 def lifespan_startup_failed_stops_the_worker(ctx):
     srv = ctx.start(app(ctx, "lifespan"), wait=False, env={"PAGID_PERL_FAIL_STARTUP": "1"})
     check(srv.wait_exit(10), "pagid exits when lifespan startup fails")
