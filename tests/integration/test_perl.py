@@ -7,6 +7,7 @@ pagi.transport, apps that die before/after starting their response, the
 server's validation messages. Skipped when pagid was built without Perl."""
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -217,6 +218,55 @@ def lifespan_worker_num(ctx):
     srv = ctx.start(app(ctx, "lifespan_worker"), workers=0)
     check_eq(request(srv.port).body.decode().split(" ", 1)[1], "is_worker=0 worker_num=absent",
              "single-process mode")
+
+
+def _sigterm_after_client_left(ctx, workers):
+    srv = ctx.start(app(ctx, "ignores_disconnect"), workers=workers,
+                    config="timeouts:\n  shutdown: 30s\n")
+    c = Conn(srv.port)
+    c.send(build_request("GET", "/ignore", {"Host": "t"}))
+    check(wait_for(lambda: "start /ignore" in app_log(ctx), 5), "the handler started")
+    c.close()  # the client leaves; the handler keeps sleeping, ignoring it
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    check(srv.wait_exit(10), "exited within the grace, not timeouts.shutdown (30 s)")
+    took = time.monotonic() - t0
+    check(took < 5 * SLOW, "stopped in %.1fs" % took)
+    check_eq(srv.returncode, 0, "exit status")
+    check("end /ignore" not in app_log(ctx), "the orphaned handler did not run to its end")
+    check("still running at shutdown" in srv.stderr(), "the abandoned handler is logged")
+
+
+@test(timeout=40)
+def sigterm_orphaned_handler_gets_a_short_grace(ctx):
+    """Issue 11: a handler that ignores its client's disconnect does not hold a
+    draining worker for the whole timeouts.shutdown once no connection is left."""
+    _sigterm_after_client_left(ctx, 1)
+
+
+@test(timeout=40)
+def sigterm_orphaned_handler_gets_a_short_grace_single_process(ctx):
+    _sigterm_after_client_left(ctx, 0)
+
+
+@test(timeout=40)
+def sigterm_live_connection_gets_the_full_drain(ctx):
+    """A handler whose client is still connected gets timeouts.shutdown, well past
+    the short grace: a 3 s handler still answers after SIGTERM."""
+    srv = ctx.start(app(ctx, "ignores_disconnect"), workers=1,
+                    config="timeouts:\n  shutdown: 30s\n")
+    c = Conn(srv.port, timeout=20)
+    c.send(build_request("GET", "/slow?s=3", {"Host": "t"}))
+    check(wait_for(lambda: "start /slow" in app_log(ctx), 5), "the handler started")
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    r = c.read_response("GET")
+    check_eq((r.status, r.body), (200, b"slept 3"), "the live request got its response")
+    check(time.monotonic() - t0 >= 2.0, "the response came after the handler's sleep")
+    c.close()
+    check(srv.wait_exit(10), "exited once the request was done")
+    check_eq(srv.returncode, 0, "exit status")
 
 
 @test()
