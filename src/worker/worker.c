@@ -26,6 +26,7 @@
 #include "lifespan.h"
 #include "mount.h"
 #include "reason.h"
+#include "scope.h"
 #include "state_table.h"
 
 #define ACCEPT_BATCH 64
@@ -460,6 +461,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     /* Whatever is still open ends now; queued callbacks get their turn. */
     while (w->conns)
         conn_close(w->conns, reason_server_shutdown);
+    scope_abandon_all(w); /* handlers past the grace: released while their app is loaded */
     loop_drain_all(&w->loop);
     lifespan_free(w);
     loop_drain_all(&w->loop);
@@ -486,6 +488,7 @@ out:;
     access_log_close(w->alog); /* after the last connection closed: its lines are in */
     w->alog = NULL;
     mount_table_free(&r->mounts);
+    loop_drain_all(&w->loop); /* what the apps' teardown queued (timers they stopped) */
     state_table_unref(w->state);
     buf_free(&w->scratch);
     loop_destroy(&w->loop);
