@@ -30,7 +30,7 @@
 #include "state_table.h"
 
 #define ACCEPT_BATCH 64
-#define SHUTDOWN_GRACE 1.0 /* seconds for handlers once no connection is left */
+#define SHUTDOWN_GRACE 1.0   /* seconds for handlers once no connection is left */
 #define DRAIN_IDLE_GRACE 1.0 /* draining: an idle keep-alive connection's last chance */
 #define DRAIN_IDLE_TICK 0.1
 
