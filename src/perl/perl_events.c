@@ -171,10 +171,11 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
     case PAGI_EV_WEBSOCKET_HTTP_RESPONSE_START:
     case PAGI_EV_SSE_START:
     case PAGI_EV_SSE_HTTP_RESPONSE_START: {
-        int64_t st = 0;
-        if (!(v = field(aTHX_ hv, "status")))
-            BAD("missing 'status'");
-        if (get_int(aTHX_ v, &st) < 0)
+        int64_t st = 200; /* sse.start: status defaults to 200 (Www.pod) */
+        if (!(v = field(aTHX_ hv, "status"))) {
+            if (type != PAGI_EV_SSE_START)
+                BAD("missing 'status'");
+        } else if (get_int(aTHX_ v, &st) < 0)
             BAD("'status' must be an integer");
         ev->status = (int)st;
         BOOL("trailers", ev->trailers);
@@ -282,6 +283,13 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
     HSTORE(pagi, "spec_version", newSVpvs(PAGI_SPEC_VERSION));
     HSTORE(hv, "pagi", newRV_noinc((SV *)pagi));
     if (type == PAGI_SCOPE_LIFESPAN) {
+        /* Lifespan.pod 0.2: is_worker 1 under a master (worker_num 1..N), else 0
+         * with no worker_num (single-process mode, -w 0). */
+        int is_worker = 0;
+        int num = pagi_scope_worker_num(s, &is_worker);
+        HSTORE(pagi, "is_worker", newSViv(is_worker ? 1 : 0));
+        if (is_worker)
+            HSTORE(pagi, "worker_num", newSViv(num));
         HSTORE(hv, "state", SvREFCNT_inc(state));
         return newRV_noinc((SV *)hv);
     }

@@ -64,6 +64,7 @@ static void stop_interpreter(void)
     dPERL;
     if (!my_perl)
         return;
+    perl_xs_stop_watches(aTHX);
     PL_perl_destruct_level = 1;
     perl_destruct(my_perl);
     perl_free(my_perl);

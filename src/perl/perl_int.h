@@ -46,6 +46,8 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state);
 
 /* perl_xs.c */
 void perl_xs_boot(pTHX);
+/* Stop every timer and fd watch still running (the host's teardown). */
+void perl_xs_stop_watches(pTHX);
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
 
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */

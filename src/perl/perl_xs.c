@@ -342,7 +342,35 @@ XS_INTERNAL(xs_watch)
 
 /* ---- loop services ---------------------------------------------------- */
 
+/* Live timers and fd watches, so the host's teardown can stop what an
+ * abandoned handler left running (each one holds a Perl callback). */
+typedef struct perl_watch {
+    struct perl_watch *prev, *next;
+} perl_watch;
+static perl_watch *live_watches;
+
+static void watch_link(perl_watch *n)
+{
+    n->prev = NULL;
+    n->next = live_watches;
+    if (live_watches)
+        live_watches->prev = n;
+    live_watches = n;
+}
+
+static void watch_unlink(perl_watch *n)
+{
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        live_watches = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+}
+
 typedef struct perl_timer {
+    perl_watch link; /* first: a perl_watch * is a perl_timer * or perl_io * */
+    int is_io;
     pagi_timer *t;
     SV *cb;
 } perl_timer;
@@ -353,6 +381,7 @@ static void on_timer(pagi_timer *t, void *ud)
     perl_timer *pt = ud;
     SV *cb = pt->cb;
     pagi_timer_stop(t);
+    watch_unlink(&pt->link);
     free(pt);
     call_cb(aTHX_ cb, NULL);
     SvREFCNT_dec(cb);
@@ -375,6 +404,7 @@ XS_INTERNAL(xs_timer_start)
         free(pt);
         croak("cannot start a timer");
     }
+    watch_link(&pt->link);
     ST(0) = sv_2mortal(newSViv(PTR2IV(pt)));
     XSRETURN(1);
 }
@@ -386,6 +416,7 @@ XS_INTERNAL(xs_timer_stop)
         croak_xs_usage(cv, "id");
     perl_timer *pt = INT2PTR(perl_timer *, SvIV(ST(0)));
     pagi_timer_stop(pt->t);
+    watch_unlink(&pt->link);
     SV *cb = pt->cb;
     free(pt);
     SvREFCNT_dec(cb);
@@ -393,6 +424,8 @@ XS_INTERNAL(xs_timer_stop)
 }
 
 typedef struct perl_io {
+    perl_watch link;
+    int is_io;
     pagi_io *w;
     SV *cb;
 } perl_io;
@@ -422,6 +455,8 @@ XS_INTERNAL(xs_io_watch)
         free(pi);
         croak("cannot watch fd %d", (int)SvIV(ST(0)));
     }
+    pi->is_io = 1;
+    watch_link(&pi->link);
     ST(0) = sv_2mortal(newSViv(PTR2IV(pi)));
     XSRETURN(1);
 }
@@ -433,10 +468,31 @@ XS_INTERNAL(xs_io_stop)
         croak_xs_usage(cv, "id");
     perl_io *pi = INT2PTR(perl_io *, SvIV(ST(0)));
     pagi_io_stop(pi->w);
+    watch_unlink(&pi->link);
     SV *cb = pi->cb;
     free(pi);
     SvREFCNT_dec(cb);
     XSRETURN_EMPTY;
+}
+
+void perl_xs_stop_watches(pTHX)
+{
+    while (live_watches) {
+        perl_watch *n = live_watches;
+        watch_unlink(n);
+        SV *cb;
+        if (((perl_timer *)n)->is_io) {
+            perl_io *pi = (perl_io *)n;
+            pagi_io_stop(pi->w);
+            cb = pi->cb;
+        } else {
+            perl_timer *pt = (perl_timer *)n;
+            pagi_timer_stop(pt->t);
+            cb = pt->cb;
+        }
+        free(n);
+        SvREFCNT_dec(cb);
+    }
 }
 
 /* log($level, $message) */

@@ -107,6 +107,10 @@ pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops,
     }
     s->state = state_table_ref(w->state);
     if (type != PAGI_SCOPE_LIFESPAN) {
+        s->next = w->scopes;
+        if (w->scopes)
+            w->scopes->prev = s;
+        w->scopes = s;
         w->n_scopes++;
         if (w->stats)
             atomic_fetch_add_explicit(&w->stats->open_scopes[shm_kind(type)], 1,
@@ -137,6 +141,14 @@ static void scope_free(pagi_scope *s)
     buf_free(&s->delivery);
     free(s->req_block);
     pagi_scope_type type = s->type;
+    if (type != PAGI_SCOPE_LIFESPAN) {
+        if (s->prev)
+            s->prev->next = s->next;
+        else
+            w->scopes = s->next;
+        if (s->next)
+            s->next->prev = s->prev;
+    }
     free(s);
     if (type != PAGI_SCOPE_LIFESPAN) {
         w->n_scopes--;
@@ -332,6 +344,18 @@ void pagi_scope_finish(pagi_scope *s, const char *error)
     s->recv_cb = NULL;
     s->ops->finished(s, error);
     scope_unref(s); /* the app side's reference */
+}
+
+/* The worker is exiting with handlers still running (past its shutdown
+ * grace): finish them on the app's behalf, so their release callbacks run
+ * (on the next drain, while the app is still loaded) and nothing leaks. */
+void scope_abandon_all(worker_ctx *w)
+{
+    for (pagi_scope *s = w->scopes, *next; s; s = next) {
+        next = s->next;
+        if (!s->finished)
+            pagi_scope_finish(s, NULL);
+    }
 }
 
 /* ---- how an exchange ends ---- */

@@ -97,6 +97,8 @@ int scope_is_complete(const pagi_scope *s);
 int scope_is_started(const pagi_scope *s);
 /** The connection side is done with the scope (drops its reference). */
 void scope_detach(pagi_scope *s);
+/* At exit: pagi_scope_finish every request scope its app never finished. */
+void scope_abandon_all(worker_ctx *w);
 
 /** Transport watermarks crossed (edge-triggered; hysteresis kept by caller). */
 void scope_notify_high_water(pagi_scope *s);

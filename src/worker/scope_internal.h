@@ -25,6 +25,7 @@ struct pagi_scope {
     worker_ctx *w;
     const scope_ops *ops;
     void *proto; /* the protocol driver's exchange; NULL once detached */
+    struct pagi_scope *prev, *next; /* w->scopes (request scopes only) */
 
     scope_request req; /* strings point into req_block */
     char *req_block;

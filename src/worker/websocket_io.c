@@ -375,8 +375,9 @@ static void ws_on_control(ws_conn *ws)
             return;
         }
         ws_record_end(ws, code, NULL, reason, rlen);
-        if (ws->state == WS_OPEN) /* echo the peer's code (RFC 6455 5.5.1) */
-            ws_queue_close(ws, code == WS_CLOSE_NO_STATUS ? 0 : code, NULL, 0);
+        /* Echo the peer's code and reason (RFC 6455 5.5.1), as the reference does. */
+        if (ws->state == WS_OPEN)
+            ws_queue_close(ws, code == WS_CLOSE_NO_STATUS ? 0 : code, reason, rlen);
         ws_finish(ws);
         break;
     }

@@ -26,10 +26,11 @@
 #include "lifespan.h"
 #include "mount.h"
 #include "reason.h"
+#include "scope.h"
 #include "state_table.h"
 
 #define ACCEPT_BATCH 64
-#define SHUTDOWN_GRACE 1.0 /* seconds for handlers after the shutdown deadline */
+#define SHUTDOWN_GRACE 1.0   /* seconds for handlers once no connection is left */
 #define DRAIN_IDLE_GRACE 1.0 /* draining: an idle keep-alive connection's last chance */
 #define DRAIN_IDLE_TICK 0.1
 
@@ -128,14 +129,23 @@ static void worker_on_lifespan_stopped(worker_ctx *w)
 /*
  * Lifespan shutdown waits until every connection is gone and every request
  * scope released (its handler may still need what shutdown tears down),
- * but no longer than the shutdown deadline plus a short grace.
+ * but no longer than the shutdown deadline plus a short grace. Once no
+ * connection is left, the handlers still running have all been told their
+ * client is gone: they get that same short grace (SHUTDOWN_GRACE), not the
+ * rest of timeouts.shutdown (with timeouts.shutdown 0, no deadline, they
+ * are waited for).
  */
 static void worker_maybe_finish(worker_run_ctx *r)
 {
     if (!r->w.draining || r->stopping || r->w.n_conns > 0)
         return;
-    if (r->w.n_scopes > 0 && !r->grace_over)
+    if (r->w.n_scopes > 0 && !r->grace_over) {
+        if (r->w.cfg->timeouts.shutdown > 0 && !ev_is_active(&r->grace_timer)) {
+            ev_timer_set(&r->grace_timer, SHUTDOWN_GRACE, 0.);
+            ev_timer_start(r->w.loop.ev, &r->grace_timer);
+        }
         return;
+    }
     if (r->w.n_scopes > 0)
         log_warn("%zu request handler(s) still running at shutdown", r->w.n_scopes);
     r->stopping = 1;
@@ -170,9 +180,8 @@ static void worker_on_shutdown_deadline(struct ev_loop *ev, ev_timer *t, int rev
         log_info("shutdown timeout: closing %zu connection(s) with server_shutdown", r->w.n_conns);
     while (r->w.conns)
         conn_close(r->w.conns, reason_server_shutdown);
-    /* Handlers just told server_shutdown get a moment to finish. */
-    ev_timer_set(&r->grace_timer, SHUTDOWN_GRACE, 0.);
-    ev_timer_start(ev, &r->grace_timer);
+    /* Handlers just told server_shutdown get a moment to finish (armed by
+     * worker_maybe_finish, or already running since the last connection went). */
     worker_maybe_finish(r);
 }
 
@@ -452,6 +461,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     /* Whatever is still open ends now; queued callbacks get their turn. */
     while (w->conns)
         conn_close(w->conns, reason_server_shutdown);
+    scope_abandon_all(w); /* handlers past the grace: released while their app is loaded */
     loop_drain_all(&w->loop);
     lifespan_free(w);
     loop_drain_all(&w->loop);
@@ -478,6 +488,7 @@ out:;
     access_log_close(w->alog); /* after the last connection closed: its lines are in */
     w->alog = NULL;
     mount_table_free(&r->mounts);
+    loop_drain_all(&w->loop); /* what the apps' teardown queued (timers they stopped) */
     state_table_unref(w->state);
     buf_free(&w->scratch);
     loop_destroy(&w->loop);

@@ -31,6 +31,7 @@ typedef struct worker_ctx {
     conn *conns;          /* all live connections (intrusive list) */
     size_t n_conns;
     size_t n_scopes;      /* request scopes not yet released (lifespan excluded) */
+    struct pagi_scope *scopes; /* those scopes (intrusive list) */
     conn *flush_list;     /* connections with output to write at the safe point */
     buf scratch;          /* reusable space for formatting response heads */
     lifespan *lifespan;   /* the lifespan scope's driver */

@@ -7,6 +7,7 @@ pagi.transport, apps that die before/after starting their response, the
 server's validation messages. Skipped when pagid was built without Perl."""
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -163,12 +164,109 @@ def sse_ticker_with_future_io(ctx):
 
 
 @test()
+def event_defaults(ctx):
+    """Optional event keys left out get Www.pod's defaults (issue 11: sse.start
+    without status was a 500)."""
+    import test_websocket as tw
+    srv = ctx.start(app(ctx, "defaults"))
+    r = request(srv.port, headers={"Accept": "text/event-stream"})
+    check_eq(r.status, 200, "sse.start without status")
+    check_eq(r.header("content-type", "").split(";")[0], "text/event-stream", "content-type")
+    check_eq(r.body.decode(), "data: one\n\nevent: e\ndata: two\n\n", "events")
+    r = request(srv.port, path="/stream")
+    check_eq((r.status, r.body), (200, b"ab"), "no headers; a body event with no body/more ends")
+    r = request(srv.port, path="/empty")
+    check_eq((r.status, r.body), (204, b""), "body event with no keys")
+    ws = tw.RawWS(srv.port, path="/ws")
+    check_eq(ws.status, 101, "websocket.accept with no keys")
+    ws.send_frame(0x1, b"x")
+    check_eq(ws.recv_message(), (0x1, b"x"), "echo")
+    f = ws.expect_close(1000)
+    check_eq(f.close_reason(), "", "websocket.close: reason defaults to empty")
+    ws.send_close(1000)
+    ws.close()
+    check("500" not in srv.stderr() and "missing" not in srv.stderr(),
+          "no event was refused: %s" % srv.stderr()[-500:])
+
+
+@test()
 def lifespan_state(ctx):
     srv = ctx.start(app(ctx, "lifespan"))
     for i in (1, 2, 3):
         r = request(srv.port)
         check_eq(r.body.decode(), "hello from startup count=%d fresh" % i, "request %d" % i)
     check("does not support lifespan" not in srv.stderr(), "lifespan ran")
+
+
+@test()
+def lifespan_worker_num(ctx):
+    """Lifespan.pod 0.2: each pre-forked worker's lifespan scope has pagi.is_worker 1
+    and its own worker_num (1..N); single-process mode has is_worker 0, no worker_num."""
+    srv = ctx.start(app(ctx, "lifespan_worker"), workers=2)
+    ok = wait_for(lambda: len([l for l in app_log(ctx) if l.startswith("lifespan ")]) >= 2, 10)
+    lines = sorted(l.split(" ", 2)[2] for l in app_log(ctx) if l.startswith("lifespan "))
+    check(ok, "both workers ran lifespan startup: %r" % lines)
+    check_eq(lines, ["is_worker=1 worker_num=1", "is_worker=1 worker_num=2"], "per-worker values")
+    pids = {l.split()[1]: l.split(" ", 2)[2] for l in app_log(ctx) if l.startswith("lifespan ")}
+    check_eq(len(pids), 2, "two distinct worker processes")
+    for _ in range(10):
+        body = request(srv.port).body.decode()
+        pid, rest = body.split(" ", 1)
+        check_eq(rest, pids.get(pid), "a request sees its own worker's lifespan values")
+    check_eq(srv.stop(), 0, "clean stop")
+    open(ctx.app_log, "w").close()
+    srv = ctx.start(app(ctx, "lifespan_worker"), workers=0)
+    check_eq(request(srv.port).body.decode().split(" ", 1)[1], "is_worker=0 worker_num=absent",
+             "single-process mode")
+
+
+def _sigterm_after_client_left(ctx, workers):
+    srv = ctx.start(app(ctx, "ignores_disconnect"), workers=workers,
+                    config="timeouts:\n  shutdown: 30s\n")
+    c = Conn(srv.port)
+    c.send(build_request("GET", "/ignore", {"Host": "t"}))
+    check(wait_for(lambda: "start /ignore" in app_log(ctx), 5), "the handler started")
+    c.close()  # the client leaves; the handler keeps sleeping, ignoring it
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    check(srv.wait_exit(10), "exited within the grace, not timeouts.shutdown (30 s)")
+    took = time.monotonic() - t0
+    check(took < 5 * SLOW, "stopped in %.1fs" % took)
+    check_eq(srv.returncode, 0, "exit status")
+    check("end /ignore" not in app_log(ctx), "the orphaned handler did not run to its end")
+    check("still running at shutdown" in srv.stderr(), "the abandoned handler is logged")
+
+
+@test(timeout=40)
+def sigterm_orphaned_handler_gets_a_short_grace(ctx):
+    """Issue 11: a handler that ignores its client's disconnect does not hold a
+    draining worker for the whole timeouts.shutdown once no connection is left."""
+    _sigterm_after_client_left(ctx, 1)
+
+
+@test(timeout=40)
+def sigterm_orphaned_handler_gets_a_short_grace_single_process(ctx):
+    _sigterm_after_client_left(ctx, 0)
+
+
+@test(timeout=40)
+def sigterm_live_connection_gets_the_full_drain(ctx):
+    """A handler whose client is still connected gets timeouts.shutdown, well past
+    the short grace: a 3 s handler still answers after SIGTERM."""
+    srv = ctx.start(app(ctx, "ignores_disconnect"), workers=1,
+                    config="timeouts:\n  shutdown: 30s\n")
+    c = Conn(srv.port, timeout=20)
+    c.send(build_request("GET", "/slow?s=3", {"Host": "t"}))
+    check(wait_for(lambda: "start /slow" in app_log(ctx), 5), "the handler started")
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    r = c.read_response("GET")
+    check_eq((r.status, r.body), (200, b"slept 3"), "the live request got its response")
+    check(time.monotonic() - t0 >= 2.0, "the response came after the handler's sleep")
+    c.close()
+    check(srv.wait_exit(10), "exited once the request was done")
+    check_eq(srv.returncode, 0, "exit status")
 
 
 @test()

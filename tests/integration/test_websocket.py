@@ -636,7 +636,7 @@ def peer_close_codes_and_reason(ctx):
         ws = RawWS(srv.port, "/echo?id=" + tid)
         ws.send_close(code, reason)
         f = ws.expect_close(code)
-        check_eq(f.payload[2:], b"", "echo carries the code only")
+        check_eq(f.payload[2:], reason, "echo carries the peer's code and reason")
         ws.expect_eof()
         ws.close()
         check_disconnect(ctx, tid, code, reason.decode())
@@ -697,6 +697,25 @@ def app_close_with_python_client(ctx):
         check_eq((c.close_code, c.close_reason), (1001, "bye"), "python client saw our close")
     run_async(go())
     check_disconnect(ctx, "pyc", 1001, "bye")
+
+
+@test()
+def peer_close_reason_echoed_to_python_client(ctx):
+    """A client-initiated close is answered with the client's own code and reason
+    (RFC 6455 5.5.1; what the reference server does), and the app sees them too."""
+    need_websockets()
+    srv = ctx.start(wsapp(ctx))
+
+    async def go():
+        c = await websockets.connect("ws://127.0.0.1:%d/echo?id=pyr" % srv.port)
+        await c.send("hi")
+        check_eq(await c.recv(), "hi", "echo before the close")
+        await c.close(4001, "bye")
+        rcvd = getattr(c, "close_rcvd", None)
+        got = (rcvd.code, rcvd.reason) if rcvd else (c.close_code, c.close_reason)
+        check_eq(got, (4001, "bye"), "the server's close reply")
+    run_async(go())
+    check_disconnect(ctx, "pyr", 4001, "bye")
 
 
 @test()

@@ -1,0 +1,27 @@
+# ignores_disconnect.pl - handlers that never look at their disconnect:
+#   /ignore     awaits a 60 s Future::IO sleep, then answers (its client is long gone)
+#   /slow?s=N   awaits N seconds, then answers (a live client waits for it)
+# Each start and end is written to the test log.
+use strict;
+use warnings;
+use Future::AsyncAwait;
+use Future::IO;
+
+sub note {
+    my $log = $ENV{PAGID_TEST_LOG} or return;
+    open my $fh, '>>', $log or return;
+    print $fh "@_\n";
+    close $fh;
+}
+
+async sub {
+    my ($scope, $receive, $send) = @_;
+    return if $scope->{type} eq 'lifespan';
+    my $secs = $scope->{path} eq '/ignore' ? 60 : ($scope->{query_string} =~ /s=([\d.]+)/)[0] // 1;
+    note("start $scope->{path}");
+    await Future::IO->sleep($secs);
+    note("end $scope->{path}");
+    await $send->({type => 'http.response.start', status => 200,
+                   headers => [['content-type', 'text/plain']]});
+    await $send->({type => 'http.response.body', body => "slept $secs"});
+};
