@@ -220,6 +220,9 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
             return get_headers(aTHX_ v, &ev->headers, &ev->header_count, hdrs, tname, err, errlen);
         break;
     case PAGI_EV_WEBSOCKET_SEND:
+        /* Www.pod: exactly one of them non-null; sending one and dropping the other hides a bug. */
+        if (field(aTHX_ hv, "text") && field(aTHX_ hv, "bytes"))
+            BAD("needs exactly one of 'bytes' or 'text', not both");
         if ((v = field(aTHX_ hv, "text"))) {
             TEXT("text", ev->text);
             ev->is_text = 1;
@@ -241,6 +244,9 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
         break;
     }
     case PAGI_EV_SSE_SEND:
+        /* Www.pod: data is the one required field ('' is a valid, empty payload). */
+        if (!field(aTHX_ hv, "data"))
+            BAD("needs 'data'");
         TEXT("data", ev->data);
         TEXT("event", ev->event);
         TEXT("id", ev->id);

@@ -190,6 +190,27 @@ def event_defaults(ctx):
 
 
 @test()
+def required_fields_refused(ctx):
+    """Www.pod: sse.send needs 'data'; websocket.send needs exactly one of
+    'text' or 'bytes'. Such a send fails with the server's message (nothing
+    written) and the scope goes on."""
+    import test_websocket as tw
+    srv = ctx.start(app(ctx, "required_fields"))
+    r = request(srv.port, headers={"Accept": "text/event-stream"})
+    check_eq(r.status, 200, "status")
+    check_eq(r.body.decode(), "event: error\ndata: sse.send: needs 'data'\n\ndata: \n\n",
+             "the refused send wrote nothing; its message and an empty data event follow")
+    ws = tw.RawWS(srv.port, path="/ws")
+    check_eq(ws.status, 101, "accepted")
+    check_eq(ws.recv_message(),
+             (0x1, b"websocket.send: needs exactly one of 'bytes' or 'text', not both"),
+             "the refused send's message")
+    ws.expect_close(1000)
+    ws.send_close(1000)
+    ws.close()
+
+
+@test()
 def lifespan_state(ctx):
     srv = ctx.start(app(ctx, "lifespan"))
     for i in (1, 2, 3):
