@@ -208,6 +208,17 @@ def required_fields_refused(ctx):
     ws.expect_close(1000)
     ws.send_close(1000)
     ws.close()
+    # Each refused send is logged once per scope, at the app's own file and line.
+    src = os.path.join(lib.REPO, "tests", "integration", "perl", "required_fields.pl")
+    lines = open(src).read().split("\n")
+    at = {what: 1 + next(i for i, t in enumerate(lines) if what in t)
+          for what in ("event => 'no-data'", "text => 'a', bytes => 'b'")}
+    for what, msg in (("event => 'no-data'", "sse.send: needs 'data'"),
+                      ("text => 'a', bytes => 'b'",
+                       "websocket.send: needs exactly one of 'bytes' or 'text', not both")):
+        want = "warn: perl: send refused at %s line %d: %s" % (src, at[what], msg)
+        check(wait_for(lambda: want in srv.stderr(), 5), "no %r in:\n%s" % (want, srv.stderr()))
+        check_eq(srv.stderr().count(want), 1, "times logged")
 
 
 @test()
