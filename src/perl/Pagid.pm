@@ -9,17 +9,26 @@ use Future;
 
 our %RUNNING;   # scope handle address -> the app's Future, until it is ready
 
+# Each app file is compiled in a package of its own (as Plack's sandbox
+# does), so two apps mounted in one config cannot clobber each other's
+# globals and subs in main by accident.
+my $sandboxes = 0;
+
 sub _load {
     my ($file, $lib) = @_;
     unshift @INC, grep { length } split /:/, $lib;
-    my $app = do {
-        package main;
-        no strict;
-        local @ARGV;
-        do $file;
-    };
+    (my $name = $file) =~ s/([^A-Za-z0-9_])/sprintf("_%02x", ord $1)/eg;
+    my $package = sprintf 'PAGI::Server::Pagid::Sandbox::App%d::%s', ++$sandboxes, $name;
+    my $app = eval sprintf <<'END_LOAD', $package;
+package %s;
+no strict;
+local @ARGV;
+my $app = do $file;
+die $@ if $@;
+die "cannot read $file: $!\n" if !defined $app && $!;
+$app;
+END_LOAD
     die $@ if $@;
-    die "cannot read $file: $!\n" if !defined $app && $!;
     die "$file did not return a code reference\n" unless ref $app eq 'CODE';
     return $app;
 }

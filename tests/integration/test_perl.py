@@ -222,6 +222,34 @@ def required_fields_refused(ctx):
 
 
 @test()
+def mounted_apps_are_sandboxed(ctx):
+    """Two Perl apps mounted in one config, with the same global and sub
+    names: each keeps its own (they are compiled in packages of their own),
+    and each ran its own lifespan startup."""
+    a, b = app(ctx, "sandbox_a"), app(ctx, "sandbox_b")
+    srv = ctx.start(None, workers=0, config="app: hello\nmounts:\n"
+                    "  - {path: /a, app: %s}\n  - {path: /b, app: %s}\n" % (a, b))
+    got = [request(srv.port, path=p).body.decode() for p in ("/a", "/a", "/b", "/a", "/b")]
+    check_eq(got, ["a count=1 started=1", "a count=2 started=1", "b count=101 started=1",
+                   "a count=3 started=1", "b count=102 started=1"], "responses")
+    check("redefined" not in srv.stderr(), "a sub was redefined:\n%s" % srv.stderr()[-800:])
+
+
+@test()
+def body_from_file_handle(ctx):
+    """http.response.body's fh form: the file's bytes, whatever they are."""
+    data = bytes(range(256)) * 300 + b"end"
+    path = os.path.join(ctx.tmpdir, "blob.bin")
+    with open(path, "wb") as f:
+        f.write(data)
+    srv = ctx.start(app(ctx, "fh_body"))
+    r = request(srv.port, path="/?" + path)
+    check_eq(r.status, 200, "status")
+    check_eq(len(r.body), len(data), "length")
+    check(r.body == data, "the body differs from the file")
+
+
+@test()
 def lifespan_state(ctx):
     srv = ctx.start(app(ctx, "lifespan"))
     for i in (1, 2, 3):
