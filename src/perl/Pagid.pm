@@ -17,15 +17,20 @@ my $sandboxes = 0;
 sub _load {
     my ($file, $lib) = @_;
     unshift @INC, grep { length } split /:/, $lib;
-    (my $name = $file) =~ s/([^A-Za-z0-9_])/sprintf("_%02x", ord $1)/eg;
-    my $package = sprintf 'PAGI::Server::Pagid::Sandbox::App%d::%s', ++$sandboxes, $name;
+    # The counter makes it unique; the file's base name (short: Perl caps a
+    # package name's length) only helps a reader of a stack trace.
+    (my $name = $file) =~ s{.*/}{};
+    $name =~ s/\W/_/g;
+    my $package = sprintf 'PAGI::Server::Pagid::Sandbox::App%d_%s', ++$sandboxes,
+        substr($name, 0, 40);
     my $app = eval sprintf <<'END_LOAD', $package;
 package %s;
 no strict;
 local @ARGV;
 my $app = do $file;
 die $@ if $@;
-die "cannot read $file: $!\n" if !defined $app && $!;
+# $! may be stale (a `use` searched @INC): only an unreadable file is that.
+die "cannot read $file: $!\n" if !defined $app && !-r $file;
 $app;
 END_LOAD
     die $@ if $@;
@@ -54,7 +59,7 @@ sub _run {
         return $r if ref $r;                   # pending: done when the buffer drains
         return Future->done if $r eq '';       # completed already (below the high-water mark)
         # Refused: say where, for apps written for laxer servers; once per message and scope.
-        if (!$refused{$r}++ && keys %refused <= 8) {
+        if (!$refused{$r}++ && keys %refused <= 8 && $r !~ /after the scope finished/) {
             my (undef, $file, $line) = caller;
             PAGI::Server::Pagid::XS::log(1, "perl: send refused at $file line $line: $r");
         }

@@ -69,6 +69,7 @@ static void stop_interpreter(void)
     perl_destruct(my_perl);
     perl_free(my_perl);
     perl_host_interp = NULL;
+    perl_xs_free_watches();
 }
 
 /* Call a glue function in list context with string args; returns its first result (owned). */

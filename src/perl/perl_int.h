@@ -48,6 +48,8 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state);
 void perl_xs_boot(pTHX);
 /* Stop every timer and fd watch still running (the host's teardown). */
 void perl_xs_stop_watches(pTHX);
+/** After perl_destruct: free every watch entry left (stopping the live ones). */
+void perl_xs_free_watches(void);
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
 
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */

@@ -346,6 +346,11 @@ XS_INTERNAL(xs_watch)
  * abandoned handler left running (each one holds a Perl callback). */
 typedef struct perl_watch {
     struct perl_watch *prev, *next;
+    int is_io;
+    /* Stopped by the host's teardown: no watcher, no callback. Perl may
+     * still hold the id (a Future's on_cancel), so the entry stays until
+     * Perl stops it or the last sweep after perl_destruct frees it. */
+    int dead;
 } perl_watch;
 static perl_watch *live_watches;
 
@@ -370,7 +375,6 @@ static void watch_unlink(perl_watch *n)
 
 typedef struct perl_timer {
     perl_watch link; /* first: a perl_watch * is a perl_timer * or perl_io * */
-    int is_io;
     pagi_timer *t;
     SV *cb;
 } perl_timer;
@@ -415,17 +419,17 @@ XS_INTERNAL(xs_timer_stop)
     if (items != 1)
         croak_xs_usage(cv, "id");
     perl_timer *pt = INT2PTR(perl_timer *, SvIV(ST(0)));
-    pagi_timer_stop(pt->t);
+    if (!pt->link.dead)
+        pagi_timer_stop(pt->t);
     watch_unlink(&pt->link);
     SV *cb = pt->cb;
     free(pt);
-    SvREFCNT_dec(cb);
+    SvREFCNT_dec(cb); /* NULL once dead */
     XSRETURN_EMPTY;
 }
 
 typedef struct perl_io {
     perl_watch link;
-    int is_io;
     pagi_io *w;
     SV *cb;
 } perl_io;
@@ -455,7 +459,7 @@ XS_INTERNAL(xs_io_watch)
         free(pi);
         croak("cannot watch fd %d", (int)SvIV(ST(0)));
     }
-    pi->is_io = 1;
+    pi->link.is_io = 1;
     watch_link(&pi->link);
     ST(0) = sv_2mortal(newSViv(PTR2IV(pi)));
     XSRETURN(1);
@@ -467,31 +471,62 @@ XS_INTERNAL(xs_io_stop)
     if (items != 1)
         croak_xs_usage(cv, "id");
     perl_io *pi = INT2PTR(perl_io *, SvIV(ST(0)));
-    pagi_io_stop(pi->w);
+    if (!pi->link.dead)
+        pagi_io_stop(pi->w);
     watch_unlink(&pi->link);
     SV *cb = pi->cb;
     free(pi);
-    SvREFCNT_dec(cb);
+    SvREFCNT_dec(cb); /* NULL once dead */
     XSRETURN_EMPTY;
+}
+
+/* Stop one live watch and let go of its callback; the entry stays (dead). */
+static void watch_kill(pTHX_ perl_watch *n)
+{
+    SV *cb;
+    if (n->is_io) {
+        perl_io *pi = (perl_io *)n;
+        pagi_io_stop(pi->w);
+        cb = pi->cb;
+        pi->cb = NULL;
+    } else {
+        perl_timer *pt = (perl_timer *)n;
+        pagi_timer_stop(pt->t);
+        cb = pt->cb;
+        pt->cb = NULL;
+    }
+    n->dead = 1;
+    SvREFCNT_dec(cb);
 }
 
 void perl_xs_stop_watches(pTHX)
 {
+    /* Dropping a callback may run Perl (DESTROY) that stops another watch:
+     * start over from the head after each one. */
+    for (perl_watch *n = live_watches; n;) {
+        if (n->dead) {
+            n = n->next;
+            continue;
+        }
+        watch_kill(aTHX_ n);
+        n = live_watches;
+    }
+}
+
+void perl_xs_free_watches(void)
+{
+    /* After perl_destruct: nothing can stop these any more. Watches started
+     * during destruction (END blocks, DESTROY) are still live: stop them. */
     while (live_watches) {
         perl_watch *n = live_watches;
         watch_unlink(n);
-        SV *cb;
-        if (((perl_timer *)n)->is_io) {
-            perl_io *pi = (perl_io *)n;
-            pagi_io_stop(pi->w);
-            cb = pi->cb;
-        } else {
-            perl_timer *pt = (perl_timer *)n;
-            pagi_timer_stop(pt->t);
-            cb = pt->cb;
+        if (!n->dead) {
+            if (n->is_io)
+                pagi_io_stop(((perl_io *)n)->w);
+            else
+                pagi_timer_stop(((perl_timer *)n)->t);
         }
-        free(n);
-        SvREFCNT_dec(cb);
+        free(n); /* the callbacks went with the interpreter */
     }
 }
 

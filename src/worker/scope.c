@@ -358,6 +358,14 @@ void scope_abandon_all(worker_ctx *w)
     }
 }
 
+int scope_any_past_response(const worker_ctx *w)
+{
+    for (const pagi_scope *s = w->scopes; s; s = s->next)
+        if (!s->finished && s->complete)
+            return 1;
+    return 0;
+}
+
 /* ---- how an exchange ends ---- */
 
 void scope_disconnect(pagi_scope *s, const char *reason)

@@ -99,6 +99,12 @@ int scope_is_started(const pagi_scope *s);
 void scope_detach(pagi_scope *s);
 /* At exit: pagi_scope_finish every request scope its app never finished. */
 void scope_abandon_all(worker_ctx *w);
+/**
+ * Is a handler still running whose exchange completed normally (work after
+ * the response: it was never told of a disconnect)? The drain's short grace
+ * is only for handlers whose client is gone.
+ */
+int scope_any_past_response(const worker_ctx *w);
 
 /** Transport watermarks crossed (edge-triggered; hysteresis kept by caller). */
 void scope_notify_high_water(pagi_scope *s);

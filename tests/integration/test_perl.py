@@ -250,6 +250,21 @@ def body_from_file_handle(ctx):
 
 
 @test()
+def long_app_path_loads(ctx):
+    """The app's package name does not grow with its path (Perl caps a
+    package name's length near 250 characters)."""
+    d = os.path.join(ctx.tmpdir, *(["a-rather-long-directory-name.with.dots"] * 6))
+    os.makedirs(d)
+    path = os.path.join(d, "hello-app.pl")
+    with open(os.path.join(PERL_DIR, "hello.pl")) as src, open(path, "w") as dst:
+        dst.write(src.read())
+    check(len(path) > 250, "path of %d characters" % len(path))
+    app(ctx, "hello")  # skips without the Perl host
+    srv = ctx.start(path)
+    check_eq(request(srv.port).status, 200, "status")
+
+
+@test()
 def lifespan_state(ctx):
     srv = ctx.start(app(ctx, "lifespan"))
     for i in (1, 2, 3):
@@ -308,6 +323,41 @@ def sigterm_orphaned_handler_gets_a_short_grace(ctx):
 @test(timeout=40)
 def sigterm_orphaned_handler_gets_a_short_grace_single_process(ctx):
     _sigterm_after_client_left(ctx, 0)
+
+
+@test(timeout=40)
+def sigterm_work_after_a_complete_response_keeps_the_deadline(ctx):
+    """A handler still working after its complete response was never told of a
+    disconnect: it keeps timeouts.shutdown, not the 1 s grace."""
+    srv = ctx.start(app(ctx, "ignores_disconnect"), workers=1,
+                    config="timeouts:\n  shutdown: 30s\n")
+    r = request(srv.port, path="/after")
+    check_eq((r.status, r.body), (200, b"done"), "response")
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    check(srv.wait_exit(15), "exited once the handler was done")
+    check("end /after" in app_log(ctx), "the handler's work after its response was cut")
+    check(time.monotonic() - t0 >= 1.0, "it exited before the handler's 2 s of work")
+    check_eq(srv.returncode, 0, "exit status")
+    check("still running at shutdown" not in srv.stderr(), "nothing was abandoned")
+
+
+@test(timeout=40)
+def sigterm_teardown_cancel_of_a_stopped_timer(ctx):
+    """An abandoned handler's sleep, cancelled from a DESTROY during the
+    interpreter's teardown after the host stopped its timer: no use after
+    free (ASan), a clean exit."""
+    srv = ctx.start(app(ctx, "ignores_disconnect"), workers=0,
+                    config="timeouts:\n  shutdown: 30s\n")
+    c = Conn(srv.port)
+    c.send(build_request("GET", "/guarded", {"Host": "t"}))
+    check(wait_for(lambda: "start /guarded" in app_log(ctx), 5), "the handler started")
+    c.close()
+    time.sleep(0.3)
+    srv.signal(signal.SIGTERM)
+    check(srv.wait_exit(10), "exited within the grace")
+    check_eq(srv.returncode, 0, "exit status")
+    check("end /guarded" not in app_log(ctx), "the handler did not run to its end")
 
 
 @test(timeout=40)
