@@ -10,6 +10,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config_dump.c src/common/config_dump.h \
 	src/common/shm.c src/common/shm.h \
 	src/common/pidfile.c src/common/pidfile.h \
+	src/common/path.c src/common/path.h \
 	src/common/proctitle.c src/common/proctitle.h \
 	src/common/exitcodes.h
 

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "path.h"
+
 static int log_fd = 2;
 static log_level log_max = LOG_LVL_INFO;
 static char log_path[4096];
@@ -39,13 +41,7 @@ int log_open(const char *path, log_level level)
 static int dir_writable_by_others(const char *path)
 {
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    path_dir_of(path, dir, sizeof dir);
     struct stat st;
     if (stat(dir, &st) < 0)
         return 1; /* cannot tell: be careful */

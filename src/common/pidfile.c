@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "path.h"
+
 int pidfile_read(const char *path, pid_t *pid)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -77,18 +79,6 @@ static const char *refusal(const struct stat *st, char *buf, size_t len)
     return NULL;
 }
 
-/* The directory part of path ("." when there is none). */
-static void dir_of(const char *path, char *out, size_t len)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(out, len, ".");
-    else if (slash == path)
-        snprintf(out, len, "/");
-    else
-        snprintf(out, len, "%.*s", (int)(slash - path), path);
-}
-
 int pidfile_write(const char *path, pid_t pid, char *err, size_t errlen)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
@@ -141,21 +131,7 @@ int pidfile_check(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s", strerror(errno));
         return -1;
     }
-    char dir[4096];
-    dir_of(path, dir, sizeof dir);
-    if (stat(dir, &st) < 0) {
-        snprintf(err, errlen, "directory %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s is not a directory", dir);
-        return -1;
-    }
-    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) < 0) {
-        snprintf(err, errlen, "cannot create it in %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return path_creatable(path, err, errlen);
 }
 
 int pidfile_remove(const char *path, pid_t pid)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/path.h"
 #include "../common/pidfile.h"
 #include "privileges.h"
 
@@ -166,39 +167,6 @@ static void check_tcp(pf *p, const pagid_listen *l)
             l->spec, l->port);
 }
 
-/* The directory part of path ("." when there is none). */
-static void dir_of(const char *path, char *out, size_t len)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(out, len, ".");
-    else if (slash == path)
-        snprintf(out, len, "/");
-    else
-        snprintf(out, len, "%.*s", (int)(slash - path), path);
-}
-
-/* Could this process create a file at path? 0, or -1 with why set. */
-static int creatable(const char *path, char *why, size_t len)
-{
-    char dir[4096];
-    struct stat st;
-    dir_of(path, dir, sizeof dir);
-    if (stat(dir, &st) < 0) {
-        snprintf(why, len, "directory %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(why, len, "%s is not a directory", dir);
-        return -1;
-    }
-    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) < 0) {
-        snprintf(why, len, "cannot create files in %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 static void check_unix(pf *p, const pagid_listen *l)
 {
     struct stat st;
@@ -213,7 +181,7 @@ static void check_unix(pf *p, const pagid_listen *l)
     }
     if (errno != ENOENT)
         say(p, 1, l->pos, "listen address '%s': %s", l->spec, strerror(errno));
-    else if (creatable(l->path, why, sizeof why) < 0)
+    else if (path_creatable(l->path, why, sizeof why) < 0)
         say(p, 1, l->pos, "listen address '%s': %s", l->spec, why);
 }
 
@@ -230,7 +198,7 @@ static int log_problem(const char *path, char *why, size_t len)
         snprintf(why, len, "cannot be opened for appending: %s", log_open_strerror(errno));
         return -1;
     }
-    return creatable(path, why, len);
+    return path_creatable(path, why, len);
 }
 
 /* What the workers open themselves, checked as whoever runs this. */

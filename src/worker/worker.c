@@ -50,8 +50,7 @@ typedef struct worker_run_ctx {
     int accepting;
     int exit_code;
     int stopping;  /* lifespan shutdown started */
-    int grace_over;      /* past the shutdown deadline plus the apps' grace */
-    int deadline_passed; /* timeouts.shutdown is over: every handler gets only the grace */
+    int grace_over; /* past the shutdown deadline plus the apps' grace */
     mount_table mounts; /* the app, and the apps under path prefixes */
     ev_signal sig_term, sig_int, sig_quit, sig_usr1;
     ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
@@ -142,9 +141,11 @@ static void worker_maybe_finish(worker_run_ctx *r)
         return;
     if (r->w.n_scopes > 0 && !r->grace_over) {
         /* Handlers told their client is gone get the short grace; one still
-         * working after a completed response keeps the shutdown deadline. */
+         * working after a completed response keeps the shutdown deadline
+         * (armed by worker_drain; no longer active once it has passed). */
+        int deadline_passed = !ev_is_active(&r->shutdown_timer);
         if (r->w.cfg->timeouts.shutdown > 0 && !ev_is_active(&r->grace_timer) &&
-            (r->deadline_passed || !scope_any_past_response(&r->w))) {
+            (deadline_passed || !scope_any_past_response(&r->w))) {
             ev_timer_set(&r->grace_timer, SHUTDOWN_GRACE, 0.);
             ev_timer_start(r->w.loop.ev, &r->grace_timer);
         }
@@ -184,7 +185,6 @@ static void worker_on_shutdown_deadline(struct ev_loop *ev, ev_timer *t, int rev
         log_info("shutdown timeout: closing %zu connection(s) with server_shutdown", r->w.n_conns);
     while (r->w.conns)
         conn_close(r->w.conns, reason_server_shutdown);
-    r->deadline_passed = 1;
     /* Handlers just told server_shutdown get a moment to finish (armed by
      * worker_maybe_finish, or already running since the last connection went). */
     worker_maybe_finish(r);
