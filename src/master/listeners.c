@@ -355,8 +355,7 @@ static int already_bound(const listener_set *ls, const pagid_listen *conf,
     return 0;
 }
 
-static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, char *err,
-                    size_t errlen)
+int listeners_resolve(const pagid_listen *l, struct addrinfo **res)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", l->port);
@@ -366,8 +365,15 @@ static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, 
         .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
     };
     const char *host = (l->host && *l->host) ? l->host : "0.0.0.0";
+    *res = NULL;
+    return getaddrinfo(host, port, &hints, res);
+}
+
+static int open_tcp(const open_ctx *x, listener_set *ls, const pagid_listen *l, char *err,
+                    size_t errlen)
+{
     struct addrinfo *res = NULL;
-    int rc = getaddrinfo(host, port, &hints, &res);
+    int rc = listeners_resolve(l, &res);
     if (rc != 0) {
         set_err(err, errlen, l, "%s", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return -1;

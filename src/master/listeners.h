@@ -59,6 +59,14 @@ typedef struct inherited_set {
  */
 int listeners_open(const pagid_config *cfg, listener_set *ls, char *err, size_t errlen);
 
+struct addrinfo;
+/**
+ * The addresses a TCP entry binds (no host: 0.0.0.0), as listeners_open
+ * resolves them and as pagid -t checks them: getaddrinfo's result (0, *res
+ * to be freed with freeaddrinfo) or its error code (EAI_SYSTEM: see errno).
+ */
+int listeners_resolve(const pagid_listen *l, struct addrinfo **res);
+
 /**
  * listeners_open, but an address that one of the live sets reuse[] already
  * listens on gets a duplicate of that socket (same kernel socket, same

@@ -27,6 +27,7 @@
 #include "../common/log.h"
 #include "../common/path.h"
 #include "../common/pidfile.h"
+#include "listeners.h"
 #include "privileges.h"
 
 /* CAP_NET_BIND_SERVICE, from linux/capability.h (not worth the header). */
@@ -132,16 +133,8 @@ static const char *addr_text(const struct sockaddr *sa, char *buf, size_t len)
 /* What listeners_open would do with a TCP entry, short of socket(). */
 static void check_tcp(pf *p, const pagid_listen *l)
 {
-    char port[16];
-    snprintf(port, sizeof port, "%d", l->port);
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC,
-        .ai_socktype = SOCK_STREAM,
-        .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
-    };
-    const char *host = l->host && *l->host ? l->host : "0.0.0.0";
     struct addrinfo *res = NULL;
-    int rc = getaddrinfo(host, port, &hints, &res);
+    int rc = listeners_resolve(l, &res);
     if (rc != 0) {
         say(p, 1, l->pos, "cannot resolve listen address '%s': %s", l->spec,
             rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
