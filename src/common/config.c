@@ -34,6 +34,7 @@ void config_init_defaults(pagid_config *c)
     c->limits.max_body_size = 10 * 1024 * 1024;
     c->limits.max_ws_message_size = 1024 * 1024;
     c->limits.max_receive_queue = 1000;
+    c->limits.max_receive_queue_size = 1024 * 1024;
 
     c->timeouts.header = 30;
     c->timeouts.idle = 60;

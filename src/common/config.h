@@ -51,6 +51,7 @@ typedef struct pagid_limits {
     size_t max_body_size;
     size_t max_ws_message_size;
     size_t max_receive_queue; /* events queued for an app that does not receive */
+    size_t max_receive_queue_size; /* bytes of WebSocket messages (inflated) queued for the app */
 } pagid_limits;
 
 /* Durations in seconds; 0 disables a timeout. */

@@ -307,6 +307,7 @@ static void dump_body(dumper *d, const pagid_config *c)
     key_size(d, "max_body_size", l->max_body_size);
     key_size(d, "max_ws_message_size", l->max_ws_message_size);
     key_count(d, "max_receive_queue", l->max_receive_queue);
+    key_size(d, "max_receive_queue_size", l->max_receive_queue_size);
     map_end(d);
 
     word(d, "timeouts");

@@ -433,6 +433,7 @@ static const key_def limits_keys[] = {
     SIZE_KEY(max_body_size, limits.max_body_size, 0, SIZE_MAX),
     SIZE_KEY(max_ws_message_size, limits.max_ws_message_size, 1, SIZE_MAX),
     COUNT_KEY(max_receive_queue, limits.max_receive_queue, 1, 10000000),
+    SIZE_KEY(max_receive_queue_size, limits.max_receive_queue_size, 1, SIZE_MAX),
     {NULL, NULL, 0, NULL, 0, 0},
 };
 

@@ -229,6 +229,11 @@ static int send_accept(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_se
                 return scope_fail(s, "websocket.accept: the server sets the %s header", managed[k]);
     }
     if (ws->pmd_offered) {
+        /* Neither side takes context over (RFC 7692 7.1.1.1 and 7.1.1.2: a server may answer
+         * both even when not offered): between messages a connection then holds no zlib
+         * stream, where context takeover would pin two (~300 KiB) for its whole life. */
+        ws->pmd_params.server_no_context_takeover = 1;
+        ws->pmd_params.client_no_context_takeover = 1;
         ws->pmd = ws_deflate_new(&ws->pmd_params);
         if (!ws->pmd)
             log_warn("permessage-deflate: cannot set up zlib streams; not negotiated");
@@ -501,7 +506,11 @@ static int ws_next_event(pagi_scope *s, pagi_event *ev, int take)
         if (!ws->q_head)
             ws->q_tail = NULL;
         ws->q_count--;
-        buf_reset(d);
+        /* A big message's copy is not kept around for the next small one. */
+        if (d->cap > 65536 && m->len <= 65536)
+            buf_free(d);
+        else
+            buf_reset(d);
         if (m->len && buf_append(d, m->data, m->len) < 0)
             log_error("websocket: out of memory delivering a message; delivered empty");
         ev->type = PAGI_EV_WEBSOCKET_RECEIVE;
@@ -511,8 +520,9 @@ static int ws_next_event(pagi_scope *s, pagi_event *ev, int take)
             ev->text = body;
         else
             ev->bytes = body;
+        size_t len = m->len;
         free(m);
-        ws_queue_taken(ws);
+        ws_queue_taken(ws, len);
         return 1;
     }
     if (scope_is_connected(s) && !scope_is_complete(s))

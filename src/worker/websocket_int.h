@@ -71,6 +71,7 @@ typedef struct ws_conn {
     /* messages for the app */
     ws_msg *q_head, *q_tail;
     size_t q_count;
+    size_t q_bytes; /* payload bytes queued (inflated): bounded by limits.max_receive_queue_size */
 
     /* how it ended: the first cause recorded wins */
     int end_set;
@@ -103,8 +104,8 @@ void ws_opened(ws_conn *ws);
 void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_len);
 /** Apply a websocket.keepalive (interval 0 stops; timeout 0 = no pong check). */
 void ws_set_keepalive(ws_conn *ws, double interval, double timeout);
-/** A message was taken from the queue: read again if reading paused for room. */
-void ws_queue_taken(ws_conn *ws);
+/** A message of len bytes was taken from the queue: read again if reading paused for room. */
+void ws_queue_taken(ws_conn *ws, size_t len);
 /** Free queued messages. */
 void ws_drop_queue(ws_conn *ws);
 /** Free the ws_conn once neither side needs it (and detach the scope). */

@@ -235,6 +235,7 @@ void ws_drop_queue(ws_conn *ws)
     }
     ws->q_tail = NULL;
     ws->q_count = 0;
+    ws->q_bytes = 0;
 }
 
 void ws_maybe_release(ws_conn *ws)
@@ -261,8 +262,15 @@ static int queue_full(const ws_conn *ws)
     return ws->q_count >= (limit ? limit : 1);
 }
 
-void ws_queue_taken(ws_conn *ws)
+/* The queue holds its byte bound: the next message waits in the socket (TCP pushes back). */
+static int queue_bytes_full(const ws_conn *ws)
 {
+    return ws->q_count > 0 && ws->q_bytes >= ws->c->w->cfg->limits.max_receive_queue_size;
+}
+
+void ws_queue_taken(ws_conn *ws, size_t len)
+{
+    ws->q_bytes -= len;
     if (!ws->paused || !ws->c || ws->state == WS_GONE)
         return;
     ws->paused = 0;
@@ -281,6 +289,10 @@ static int ws_on_payload(ws_conn *ws, const uint8_t *p, size_t n)
         int rc = ws_inflate_feed(ws->pmd, p, n, &ws->msg, max_message(ws));
         if (rc == WS_INFLATE_TOO_BIG) {
             ws_fail(ws, WS_CLOSE_TOO_BIG, "message too big");
+            return -1;
+        }
+        if (rc == WS_INFLATE_NOMEM) {
+            ws_fail(ws, WS_CLOSE_INTERNAL_ERROR, "out of memory");
             return -1;
         }
         if (rc != WS_INFLATE_OK) {
@@ -308,8 +320,13 @@ static int ws_on_message_end(ws_conn *ws)
         size_t before = buf_size(&ws->msg);
         int rc = ws_inflate_end(ws->pmd, &ws->msg, max_message(ws));
         if (rc != WS_INFLATE_OK) {
-            ws_fail(ws, rc == WS_INFLATE_TOO_BIG ? WS_CLOSE_TOO_BIG : WS_CLOSE_INVALID_PAYLOAD,
-                    rc == WS_INFLATE_TOO_BIG ? "message too big" : "invalid compressed data");
+            ws_fail(ws,
+                    rc == WS_INFLATE_TOO_BIG ? WS_CLOSE_TOO_BIG
+                    : rc == WS_INFLATE_NOMEM ? WS_CLOSE_INTERNAL_ERROR
+                                             : WS_CLOSE_INVALID_PAYLOAD,
+                    rc == WS_INFLATE_TOO_BIG ? "message too big"
+                    : rc == WS_INFLATE_NOMEM ? "out of memory"
+                                             : "invalid compressed data");
             return -1;
         }
         if (ws->msg_text &&
@@ -343,8 +360,10 @@ static int ws_on_message_end(ws_conn *ws)
         ws->q_head = m;
     ws->q_tail = m;
     ws->q_count++;
-    /* A big message's buffer is not kept around for the next small one. */
-    if (ws->msg.cap > 65536)
+    ws->q_bytes += len;
+    /* The assembly buffer is kept only for a next message already arriving, and never when
+     * big: an idle connection holds no message memory. */
+    if (ws->msg.cap > 65536 || buf_size(&ws->c->in) == 0)
         buf_free(&ws->msg);
     else
         buf_reset(&ws->msg);
@@ -392,10 +411,12 @@ static void ws_read_frames(ws_conn *ws)
         uint8_t *p = (uint8_t *)c->in.data + c->in.off;
         size_t avail = buf_size(&c->in);
         if (!ws->in_frame) {
-            if (!ws->in_message && ws->state == WS_OPEN && queue_full(ws) &&
-                scope_receive_waiting(ws->s)) {
-                /* The app is draining (a receive is pending): let the next message wait for
-                 * room rather than count it as an overflow. */
+            if (!ws->in_message && ws->state == WS_OPEN &&
+                (queue_bytes_full(ws) || (queue_full(ws) && scope_receive_waiting(ws->s)))) {
+                /* The next message waits in the socket for room: always when the queue holds
+                 * its bytes (memory stays bounded, TCP pushes back on the peer); for the
+                 * message count, only when the app is draining (a receive is pending), else
+                 * the message that does not fit is an overflow (1008). */
                 ws->paused = 1;
                 break;
             }

@@ -149,41 +149,96 @@ int ws_deflate_response(const ws_deflate_params *p, char *out, size_t size)
 
 /* ---- streams ---- */
 
+/*
+ * Streams exist only while they carry something. A stream without context
+ * takeover holds nothing between messages: the inflater is set up at a
+ * message's first compressed byte and ended with the message; every
+ * connection whose server side resets after each message compresses with
+ * one stream per process (a message is compressed whole, in one call, so
+ * no two connections ever interleave in it). A stream with context
+ * takeover lives from its first message to the connection's end.
+ */
+#define OUT_MEM_LEVEL 8
+
+static struct {
+    z_stream z;
+    int bits; /* window bits it was set up with; 0 = none */
+} shared_out;
+
 ws_deflate *ws_deflate_new(const ws_deflate_params *p)
 {
     ws_deflate *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->p = *p;
-    /* Inflate with the largest window: whatever the client uses fits. */
-    if (inflateInit2(&d->in, -15) != Z_OK) {
-        free(d);
-        return NULL;
-    }
-    d->in_ok = 1;
-    if (deflateInit2(&d->out, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -p->server_max_window_bits, 8,
-                     Z_DEFAULT_STRATEGY) != Z_OK) {
-        ws_deflate_free(d);
-        return NULL;
-    }
-    d->out_ok = 1;
     return d;
+}
+
+static void inflate_release(ws_deflate *d)
+{
+    if (d->in_ok)
+        inflateEnd(&d->in);
+    d->in_ok = 0;
 }
 
 void ws_deflate_free(ws_deflate *d)
 {
     if (!d)
         return;
-    if (d->in_ok)
-        inflateEnd(&d->in);
+    inflate_release(d);
     if (d->out_ok)
         deflateEnd(&d->out);
     free(d);
 }
 
+size_t ws_deflate_held(const ws_deflate *d)
+{
+    return d ? (size_t)(d->in_ok + d->out_ok) : 0;
+}
+
+static z_stream *inflater(ws_deflate *d)
+{
+    if (!d->in_ok) {
+        /* Inflate with the largest window: whatever the client uses fits. */
+        memset(&d->in, 0, sizeof d->in);
+        if (inflateInit2(&d->in, -15) != Z_OK)
+            return NULL;
+        d->in_ok = 1;
+    }
+    return &d->in;
+}
+
+static z_stream *deflater(ws_deflate *d)
+{
+    int bits = d->p.server_max_window_bits;
+    if (!d->p.server_no_context_takeover) {
+        if (!d->out_ok) {
+            memset(&d->out, 0, sizeof d->out);
+            if (deflateInit2(&d->out, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -bits, OUT_MEM_LEVEL,
+                             Z_DEFAULT_STRATEGY) != Z_OK)
+                return NULL;
+            d->out_ok = 1;
+        }
+        return &d->out;
+    }
+    if (shared_out.bits == bits)
+        return deflateReset(&shared_out.z) == Z_OK ? &shared_out.z : NULL;
+    if (shared_out.bits)
+        deflateEnd(&shared_out.z);
+    shared_out.bits = 0;
+    memset(&shared_out.z, 0, sizeof shared_out.z);
+    if (deflateInit2(&shared_out.z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -bits, OUT_MEM_LEVEL,
+                     Z_DEFAULT_STRATEGY) != Z_OK)
+        return NULL;
+    shared_out.bits = bits;
+    return &shared_out.z;
+}
+
 int ws_inflate_feed(ws_deflate *d, const void *in, size_t n, buf *out, size_t max)
 {
-    z_stream *z = &d->in;
+    z_stream *z = inflater(d);
+    if (!z)
+        return WS_INFLATE_NOMEM;
     z->next_in = (Bytef *)(uintptr_t)in;
     z->avail_in = (uInt)n;
     for (;;) {
@@ -222,14 +277,17 @@ int ws_inflate_end(ws_deflate *d, buf *out, size_t max)
 {
     static const unsigned char tail[4] = {0x00, 0x00, 0xff, 0xff};
     int rc = ws_inflate_feed(d, tail, sizeof tail, out, max);
+    /* Without context takeover the next message starts afresh: hold no window until then. */
     if (d->p.client_no_context_takeover)
-        inflateReset(&d->in);
+        inflate_release(d);
     return rc;
 }
 
 int ws_deflate_message(ws_deflate *d, const void *in, size_t n, buf *out)
 {
-    z_stream *z = &d->out;
+    z_stream *z = deflater(d);
+    if (!z)
+        return -1;
     z->next_in = (Bytef *)(uintptr_t)in;
     z->avail_in = (uInt)n;
     size_t start = buf_size(out);
@@ -257,7 +315,5 @@ int ws_deflate_message(ws_deflate *d, const void *in, size_t n, buf *out)
         out->len -= 4;
     else if (made == 0 && buf_append(out, "", 1) < 0)
         return -1;
-    if (d->p.server_no_context_takeover)
-        deflateReset(z);
     return 0;
 }

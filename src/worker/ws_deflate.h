@@ -1,7 +1,8 @@
 /*
  * ws_deflate.h - permessage-deflate (RFC 7692) over zlib: choosing an offer
  * from the client's Sec-WebSocket-Extensions, the response parameters, and
- * per-connection inflate/deflate streams with context takeover as agreed.
+ * inflate/deflate streams with context takeover as agreed, held only while
+ * they carry context (see ws_deflate.c).
  * Inflation is capped: a message may not grow past the configured maximum
  * however small its compressed form (decompression bombs fail with 1009).
  */
@@ -35,7 +36,10 @@ typedef struct ws_deflate ws_deflate;
 ws_deflate *ws_deflate_new(const ws_deflate_params *p);
 void ws_deflate_free(ws_deflate *d);
 
-enum { WS_INFLATE_OK = 0, WS_INFLATE_CORRUPT = -1, WS_INFLATE_TOO_BIG = -2 };
+/** How many zlib streams d holds now (0 between messages without context takeover). */
+size_t ws_deflate_held(const ws_deflate *d);
+
+enum { WS_INFLATE_OK = 0, WS_INFLATE_CORRUPT = -1, WS_INFLATE_TOO_BIG = -2, WS_INFLATE_NOMEM = -3 };
 
 /**
  * Inflate a piece of a compressed message, appending to out; out may not
