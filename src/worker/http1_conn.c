@@ -61,6 +61,13 @@ void h1_conn_free(conn *c)
     c->h1.n_parked = c->h1.cap_parked = 0;
 }
 
+void h1_conn_drop_parser(conn *c)
+{
+    h1_parser_free(c->h1.parser);
+    c->h1.parser = NULL;
+    buf_free(&c->h1.body);
+}
+
 static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermark; }
 
 /* ---- parser callbacks (run inside h1_parser_feed) ---- */

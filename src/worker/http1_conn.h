@@ -60,6 +60,8 @@ extern const struct conn_proto h1_proto;
 
 int h1_conn_init(conn *c);
 void h1_conn_free(conn *c);
+/** The connection left HTTP/1 for good (a WebSocket): free the request parser. Safe point only. */
+void h1_conn_drop_parser(conn *c);
 /** New input is in c->in: parse and act. */
 void h1_conn_on_input(conn *c);
 /** The peer closed its side (read returned 0). */

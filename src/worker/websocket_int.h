@@ -78,13 +78,14 @@ typedef struct ws_conn {
     int end_code;         /* websocket.disconnect code */
     const char *end_word; /* reason word (reason.h); NULL when the peer's text applies */
     size_t end_text_len;  /* the peer's close reason */
-    char end_text[WS_MAX_CLOSE_REASON + 1];
+    char *end_text;       /* owned; NULL when the reason is empty */
     int disconnect_taken;
 
-    /* timers (the connection's own timer keeps the write timeout) */
-    ev_timer idle_timer, close_timer, ping_timer, pong_timer;
+    /* Timers (the connection's own timer keeps the write timeout). One timer is ws_idle while
+     * open and ws_close once closing, never both; keepalive's two exist only once the app asked. */
+    ev_timer timer;
     int timers_init;
-    double ka_timeout; /* websocket.keepalive: seconds to wait for a pong (0 = never) */
+    struct ws_keepalive *ka; /* owned; NULL until a websocket.keepalive with an interval */
 } ws_conn;
 
 /* websocket.c */

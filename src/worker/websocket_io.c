@@ -72,26 +72,36 @@ void ws_record_end(ws_conn *ws, int code, const char *word, const void *text, si
     ws->end_word = word;
     if (text_len > WS_MAX_CLOSE_REASON)
         text_len = WS_MAX_CLOSE_REASON;
-    if (text_len)
+    /* Out of memory the reason is dropped; the code still tells how it ended. */
+    ws->end_text = text_len ? malloc(text_len) : NULL;
+    if (ws->end_text)
         memcpy(ws->end_text, text, text_len);
-    ws->end_text_len = text_len;
+    ws->end_text_len = ws->end_text ? text_len : 0;
 }
 
 /* ---- timers ---- */
 
+/* websocket.keepalive: pings every interval; a pong must come within timeout (0 = never). */
+struct ws_keepalive {
+    ev_timer ping, pong;
+    double timeout;
+};
+
 static void ws_arm_close_timer(ws_conn *ws)
 {
     double t = ws->c->w->cfg->timeouts.ws_close;
-    if (t <= 0 || ev_is_active(&ws->close_timer))
+    if (t <= 0 || ev_is_active(&ws->timer))
         return;
-    ev_timer_set(&ws->close_timer, t, 0.);
-    ev_timer_start(ws_loop(ws), &ws->close_timer);
+    ev_timer_set(&ws->timer, t, 0.);
+    ev_timer_start(ws_loop(ws), &ws->timer);
 }
 
 static void ws_stop_keepalive(ws_conn *ws)
 {
-    ev_timer_stop(ws_loop(ws), &ws->ping_timer);
-    ev_timer_stop(ws_loop(ws), &ws->pong_timer);
+    if (!ws->ka)
+        return;
+    ev_timer_stop(ws_loop(ws), &ws->ka->ping);
+    ev_timer_stop(ws_loop(ws), &ws->ka->pong);
 }
 
 /* Go to CLOSING: the last bytes (our Close, if any) leave, then TCP closes, within ws_close. */
@@ -99,7 +109,7 @@ static void ws_finish(ws_conn *ws)
 {
     ws->state = WS_CLOSING;
     ws_stop_keepalive(ws);
-    ev_timer_stop(ws_loop(ws), &ws->idle_timer);
+    ev_timer_stop(ws_loop(ws), &ws->timer); /* the idle deadline gives way to ws_close */
     ws_arm_close_timer(ws);
     conn_close_after_write(ws->c);
 }
@@ -119,25 +129,19 @@ static void ws_fail(ws_conn *ws, int code, const char *why)
     ws_finish(ws);
 }
 
-static void ws_on_close_timer(struct ev_loop *ev, ev_timer *t, int revents)
+static void ws_on_timer(struct ev_loop *ev, ev_timer *t, int revents)
 {
     ws_conn *ws = t->data;
-    /* The peer did not complete the close handshake (or read our last bytes) in time. */
-    ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_client_timeout, NULL, 0);
-    conn_close(ws->c, reason_client_timeout);
-}
-
-static void ws_on_idle_timer(struct ev_loop *ev, ev_timer *t, int revents)
-{
-    ws_conn *ws = t->data;
-    ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_idle_timeout, NULL, 0);
     if (ws->state == WS_OPEN) {
-        /* A courtesy Close ("going away"); the app hears of a timeout (1006). */
+        /* ws_idle: a courtesy Close ("going away"); the app hears of a timeout (1006). */
+        ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_idle_timeout, NULL, 0);
         ws_queue_close(ws, WS_CLOSE_GOING_AWAY, "idle timeout", 12);
         ws_finish(ws);
         return;
     }
-    conn_close(ws->c, reason_idle_timeout);
+    /* ws_close: the peer did not complete the close handshake (or read our last bytes). */
+    ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_client_timeout, NULL, 0);
+    conn_close(ws->c, reason_client_timeout);
 }
 
 static void ws_on_ping_timer(struct ev_loop *ev, ev_timer *t, int revents)
@@ -146,9 +150,9 @@ static void ws_on_ping_timer(struct ev_loop *ev, ev_timer *t, int revents)
     if (ws->state != WS_OPEN)
         return;
     ws_queue_frame(ws, WS_OP_PING, "pagid", 5);
-    if (ws->ka_timeout > 0 && !ev_is_active(&ws->pong_timer)) {
-        ev_timer_set(&ws->pong_timer, ws->ka_timeout, 0.);
-        ev_timer_start(ev, &ws->pong_timer);
+    if (ws->ka->timeout > 0 && !ev_is_active(&ws->ka->pong)) {
+        ev_timer_set(&ws->ka->pong, ws->ka->timeout, 0.);
+        ev_timer_start(ev, &ws->ka->pong);
     }
 }
 
@@ -162,11 +166,8 @@ static void ws_on_pong_timer(struct ev_loop *ev, ev_timer *t, int revents)
 
 void ws_timers_init(ws_conn *ws)
 {
-    ev_init(&ws->idle_timer, ws_on_idle_timer);
-    ev_init(&ws->close_timer, ws_on_close_timer);
-    ev_init(&ws->ping_timer, ws_on_ping_timer);
-    ev_init(&ws->pong_timer, ws_on_pong_timer);
-    ws->idle_timer.data = ws->close_timer.data = ws->ping_timer.data = ws->pong_timer.data = ws;
+    ev_init(&ws->timer, ws_on_timer);
+    ws->timer.data = ws;
     ws->timers_init = 1;
 }
 
@@ -174,11 +175,10 @@ static void ws_timers_stop(ws_conn *ws)
 {
     if (!ws->timers_init)
         return;
-    struct ev_loop *ev = ws_loop(ws);
-    ev_timer_stop(ev, &ws->idle_timer);
-    ev_timer_stop(ev, &ws->close_timer);
-    ev_timer_stop(ev, &ws->ping_timer);
-    ev_timer_stop(ev, &ws->pong_timer);
+    ev_timer_stop(ws_loop(ws), &ws->timer);
+    ws_stop_keepalive(ws);
+    free(ws->ka);
+    ws->ka = NULL;
 }
 
 static void ws_touch_idle(ws_conn *ws)
@@ -186,17 +186,29 @@ static void ws_touch_idle(ws_conn *ws)
     double t = ws->c->w->cfg->timeouts.ws_idle;
     if (t <= 0 || ws->state != WS_OPEN)
         return;
-    ws->idle_timer.repeat = t;
-    ev_timer_again(ws_loop(ws), &ws->idle_timer);
+    ws->timer.repeat = t;
+    ev_timer_again(ws_loop(ws), &ws->timer);
 }
 
 void ws_set_keepalive(ws_conn *ws, double interval, double timeout)
 {
     ws_stop_keepalive(ws);
-    ws->ka_timeout = timeout;
+    if (interval <= 0 && !ws->ka)
+        return;
+    if (!ws->ka) {
+        ws->ka = calloc(1, sizeof *ws->ka);
+        if (!ws->ka) {
+            log_error("websocket.keepalive: out of memory; no pings");
+            return;
+        }
+        ev_init(&ws->ka->ping, ws_on_ping_timer);
+        ev_init(&ws->ka->pong, ws_on_pong_timer);
+        ws->ka->ping.data = ws->ka->pong.data = ws;
+    }
+    ws->ka->timeout = timeout;
     if (interval > 0) {
-        ev_timer_set(&ws->ping_timer, interval, interval);
-        ev_timer_start(ws_loop(ws), &ws->ping_timer);
+        ev_timer_set(&ws->ka->ping, interval, interval);
+        ev_timer_start(ws_loop(ws), &ws->ka->ping);
     }
 }
 
@@ -221,7 +233,7 @@ void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_
     ws->paused = 0;
     ws->input_pending = buf_size(&ws->c->in) > 0;
     ws_stop_keepalive(ws);
-    ev_timer_stop(ws_loop(ws), &ws->idle_timer);
+    ev_timer_stop(ws_loop(ws), &ws->timer); /* the idle deadline gives way to ws_close */
     ws_arm_close_timer(ws);
     conn_refresh(ws->c);
 }
@@ -245,6 +257,8 @@ void ws_maybe_release(ws_conn *ws)
     pagi_scope *s = ws->s;
     ws_drop_queue(ws);
     buf_free(&ws->msg);
+    free(ws->end_text);
+    free(ws->ka);
     free(ws);
     scope_detach(s);
 }
@@ -380,7 +394,8 @@ static void ws_on_control(ws_conn *ws)
         break;
     case WS_OP_PONG:
         /* Any pong proves the peer alive; unsolicited ones need nothing else. */
-        ev_timer_stop(ws_loop(ws), &ws->pong_timer);
+        if (ws->ka)
+            ev_timer_stop(ws_loop(ws), &ws->ka->pong);
         break;
     case WS_OP_CLOSE: {
         int code;
@@ -530,6 +545,12 @@ static void ws_on_written(conn *c)
 {
     ws_conn *ws = c->ws;
     h1_conn *h = &c->h1;
+    /* Called from a flush (a safe point, never inside the HTTP/1 parser): once the 101 is out
+     * the connection never parses HTTP/1 again, and an idle one holds no output segment. */
+    if (ws->state >= WS_OPEN && h->parser)
+        h1_conn_drop_parser(c);
+    if (outq_buffered(&c->out) == 0)
+        outq_trim(&c->out);
     if (h->above_high && outq_buffered(&c->out) < c->w->cfg->low_watermark) {
         h->above_high = 0;
         scope_notify_drain(h->scope);

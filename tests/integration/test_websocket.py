@@ -1040,13 +1040,16 @@ def deflate_raw(ctx, offer):
 def deflate_negotiation_and_raw_frames(ctx):
     srv, ws = deflate_raw(ctx, "permessage-deflate; unknown=1, permessage-deflate; "
                                "server_no_context_takeover; client_max_window_bits")
+    # Neither side takes context over: a server may say so for both (RFC 7692 7.1.1), and
+    # an idle connection then holds no zlib stream.
     check_eq(ws.headers.get("sec-websocket-extensions"),
-             "permessage-deflate; server_no_context_takeover", "response parameters")
-    comp = zlib.compressobj(wbits=-15)
+             "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+             "response parameters")
     for msg in (b"hello hello hello", b"hello hello hello"):
+        comp = zlib.compressobj(wbits=-15)  # client_no_context_takeover: afresh each message
         data = comp.compress(msg) + comp.flush(zlib.Z_SYNC_FLUSH)
         check_eq(data[-4:], b"\x00\x00\xff\xff", "sync flush tail")
-        ws.send_frame(0x1, data[:-4], rsv=4)  # RSV1, context kept between messages
+        ws.send_frame(0x1, data[:-4], rsv=4)  # RSV1
         f = ws.recv_frame()
         check_eq((f.opcode, f.rsv), (1, 4), "compressed answer")
         out = zlib.decompressobj(wbits=-15).decompress(f.payload + b"\x00\x00\xff\xff")
