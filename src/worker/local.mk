@@ -34,7 +34,8 @@ libpagid_worker_a_SOURCES += \
 	src/worker/websocket.c src/worker/websocket.h src/worker/websocket_int.h \
 	src/worker/websocket_io.c \
 	src/worker/ws_frame.c src/worker/ws_frame.h src/worker/utf8.c src/worker/utf8.h \
-	src/worker/ws_deflate.c src/worker/ws_deflate.h
+	src/worker/ws_deflate.c src/worker/ws_deflate.h \
+	src/worker/memtrim.c src/worker/memtrim.h
 
 # Logs and metrics: the buffered access log, the status listener's metrics app.
 libpagid_worker_a_SOURCES += \

@@ -16,6 +16,7 @@
 
 #include "../common/log.h"
 #include "access_log.h"
+#include "memtrim.h"
 #include "reason.h"
 #include "websocket_int.h"
 
@@ -507,8 +508,10 @@ static int ws_next_event(pagi_scope *s, pagi_event *ev, int take)
             ws->q_tail = NULL;
         ws->q_count--;
         /* A big message's copy is not kept around for the next small one. */
-        if (d->cap > 65536 && m->len <= 65536)
+        if (d->cap > 65536 && m->len <= 65536) {
+            memtrim_note(NULL, d->cap);
             buf_free(d);
+        }
         else
             buf_reset(d);
         if (m->len && buf_append(d, m->data, m->len) < 0)

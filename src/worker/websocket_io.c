@@ -12,6 +12,7 @@
 
 #include "../common/log.h"
 #include "access_log.h"
+#include "memtrim.h"
 #include "reason.h"
 #include "websocket_int.h"
 
@@ -238,8 +239,14 @@ void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_
     conn_refresh(ws->c);
 }
 
+static struct ev_loop *ws_loop_or_null(const ws_conn *ws)
+{
+    return ws->c ? ws->c->w->loop.ev : NULL;
+}
+
 void ws_drop_queue(ws_conn *ws)
 {
+    memtrim_note(ws_loop_or_null(ws), ws->q_bytes);
     while (ws->q_head) {
         ws_msg *m = ws->q_head;
         ws->q_head = m->next;
@@ -256,6 +263,7 @@ void ws_maybe_release(ws_conn *ws)
         return;
     pagi_scope *s = ws->s;
     ws_drop_queue(ws);
+    memtrim_note(NULL, ws->msg.cap);
     buf_free(&ws->msg);
     free(ws->end_text);
     free(ws->ka);
@@ -285,6 +293,7 @@ static int queue_bytes_full(const ws_conn *ws)
 void ws_queue_taken(ws_conn *ws, size_t len)
 {
     ws->q_bytes -= len;
+    memtrim_note(ws_loop_or_null(ws), len);
     if (!ws->paused || !ws->c || ws->state == WS_GONE)
         return;
     ws->paused = 0;
@@ -377,8 +386,11 @@ static int ws_on_message_end(ws_conn *ws)
     ws->q_bytes += len;
     /* The assembly buffer is kept only for a next message already arriving, and never when
      * big: an idle connection holds no message memory. */
-    if (ws->msg.cap > 65536 || buf_size(&ws->c->in) == 0)
+    if (ws->msg.cap > 65536 || buf_size(&ws->c->in) == 0) {
+        if (ws->msg.cap > 65536)
+            memtrim_note(ws_loop(ws), ws->msg.cap);
         buf_free(&ws->msg);
+    }
     else
         buf_reset(&ws->msg);
     scope_poke_receive(ws->s);
@@ -623,6 +635,8 @@ static void ws_on_close(conn *c, const char *reason)
     ws->state = WS_GONE;
     ws_deflate_free(ws->pmd);
     ws->pmd = NULL;
+    /* What conn_close frees next (output, input) and the message being assembled. */
+    memtrim_note(c->w->loop.ev, outq_buffered(&c->out) + c->in.cap + ws->msg.cap);
     buf_free(&ws->msg);
 }
 
