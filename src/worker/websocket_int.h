@@ -47,6 +47,7 @@ typedef struct ws_conn {
     int app_finished;
     int input_pending; /* frames wait in c->in: read them at the next flush (not in an app call) */
     int paused;        /* the queue is full but a receive is pending: the next message waits */
+    int stalled;       /* paused on the byte bound: the timer waits timeouts.write for a take */
     char accept_key[29];
 
     /* permessage-deflate: what the client offered that we can accept, and the streams */
@@ -82,7 +83,8 @@ typedef struct ws_conn {
     int disconnect_taken;
 
     /* Timers (the connection's own timer keeps the write timeout). One timer is ws_idle while
-     * open and ws_close once closing, never both; keepalive's two exist only once the app asked. */
+     * open (or, while stalled, how long the app may leave a full queue undrained) and ws_close
+     * once closing, never two at once; keepalive's two exist only once the app asked. */
     ev_timer timer;
     int timers_init;
     struct ws_keepalive *ka; /* owned; NULL until a websocket.keepalive with an interval */

@@ -109,6 +109,7 @@ static void ws_stop_keepalive(ws_conn *ws)
 static void ws_finish(ws_conn *ws)
 {
     ws->state = WS_CLOSING;
+    ws->stalled = 0;
     ws_stop_keepalive(ws);
     ev_timer_stop(ws_loop(ws), &ws->timer); /* the idle deadline gives way to ws_close */
     ws_arm_close_timer(ws);
@@ -133,6 +134,12 @@ static void ws_fail(ws_conn *ws, int code, const char *why)
 static void ws_on_timer(struct ev_loop *ev, ev_timer *t, int revents)
 {
     ws_conn *ws = t->data;
+    if (ws->state == WS_OPEN && ws->stalled) {
+        /* The queue held its bytes for timeouts.write and the app took nothing: the spec's
+         * "application is not draining and the inbound queue limit is reached". */
+        ws_fail(ws, WS_CLOSE_POLICY, "receive queue overflow");
+        return;
+    }
     if (ws->state == WS_OPEN) {
         /* ws_idle: a courtesy Close ("going away"); the app hears of a timeout (1006). */
         ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_idle_timeout, NULL, 0);
@@ -232,6 +239,7 @@ void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_
     ws->state = WS_CLOSE_SENT;
     /* Frames held back for queue room may hold the peer's Close: read them at the flush. */
     ws->paused = 0;
+    ws->stalled = 0;
     ws->input_pending = buf_size(&ws->c->in) > 0;
     ws_stop_keepalive(ws);
     ev_timer_stop(ws_loop(ws), &ws->timer); /* the idle deadline gives way to ws_close */
@@ -290,6 +298,21 @@ static int queue_bytes_full(const ws_conn *ws)
     return ws->q_count > 0 && ws->q_bytes >= ws->c->w->cfg->limits.max_receive_queue_size;
 }
 
+/* Stop reading until the app takes a message. On the byte bound the app has timeouts.write to
+ * take one, else the connection fails with 1008 (a peer's Close behind the unread messages would
+ * otherwise never be seen, and nothing else would end the wait). */
+static void ws_pause(ws_conn *ws)
+{
+    ws->paused = 1;
+    double t = ws->c->w->cfg->timeouts.write;
+    if (!queue_bytes_full(ws) || t <= 0 || ws->stalled)
+        return;
+    ws->stalled = 1;
+    ev_timer_stop(ws_loop(ws), &ws->timer);
+    ev_timer_set(&ws->timer, t, 0.);
+    ev_timer_start(ws_loop(ws), &ws->timer);
+}
+
 void ws_queue_taken(ws_conn *ws, size_t len)
 {
     ws->q_bytes -= len;
@@ -297,6 +320,11 @@ void ws_queue_taken(ws_conn *ws, size_t len)
     if (!ws->paused || !ws->c || ws->state == WS_GONE)
         return;
     ws->paused = 0;
+    if (ws->stalled) {
+        ws->stalled = 0;
+        ev_timer_stop(ws_loop(ws), &ws->timer);
+        ws_touch_idle(ws);
+    }
     /* Called from a delivery: read at the next flush, not inside the app's callback chain. */
     ws->input_pending = 1;
     conn_schedule_flush(ws->c);
@@ -444,7 +472,7 @@ static void ws_read_frames(ws_conn *ws)
                  * its bytes (memory stays bounded, TCP pushes back on the peer); for the
                  * message count, only when the app is draining (a receive is pending), else
                  * the message that does not fit is an overflow (1008). */
-                ws->paused = 1;
+                ws_pause(ws);
                 break;
             }
             int r = ws_frame_parse_header(p, avail, &ws->fh);
