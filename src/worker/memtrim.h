@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 /** Trim when this much was noted since the last trim. */
-#define MEMTRIM_THRESHOLD (256 * 1024)
+#define MEMTRIM_THRESHOLD (64 * 1024)
 /** Seconds between the first note and the trim: a burst of frees becomes one trim. */
 #define MEMTRIM_DELAY 1.0
 

@@ -19,7 +19,7 @@ import zlib
 import lib
 from lib import SLOW, check, check_eq, test, wait_for
 from test_attack import raise_nofile, rss_bound_kib, rss_kib
-from test_websocket import RawWS, masked_frame, still_serving, wsapp
+from test_websocket import RawWS, check_disconnect, masked_frame, still_serving, wsapp
 
 MiB = 1024  # in KiB, as VmRSS counts
 
