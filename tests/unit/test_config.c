@@ -280,6 +280,7 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c.limits.max_body_size, 10485760);
     ck_assert_uint_eq(c.limits.max_ws_message_size, 1048576);
     ck_assert_uint_eq(c.limits.max_receive_queue, 1000);
+    ck_assert_uint_eq(c.limits.max_receive_queue_size, 1048576);
     ck_assert_double_eq(c.timeouts.header, 30);
     ck_assert_double_eq(c.timeouts.idle, 60);
     ck_assert_double_eq(c.timeouts.keepalive, 75);

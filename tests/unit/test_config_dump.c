@@ -99,6 +99,7 @@ static void same_config(const pagid_config *a, const pagid_config *b)
     SAME_NUM(limits.max_body_size);
     SAME_NUM(limits.max_ws_message_size);
     SAME_NUM(limits.max_receive_queue);
+    SAME_NUM(limits.max_receive_queue_size);
     SAME_NUM(timeouts.header);
     SAME_NUM(timeouts.idle);
     SAME_NUM(timeouts.keepalive);
@@ -203,6 +204,7 @@ static const char every_key[] =
     "  max_body_size: 0\n"
     "  max_ws_message_size: 2g\n"
     "  max_receive_queue: 9\n"
+    "  max_receive_queue_size: 3m\n"
     "timeouts:\n"
     "  header: 500ms\n"
     "  idle: 1.5m\n"

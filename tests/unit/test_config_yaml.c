@@ -99,6 +99,7 @@ static const char full_yaml[] = "listen:\n"
                                 "  max_body_size: 1g\n"
                                 "  max_ws_message_size: 2m\n"
                                 "  max_receive_queue: 10\n"
+                                "  max_receive_queue_size: 256k\n"
                                 "timeouts:\n"
                                 "  header: 1s\n"
                                 "  idle: 2\n"
@@ -145,6 +146,7 @@ START_TEST(test_load_full)
     ck_assert_uint_eq(c.limits.max_body_size, 1073741824);
     ck_assert_uint_eq(c.limits.max_ws_message_size, 2097152);
     ck_assert_uint_eq(c.limits.max_receive_queue, 10);
+    ck_assert_uint_eq(c.limits.max_receive_queue_size, 262144);
     ck_assert_double_eq(c.timeouts.header, 1);
     ck_assert_double_eq(c.timeouts.idle, 2);
     ck_assert_double_eq(c.timeouts.keepalive, 3);

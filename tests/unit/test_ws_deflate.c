@@ -120,15 +120,21 @@ START_TEST(context_takeover)
     round_trip(a, b, msg, n, &w1);
     round_trip(a, b, msg, n, &w2);
     ck_assert_uint_lt(w2, w1); /* the second refers back into the first */
+    ck_assert_uint_eq(ws_deflate_held(a), 1); /* the compressor keeps its window */
+    ck_assert_uint_eq(ws_deflate_held(b), 1); /* the inflater keeps its window */
     ws_deflate_free(a);
     ws_deflate_free(b);
 
     ws_deflate_params fresh = {1, 1, 15, 0};
     a = ws_deflate_new(&fresh);
     b = ws_deflate_new(&fresh);
+    ck_assert_uint_eq(ws_deflate_held(a), 0); /* nothing before the first message */
     round_trip(a, b, msg, n, &w1);
     round_trip(a, b, msg, n, &w2);
     ck_assert_uint_eq(w2, w1); /* each message stands alone */
+    /* ... and nothing is held between messages: the streams went with them. */
+    ck_assert_uint_eq(ws_deflate_held(a), 0);
+    ck_assert_uint_eq(ws_deflate_held(b), 0);
     ws_deflate_free(a);
     /* ... so a brand-new inflater can read the second one. */
     ws_deflate *c = ws_deflate_new(&fresh);
