@@ -38,4 +38,7 @@ void memtrim_note(struct ev_loop *ev, size_t bytes)
     }
 }
 
-size_t memtrim_pending(void) { return trim.noted; }
+size_t memtrim_pending(void)
+{
+    return trim.noted;
+}

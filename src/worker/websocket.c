@@ -511,8 +511,7 @@ static int ws_next_event(pagi_scope *s, pagi_event *ev, int take)
         if (d->cap > 65536 && m->len <= 65536) {
             memtrim_note(NULL, d->cap);
             buf_free(d);
-        }
-        else
+        } else
             buf_reset(d);
         if (m->len && buf_append(d, m->data, m->len) < 0)
             log_error("websocket: out of memory delivering a message; delivered empty");

@@ -418,8 +418,7 @@ static int ws_on_message_end(ws_conn *ws)
         if (ws->msg.cap > 65536)
             memtrim_note(ws_loop(ws), ws->msg.cap);
         buf_free(&ws->msg);
-    }
-    else
+    } else
         buf_reset(&ws->msg);
     scope_poke_receive(ws->s);
     return 0;
