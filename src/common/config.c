@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config_suggest.h"
+#include "strtab.h"
 
 /* Anything longer is a typo, and a year keeps ev timers far from overflow. */
 #define MAX_DURATION_SECONDS (365.0 * 24 * 3600)
@@ -431,22 +432,34 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
         len--; /* "/static/" is "/static" */
     if (mount_path_ok(path, len, msg) < 0)
         return -1;
-    for (size_t i = 0; i < c->n_mounts; i++) {
-        if (strlen(c->mounts[i].path) == len && memcmp(c->mounts[i].path, path, len) == 0) {
-            *msg = "is mounted twice";
-            return -1;
-        }
-    }
     if (!app || !*app) {
         *msg = "empty app spec";
         return -1;
     }
-    pagid_mount *v = realloc(c->mounts, (c->n_mounts + 1) * sizeof *v);
-    if (!v) {
+    /* By hash, not by a scan: a generated config may mount thousands. */
+    if (!c->mount_paths && !(c->mount_paths = calloc(1, sizeof *c->mount_paths))) {
         *msg = "out of memory";
         return -1;
     }
-    c->mounts = v;
+    int added;
+    if (!strtab_get(c->mount_paths, path, len, 1, &added)) {
+        *msg = "out of memory";
+        return -1;
+    }
+    if (!added) {
+        *msg = "is mounted twice";
+        return -1;
+    }
+    /* Doubling: growing by one entry would copy the array at every mount. */
+    if ((c->n_mounts & (c->n_mounts - 1)) == 0) {
+        pagid_mount *v = realloc(c->mounts, (c->n_mounts ? 2 * c->n_mounts : 1) * sizeof *v);
+        if (!v) {
+            *msg = "out of memory";
+            return -1;
+        }
+        c->mounts = v;
+    }
+    pagid_mount *v = c->mounts;
     pagid_mount *m = &v[c->n_mounts];
     memset(m, 0, sizeof *m);
     m->path = strndup(path, len);
@@ -465,6 +478,11 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
 
 static void config_clear_mounts(pagid_config *c)
 {
+    if (c->mount_paths) {
+        strtab_free(c->mount_paths);
+        free(c->mount_paths);
+        c->mount_paths = NULL;
+    }
     for (size_t i = 0; i < c->n_mounts; i++) {
         free(c->mounts[i].path);
         free(c->mounts[i].app);

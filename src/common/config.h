@@ -84,6 +84,7 @@ typedef struct pagid_config {
     char *perl_lib;               /* app: {perl: FILE, lib: [...]}: ':'-joined dirs, or NULL */
     pagid_mount *mounts;          /* apps under path prefixes, in file order */
     size_t n_mounts;
+    struct strtab *mount_paths; /* the paths in mounts, for the duplicate check (owned) */
     pagid_limits limits;
     pagid_timeouts timeouts;
     size_t high_watermark, low_watermark;

@@ -9,6 +9,7 @@
 
 #include "config_suggest.h"
 #include "config_yaml_int.h"
+#include "strtab.h"
 
 /* YAML 1.1 booleans, as people write them. */
 static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
@@ -38,8 +39,12 @@ static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
     return -1;
 }
 
-/* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]} or {module: PATH}. */
-/* Append one @INC directory to the config's ':'-joined perl_lib. */
+/*
+ * Add one @INC directory to the load's perl_lib (config_yaml_load.c joins it
+ * to the config at the end). A directory already there is skipped: it adds
+ * nothing to @INC, and lists repeated through aliases would otherwise make
+ * the string grow with the product of their sizes.
+ */
 static int add_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
 {
     const char *dir = scalar(x, n, path);
@@ -49,16 +54,13 @@ static int add_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
         report(x, n, "'%s' entries must be non-empty directories without ':'", path);
         return -1;
     }
-    char *old = x->c->perl_lib;
-    size_t len = (old ? strlen(old) + 1 : 0) + strlen(dir) + 1;
-    char *joined = malloc(len);
-    if (!joined) {
+    load_state *st = x->st;
+    int added;
+    if (!strtab_get(&st->lib_seen, dir, strlen(dir), 1, &added) ||
+        (added && buf_printf(&st->perl_lib, "%s%s", buf_size(&st->perl_lib) ? ":" : "", dir))) {
         report(x, n, "out of memory");
         return -1;
     }
-    snprintf(joined, len, "%s%s%s", old ? old : "", old ? ":" : "", dir);
-    free(old);
-    x->c->perl_lib = joined;
     return 0;
 }
 
@@ -77,6 +79,8 @@ static int parse_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
     return rc;
 }
 
+/* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]}, {module: PATH}
+ * or {perl: FILE [, lib: DIRS]}. */
 static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
                              pagid_static_opts *opts, yaml_node_t **at)
 {
@@ -186,8 +190,16 @@ static int parse_app(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
         report(x, at, "out of memory");
         return -1;
     }
-    if (config_check_app(*spec, msg, sizeof msg) < 0) {
+    /* Generated configs mount one app file under many paths: look at it once. */
+    size_t *checked = strtab_get(&x->st->apps_ok, *spec, strlen(*spec), 0, NULL);
+    if (!checked && config_check_app(*spec, msg, sizeof msg) < 0) {
         report(x, at, "%s", msg);
+        free(*spec);
+        *spec = NULL;
+        return -1;
+    }
+    if (!checked && !strtab_get(&x->st->apps_ok, *spec, strlen(*spec), 1, NULL)) {
+        report(x, at, "out of memory");
         free(*spec);
         *spec = NULL;
         return -1;

@@ -2,7 +2,8 @@
  * config_yaml_int.h - what the parts of the YAML loader share: the state of
  * one load (the main file and its includes), the walk's per-file context,
  * the key table row, error reporting with FILE:LINE:COLUMN, and node
- * helpers. config_yaml_load.c reads and parses files; config_yaml.c walks
+ * helpers. config_yaml_load.c reads files; config_yaml_doc.c parses one
+ * into a document (anchors, aliases and their bound); config_yaml.c walks
  * a document and sets plain values; config_yaml_app.c parses the app spec
  * forms and the mounts list; config_yaml_listen.c the listen list;
  * config_yaml_include.c `include:`.
@@ -16,11 +17,16 @@
 
 #include "buf.h"
 #include "config.h"
+#include "strtab.h"
 
 /* A config file is a few kilobytes; refuse to slurp something absurd. */
 #define MAX_FILE_SIZE (16 * 1024 * 1024)
 /* nginx-like conf.d layouts nest one or two levels; more is a mistake. */
 #define MAX_INCLUDE_DEPTH 8
+/* Nodes that aliases may add to the walk of one load (the main file and its
+ * includes): far more than any real config repeats, far less than what a
+ * "billion laughs" file of nested aliases would make the walk visit. */
+#define MAX_ALIAS_NODES 1000000
 /* Bounds what one stray glob (a whole directory tree) can make one load read. */
 #define MAX_INCLUDED_FILES 1024
 
@@ -59,6 +65,10 @@ typedef struct load_state {
     size_t n_files;
     key_seen *seen;
     size_t n_seen;
+    size_t alias_nodes;    /* nodes aliases added so far, bounded by MAX_ALIAS_NODES */
+    strtab lib_seen;       /* `lib` directories added to perl_lib */
+    strtab apps_ok;        /* app specs config_check_app accepted in this load */
+    buf perl_lib;          /* their ':'-joined list, given to the config at the end */
     int listen_set;        /* a `listen` was met: later ones append */
     int has_high, has_low; /* flow_control watermarks, cross-checked at the end */
     src_pos high_at, low_at;
@@ -122,6 +132,16 @@ void walk_top(load_ctx *x, yaml_node_t *root);
  * of memory.
  */
 int load_add_file(load_state *st, const char *name, int parent, src_pos included_at);
+/** Report the parser's syntax error with text's FILE:LINE:COLUMN. */
+void report_syntax(load_ctx *x, yaml_parser_t *p, const char *text, size_t len);
+/*
+ * config_yaml_doc.c: the next document of p's stream into doc, built from
+ * events (nesting capped, aliases shared and their expansion bounded). 1
+ * when doc was built (the caller deletes it), 0 at the end of the stream,
+ * -1 after reporting (nothing to delete).
+ */
+int build_document(load_ctx *x, yaml_parser_t *p, yaml_document_t *doc, const char *text,
+                   size_t len);
 /** Parse text as file number `file` of the load and walk it; errors go to st. */
 void load_text(load_state *st, unsigned file, unsigned depth, const char *text, size_t len);
 

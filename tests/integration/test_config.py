@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 import lib
 from lib import SLOW, check, check_eq, free_port, request, test, wait_for
@@ -140,3 +141,116 @@ def include_reloaded_on_sighup(ctx):
     check(wait_for(lambda: not serves(p2), 15), "port %d still answers after its file went"
           % p2)
     check(serves(p1), "the first port stopped answering")
+
+
+def has_perl(ctx):
+    out = subprocess.run([ctx.pagid, "-V"], stdout=subprocess.PIPE, timeout=10).stdout
+    return b"perl" in out.split(b"features:", 1)[-1].split(b"\n", 1)[0]
+
+
+def timed_check(ctx, path):
+    """pagid -t -c path as the suite's servers run (workers keep root when
+    the tests are root: nobody cannot read the 0700 temp dir): (exit
+    status, stderr, seconds)."""
+    t0 = time.monotonic()
+    p = subprocess.run([ctx.pagid, "-t", "-c", path] + lib.root_user_args(),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       cwd=ctx.tmpdir, timeout=30 * SLOW)
+    took = time.monotonic() - t0
+    err = p.stderr.decode("utf-8", "replace")
+    check(not CRASH.search(err), "crash report: %s" % err[-500:])
+    check(p.returncode >= 0, "pagid -t died from signal %d" % -p.returncode)
+    return p.returncode, err, took
+
+
+def alias_heavy_config(ctx, target, app):
+    """About target bytes of mounts in groups of 50: the first of a group
+    anchors its app (and lib list), the rest alias them, as generated
+    configs do. app(i, g, libs) -> the mapping text of a group's first app."""
+    lines = ["listen: ['127.0.0.1:%d']" % free_port(), "mounts:"]
+    size, i = 0, 0
+    while size < target:
+        g = i // 50
+        if i % 50 == 0:
+            e = "  - path: /g%d/m%d\n    app: &app%d %s" % (g, i, g, app(g))
+        elif i % 5 == 0:
+            e = "  - path: /g%d/s%d\n    app: {static: %s, listing: true}" % (g, i, ctx.tmpdir)
+        elif i % 2 == 0 or "&libs" not in app(g):
+            e = "  - path: /g%d/m%d\n    app: *app%d" % (g, i, g)
+        else:
+            e = "  - path: /g%d/m%d\n    app: {perl: %s, lib: *libs%d}" % (
+                g, i, os.path.join(ctx.tmpdir, "app.pl"), g)
+        lines.append(e)
+        size += len(e) + 1
+        i += 1
+    return "\n".join(lines) + "\n", i
+
+
+def app_text(ctx, perl):
+    if not perl:
+        return lambda g: "{static: %s}" % ctx.tmpdir
+    pl = put(ctx, "app.pl", "sub { }\n")
+    return lambda g: "{perl: %s, lib: &libs%d [%s]}" % (
+        pl, g, ", ".join("/srv/lib/g%d/d%d" % (g, k) for k in range(10)))
+
+
+@test(timeout=60)
+def config_large_aliases_linear(ctx):
+    """A 1 MB config of thousands of mounts whose apps and lib lists are
+    anchors and aliases: pagid -t accepts it at once (the requirement is
+    100 ms; the bound here is generous for a loaded machine)."""
+    text, n = alias_heavy_config(ctx, 1000000, app_text(ctx, has_perl(ctx)))
+    path = put(ctx, "big.yaml", text)
+    rc, err, took = timed_check(ctx, path)
+    check_eq(rc, 0, "exit status of -t on a %d-byte config (stderr %s)" % (len(text), err[-500:]))
+    print("  pagid -t on %d bytes, %d mounts: %.3f s" % (len(text), n, took))
+    check(took < 2 * SLOW, "pagid -t took %.2f s on a 1 MB config" % took)
+
+
+@test(timeout=60)
+def config_alias_lib_lists(ctx):
+    """The measured case: 23 KB whose perl apps share a 100-entry lib list
+    through one alias took 78 s (the joined @INC string was rebuilt per
+    entry). Each directory is added once now."""
+    if not has_perl(ctx):
+        raise lib.Skip("pagid built without the Perl host")
+    put(ctx, "app.pl", "sub { }\n")
+    libs = ", ".join("/srv/lib/dir%03d" % i for i in range(100))
+    lines = ["listen: ['127.0.0.1:%d']" % free_port(), "mounts:",
+             "  - path: /m0\n    app: {perl: app.pl, lib: &libs [%s]}" % libs]
+    lines += ["  - path: /m%d\n    app: {perl: app.pl, lib: *libs}" % i for i in range(1, 400)]
+    text = "\n".join(lines) + "\n"
+    check(20000 < len(text) < 40000, "config of %d bytes" % len(text))
+    path = put(ctx, "libs.yaml", text)
+    rc, err, took = timed_check(ctx, path)
+    check_eq(rc, 0, "exit status of -t (stderr %s)" % err[-500:])
+    print("  pagid -t on %d bytes, 400 x 100 aliased lib entries: %.3f s" % (len(text), took))
+    check(took < 2 * SLOW, "pagid -t took %.2f s" % took)
+    # The effective config lists each directory once.
+    out = subprocess.run([ctx.pagid, "-T", "-c", path] + lib.root_user_args(), stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, cwd=ctx.tmpdir, timeout=10 * SLOW).stdout.decode()
+    check_eq(out.count("/srv/lib/dir042"), 1, "times a lib directory is in -T's output")
+
+
+@test(timeout=30)
+def config_billion_laughs(ctx):
+    """Nested aliases that would make the walk visit 10^10 nodes: refused at
+    the alias that passes the bound, at once, without a walk (no unknown-key
+    errors for the anchors' keys)."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 10):
+        lines.append("a%d: &a%d [%s]" % (i, i, ", ".join(["*a%d" % (i - 1)] * 10)))
+    path = put(ctx, "laughs.yaml", "\n".join(lines) + "\n")
+    rc, err, took = timed_check(ctx, path)
+    check_eq(rc, 1, "exit status of -t")
+    want = ("%s:6:45: aliases expand to more than 1000000 nodes (at '*a4'): refusing a config "
+            "that repeats itself this much" % path)
+    check(re.search("^%s$" % re.escape(want), err, re.M), "no %r in:\n%s" % (want, err))
+    check("unknown key" not in err, "the document was walked:\n%s" % err[-500:])
+    check(took < 5 * SLOW, "pagid -t took %.2f s" % took)
+    # An alias of its own ancestor would make the walk endless.
+    path = put(ctx, "loop.yaml", "mounts: &m [{path: /a, app: hello}, *m]\n")
+    rc, err = check_config(ctx, path)
+    check_eq(rc, 1, "exit status of -t")
+    want = "%s:1:37: alias '*m' refers to a node that contains it" % path
+    check(want in err, "no %r in:\n%s" % (want, err))
