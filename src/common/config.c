@@ -614,8 +614,8 @@ int config_finalize(pagid_config *c, FILE *err)
         if (same_listen(&c->listens[i], c->status_listen)) {
             if (c->listens[i].status)
                 break; /* finalized before */
-            fprintf(err, "pagid: status.listen %s is also a normal listener\n",
-                    c->status_listen->spec);
+            config_report(c, c->status_listen->pos, err,
+                          "status.listen %s is also a normal listener", c->status_listen->spec);
             return -1;
         }
     }

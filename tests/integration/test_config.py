@@ -254,3 +254,81 @@ def config_billion_laughs(ctx):
     check_eq(rc, 1, "exit status of -t")
     want = "%s:1:37: alias '*m' refers to a node that contains it" % path
     check(want in err, "no %r in:\n%s" % (want, err))
+
+
+def overlap_line(path, at, second, first, first_at, why):
+    return "%s:%s: %s overlaps %s at %s:%s: %s" % (path, at, second, first, path, first_at, why)
+
+
+@test(timeout=30)
+def listen_overlap_refused_by_t(ctx):
+    """Entries are compared after resolution: status.listen localhost:P
+    beside listen 127.0.0.1:P was bound twice (SO_REUSEPORT), and metrics
+    were answered on the app's port. Refused at the later entry."""
+    p = free_port()
+    metrics = "the metrics would be answered on the app's address and app requests on the metrics'"
+    split = "both would be bound and split its connections"
+    cases = [
+        ("listen: ['127.0.0.1:%d']\nstatus:\n  listen: localhost:%d\n" % (p, p),
+         overlap_line("FILE", "3:11", "status.listen 'localhost:%d' (127.0.0.1:%d)" % (p, p),
+                      "listen address '127.0.0.1:%d'" % p, "1:10", metrics)),
+        ("status:\n  listen: 0.0.0.0:%d\nlisten: ['127.0.0.1:%d']\n" % (p, p),
+         overlap_line("FILE", "2:11", "status.listen '0.0.0.0:%d'" % p,
+                      "listen address '127.0.0.1:%d'" % p, "3:10", metrics)),
+        ("listen: ['0.0.0.0:%d', '127.0.0.1:%d']\n" % (p, p),
+         overlap_line("FILE", "1:%d" % (len("listen: ['0.0.0.0:%d', " % p) + 1),
+                      "listen address '127.0.0.1:%d'" % p,
+                      "listen address '0.0.0.0:%d'" % p, "1:10", split)),
+        ("listen: ['127.0.0.1:%d', 'localhost:%d']\n" % (p, p),
+         overlap_line("FILE", "1:%d" % (len("listen: ['127.0.0.1:%d', " % p) + 1),
+                      "listen address 'localhost:%d' (127.0.0.1:%d)" % (p, p),
+                      "listen address '127.0.0.1:%d'" % p, "1:10", split)),
+        ("listen: ['unix:%s/s.sock', 'unix:%s/./s.sock']\n" % (ctx.tmpdir, ctx.tmpdir),
+         overlap_line("FILE", "1:%d" % (len("listen: ['unix:%s/s.sock', " % ctx.tmpdir) + 1),
+                      "listen address 'unix:%s/./s.sock' (%s/s.sock)" % (ctx.tmpdir, ctx.tmpdir),
+                      "listen address 'unix:%s/s.sock'" % ctx.tmpdir, "1:10",
+                      "one socket file cannot be two listeners")),
+    ]
+    for i, (text, want) in enumerate(cases):
+        path = put(ctx, "overlap%d.yaml" % i, text)
+        rc, err, _ = timed_check(ctx, path)
+        check_eq(rc, 1, "exit status of -t for %r (stderr %s)" % (text, err))
+        want = want.replace("FILE", path)
+        check(re.search("^%s$" % re.escape(want), err, re.M), "no line\n%s\nin:\n%s" % (want, err))
+    # Different ports, and IPv6 sockets (v6-only) beside IPv4 ones, do not overlap.
+    path = put(ctx, "apart.yaml", "listen: ['127.0.0.1:%d', '127.0.0.1:%d', '[::]:%d']\n"
+                                  "status:\n  listen: '127.0.0.2:%d'\n" % (p, free_port(), p, p))
+    rc, err, _ = timed_check(ctx, path)
+    check("overlaps" not in err, "a false overlap:\n%s" % err)
+
+
+@test(timeout=60)
+def listen_overlap_refused_at_start_and_reload(ctx):
+    p, other = free_port(), free_port()
+    path = put(ctx, "pagid.yaml", "app: hello\nlisten: ['127.0.0.1:%d']\nstatus:\n"
+                                  "  listen: localhost:%d\n" % (p, p))
+    srv = lib.Server(ctx, ["-c", path], p, name="start")
+    ctx.servers.append(srv)
+    check(srv.wait_exit(10), "pagid started with overlapping addresses")
+    check_eq(srv.returncode, 1, "exit status")  # EXIT_CONFIG
+    want = "%s:4:11: status.listen 'localhost:%d' (127.0.0.1:%d) overlaps" % (path, p, p)
+    check(want in srv.stderr(), "no %r in:\n%s" % (want, srv.stderr()))
+
+    # A reload that brings the overlap is refused; the old config serves on.
+    put(ctx, "pagid.yaml", "app: hello\nlisten: ['127.0.0.1:%d']\nstatus:\n"
+                           "  listen: 127.0.0.1:%d\n" % (p, other))
+    srv = lib.Server(ctx, ["-c", path], p, name="reload")
+    ctx.servers.append(srv)
+    srv.wait_ready()
+    check(wait_for(lambda: serves(p), 10), "not serving")
+    put(ctx, "pagid.yaml", "app: hello\nlisten: ['127.0.0.1:%d']\nstatus:\n"
+                           "  listen: localhost:%d\n" % (p, p))
+    workers = sorted(srv.workers())
+    os.kill(srv.pid, signal.SIGHUP)
+    check(wait_for(lambda: want in srv.stderr(), 10), "no %r in the error log:\n%s"
+          % (want, srv.stderr()[-1500:]))
+    check(serves(p), "not serving after the refused reload")
+    check_eq(sorted(srv.workers()), workers, "workers after a refused reload")
+    for _ in range(20):  # the app port never answers with metrics
+        r = request(p, "GET", "/metrics")
+        check_eq((r.status, r.body), (200, b"Hello from PAGI"), "the app's port")
