@@ -189,7 +189,8 @@ int listeners_check_overlap(const pagid_config *c, FILE *err)
         errors = 1;
         goto out;
     }
-    qsort(v, n, sizeof *v, by_address);
+    if (n > 1) /* qsort wants a non-null array even for none */
+        qsort(v, n, sizeof *v, by_address);
     /* A group: one family and port (unix: one path). The wildcard sorts
      * first in it and overlaps every other address of the group; equal
      * addresses are neighbours. One entry may resolve to an address twice
