@@ -12,7 +12,7 @@
 #include "strtab.h"
 
 /* YAML 1.1 booleans, as people write them. */
-static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
+static int parse_bool(load_ctx *x, const ynode *n, const char *path, int *out)
 {
     static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
                                       "YES",  "on",   "On",   "ON"};
@@ -45,7 +45,7 @@ static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
  * nothing to @INC, and lists repeated through aliases would otherwise make
  * the string grow with the product of their sizes.
  */
-static int add_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
+static int add_perl_lib(load_ctx *x, const ynode *n, const char *path)
 {
     const char *dir = scalar(x, n, path);
     if (!dir)
@@ -65,15 +65,13 @@ static int add_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
 }
 
 /* lib: a directory or a list of them, added to the Perl app's @INC. */
-static int parse_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
+static int parse_perl_lib(load_ctx *x, const ynode *n, const char *path)
 {
     if (n->type != YAML_SEQUENCE_NODE)
         return add_perl_lib(x, n, path);
     int rc = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (item && add_perl_lib(x, item, path) < 0)
+    for (size_t i = 0; i < n->len; i++) {
+        if (add_perl_lib(x, item_at(x, n, i), path) < 0)
             rc = -1;
     }
     return rc;
@@ -81,17 +79,15 @@ static int parse_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
 
 /* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]}, {module: PATH}
  * or {perl: FILE [, lib: DIRS]}. */
-static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
-                             pagid_static_opts *opts, yaml_node_t **at)
+static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char **spec,
+                             pagid_static_opts *opts, const ynode **at)
 {
-    yaml_node_t *kind_key = NULL, *kind_val = NULL, *opt_key = NULL, *lib_key = NULL,
+    const ynode *kind_key = NULL, *kind_val = NULL, *opt_key = NULL, *lib_key = NULL,
                 *lib_val = NULL;
     char shown[80], sub[96];
     int bad = 0;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
-        if (!key || !val)
-            continue;
+    for (size_t p = 0; p < n->len; p++) {
+        const ynode *key = key_at(x, n, p), *val = value_at(x, n, p);
         const char *name = scalar(x, key, "app key");
         if (!name) {
             bad = 1;
@@ -132,11 +128,10 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
             report(x, n, "'%s' as a mapping takes exactly one of static, module or perl", path);
         return -1;
     }
-    const char *kind = (const char *)kind_key->data.scalar.value;
+    const char *kind = kind_key->value;
     int is_static = !strcmp(kind, "static");
     if (!is_static && opt_key) {
-        report(x, opt_key, "'%s.%s' applies to static apps only", path,
-               (const char *)opt_key->data.scalar.value);
+        report(x, opt_key, "'%s.%s' applies to static apps only", path, opt_key->value);
         bad = 1;
     }
     if (lib_key) {
@@ -170,11 +165,11 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
  * An app value: a spec, or the mapping form. On success *spec is allocated
  * and has passed config_check_app; 0, or -1 after reporting.
  */
-static int parse_app(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
+static int parse_app(load_ctx *x, const ynode *n, const char *path, char **spec,
                      pagid_static_opts *opts)
 {
     char msg[512];
-    yaml_node_t *at = n;
+    const ynode *at = n;
     memset(opts, 0, sizeof *opts);
     *spec = NULL;
     if (n->type == YAML_MAPPING_NODE) {
@@ -207,7 +202,7 @@ static int parse_app(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
     return 0;
 }
 
-void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     char *spec;
     pagid_static_opts opts;
@@ -222,19 +217,16 @@ void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 }
 
 /* mounts: a list of {path: /prefix, app: SPEC or mapping form}. */
-static void add_mount(load_ctx *x, yaml_node_t *item)
+static void add_mount(load_ctx *x, const ynode *item)
 {
-    yaml_node_t *pnode = NULL, *anode = NULL;
+    const ynode *pnode = NULL, *anode = NULL;
     char shown[80];
-    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
-        if (!key || !val)
-            continue;
+    for (size_t p = 0; p < item->len; p++) {
+        const ynode *key = key_at(x, item, p), *val = value_at(x, item, p);
         const char *name = scalar(x, key, "mounts key");
         if (!name)
             return;
-        yaml_node_t **slot = !strcmp(name, "path") ? &pnode : !strcmp(name, "app") ? &anode : NULL;
+        const ynode **slot = !strcmp(name, "path") ? &pnode : !strcmp(name, "app") ? &anode : NULL;
         if (!slot) {
             static const char *const keys[] = {"path", "app", NULL};
             const char *near = config_suggest_among(name, strlen(name), keys);
@@ -267,7 +259,7 @@ static void add_mount(load_ctx *x, yaml_node_t *item)
     free(spec);
 }
 
-void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+void set_mounts(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     if (is_null(n))
         return;
@@ -275,11 +267,8 @@ void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
         report(x, n, "'%s' must be a list of {path, app} mappings, not %s", path, kind_name(n));
         return;
     }
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (!item)
-            continue;
+    for (size_t i = 0; i < n->len; i++) {
+        const ynode *item = item_at(x, n, i);
         if (item->type != YAML_MAPPING_NODE) {
             report(x, item, "each entry of '%s' must be a mapping with path and app, not %s", path,
                    kind_name(item));

@@ -1,17 +1,19 @@
 /*
- * config_yaml_doc.c - builds a file's libyaml document from parser events in
- * one pass, instead of yaml_parser_load: nesting is capped as it is met,
- * anchors are found through a hash table (libyaml's loader scans a list per
- * alias), and the nodes that aliases add to the walk are counted, so a
+ * config_yaml_doc.c - builds a file's document (ydoc.h) from libyaml's parser
+ * events in one pass, instead of yaml_parser_load: nesting is capped as it is
+ * met, anchors are found through a hash table (libyaml's loader scans a list
+ * per alias), and the nodes that aliases add to the walk are counted, so a
  * "billion laughs" file or an alias of its own ancestor is refused at the
  * alias's FILE:LINE:COLUMN before anything walks it.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
 #include "config_yaml_int.h"
 #include "strtab.h"
+#include "ydoc.h"
 
 /* Our schema is 3 levels deep. libyaml's scanner is quadratic in nesting
  * depth, so a deep "[[[[..." would stall pagid -t for minutes: cap it. */
@@ -20,20 +22,20 @@
 /* An anchored node and, once it is complete, how many nodes a walk of it
  * visits (aliases inside counted in full); 0 while it is still open. */
 typedef struct anchor {
-    int node;
+    uint32_t node;
     size_t expanded;
 } anchor;
 
-/* A sequence or mapping being built; key: a mapping's pending key node. */
+/* A sequence or mapping being built. */
 typedef struct frame {
-    int node, key;
+    uint32_t node;
     size_t started; /* b->visited when it opened */
     size_t anchor;  /* 1 + its index in b->anchors, or 0 */
 } frame;
 
 typedef struct builder {
     load_ctx *x;
-    yaml_document_t *doc;
+    ydoc *doc;
     frame stack[MAX_DEPTH];
     int depth;
     size_t visited; /* nodes a walk of the document visits so far */
@@ -56,7 +58,7 @@ static const char *shown(const char *name, char *out, size_t outlen)
     } while (0)
 
 /* Remember node under name; 1 + its index, or 0 after reporting. */
-static size_t add_anchor(builder *b, const char *name, int node, const yaml_mark_t *m)
+static size_t add_anchor(builder *b, const char *name, uint32_t node, const yaml_mark_t *m)
 {
     int added;
     size_t *slot = strtab_get(&b->names, name, strlen(name), 1, &added);
@@ -83,22 +85,10 @@ static size_t add_anchor(builder *b, const char *name, int node, const yaml_mark
     return *slot;
 }
 
-/* Attach a complete node to the open parent; 0, or -1 when out of memory. */
-static int attach(builder *b, int node)
+/* Attach a complete node to the open parent (the root has none); 0, or -1 when out of memory. */
+static int attach(builder *b, uint32_t node)
 {
-    if (b->depth == 0)
-        return 0; /* the root: node 1, what yaml_document_get_root_node returns */
-    frame *f = &b->stack[b->depth - 1];
-    yaml_node_t *parent = yaml_document_get_node(b->doc, f->node);
-    if (parent->type == YAML_SEQUENCE_NODE)
-        return yaml_document_append_sequence_item(b->doc, f->node, node) ? 0 : -1;
-    if (!f->key) {
-        f->key = node;
-        return 0;
-    }
-    int key = f->key;
-    f->key = 0;
-    return yaml_document_append_mapping_pair(b->doc, f->node, key, node) ? 0 : -1;
+    return b->depth ? ydoc_add_child(b->doc, node) : 0;
 }
 
 /* An alias: the anchored node itself (a shared node, as libyaml does), its walk counted. */
@@ -129,54 +119,44 @@ static int on_alias(builder *b, const yaml_event_t *ev)
     return attach(b, a->node);
 }
 
-/* The tag a node gets: libyaml's loader treats none and "!" as the default. */
-static const yaml_char_t *tag_of(const yaml_char_t *tag)
-{
-    return tag && strcmp((const char *)tag, "!") != 0 ? tag : NULL;
-}
-
 /* One node event; 0, or -1 after reporting. */
 static int on_node(builder *b, const yaml_event_t *ev)
 {
     const yaml_char_t *anchor_name = NULL;
-    int node;
+    size_t line = ev->start_mark.line, col = ev->start_mark.column, end = ev->end_mark.line;
+    long node;
     if (ev->type == YAML_ALIAS_EVENT)
         return on_alias(b, ev);
     if (ev->type == YAML_SCALAR_EVENT) {
         anchor_name = ev->data.scalar.anchor;
-        node = yaml_document_add_scalar(b->doc, tag_of(ev->data.scalar.tag), ev->data.scalar.value,
-                                        (int)ev->data.scalar.length, ev->data.scalar.style);
+        node = ydoc_add_scalar(b->doc, (const char *)ev->data.scalar.value, ev->data.scalar.length,
+                               ev->data.scalar.style, line, col, end);
     } else if (ev->type == YAML_SEQUENCE_START_EVENT) {
         anchor_name = ev->data.sequence_start.anchor;
-        node = yaml_document_add_sequence(b->doc, tag_of(ev->data.sequence_start.tag),
-                                          ev->data.sequence_start.style);
+        node = ydoc_open(b->doc, YAML_SEQUENCE_NODE, line, col, end);
     } else {
         anchor_name = ev->data.mapping_start.anchor;
-        node = yaml_document_add_mapping(b->doc, tag_of(ev->data.mapping_start.tag),
-                                         ev->data.mapping_start.style);
+        node = ydoc_open(b->doc, YAML_MAPPING_NODE, line, col, end);
     }
-    if (!node) {
-        report_at(b->x, ev->start_mark.line + 1, ev->start_mark.column + 1, "out of memory");
+    if (node < 0) {
+        report_at(b->x, line + 1, col + 1, "out of memory");
         return -1;
     }
-    yaml_node_t *n = yaml_document_get_node(b->doc, node);
-    n->start_mark = ev->start_mark;
-    n->end_mark = ev->end_mark;
     b->visited++;
     size_t a = 0;
-    if (anchor_name && !(a = add_anchor(b, (const char *)anchor_name, node, &ev->start_mark)))
+    if (anchor_name &&
+        !(a = add_anchor(b, (const char *)anchor_name, (uint32_t)node, &ev->start_mark)))
         return -1;
     if (ev->type == YAML_SCALAR_EVENT) {
         if (a)
             b->anchors[a - 1].expanded = 1;
-        return attach(b, node);
+        return attach(b, (uint32_t)node);
     }
     if (b->depth == MAX_DEPTH) {
-        report_at(b->x, ev->start_mark.line + 1, ev->start_mark.column + 1,
-                  "nested more than %d levels deep", MAX_DEPTH);
+        report_at(b->x, line + 1, col + 1, "nested more than %d levels deep", MAX_DEPTH);
         return -1;
     }
-    b->stack[b->depth++] = (frame){node, 0, b->visited - 1, a};
+    b->stack[b->depth++] = (frame){(uint32_t)node, b->visited - 1, a};
     return 0;
 }
 
@@ -185,11 +165,12 @@ static int on_end(builder *b)
     frame f = b->stack[--b->depth];
     if (f.anchor)
         b->anchors[f.anchor - 1].expanded = b->visited - f.started;
+    if (ydoc_close(b->doc, f.node) < 0)
+        return -1;
     return attach(b, f.node);
 }
 
-int build_document(load_ctx *x, yaml_parser_t *p, yaml_document_t *doc, const char *text,
-                   size_t len)
+int build_document(load_ctx *x, yaml_parser_t *p, ydoc *doc, const char *text, size_t len)
 {
     builder b = {.x = x, .doc = doc, .names = STRTAB_INIT};
     yaml_event_t ev;
@@ -208,11 +189,7 @@ int build_document(load_ctx *x, yaml_parser_t *p, yaml_document_t *doc, const ch
             done = 1;
             break;
         case YAML_DOCUMENT_START_EVENT:
-            if (!yaml_document_initialize(doc, NULL, NULL, NULL, 1, 1)) {
-                report_at(x, ev.start_mark.line + 1, ev.start_mark.column + 1, "out of memory");
-                step = -1;
-                break;
-            }
+            *doc = (ydoc)YDOC_INIT;
             in_doc = 1;
             break;
         case YAML_DOCUMENT_END_EVENT:
@@ -234,7 +211,7 @@ int build_document(load_ctx *x, yaml_parser_t *p, yaml_document_t *doc, const ch
             break;
     }
     if (rc != 1 && in_doc)
-        yaml_document_delete(doc);
+        ydoc_free(doc);
     strtab_free(&b.names);
     free(b.anchors);
     return rc;

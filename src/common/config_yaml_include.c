@@ -65,7 +65,7 @@ static char *resolve(const char *base, const char *value, int is_glob)
 
 /* "a.yaml -> b.yaml -> a.yaml": the chain of includes from `again` down to
  * the including file, then `again` by the path this include names. */
-static void report_cycle(load_ctx *x, yaml_node_t *n, int again, const char *path)
+static void report_cycle(load_ctx *x, const ynode *n, int again, const char *path)
 {
     load_state *st = x->st;
     buf chain = BUF_INIT;
@@ -133,7 +133,7 @@ static int open_included(const char *path, struct stat *sb, const char **problem
 }
 
 /* Load one file named by the include at node n (errors about it point at n). */
-static void include_file(load_ctx *x, yaml_node_t *n, const char *path)
+static void include_file(load_ctx *x, const ynode *n, const char *path)
 {
     load_state *st = x->st;
     char shown[512], where[POS_TEXT_MAX];
@@ -210,7 +210,7 @@ static int by_name(const void *a, const void *b)
 }
 
 /* One entry: a plain path must exist; a glob may match nothing (as in nginx). */
-static void include_one(load_ctx *x, yaml_node_t *n)
+static void include_one(load_ctx *x, const ynode *n)
 {
     char shown[512];
     const char *value = scalar(x, n, "include");
@@ -256,7 +256,7 @@ static void include_one(load_ctx *x, yaml_node_t *n)
     free(path);
 }
 
-void set_include(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+void set_include(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     (void)k;
     if (is_null(n))
@@ -269,10 +269,6 @@ void set_include(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path
         include_one(x, n);
         return;
     }
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (item)
-            include_one(x, item);
-    }
+    for (size_t i = 0; i < n->len; i++)
+        include_one(x, item_at(x, n, i));
 }

@@ -51,7 +51,7 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
 {
     load_ctx x = {.c = st->c, .err = st->err, .st = st, .file = file, .depth = depth};
     yaml_parser_t parser;
-    yaml_document_t doc;
+    ydoc doc;
 
     if (!yaml_parser_initialize(&parser)) {
         report_at(&x, 1, 1, "out of memory");
@@ -64,7 +64,7 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
         return;
     }
     x.doc = &doc;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    const ynode *root = ydoc_root(&doc);
     if (root && is_null(root)) {
         /* A document of nothing ("---" alone) is the same. */
     } else if (root && root->type != YAML_MAPPING_NODE) {
@@ -75,15 +75,15 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
 
     /* A second document is almost certainly a stray "---"; say so. */
     if (root) {
-        yaml_document_t next;
+        ydoc next;
         if (build_document(&x, &parser, &next, text, len) == 1) {
-            yaml_node_t *r2 = yaml_document_get_root_node(&next);
+            const ynode *r2 = ydoc_root(&next);
             if (r2)
                 report(&x, r2, "more than one YAML document; a config file holds one");
-            yaml_document_delete(&next);
+            ydoc_free(&next);
         }
     }
-    yaml_document_delete(&doc);
+    ydoc_free(&doc);
     yaml_parser_delete(&parser);
 }
 
