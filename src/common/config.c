@@ -437,11 +437,11 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
         return -1;
     }
     /* By hash, not by a scan: a generated config may mount thousands. */
-    if (!c->mount_paths && !(c->mount_paths = calloc(1, sizeof *c->mount_paths))) {
+    int added;
+    if (config_reserve_mounts(c, 1) < 0) {
         *msg = "out of memory";
         return -1;
     }
-    int added;
     if (!strtab_get(c->mount_paths, path, len, 1, &added)) {
         *msg = "out of memory";
         return -1;
@@ -450,17 +450,7 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
         *msg = "is mounted twice";
         return -1;
     }
-    /* Doubling: growing by one entry would copy the array at every mount. */
-    if ((c->n_mounts & (c->n_mounts - 1)) == 0) {
-        pagid_mount *v = realloc(c->mounts, (c->n_mounts ? 2 * c->n_mounts : 1) * sizeof *v);
-        if (!v) {
-            *msg = "out of memory";
-            return -1;
-        }
-        c->mounts = v;
-    }
-    pagid_mount *v = c->mounts;
-    pagid_mount *m = &v[c->n_mounts];
+    pagid_mount *m = &c->mounts[c->n_mounts];
     memset(m, 0, sizeof *m);
     m->path = strndup(path, len);
     m->app = strdup(app);
@@ -476,6 +466,26 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
     return 0;
 }
 
+int config_reserve_mounts(pagid_config *c, size_t more)
+{
+    if (!c->mount_paths && !(c->mount_paths = calloc(1, sizeof *c->mount_paths)))
+        return -1;
+    if (more > SIZE_MAX / 2 / sizeof *c->mounts - c->n_mounts)
+        return -1;
+    if (c->n_mounts + more > c->cap_mounts) {
+        /* Doubling: growing by one entry would copy the array at every mount. */
+        size_t cap = c->cap_mounts ? 2 * c->cap_mounts : 4;
+        if (cap < c->n_mounts + more)
+            cap = c->n_mounts + more;
+        pagid_mount *v = realloc(c->mounts, cap * sizeof *v);
+        if (!v)
+            return -1;
+        c->mounts = v;
+        c->cap_mounts = cap;
+    }
+    return strtab_reserve(c->mount_paths, more);
+}
+
 static void config_clear_mounts(pagid_config *c)
 {
     if (c->mount_paths) {
@@ -489,7 +499,7 @@ static void config_clear_mounts(pagid_config *c)
     }
     free(c->mounts);
     c->mounts = NULL;
-    c->n_mounts = 0;
+    c->n_mounts = c->cap_mounts = 0;
 }
 
 static int ends_with(const char *s, const char *suffix)

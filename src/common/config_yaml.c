@@ -272,7 +272,7 @@ static void set_access_format(load_ctx *x, const key_def *k, const ynode *n, con
             return;
         }
         int quoted = n->style != YAML_PLAIN_SCALAR_STYLE;
-        int one_line = n->line == n->end_line && !memchr(s, '\\', off);
+        int one_line = (n->flags & YNODE_ONE_LINE) && !memchr(s, '\\', off);
         size_t col = n->col + 1 + (one_line ? off + (size_t)quoted : 0);
         report_at(x, n->line + 1, col, "invalid access log format '%s' (%s)",
                   printable(n, shown, sizeof shown), msg);

@@ -267,6 +267,10 @@ void set_mounts(load_ctx *x, const key_def *k, const ynode *n, const char *path)
         report(x, n, "'%s' must be a list of {path, app} mappings, not %s", path, kind_name(n));
         return;
     }
+    if (config_reserve_mounts(x->c, n->len) < 0) {
+        report(x, n, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n->len; i++) {
         const ynode *item = item_at(x, n, i);
         if (item->type != YAML_MAPPING_NODE) {

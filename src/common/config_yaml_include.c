@@ -16,15 +16,21 @@
 
 #include "config_yaml_int.h"
 
-int read_config_fd(int fd, buf *out, const char **problem)
+int read_config_fd(int fd, size_t size_hint, buf *out, const char **problem)
 {
+    /* The whole file and one byte for the end in one buffer, when its size
+     * is known: growing it 64 KiB at a time copied a large config over and
+     * over. A file that grows meanwhile, or a pipe, is read on in chunks. */
+    size_t room = size_hint > 0 && size_hint <= MAX_FILE_SIZE ? size_hint + 1 : 64 * 1024;
     for (;;) {
-        char *w = buf_reserve(out, 64 * 1024);
+        if (room == 0)
+            room = 64 * 1024;
+        char *w = buf_reserve(out, room);
         if (!w) {
             *problem = "out of memory";
             return -1;
         }
-        ssize_t got = read(fd, w, 64 * 1024);
+        ssize_t got = read(fd, w, room);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
@@ -32,6 +38,7 @@ int read_config_fd(int fd, buf *out, const char **problem)
             return -1;
         }
         buf_commit(out, (size_t)got);
+        room -= (size_t)got;
         if (buf_size(out) > MAX_FILE_SIZE) {
             *problem = "too large for a config file (over 16 MiB)";
             return -1;
@@ -167,7 +174,7 @@ static void include_file(load_ctx *x, const ynode *n, const char *path)
         return;
     }
     buf text = BUF_INIT;
-    int rc = read_config_fd(fd, &text, &problem);
+    int rc = read_config_fd(fd, (size_t)sb.st_size, &text, &problem);
     close(fd);
     if (rc < 0) {
         report(x, n, "cannot include '%s': %s", shown, problem);

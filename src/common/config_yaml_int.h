@@ -169,9 +169,10 @@ void set_listen(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 /* config_yaml_include.c: `include` (paths and globs of files merged into this one). */
 void set_include(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /**
- * Read all of fd (at most MAX_FILE_SIZE) into out; 0, or -1 with *problem
- * (a static string). Does not close fd.
+ * Read all of fd (at most MAX_FILE_SIZE) into out; size_hint: its size when
+ * known (a regular file's st_size), else 0. 0, or -1 with *problem (a static
+ * string). Does not close fd.
  */
-int read_config_fd(int fd, buf *out, const char **problem);
+int read_config_fd(int fd, size_t size_hint, buf *out, const char **problem);
 
 #endif

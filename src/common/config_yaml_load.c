@@ -207,7 +207,7 @@ int config_load_file(pagid_config *c, const char *path, FILE *err)
     else if (S_ISDIR(sb.st_mode))
         problem = strerror(EISDIR);
     else
-        read_config_fd(fd, &text, &problem);
+        read_config_fd(fd, S_ISREG(sb.st_mode) ? (size_t)sb.st_size : 0, &text, &problem);
     close(fd);
     if (problem)
         fprintf(err, "%s: cannot read: %s\n", path, problem);

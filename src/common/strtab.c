@@ -2,6 +2,7 @@
  * strtab.c - open addressing with linear probing, FNV-1a hashes, grown at
  * half load; no deletion (the loader's tables only grow, then are freed).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,9 +28,11 @@ static strtab_entry *find_slot(strtab_entry *slots, size_t cap, const char *key,
     }
 }
 
-static int grow(strtab *t)
+/* Rehash into cap slots (a power of two, more than there are keys); 0 or -1. */
+static int grow(strtab *t, size_t cap)
 {
-    size_t cap = t->cap ? t->cap * 2 : 16;
+    if (cap > SIZE_MAX / sizeof(strtab_entry))
+        return -1;
     strtab_entry *slots = calloc(cap, sizeof *slots);
     if (!slots)
         return -1;
@@ -56,7 +59,7 @@ size_t *strtab_get(strtab *t, const char *key, size_t len, int add, int *added)
     }
     if (!add)
         return NULL;
-    if (2 * (t->n + 1) > t->cap && grow(t) < 0)
+    if (2 * (t->n + 1) > t->cap && grow(t, t->cap ? t->cap * 2 : 16) < 0)
         return NULL;
     char *copy = malloc(len + 1);
     if (!copy)
@@ -69,6 +72,16 @@ size_t *strtab_get(strtab *t, const char *key, size_t len, int add, int *added)
     if (added)
         *added = 1;
     return &e->value;
+}
+
+int strtab_reserve(strtab *t, size_t more)
+{
+    if (more > SIZE_MAX / 4 - t->n)
+        return -1;
+    size_t cap = t->cap ? t->cap : 16;
+    while (2 * (t->n + more) > cap)
+        cap *= 2;
+    return cap == t->cap ? 0 : grow(t, cap);
 }
 
 void strtab_free(strtab *t)

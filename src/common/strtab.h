@@ -32,6 +32,11 @@ typedef struct strtab {
  * then means out of memory. The pointer is valid until the next insertion.
  */
 size_t *strtab_get(strtab *t, const char *key, size_t len, int add, int *added);
+/**
+ * Make room for `more` keys beyond those in t, so that adding them does not
+ * rehash the table again and again; 0, or -1 when out of memory.
+ */
+int strtab_reserve(strtab *t, size_t more);
 /** Release the table and its keys; it is empty (STRTAB_INIT) afterwards. */
 void strtab_free(strtab *t);
 

@@ -51,7 +51,8 @@ static long add_node(ydoc *d, int type, size_t line, size_t col, size_t end_line
     n->type = (uint8_t)type;
     n->line = narrow(line);
     n->col = narrow(col);
-    n->end_line = narrow(end_line);
+    if (end_line == line)
+        n->flags = YNODE_ONE_LINE;
     return (long)d->n_nodes++;
 }
 

@@ -12,19 +12,24 @@
 #include <stdint.h>
 
 /* ynode.flags, worked out once when the scalar is stored. */
-#define YNODE_NULL 1    /* a plain empty, ~ or null scalar */
-#define YNODE_HAS_NUL 2 /* the text holds a NUL byte ("\0" in double quotes) */
+#define YNODE_NULL 1     /* a plain empty, ~ or null scalar */
+#define YNODE_HAS_NUL 2  /* the text holds a NUL byte ("\0" in double quotes) */
+#define YNODE_ONE_LINE 4 /* libyaml's start and end marks are on one line */
 
-/* A node; its place in the file is 0-based, as libyaml's marks. */
+/* A node, in 24 bytes: a large config has hundreds of thousands. Its place
+ * in the file is 0-based, as libyaml's marks. */
 typedef struct ynode {
-    const char *value; /* scalar: its text, NUL-terminated; lives as long as the doc */
-    uint32_t len;      /* scalar: bytes in value; sequence: items; mapping: pairs */
-    uint32_t first;    /* sequence, mapping: index of the first child in the doc's kids */
-    uint32_t line, col, end_line;
+    union {
+        const char *value; /* scalar: its text, NUL-terminated; lives as long as the doc */
+        uint32_t first;    /* sequence, mapping: index of the first child in the doc's kids */
+    };
+    uint32_t len; /* scalar: bytes in value; sequence: items; mapping: pairs */
+    uint32_t line, col;
     uint8_t type;  /* yaml_node_type_t: YAML_SCALAR_NODE, _SEQUENCE_ or _MAPPING_ */
     uint8_t style; /* a scalar's yaml_scalar_style_t */
     uint8_t flags; /* YNODE_* */
 } ynode;
+_Static_assert(sizeof(ynode) <= 24, "a ynode grew");
 
 struct ydoc_block;
 
@@ -51,8 +56,8 @@ typedef struct ydoc {
 
 /**
  * Add a scalar of len bytes (a copy, NUL-terminated) with its style and
- * start line and column; end_line is where it ends. Its index, or -1 when
- * out of memory or out of indexes.
+ * start line and column; end_line is the line of its end mark. Its index,
+ * or -1 when out of memory or out of indexes.
  */
 long ydoc_add_scalar(ydoc *d, const char *text, size_t len, int style, size_t line, size_t col,
                      size_t end_line);
@@ -72,6 +77,11 @@ void ydoc_free(ydoc *d);
 static inline const ynode *ydoc_root(const ydoc *d)
 {
     return d->n_nodes ? &d->nodes[0] : NULL;
+}
+/** n's index in d, for tables about nodes. */
+static inline size_t ydoc_index(const ydoc *d, const ynode *n)
+{
+    return (size_t)(n - d->nodes);
 }
 /** Item i of sequence n (i < n->len). */
 static inline const ynode *ydoc_item(const ydoc *d, const ynode *n, size_t i)

@@ -1,6 +1,7 @@
 /*
  * test_strtab.c - Check suite for src/common/strtab.c: insertion and lookup
- * of byte strings (embedded NUL, empty key), values, growth past many keys.
+ * of byte strings (embedded NUL, empty key), values, growth past many keys,
+ * room reserved ahead.
  */
 #include <check.h>
 #include <stdio.h>
@@ -58,12 +59,37 @@ START_TEST(test_many)
 }
 END_TEST
 
+START_TEST(test_reserve)
+{
+    strtab t = STRTAB_INIT;
+    char key[32];
+    ck_assert_int_eq(strtab_reserve(&t, 0), 0);
+    ck_assert_ptr_nonnull(strtab_get(&t, "kept", 4, 1, NULL));
+    *strtab_get(&t, "kept", 4, 0, NULL) = 7;
+    ck_assert_int_eq(strtab_reserve(&t, 1000), 0);
+    size_t cap = t.cap;
+    ck_assert_uint_ge(cap, 2 * 1001);
+    /* What was there survives the rehash. */
+    ck_assert_uint_eq(*strtab_get(&t, "kept", 4, 0, NULL), 7);
+    for (size_t i = 0; i < 1000; i++) {
+        int n = snprintf(key, sizeof key, "/m%zu", i);
+        ck_assert_ptr_nonnull(strtab_get(&t, key, (size_t)n, 1, NULL));
+    }
+    ck_assert_uint_eq(t.cap, cap); /* no rehash while adding what was reserved */
+    ck_assert_int_eq(strtab_reserve(&t, 0), 0);
+    ck_assert_uint_eq(t.cap, cap);
+    ck_assert_int_eq(strtab_reserve(&t, (size_t)-1), -1);
+    strtab_free(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("strtab");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_get_add);
     tcase_add_test(tc, test_many);
+    tcase_add_test(tc, test_reserve);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
