@@ -64,16 +64,68 @@ static int add_perl_lib(load_ctx *x, const ynode *n, const char *path)
     return 0;
 }
 
+/*
+ * What this file's app mappings and lib lists came to, by node, so that an
+ * alias of one is not worked out again: a generated config aliases one app
+ * thousands of times, each with a list of lib directories to look up. Only
+ * anchored nodes (the only ones aliases share) and successes are kept; a
+ * failing node is parsed (and reported) at each use.
+ */
+typedef struct app_done {
+    char *spec;
+    pagid_static_opts opts;
+} app_done;
+
+struct app_memo {
+    strtab apps; /* app mapping node -> 1 + index in done */
+    app_done *done;
+    size_t n_done, cap_done;
+    strtab libs; /* lib lists whose directories are all in perl_lib */
+};
+
+void app_memo_free(load_ctx *x)
+{
+    struct app_memo *m = x->app_memo;
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_done; i++)
+        free(m->done[i].spec);
+    free(m->done);
+    strtab_free(&m->apps);
+    strtab_free(&m->libs);
+    free(m);
+    x->app_memo = NULL;
+}
+
+/* x's memo, made on first use; NULL when out of memory (which only costs the memo). */
+static struct app_memo *memo(load_ctx *x)
+{
+    if (!x->app_memo)
+        x->app_memo = calloc(1, sizeof *x->app_memo);
+    return x->app_memo;
+}
+
+/* Node n's value in t, a table of the memo; NULL when absent (with add: out of memory). */
+static size_t *node_slot(const load_ctx *x, strtab *t, const ynode *n, int add)
+{
+    size_t node = ydoc_index(x->doc, n);
+    return strtab_get(t, (const char *)&node, sizeof node, add, NULL);
+}
+
 /* lib: a directory or a list of them, added to the Perl app's @INC. */
 static int parse_perl_lib(load_ctx *x, const ynode *n, const char *path)
 {
     if (n->type != YAML_SEQUENCE_NODE)
         return add_perl_lib(x, n, path);
+    if (x->app_memo && node_slot(x, &x->app_memo->libs, n, 0))
+        return 0; /* an alias of a list already added */
     int rc = 0;
     for (size_t i = 0; i < n->len; i++) {
         if (add_perl_lib(x, item_at(x, n, i), path) < 0)
             rc = -1;
     }
+    if (rc == 0 && (n->flags & YNODE_ANCHORED) && memo(x))
+        node_slot(x, &x->app_memo->libs, n, 1);
     return rc;
 }
 
@@ -161,6 +213,31 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
     return 0;
 }
 
+/* Keep what app mapping n came to, for its aliases (out of memory: not kept). */
+static void remember_app(load_ctx *x, const ynode *n, const char *spec,
+                         const pagid_static_opts *opts)
+{
+    struct app_memo *m = memo(x);
+    if (!m)
+        return;
+    if (m->n_done == m->cap_done) {
+        size_t cap = m->cap_done ? 2 * m->cap_done : 16;
+        app_done *grown = realloc(m->done, cap * sizeof *grown);
+        if (!grown)
+            return;
+        m->done = grown;
+        m->cap_done = cap;
+    }
+    char *copy = strdup(spec);
+    size_t *slot = copy ? node_slot(x, &m->apps, n, 1) : NULL;
+    if (!slot) {
+        free(copy);
+        return;
+    }
+    m->done[m->n_done] = (app_done){copy, *opts};
+    *slot = ++m->n_done;
+}
+
 /*
  * An app value: a spec, or the mapping form. On success *spec is allocated
  * and has passed config_check_app; 0, or -1 after reporting.
@@ -172,6 +249,17 @@ static int parse_app(load_ctx *x, const ynode *n, const char *path, char **spec,
     const ynode *at = n;
     memset(opts, 0, sizeof *opts);
     *spec = NULL;
+    size_t *done =
+        n->type == YAML_MAPPING_NODE && x->app_memo ? node_slot(x, &x->app_memo->apps, n, 0) : NULL;
+    if (done) {
+        const app_done *d = &x->app_memo->done[*done - 1];
+        *opts = d->opts;
+        if (!(*spec = strdup(d->spec))) {
+            report(x, n, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
     if (n->type == YAML_MAPPING_NODE) {
         if (parse_app_mapping(x, n, path, spec, opts, &at) < 0)
             return -1;
@@ -199,6 +287,8 @@ static int parse_app(load_ctx *x, const ynode *n, const char *path, char **spec,
         *spec = NULL;
         return -1;
     }
+    if (n->type == YAML_MAPPING_NODE && (n->flags & YNODE_ANCHORED))
+        remember_app(x, n, *spec, opts);
     return 0;
 }
 

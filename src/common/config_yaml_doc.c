@@ -82,6 +82,7 @@ static size_t add_anchor(builder *b, const char *name, uint32_t node, const yaml
     }
     b->anchors[b->n_anchors] = (anchor){node, 0};
     *slot = ++b->n_anchors;
+    ydoc_mark_anchored(b->doc, node);
     return *slot;
 }
 

@@ -81,8 +81,9 @@ typedef struct load_ctx {
     FILE *err;
     load_state *st;
     const ydoc *doc;
-    unsigned file;  /* index into st->files */
-    unsigned depth; /* include nesting: 0 for the main file */
+    unsigned file;             /* index into st->files */
+    unsigned depth;            /* include nesting: 0 for the main file */
+    struct app_memo *app_memo; /* config_yaml_app.c's, for this document; NULL until used */
 } load_ctx;
 
 typedef void (*key_handler)(load_ctx *x, const struct key_def *k, const ynode *n, const char *path);
@@ -162,6 +163,8 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
 /* config_yaml_app.c: the `app` key (spec string or mapping) and `mounts`. */
 void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_mounts(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+/** Release what the app keys remembered about x's document. */
+void app_memo_free(load_ctx *x);
 
 /* config_yaml_listen.c: `listen` (addresses, or {address, mode, owner, group} mappings). */
 void set_listen(load_ctx *x, const key_def *k, const ynode *n, const char *path);

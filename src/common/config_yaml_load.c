@@ -83,6 +83,7 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
             ydoc_free(&next);
         }
     }
+    app_memo_free(&x);
     ydoc_free(&doc);
     yaml_parser_delete(&parser);
 }

@@ -15,6 +15,7 @@
 #define YNODE_NULL 1     /* a plain empty, ~ or null scalar */
 #define YNODE_HAS_NUL 2  /* the text holds a NUL byte ("\0" in double quotes) */
 #define YNODE_ONE_LINE 4 /* libyaml's start and end marks are on one line */
+#define YNODE_ANCHORED 8 /* has an anchor: aliases may share it */
 
 /* A node, in 24 bytes: a large config has hundreds of thousands. Its place
  * in the file is 0-based, as libyaml's marks. */
@@ -71,6 +72,11 @@ long ydoc_open(ydoc *d, int type, size_t line, size_t col, size_t end_line);
 int ydoc_add_child(ydoc *d, uint32_t node);
 /** Close node, the innermost open one: its children move into the doc's kids. 0 or -1. */
 int ydoc_close(ydoc *d, uint32_t node);
+/** Note that node has an anchor (YNODE_ANCHORED). */
+static inline void ydoc_mark_anchored(ydoc *d, uint32_t node)
+{
+    d->nodes[node].flags |= YNODE_ANCHORED;
+}
 /** Release everything; d is empty (YDOC_INIT) afterwards. */
 void ydoc_free(ydoc *d);
 
