@@ -129,6 +129,21 @@ static int parse_perl_lib(load_ctx *x, const ynode *n, const char *path)
     return rc;
 }
 
+/* "path.name" into out (cut short like snprintf): the name of a key for its
+ * messages, made for every app mapping, where snprintf was a cost of its own. */
+static const char *key_path(char *out, size_t outlen, const char *path, const char *name)
+{
+    size_t plen = strlen(path), nlen = strlen(name), j = 0;
+    for (size_t i = 0; i < plen && j + 1 < outlen; i++)
+        out[j++] = path[i];
+    if (j + 1 < outlen)
+        out[j++] = '.';
+    for (size_t i = 0; i < nlen && j + 1 < outlen; i++)
+        out[j++] = name[i];
+    out[j] = '\0';
+    return out;
+}
+
 /* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]}, {module: PATH}
  * or {perl: FILE [, lib: DIRS]}. */
 static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char **spec,
@@ -153,7 +168,7 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             kind_key = key;
             kind_val = val;
         } else if (!strcmp(name, "listing") || !strcmp(name, "follow_symlinks")) {
-            snprintf(sub, sizeof sub, "%s.%s", path, name);
+            key_path(sub, sizeof sub, path, name);
             opt_key = key;
             if (parse_bool(x, val, sub, name[0] == 'l' ? &opts->listing : &opts->follow_symlinks))
                 bad = 1;
@@ -187,7 +202,7 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
         bad = 1;
     }
     if (lib_key) {
-        snprintf(sub, sizeof sub, "%s.lib", path);
+        key_path(sub, sizeof sub, path, "lib");
         if (strcmp(kind, "perl") != 0) {
             report(x, lib_key, "'%s' applies to perl apps only", sub);
             bad = 1;
@@ -195,7 +210,7 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             bad = 1;
         }
     }
-    snprintf(sub, sizeof sub, "%s.%s", path, kind);
+    key_path(sub, sizeof sub, path, kind);
     const char *s = scalar(x, kind_val, sub);
     if (!s || bad)
         return -1;
