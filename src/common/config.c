@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config_suggest.h"
+#include "strtab.h"
 
 /* Anything longer is a typo, and a year keeps ev timers far from overflow. */
 #define MAX_DURATION_SECONDS (365.0 * 24 * 3600)
@@ -432,23 +433,25 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
         len--; /* "/static/" is "/static" */
     if (mount_path_ok(path, len, msg) < 0)
         return -1;
-    for (size_t i = 0; i < c->n_mounts; i++) {
-        if (strlen(c->mounts[i].path) == len && memcmp(c->mounts[i].path, path, len) == 0) {
-            *msg = "is mounted twice";
-            return -1;
-        }
-    }
     if (!app || !*app) {
         *msg = "empty app spec";
         return -1;
     }
-    pagid_mount *v = realloc(c->mounts, (c->n_mounts + 1) * sizeof *v);
-    if (!v) {
+    /* By hash, not by a scan: a generated config may mount thousands. */
+    int added;
+    if (config_reserve_mounts(c, 1) < 0) {
         *msg = "out of memory";
         return -1;
     }
-    c->mounts = v;
-    pagid_mount *m = &v[c->n_mounts];
+    if (!strtab_get(c->mount_paths, path, len, 1, &added)) {
+        *msg = "out of memory";
+        return -1;
+    }
+    if (!added) {
+        *msg = "is mounted twice";
+        return -1;
+    }
+    pagid_mount *m = &c->mounts[c->n_mounts];
     memset(m, 0, sizeof *m);
     m->path = strndup(path, len);
     m->app = strdup(app);
@@ -464,15 +467,40 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
     return 0;
 }
 
+int config_reserve_mounts(pagid_config *c, size_t more)
+{
+    if (!c->mount_paths && !(c->mount_paths = calloc(1, sizeof *c->mount_paths)))
+        return -1;
+    if (more > SIZE_MAX / 2 / sizeof *c->mounts - c->n_mounts)
+        return -1;
+    if (c->n_mounts + more > c->cap_mounts) {
+        /* Doubling: growing by one entry would copy the array at every mount. */
+        size_t cap = c->cap_mounts ? 2 * c->cap_mounts : 4;
+        if (cap < c->n_mounts + more)
+            cap = c->n_mounts + more;
+        pagid_mount *v = realloc(c->mounts, cap * sizeof *v);
+        if (!v)
+            return -1;
+        c->mounts = v;
+        c->cap_mounts = cap;
+    }
+    return strtab_reserve(c->mount_paths, more);
+}
+
 static void config_clear_mounts(pagid_config *c)
 {
+    if (c->mount_paths) {
+        strtab_free(c->mount_paths);
+        free(c->mount_paths);
+        c->mount_paths = NULL;
+    }
     for (size_t i = 0; i < c->n_mounts; i++) {
         free(c->mounts[i].path);
         free(c->mounts[i].app);
     }
     free(c->mounts);
     c->mounts = NULL;
-    c->n_mounts = 0;
+    c->n_mounts = c->cap_mounts = 0;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -597,8 +625,8 @@ int config_finalize(pagid_config *c, FILE *err)
         if (same_listen(&c->listens[i], c->status_listen)) {
             if (c->listens[i].status)
                 break; /* finalized before */
-            fprintf(err, "pagid: status.listen %s is also a normal listener\n",
-                    c->status_listen->spec);
+            config_report(c, c->status_listen->pos, err,
+                          "status.listen %s is also a normal listener", c->status_listen->spec);
             return -1;
         }
     }

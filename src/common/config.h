@@ -84,7 +84,8 @@ typedef struct pagid_config {
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
     char *perl_lib;               /* app: {perl: FILE, lib: [...]}: ':'-joined dirs, or NULL */
     pagid_mount *mounts;          /* apps under path prefixes, in file order */
-    size_t n_mounts;
+    size_t n_mounts, cap_mounts;
+    struct strtab *mount_paths; /* the paths in mounts, for the duplicate check (owned) */
     pagid_limits limits;
     pagid_timeouts timeouts;
     size_t high_watermark, low_watermark;
@@ -141,6 +142,12 @@ int config_set_app(pagid_config *c, const char *spec, const char **msg);
  */
 int config_add_mount(pagid_config *c, const char *path, const char *app,
                      const pagid_static_opts *opts, const char **msg);
+/**
+ * Make room for `more` mounts beyond those in c (a list about to be added),
+ * so a long list does not regrow the mounts and their path table as it is
+ * added; 0, or -1 when out of memory.
+ */
+int config_reserve_mounts(pagid_config *c, size_t more);
 
 /** "64k" "10m" "1g" "512" -> bytes; 0 or -1. */
 int config_parse_size(const char *s, size_t *out);

@@ -30,15 +30,15 @@ void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
     x->st->errors++;
 }
 
-src_pos node_pos(const load_ctx *x, const yaml_node_t *n)
+src_pos node_pos(const load_ctx *x, const ynode *n)
 {
-    src_pos at = {x->file, n->start_mark.line + 1, n->start_mark.column + 1};
+    src_pos at = {x->file, n->line + 1, n->col + 1};
     return at;
 }
 
-pagid_pos keep_pos(load_ctx *x, const yaml_node_t *n)
+pagid_pos keep_pos(load_ctx *x, const ynode *n)
 {
-    pagid_pos pos = {(unsigned)n->start_mark.line + 1, (unsigned)n->start_mark.column + 1, NULL};
+    pagid_pos pos = {(unsigned)n->line + 1, (unsigned)n->col + 1, NULL};
     if (x->file == 0)
         return pos; /* the main file: c->source */
     /* An included file: its name, kept once in the config. */
@@ -83,12 +83,12 @@ const char *printable_text(const char *text, size_t len, char *out, size_t outle
     return out;
 }
 
-const char *printable(const yaml_node_t *n, char *out, size_t outlen)
+const char *printable(const ynode *n, char *out, size_t outlen)
 {
-    return printable_text((const char *)n->data.scalar.value, n->data.scalar.length, out, outlen);
+    return printable_text(n->value, n->len, out, outlen);
 }
 
-const char *kind_name(const yaml_node_t *n)
+const char *kind_name(const ynode *n)
 {
     switch (n->type) {
     case YAML_MAPPING_NODE:
@@ -100,22 +100,8 @@ const char *kind_name(const yaml_node_t *n)
     }
 }
 
-yaml_node_t *node_at(load_ctx *x, int index)
-{
-    return yaml_document_get_node(x->doc, index);
-}
-
-/* libyaml does not resolve tags: an empty or ~/null plain scalar is null. */
-int is_null(const yaml_node_t *n)
-{
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return 0;
-    const char *v = (const char *)n->data.scalar.value;
-    return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL");
-}
-
 /* The scalar's text, or NULL after reporting why it cannot be one. */
-const char *scalar(load_ctx *x, yaml_node_t *n, const char *path)
+const char *scalar(load_ctx *x, const ynode *n, const char *path)
 {
     if (n->type != YAML_SCALAR_NODE) {
         report(x, n, "'%s' must be a single value, not %s", path, kind_name(n));
@@ -125,14 +111,14 @@ const char *scalar(load_ctx *x, yaml_node_t *n, const char *path)
         report(x, n, "'%s' needs a value", path);
         return NULL;
     }
-    if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length) {
+    if (n->flags & YNODE_HAS_NUL) {
         report(x, n, "'%s' contains a NUL byte", path);
         return NULL;
     }
-    return (const char *)n->data.scalar.value;
+    return n->value;
 }
 
-static void set_size(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_size(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     const char *s = scalar(x, n, path);
     size_t v;
@@ -163,7 +149,7 @@ static void set_size(load_ctx *x, const key_def *k, yaml_node_t *n, const char *
     }
 }
 
-static void set_count(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_count(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     const char *s = scalar(x, n, path);
     char shown[80];
@@ -190,7 +176,7 @@ static void set_count(load_ctx *x, const key_def *k, yaml_node_t *n, const char 
     *FIELD(x, k, size_t) = (size_t)v;
 }
 
-static void set_duration(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_duration(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     const char *s = scalar(x, n, path);
     char shown[80];
@@ -225,13 +211,13 @@ static pagid_pos *pos_of(load_ctx *x, const key_def *k)
 }
 
 /* Optional strings: null unsets them, and so does null_word (e.g. "off"). */
-static void set_string_or(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path,
+static void set_string_or(load_ctx *x, const key_def *k, const ynode *n, const char *path,
                           const char *null_word)
 {
     char **field = FIELD(x, k, char *);
     pagid_pos *pos = pos_of(x, k);
     if (n->type == YAML_SCALAR_NODE &&
-        (is_null(n) || (null_word && !strcmp((const char *)n->data.scalar.value, null_word)))) {
+        (is_null(n) || (null_word && !strcmp(n->value, null_word)))) {
         free(*field);
         *field = NULL;
         if (pos)
@@ -252,22 +238,22 @@ static void set_string_or(load_ctx *x, const key_def *k, yaml_node_t *n, const c
         *pos = keep_pos(x, n);
 }
 
-static void set_string(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_string(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     set_string_or(x, k, n, path, NULL);
 }
 
-static void set_access_path(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_access_path(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     set_string_or(x, k, n, path, "off");
 }
 
-static void set_error_path(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_error_path(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     set_string_or(x, k, n, path, "stderr");
 }
 
-static void set_access_format(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_access_format(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     const char *s = scalar(x, n, path);
     char shown[80];
@@ -285,10 +271,10 @@ static void set_access_format(load_ctx *x, const key_def *k, yaml_node_t *n, con
                    printable(n, shown, sizeof shown), near);
             return;
         }
-        int quoted = n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
-        int one_line = n->start_mark.line == n->end_mark.line && !memchr(s, '\\', off);
-        size_t col = n->start_mark.column + 1 + (one_line ? off + (size_t)quoted : 0);
-        report_at(x, n->start_mark.line + 1, col, "invalid access log format '%s' (%s)",
+        int quoted = n->style != YAML_PLAIN_SCALAR_STYLE;
+        int one_line = (n->flags & YNODE_ONE_LINE) && !memchr(s, '\\', off);
+        size_t col = n->col + 1 + (one_line ? off + (size_t)quoted : 0);
+        report_at(x, n->line + 1, col, "invalid access log format '%s' (%s)",
                   printable(n, shown, sizeof shown), msg);
         return;
     }
@@ -296,11 +282,10 @@ static void set_access_format(load_ctx *x, const key_def *k, yaml_node_t *n, con
     set_string(x, k, n, path);
 }
 
-static void set_status_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_status_listen(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     pagid_listen **field = &x->c->status_listen;
-    if (n->type == YAML_SCALAR_NODE &&
-        (is_null(n) || !strcmp((const char *)n->data.scalar.value, "off"))) {
+    if (n->type == YAML_SCALAR_NODE && (is_null(n) || !strcmp(n->value, "off"))) {
         if (*field)
             config_listen_free(*field);
         free(*field);
@@ -332,7 +317,7 @@ static void set_status_listen(load_ctx *x, const key_def *k, yaml_node_t *n, con
     *field = copy;
 }
 
-static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_status_path(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     const char *s = scalar(x, n, path);
     char shown[80];
@@ -351,7 +336,7 @@ static void set_status_path(load_ctx *x, const key_def *k, yaml_node_t *n, const
     set_string(x, k, n, path);
 }
 
-static void set_level(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_level(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     static const char *const names[] = {"error", "warn", "info", "debug", NULL};
     const char *s = scalar(x, n, path);
@@ -373,7 +358,7 @@ static void set_level(load_ctx *x, const key_def *k, yaml_node_t *n, const char 
                printable(n, shown, sizeof shown));
 }
 
-static void set_workers(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_workers(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     const char *s = scalar(x, n, path);
     const char *msg;
@@ -391,9 +376,9 @@ static void set_workers(load_ctx *x, const key_def *k, yaml_node_t *n, const cha
     }
 }
 
-static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section);
+static void walk_mapping(load_ctx *x, const ynode *n, const key_def *table, const char *section);
 
-static void set_section(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+static void set_section(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     if (is_null(n)) /* "limits:" with nothing under it */
         return;
@@ -526,11 +511,10 @@ static const char *suggest_key(const key_def *table, const char *section, const 
     return out;
 }
 
-static void report_unknown(load_ctx *x, yaml_node_t *key, const key_def *table, const char *section)
+static void report_unknown(load_ctx *x, const ynode *key, const key_def *table, const char *section)
 {
     char shown[80], near[80], hint[100] = "";
-    suggest_key(table, section, (const char *)key->data.scalar.value, key->data.scalar.length, near,
-                sizeof near);
+    suggest_key(table, section, key->value, key->len, near, sizeof near);
     if (near[0])
         snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
     if (section)
@@ -548,7 +532,7 @@ static int merges_across_files(const key_def *k)
            k->set == set_include;
 }
 
-static void report_duplicate(load_ctx *x, yaml_node_t *key, const key_def *k, const char *section,
+static void report_duplicate(load_ctx *x, const ynode *key, const key_def *k, const char *section,
                              src_pos first)
 {
     char where[POS_TEXT_MAX];
@@ -565,18 +549,15 @@ static void report_duplicate(load_ctx *x, yaml_node_t *key, const key_def *k, co
  * value is looked up over the whole load (the main file and its includes);
  * a section or list only among the keys of this mapping before it.
  */
-static int note_key(load_ctx *x, const key_def *k, yaml_node_t *map, yaml_node_pair_t *p,
-                    const char *section)
+static int note_key(load_ctx *x, const key_def *k, const ynode *map, size_t p, const char *section)
 {
     load_state *st = x->st;
-    yaml_node_t *key = node_at(x, p->key);
+    const ynode *key = key_at(x, map, p);
     if (merges_across_files(k)) {
-        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
-            yaml_node_t *other = node_at(x, q->key);
-            if (other && other->type == YAML_SCALAR_NODE &&
-                other->data.scalar.length == key->data.scalar.length &&
-                !memcmp(other->data.scalar.value, key->data.scalar.value,
-                        key->data.scalar.length)) {
+        for (size_t q = 0; q < p; q++) {
+            const ynode *other = key_at(x, map, q);
+            if (other->type == YAML_SCALAR_NODE && other->len == key->len &&
+                !memcmp(other->value, key->value, key->len)) {
                 report_duplicate(x, key, k, section, node_pos(x, other));
                 return -1;
             }
@@ -601,21 +582,18 @@ static int note_key(load_ctx *x, const key_def *k, yaml_node_t *map, yaml_node_p
     return 0;
 }
 
-static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, const char *section)
+static void walk_mapping(load_ctx *x, const ynode *n, const key_def *table, const char *section)
 {
     char path[64];
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
-        if (!key || !val)
-            continue;
+    for (size_t p = 0; p < n->len; p++) {
+        const ynode *key = key_at(x, n, p), *val = value_at(x, n, p);
         if (key->type != YAML_SCALAR_NODE) {
             report(x, key, "keys must be plain names, not %s", kind_name(key));
             continue;
         }
-        const char *name = (const char *)key->data.scalar.value;
+        const char *name = key->value;
         size_t i = 0;
-        while (table[i].name &&
-               (strcmp(table[i].name, name) || strlen(name) != key->data.scalar.length))
+        while (table[i].name && (strcmp(table[i].name, name) || strlen(name) != key->len))
             i++;
         if (!table[i].name) {
             report_unknown(x, key, table, section);
@@ -631,7 +609,7 @@ static void walk_mapping(load_ctx *x, yaml_node_t *n, const key_def *table, cons
     }
 }
 
-void walk_top(load_ctx *x, yaml_node_t *root)
+void walk_top(load_ctx *x, const ynode *root)
 {
     walk_mapping(x, root, top_keys, NULL);
 }

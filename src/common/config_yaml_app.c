@@ -9,9 +9,10 @@
 
 #include "config_suggest.h"
 #include "config_yaml_int.h"
+#include "strtab.h"
 
 /* YAML 1.1 booleans, as people write them. */
-static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
+static int parse_bool(load_ctx *x, const ynode *n, const char *path, int *out)
 {
     static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
                                       "YES",  "on",   "On",   "ON"};
@@ -38,9 +39,13 @@ static int parse_bool(load_ctx *x, yaml_node_t *n, const char *path, int *out)
     return -1;
 }
 
-/* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]} or {module: PATH}. */
-/* Append one @INC directory to the config's ':'-joined perl_lib. */
-static int add_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
+/*
+ * Add one @INC directory to the load's perl_lib (config_yaml_load.c joins it
+ * to the config at the end). A directory already there is skipped: it adds
+ * nothing to @INC, and lists repeated through aliases would otherwise make
+ * the string grow with the product of their sizes.
+ */
+static int add_perl_lib(load_ctx *x, const ynode *n, const char *path)
 {
     const char *dir = scalar(x, n, path);
     if (!dir)
@@ -49,45 +54,107 @@ static int add_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
         report(x, n, "'%s' entries must be non-empty directories without ':'", path);
         return -1;
     }
-    char *old = x->c->perl_lib;
-    size_t len = (old ? strlen(old) + 1 : 0) + strlen(dir) + 1;
-    char *joined = malloc(len);
-    if (!joined) {
+    load_state *st = x->st;
+    int added;
+    if (!strtab_get(&st->lib_seen, dir, strlen(dir), 1, &added) ||
+        (added && buf_printf(&st->perl_lib, "%s%s", buf_size(&st->perl_lib) ? ":" : "", dir))) {
         report(x, n, "out of memory");
         return -1;
     }
-    snprintf(joined, len, "%s%s%s", old ? old : "", old ? ":" : "", dir);
-    free(old);
-    x->c->perl_lib = joined;
     return 0;
 }
 
+/*
+ * What this file's app mappings and lib lists came to, by node, so that an
+ * alias of one is not worked out again: a generated config aliases one app
+ * thousands of times, each with a list of lib directories to look up. Only
+ * anchored nodes (the only ones aliases share) and successes are kept; a
+ * failing node is parsed (and reported) at each use.
+ */
+typedef struct app_done {
+    char *spec;
+    pagid_static_opts opts;
+} app_done;
+
+struct app_memo {
+    strtab apps; /* app mapping node -> 1 + index in done */
+    app_done *done;
+    size_t n_done, cap_done;
+    strtab libs; /* lib lists whose directories are all in perl_lib */
+};
+
+void app_memo_free(load_ctx *x)
+{
+    struct app_memo *m = x->app_memo;
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_done; i++)
+        free(m->done[i].spec);
+    free(m->done);
+    strtab_free(&m->apps);
+    strtab_free(&m->libs);
+    free(m);
+    x->app_memo = NULL;
+}
+
+/* x's memo, made on first use; NULL when out of memory (which only costs the memo). */
+static struct app_memo *memo(load_ctx *x)
+{
+    if (!x->app_memo)
+        x->app_memo = calloc(1, sizeof *x->app_memo);
+    return x->app_memo;
+}
+
+/* Node n's value in t, a table of the memo; NULL when absent (with add: out of memory). */
+static size_t *node_slot(const load_ctx *x, strtab *t, const ynode *n, int add)
+{
+    size_t node = ydoc_index(x->doc, n);
+    return strtab_get(t, (const char *)&node, sizeof node, add, NULL);
+}
+
 /* lib: a directory or a list of them, added to the Perl app's @INC. */
-static int parse_perl_lib(load_ctx *x, yaml_node_t *n, const char *path)
+static int parse_perl_lib(load_ctx *x, const ynode *n, const char *path)
 {
     if (n->type != YAML_SEQUENCE_NODE)
         return add_perl_lib(x, n, path);
+    if (x->app_memo && node_slot(x, &x->app_memo->libs, n, 0))
+        return 0; /* an alias of a list already added */
     int rc = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (item && add_perl_lib(x, item, path) < 0)
+    for (size_t i = 0; i < n->len; i++) {
+        if (add_perl_lib(x, item_at(x, n, i), path) < 0)
             rc = -1;
     }
+    if (rc == 0 && (n->flags & YNODE_ANCHORED) && memo(x))
+        node_slot(x, &x->app_memo->libs, n, 1);
     return rc;
 }
 
-static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
-                             pagid_static_opts *opts, yaml_node_t **at)
+/* "path.name" into out (cut short like snprintf): the name of a key for its
+ * messages, made for every app mapping, where snprintf was a cost of its own. */
+static const char *key_path(char *out, size_t outlen, const char *path, const char *name)
 {
-    yaml_node_t *kind_key = NULL, *kind_val = NULL, *opt_key = NULL, *lib_key = NULL,
+    size_t plen = strlen(path), nlen = strlen(name), j = 0;
+    for (size_t i = 0; i < plen && j + 1 < outlen; i++)
+        out[j++] = path[i];
+    if (j + 1 < outlen)
+        out[j++] = '.';
+    for (size_t i = 0; i < nlen && j + 1 < outlen; i++)
+        out[j++] = name[i];
+    out[j] = '\0';
+    return out;
+}
+
+/* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]}, {module: PATH}
+ * or {perl: FILE [, lib: DIRS]}. */
+static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char **spec,
+                             pagid_static_opts *opts, const ynode **at)
+{
+    const ynode *kind_key = NULL, *kind_val = NULL, *opt_key = NULL, *lib_key = NULL,
                 *lib_val = NULL;
     char shown[80], sub[96];
     int bad = 0;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
-        if (!key || !val)
-            continue;
+    for (size_t p = 0; p < n->len; p++) {
+        const ynode *key = key_at(x, n, p), *val = value_at(x, n, p);
         const char *name = scalar(x, key, "app key");
         if (!name) {
             bad = 1;
@@ -101,7 +168,7 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
             kind_key = key;
             kind_val = val;
         } else if (!strcmp(name, "listing") || !strcmp(name, "follow_symlinks")) {
-            snprintf(sub, sizeof sub, "%s.%s", path, name);
+            key_path(sub, sizeof sub, path, name);
             opt_key = key;
             if (parse_bool(x, val, sub, name[0] == 'l' ? &opts->listing : &opts->follow_symlinks))
                 bad = 1;
@@ -128,15 +195,14 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
             report(x, n, "'%s' as a mapping takes exactly one of static, module or perl", path);
         return -1;
     }
-    const char *kind = (const char *)kind_key->data.scalar.value;
+    const char *kind = kind_key->value;
     int is_static = !strcmp(kind, "static");
     if (!is_static && opt_key) {
-        report(x, opt_key, "'%s.%s' applies to static apps only", path,
-               (const char *)opt_key->data.scalar.value);
+        report(x, opt_key, "'%s.%s' applies to static apps only", path, opt_key->value);
         bad = 1;
     }
     if (lib_key) {
-        snprintf(sub, sizeof sub, "%s.lib", path);
+        key_path(sub, sizeof sub, path, "lib");
         if (strcmp(kind, "perl") != 0) {
             report(x, lib_key, "'%s' applies to perl apps only", sub);
             bad = 1;
@@ -144,7 +210,7 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
             bad = 1;
         }
     }
-    snprintf(sub, sizeof sub, "%s.%s", path, kind);
+    key_path(sub, sizeof sub, path, kind);
     const char *s = scalar(x, kind_val, sub);
     if (!s || bad)
         return -1;
@@ -162,17 +228,53 @@ static int parse_app_mapping(load_ctx *x, yaml_node_t *n, const char *path, char
     return 0;
 }
 
+/* Keep what app mapping n came to, for its aliases (out of memory: not kept). */
+static void remember_app(load_ctx *x, const ynode *n, const char *spec,
+                         const pagid_static_opts *opts)
+{
+    struct app_memo *m = memo(x);
+    if (!m)
+        return;
+    if (m->n_done == m->cap_done) {
+        size_t cap = m->cap_done ? 2 * m->cap_done : 16;
+        app_done *grown = realloc(m->done, cap * sizeof *grown);
+        if (!grown)
+            return;
+        m->done = grown;
+        m->cap_done = cap;
+    }
+    char *copy = strdup(spec);
+    size_t *slot = copy ? node_slot(x, &m->apps, n, 1) : NULL;
+    if (!slot) {
+        free(copy);
+        return;
+    }
+    m->done[m->n_done] = (app_done){copy, *opts};
+    *slot = ++m->n_done;
+}
+
 /*
  * An app value: a spec, or the mapping form. On success *spec is allocated
  * and has passed config_check_app; 0, or -1 after reporting.
  */
-static int parse_app(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
+static int parse_app(load_ctx *x, const ynode *n, const char *path, char **spec,
                      pagid_static_opts *opts)
 {
     char msg[512];
-    yaml_node_t *at = n;
+    const ynode *at = n;
     memset(opts, 0, sizeof *opts);
     *spec = NULL;
+    size_t *done =
+        n->type == YAML_MAPPING_NODE && x->app_memo ? node_slot(x, &x->app_memo->apps, n, 0) : NULL;
+    if (done) {
+        const app_done *d = &x->app_memo->done[*done - 1];
+        *opts = d->opts;
+        if (!(*spec = strdup(d->spec))) {
+            report(x, n, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
     if (n->type == YAML_MAPPING_NODE) {
         if (parse_app_mapping(x, n, path, spec, opts, &at) < 0)
             return -1;
@@ -186,16 +288,26 @@ static int parse_app(load_ctx *x, yaml_node_t *n, const char *path, char **spec,
         report(x, at, "out of memory");
         return -1;
     }
-    if (config_check_app(*spec, msg, sizeof msg) < 0) {
+    /* Generated configs mount one app file under many paths: look at it once. */
+    size_t *checked = strtab_get(&x->st->apps_ok, *spec, strlen(*spec), 0, NULL);
+    if (!checked && config_check_app(*spec, msg, sizeof msg) < 0) {
         report(x, at, "%s", msg);
         free(*spec);
         *spec = NULL;
         return -1;
     }
+    if (!checked && !strtab_get(&x->st->apps_ok, *spec, strlen(*spec), 1, NULL)) {
+        report(x, at, "out of memory");
+        free(*spec);
+        *spec = NULL;
+        return -1;
+    }
+    if (n->type == YAML_MAPPING_NODE && (n->flags & YNODE_ANCHORED))
+        remember_app(x, n, *spec, opts);
     return 0;
 }
 
-void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     char *spec;
     pagid_static_opts opts;
@@ -210,19 +322,16 @@ void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
 }
 
 /* mounts: a list of {path: /prefix, app: SPEC or mapping form}. */
-static void add_mount(load_ctx *x, yaml_node_t *item)
+static void add_mount(load_ctx *x, const ynode *item)
 {
-    yaml_node_t *pnode = NULL, *anode = NULL;
+    const ynode *pnode = NULL, *anode = NULL;
     char shown[80];
-    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
-        if (!key || !val)
-            continue;
+    for (size_t p = 0; p < item->len; p++) {
+        const ynode *key = key_at(x, item, p), *val = value_at(x, item, p);
         const char *name = scalar(x, key, "mounts key");
         if (!name)
             return;
-        yaml_node_t **slot = !strcmp(name, "path") ? &pnode : !strcmp(name, "app") ? &anode : NULL;
+        const ynode **slot = !strcmp(name, "path") ? &pnode : !strcmp(name, "app") ? &anode : NULL;
         if (!slot) {
             static const char *const keys[] = {"path", "app", NULL};
             const char *near = config_suggest_among(name, strlen(name), keys);
@@ -255,7 +364,7 @@ static void add_mount(load_ctx *x, yaml_node_t *item)
     free(spec);
 }
 
-void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+void set_mounts(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     if (is_null(n))
         return;
@@ -263,11 +372,12 @@ void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
         report(x, n, "'%s' must be a list of {path, app} mappings, not %s", path, kind_name(n));
         return;
     }
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (!item)
-            continue;
+    if (config_reserve_mounts(x->c, n->len) < 0) {
+        report(x, n, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n->len; i++) {
+        const ynode *item = item_at(x, n, i);
         if (item->type != YAML_MAPPING_NODE) {
             report(x, item, "each entry of '%s' must be a mapping with path and app, not %s", path,
                    kind_name(item));

@@ -16,15 +16,21 @@
 
 #include "config_yaml_int.h"
 
-int read_config_fd(int fd, buf *out, const char **problem)
+int read_config_fd(int fd, size_t size_hint, buf *out, const char **problem)
 {
+    /* The whole file and one byte for the end in one buffer, when its size
+     * is known: growing it 64 KiB at a time copied a large config over and
+     * over. A file that grows meanwhile, or a pipe, is read on in chunks. */
+    size_t room = size_hint > 0 && size_hint <= MAX_FILE_SIZE ? size_hint + 1 : 64 * 1024;
     for (;;) {
-        char *w = buf_reserve(out, 64 * 1024);
+        if (room == 0)
+            room = 64 * 1024;
+        char *w = buf_reserve(out, room);
         if (!w) {
             *problem = "out of memory";
             return -1;
         }
-        ssize_t got = read(fd, w, 64 * 1024);
+        ssize_t got = read(fd, w, room);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
@@ -32,6 +38,7 @@ int read_config_fd(int fd, buf *out, const char **problem)
             return -1;
         }
         buf_commit(out, (size_t)got);
+        room -= (size_t)got;
         if (buf_size(out) > MAX_FILE_SIZE) {
             *problem = "too large for a config file (over 16 MiB)";
             return -1;
@@ -65,7 +72,7 @@ static char *resolve(const char *base, const char *value, int is_glob)
 
 /* "a.yaml -> b.yaml -> a.yaml": the chain of includes from `again` down to
  * the including file, then `again` by the path this include names. */
-static void report_cycle(load_ctx *x, yaml_node_t *n, int again, const char *path)
+static void report_cycle(load_ctx *x, const ynode *n, int again, const char *path)
 {
     load_state *st = x->st;
     buf chain = BUF_INIT;
@@ -133,7 +140,7 @@ static int open_included(const char *path, struct stat *sb, const char **problem
 }
 
 /* Load one file named by the include at node n (errors about it point at n). */
-static void include_file(load_ctx *x, yaml_node_t *n, const char *path)
+static void include_file(load_ctx *x, const ynode *n, const char *path)
 {
     load_state *st = x->st;
     char shown[512], where[POS_TEXT_MAX];
@@ -167,7 +174,7 @@ static void include_file(load_ctx *x, yaml_node_t *n, const char *path)
         return;
     }
     buf text = BUF_INIT;
-    int rc = read_config_fd(fd, &text, &problem);
+    int rc = read_config_fd(fd, (size_t)sb.st_size, &text, &problem);
     close(fd);
     if (rc < 0) {
         report(x, n, "cannot include '%s': %s", shown, problem);
@@ -210,7 +217,7 @@ static int by_name(const void *a, const void *b)
 }
 
 /* One entry: a plain path must exist; a glob may match nothing (as in nginx). */
-static void include_one(load_ctx *x, yaml_node_t *n)
+static void include_one(load_ctx *x, const ynode *n)
 {
     char shown[512];
     const char *value = scalar(x, n, "include");
@@ -256,7 +263,7 @@ static void include_one(load_ctx *x, yaml_node_t *n)
     free(path);
 }
 
-void set_include(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+void set_include(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     (void)k;
     if (is_null(n))
@@ -269,10 +276,6 @@ void set_include(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path
         include_one(x, n);
         return;
     }
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (item)
-            include_one(x, item);
-    }
+    for (size_t i = 0; i < n->len; i++)
+        include_one(x, item_at(x, n, i));
 }

@@ -2,7 +2,8 @@
  * config_yaml_int.h - what the parts of the YAML loader share: the state of
  * one load (the main file and its includes), the walk's per-file context,
  * the key table row, error reporting with FILE:LINE:COLUMN, and node
- * helpers. config_yaml_load.c reads and parses files; config_yaml.c walks
+ * helpers. config_yaml_load.c reads files; config_yaml_doc.c parses one
+ * into a document (ydoc.h: anchors, aliases and their bound); config_yaml.c walks
  * a document and sets plain values; config_yaml_app.c parses the app spec
  * forms and the mounts list; config_yaml_listen.c the listen list;
  * config_yaml_include.c `include:`.
@@ -16,11 +17,17 @@
 
 #include "buf.h"
 #include "config.h"
+#include "strtab.h"
+#include "ydoc.h"
 
 /* A config file is a few kilobytes; refuse to slurp something absurd. */
 #define MAX_FILE_SIZE (16 * 1024 * 1024)
 /* nginx-like conf.d layouts nest one or two levels; more is a mistake. */
 #define MAX_INCLUDE_DEPTH 8
+/* Nodes that aliases may add to the walk of one load (the main file and its
+ * includes): far more than any real config repeats, far less than what a
+ * "billion laughs" file of nested aliases would make the walk visit. */
+#define MAX_ALIAS_NODES 1000000
 /* Bounds what one stray glob (a whole directory tree) can make one load read. */
 #define MAX_INCLUDED_FILES 1024
 
@@ -59,6 +66,10 @@ typedef struct load_state {
     size_t n_files;
     key_seen *seen;
     size_t n_seen;
+    size_t alias_nodes;    /* nodes aliases added so far, bounded by MAX_ALIAS_NODES */
+    strtab lib_seen;       /* `lib` directories added to perl_lib */
+    strtab apps_ok;        /* app specs config_check_app accepted in this load */
+    buf perl_lib;          /* their ':'-joined list, given to the config at the end */
     int listen_set;        /* a `listen` was met: later ones append */
     int has_high, has_low; /* flow_control watermarks, cross-checked at the end */
     src_pos high_at, low_at;
@@ -69,12 +80,13 @@ typedef struct load_ctx {
     pagid_config *c;
     FILE *err;
     load_state *st;
-    yaml_document_t *doc;
-    unsigned file;  /* index into st->files */
-    unsigned depth; /* include nesting: 0 for the main file */
+    const ydoc *doc;
+    unsigned file;             /* index into st->files */
+    unsigned depth;            /* include nesting: 0 for the main file */
+    struct app_memo *app_memo; /* config_yaml_app.c's, for this document; NULL until used */
 } load_ctx;
 
-typedef void (*key_handler)(load_ctx *x, const struct key_def *k, yaml_node_t *n, const char *path);
+typedef void (*key_handler)(load_ctx *x, const struct key_def *k, const ynode *n, const char *path);
 
 typedef struct key_def {
     const char *name;
@@ -87,11 +99,10 @@ typedef struct key_def {
 /** Report a problem at a 1-based line and column of x's file; counts the error. */
 void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-#define report(x, node, ...)                                                                       \
-    report_at((x), (node)->start_mark.line + 1, (node)->start_mark.column + 1, __VA_ARGS__)
+#define report(x, node, ...) report_at((x), (node)->line + 1, (node)->col + 1, __VA_ARGS__)
 
 /** Where node n of x's file is. */
-src_pos node_pos(const load_ctx *x, const yaml_node_t *n);
+src_pos node_pos(const load_ctx *x, const ynode *n);
 /* Room for pos_text: a file name of up to PATH_MAX bytes and two numbers. */
 #define POS_TEXT_MAX (4096 + 48)
 /** "FILE:LINE:COLUMN" of a place, for "first set at ..." in messages. */
@@ -100,21 +111,36 @@ const char *pos_text(const load_state *st, src_pos at, char *out, size_t outlen)
 #define FIELD(x, k, type) ((type *)((char *)(x)->c + (k)->off))
 
 /** Where n starts, for the config's *_pos fields (naming an included file). */
-pagid_pos keep_pos(load_ctx *x, const yaml_node_t *n);
+pagid_pos keep_pos(load_ctx *x, const ynode *n);
 /** A short printable form of a node for messages. */
-const char *printable(const yaml_node_t *n, char *out, size_t outlen);
+const char *printable(const ynode *n, char *out, size_t outlen);
 /** The same for len bytes of s (control bytes become '?', long text ends in "..."). */
 const char *printable_text(const char *s, size_t len, char *out, size_t outlen);
 /** "a list", "a mapping", "a value". */
-const char *kind_name(const yaml_node_t *n);
-yaml_node_t *node_at(load_ctx *x, int index);
-/** An empty or ~/null plain scalar. */
-int is_null(const yaml_node_t *n);
+const char *kind_name(const ynode *n);
+/** Item i of sequence n; key and value of pair i of mapping n. */
+static inline const ynode *item_at(const load_ctx *x, const ynode *n, size_t i)
+{
+    return ydoc_item(x->doc, n, i);
+}
+static inline const ynode *key_at(const load_ctx *x, const ynode *n, size_t i)
+{
+    return ydoc_key(x->doc, n, i);
+}
+static inline const ynode *value_at(const load_ctx *x, const ynode *n, size_t i)
+{
+    return ydoc_value(x->doc, n, i);
+}
+/** An empty or ~/null plain scalar (libyaml does not resolve tags). */
+static inline int is_null(const ynode *n)
+{
+    return (n->flags & YNODE_NULL) != 0;
+}
 /** The scalar's text, or NULL after reporting why it cannot be one. */
-const char *scalar(load_ctx *x, yaml_node_t *n, const char *path);
+const char *scalar(load_ctx *x, const ynode *n, const char *path);
 
 /** Walk a document's root mapping against the top-level keys (config_yaml.c). */
-void walk_top(load_ctx *x, yaml_node_t *root);
+void walk_top(load_ctx *x, const ynode *root);
 
 /* config_yaml_load.c: reading and parsing files. */
 /**
@@ -122,22 +148,34 @@ void walk_top(load_ctx *x, yaml_node_t *root);
  * of memory.
  */
 int load_add_file(load_state *st, const char *name, int parent, src_pos included_at);
+/** Report the parser's syntax error with text's FILE:LINE:COLUMN. */
+void report_syntax(load_ctx *x, yaml_parser_t *p, const char *text, size_t len);
+/*
+ * config_yaml_doc.c: the next document of p's stream into doc, built from
+ * events (nesting capped, aliases shared and their expansion bounded). 1
+ * when doc was built (the caller frees it with ydoc_free), 0 at the end of the stream,
+ * -1 after reporting (nothing to free).
+ */
+int build_document(load_ctx *x, yaml_parser_t *p, ydoc *doc, const char *text, size_t len);
 /** Parse text as file number `file` of the load and walk it; errors go to st. */
 void load_text(load_state *st, unsigned file, unsigned depth, const char *text, size_t len);
 
 /* config_yaml_app.c: the `app` key (spec string or mapping) and `mounts`. */
-void set_app(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
-void set_mounts(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
+void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+void set_mounts(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+/** Release what the app keys remembered about x's document. */
+void app_memo_free(load_ctx *x);
 
 /* config_yaml_listen.c: `listen` (addresses, or {address, mode, owner, group} mappings). */
-void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
+void set_listen(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 
 /* config_yaml_include.c: `include` (paths and globs of files merged into this one). */
-void set_include(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path);
+void set_include(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /**
- * Read all of fd (at most MAX_FILE_SIZE) into out; 0, or -1 with *problem
- * (a static string). Does not close fd.
+ * Read all of fd (at most MAX_FILE_SIZE) into out; size_hint: its size when
+ * known (a regular file's st_size), else 0. 0, or -1 with *problem (a static
+ * string). Does not close fd.
  */
-int read_config_fd(int fd, buf *out, const char **problem);
+int read_config_fd(int fd, size_t size_hint, buf *out, const char **problem);
 
 #endif

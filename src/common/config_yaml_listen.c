@@ -45,7 +45,7 @@ static int numeric_id(const char *s, unsigned long *out)
 }
 
 /* A name (resolved with getpwnam_r/getgrnam_r) or a numeric id; 0 or -1 after reporting. */
-static int resolve_id(load_ctx *x, yaml_node_t *n, const char *path, int is_group,
+static int resolve_id(load_ctx *x, const ynode *n, const char *path, int is_group,
                       unsigned long *out)
 {
     const char *s = scalar(x, n, path);
@@ -98,16 +98,14 @@ static int resolve_id(load_ctx *x, yaml_node_t *n, const char *path, int is_grou
 }
 
 /* The mapping form: {address: ADDR [, mode: 0660] [, owner: USER] [, group: GROUP]}. */
-static void add_listen_mapping(load_ctx *x, yaml_node_t *n)
+static void add_listen_mapping(load_ctx *x, const ynode *n)
 {
     static const char *const names[] = {"address", "mode", "owner", "group", NULL};
-    yaml_node_t *keys[4] = {NULL}, *vals[4] = {NULL};
+    const ynode *keys[4] = {NULL}, *vals[4] = {NULL};
     char shown[80], sub[32];
     int bad = 0;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
-        if (!key || !val)
-            continue;
+    for (size_t p = 0; p < n->len; p++) {
+        const ynode *key = key_at(x, n, p), *val = value_at(x, n, p);
         const char *name = scalar(x, key, "listen key");
         if (!name) {
             bad = 1;
@@ -197,7 +195,7 @@ static void add_listen_mapping(load_ctx *x, yaml_node_t *n)
     added->gid = (gid_t)gid;
 }
 
-static void add_listen(load_ctx *x, yaml_node_t *n, const char *path)
+static void add_listen(load_ctx *x, const ynode *n, const char *path)
 {
     if (n->type == YAML_MAPPING_NODE) {
         add_listen_mapping(x, n);
@@ -212,7 +210,7 @@ static void add_listen(load_ctx *x, yaml_node_t *n, const char *path)
         x->c->listens[x->c->n_listens - 1].pos = keep_pos(x, n);
 }
 
-void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
+void set_listen(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 {
     (void)k;
     /* The config's list replaces whatever was there, as -l replaces the
@@ -229,14 +227,10 @@ void set_listen(load_ctx *x, const key_def *k, yaml_node_t *n, const char *path)
         report(x, n, "'%s' must be an address or a list of addresses, not %s", path, kind_name(n));
         return;
     }
-    if (n->data.sequence.items.start == n->data.sequence.items.top) {
+    if (n->len == 0) {
         report(x, n, "'%s' is an empty list", path);
         return;
     }
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = node_at(x, *it);
-        if (item)
-            add_listen(x, item, path);
-    }
+    for (size_t i = 0; i < n->len; i++)
+        add_listen(x, item_at(x, n, i), path);
 }

@@ -1,8 +1,8 @@
 /*
- * config_yaml_load.c - reads config files and parses them with libyaml for
- * the walk in config_yaml.c: the entry points config_load_file and
- * config_load_string, syntax errors with their FILE:LINE:COLUMN, the depth
- * guard, and the state one load shares with the files it includes.
+ * config_yaml_load.c - reads config files and hands them to libyaml (through
+ * config_yaml_doc.c) for the walk in config_yaml.c: the entry points
+ * config_load_file and config_load_string, syntax errors with their
+ * FILE:LINE:COLUMN, and the state one load shares with the files it includes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +13,6 @@
 #include <yaml.h>
 
 #include "config_yaml_int.h"
-
-/* Our schema is 3 levels deep. libyaml's scanner is quadratic in nesting
- * depth, so a deep "[[[[..." would stall pagid -t for minutes: cap it. */
-#define MAX_DEPTH 32
 
 /* libyaml's reader errors carry a byte offset, not a mark: count lines ourselves. */
 static void offset_to_mark(const char *text, size_t len, size_t off, size_t *line, size_t *col)
@@ -33,7 +29,7 @@ static void offset_to_mark(const char *text, size_t len, size_t off, size_t *lin
     }
 }
 
-static void report_syntax(load_ctx *x, yaml_parser_t *p, const char *text, size_t len)
+void report_syntax(load_ctx *x, yaml_parser_t *p, const char *text, size_t len)
 {
     size_t line, col;
     if (p->error == YAML_READER_ERROR) {
@@ -51,59 +47,26 @@ static void report_syntax(load_ctx *x, yaml_parser_t *p, const char *text, size_
         report_at(x, line, col, "%s", problem);
 }
 
-/* Event pre-pass: 0 when the nesting is sane, else -1 after reporting. */
-static int check_depth(load_ctx *x, const char *text, size_t len)
-{
-    yaml_parser_t parser;
-    yaml_event_t ev;
-    int depth = 0, rc = 0;
-
-    if (!yaml_parser_initialize(&parser))
-        return 0; /* the real load reports the failure */
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    for (;;) {
-        if (!yaml_parser_parse(&parser, &ev))
-            break; /* syntax errors are reported by the real load */
-        yaml_event_type_t type = ev.type;
-        if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
-            if (++depth > MAX_DEPTH) {
-                report_at(x, ev.start_mark.line + 1, ev.start_mark.column + 1,
-                          "nested more than %d levels deep", MAX_DEPTH);
-                rc = -1;
-            }
-        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
-            depth--;
-        }
-        yaml_event_delete(&ev);
-        if (rc < 0 || type == YAML_STREAM_END_EVENT)
-            break;
-    }
-    yaml_parser_delete(&parser);
-    return rc;
-}
-
 void load_text(load_state *st, unsigned file, unsigned depth, const char *text, size_t len)
 {
     load_ctx x = {.c = st->c, .err = st->err, .st = st, .file = file, .depth = depth};
     yaml_parser_t parser;
-    yaml_document_t doc;
+    ydoc doc;
 
-    if (check_depth(&x, text, len) < 0)
-        return;
     if (!yaml_parser_initialize(&parser)) {
         report_at(&x, 1, 1, "out of memory");
         return;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        report_syntax(&x, &parser, text, len);
+    if (build_document(&x, &parser, &doc, text, len) != 1) {
+        /* An empty file (or only comments) is a valid, all-defaults config. */
         yaml_parser_delete(&parser);
         return;
     }
     x.doc = &doc;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    const ynode *root = ydoc_root(&doc);
     if (root && is_null(root)) {
-        /* An empty file (or only comments) is a valid, all-defaults config. */
+        /* A document of nothing ("---" alone) is the same. */
     } else if (root && root->type != YAML_MAPPING_NODE) {
         report(&x, root, "the top level must be a mapping of keys, not %s", kind_name(root));
     } else if (root) {
@@ -112,17 +75,16 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
 
     /* A second document is almost certainly a stray "---"; say so. */
     if (root) {
-        yaml_document_t next;
-        if (!yaml_parser_load(&parser, &next)) {
-            report_syntax(&x, &parser, text, len);
-        } else {
-            yaml_node_t *r2 = yaml_document_get_root_node(&next);
+        ydoc next;
+        if (build_document(&x, &parser, &next, text, len) == 1) {
+            const ynode *r2 = ydoc_root(&next);
             if (r2)
                 report(&x, r2, "more than one YAML document; a config file holds one");
-            yaml_document_delete(&next);
+            ydoc_free(&next);
         }
     }
-    yaml_document_delete(&doc);
+    app_memo_free(&x);
+    ydoc_free(&doc);
     yaml_parser_delete(&parser);
 }
 
@@ -156,8 +118,30 @@ static void check_load(load_state *st)
     }
 }
 
+/* The `lib` directories of the load after those the config had; 0 or -1. */
+static int finish_perl_lib(load_state *st)
+{
+    pagid_config *c = st->c;
+    if (!buf_size(&st->perl_lib))
+        return 0;
+    buf joined = BUF_INIT;
+    int rc = buf_printf(&joined, "%s%s", c->perl_lib ? c->perl_lib : "", c->perl_lib ? ":" : "");
+    rc |= buf_append(&joined, buf_head(&st->perl_lib), buf_size(&st->perl_lib));
+    rc |= buf_append(&joined, "", 1);
+    if (rc) {
+        buf_free(&joined);
+        return -1;
+    }
+    free(c->perl_lib);
+    c->perl_lib = joined.data; /* a buf's data is malloc'd; off is 0 */
+    return 0;
+}
+
 static void free_load(load_state *st)
 {
+    strtab_free(&st->lib_seen);
+    strtab_free(&st->apps_ok);
+    buf_free(&st->perl_lib);
     for (size_t i = 0; i < st->n_files; i++)
         free(st->files[i].name);
     free(st->files);
@@ -178,7 +162,8 @@ static int replace_source(pagid_config *c, const char *name)
 static int load_main(pagid_config *c, const char *text, size_t len, const char *name,
                      const struct stat *id, FILE *err)
 {
-    load_state st = {.c = c, .err = err};
+    load_state st = {.c = c, .err = err, .lib_seen = STRTAB_INIT, .apps_ok = STRTAB_INIT,
+                     .perl_lib = BUF_INIT};
     src_pos none = {0, 0, 0};
     if (replace_source(c, name) < 0 || load_add_file(&st, name, -1, none) < 0) {
         fprintf(err, "%s: out of memory\n", name);
@@ -193,6 +178,10 @@ static int load_main(pagid_config *c, const char *text, size_t len, const char *
     st.files[0].open = 1;
     load_text(&st, 0, 0, text, len);
     check_load(&st);
+    if (finish_perl_lib(&st) < 0) {
+        fprintf(err, "%s: out of memory\n", name);
+        st.errors++;
+    }
     free_load(&st);
     return st.errors;
 }
@@ -219,7 +208,7 @@ int config_load_file(pagid_config *c, const char *path, FILE *err)
     else if (S_ISDIR(sb.st_mode))
         problem = strerror(EISDIR);
     else
-        read_config_fd(fd, &text, &problem);
+        read_config_fd(fd, S_ISREG(sb.st_mode) ? (size_t)sb.st_size : 0, &text, &problem);
     close(fd);
     if (problem)
         fprintf(err, "%s: cannot read: %s\n", path, problem);

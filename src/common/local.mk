@@ -5,8 +5,10 @@ libpagid_common_a_SOURCES += \
 	src/common/config.c src/common/config.h \
 	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \
 	src/common/config_yaml_int.h \
-	src/common/config_yaml_load.c src/common/config_yaml_include.c \
+	src/common/config_yaml_load.c src/common/config_yaml_include.c src/common/config_yaml_doc.c \
 	src/common/config_suggest.c src/common/config_suggest.h \
+	src/common/strtab.c src/common/strtab.h \
+	src/common/ydoc.c src/common/ydoc.h \
 	src/common/config_dump.c src/common/config_dump.h \
 	src/common/shm.c src/common/shm.h \
 	src/common/pidfile.c src/common/pidfile.h \

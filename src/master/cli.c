@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include "../common/buf.h"
+#include "listeners.h"
 #include "signal_cli.h"
 
 #include <getopt.h>
@@ -299,6 +300,8 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
         errors++;
     if (config_finalize(c, err) < 0)
         errors++;
+    else
+        errors += listeners_check_overlap(c, err); /* pagid -t, start and reload alike */
     if (errors == 0 && set_perl_lib_env(o, c) < 0) {
         fprintf(err, "pagid: out of memory\n");
         errors++;

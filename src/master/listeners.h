@@ -6,6 +6,7 @@
 #define PAGID_LISTENERS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "../common/config.h"
@@ -66,6 +67,18 @@ struct addrinfo;
  * to be freed with freeaddrinfo) or its error code (EAI_SYSTEM: see errno).
  */
 int listeners_resolve(const pagid_listen *l, struct addrinfo **res);
+
+/**
+ * Refuse listen entries (status.listen among them) that would share a
+ * socket address once resolved: one address twice (localhost:P beside
+ * 127.0.0.1:P), a wildcard and an address under it (0.0.0.0:P beside
+ * 127.0.0.1:P, [::]:P beside [::1]:P; IPv6 sockets are v6-only, so [::]:P
+ * and 127.0.0.1:P do not overlap), one unix socket file twice. Each is
+ * printed to err at the later entry's FILE:LINE:COLUMN, naming the
+ * earlier one; returns how many. Entries that do not resolve are left to
+ * listeners_open and pagid -t.
+ */
+int listeners_check_overlap(const pagid_config *c, FILE *err);
 
 /**
  * listeners_open, but an address that one of the live sets reuse[] already

@@ -27,6 +27,7 @@
 #include "../common/log.h"
 #include "../common/path.h"
 #include "../common/pidfile.h"
+#include "../common/strtab.h"
 #include "listeners.h"
 #include "privileges.h"
 
@@ -208,14 +209,21 @@ static void check_worker_side(pf *p, const priv_identity *id)
     }
     if (!id->change)
         return; /* the loader checked the app files as us already */
+    /* Each file once: a generated config mounts one app under thousands of paths. */
+    strtab seen = STRTAB_INIT;
     for (size_t i = 0; i <= c->n_mounts; i++) {
         const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
         size_t n = app ? strlen(app) : 0;
-        if (n > 3 && (!strcmp(app + n - 3, ".so") || !strcmp(app + n - 3, ".pl")) &&
-            access(app, R_OK) < 0)
+        int added = 1;
+        if (n <= 3 || (strcmp(app + n - 3, ".so") && strcmp(app + n - 3, ".pl")))
+            continue;
+        if (!strtab_get(&seen, app, n, 1, &added))
+            added = 1; /* out of memory: checked again, no harm */
+        if (added && access(app, R_OK) < 0)
             say(p, 1, (pagid_pos){0}, "app %s: the workers' user %s cannot read it: %s", app,
                 id->user, strerror(errno));
     }
+    strtab_free(&seen);
 }
 
 /* As root: the worker side in a child that became the workers' user; its

@@ -249,6 +249,10 @@ static int split_target(h1_parser *p, size_t host_idx, target_parts *tp)
     char *d = p->arena + tp->path_off;
     tp->path_len = h1_percent_decode(d, d, tp->raw_len);
     d[tp->path_len] = 0;
+    /* A decoded NUL would cut the path short wherever it is used as a C
+     * string (a file name, a mount prefix): refused before any app. */
+    if (memchr(d, 0, tp->path_len))
+        return h1_fail(p, 400, "%00 (NUL) in the request path");
     return 0;
 }
 

@@ -390,3 +390,30 @@ def path_is_percent_decoded(ctx):
     srv = ctx.start("lifecycle")
     r = request(srv.port, "GET", "/hel%6C%6f")
     check_eq((r.status, r.body), (200, b"ok"), "/hel%6C%6f routed as /hello")
+
+
+@test()
+def nul_in_path_refused(ctx):
+    """%00 decodes to a NUL, which would cut the path short wherever it is a
+    C string (file names, mount prefixes): 400 from the server, before any
+    app (echo would answer with the raw path). The query is not decoded."""
+    srv = ctx.start("echo")
+    for target, headers in (("/a%00b", ""), ("/%00", ""), ("/x%00?y=1", ""),
+                            ("http://t/a%00", ""),
+                            ("/ws%00", "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                       "Sec-WebSocket-Version: 13\r\n"),
+                            ("/sse%00", "Accept: text/event-stream\r\n")):
+        c = Conn(srv.port)
+        try:
+            c.send("GET %s HTTP/1.1\r\nHost: t\r\n%sConnection: close\r\n\r\n" % (target, headers))
+            r = c.read_response("GET")
+        finally:
+            c.close()
+        check_eq(r.status, 400, "status for %s" % target)
+        check(r.header("x-echo-path") is None, "%s reached the app: %r" % (target, r.headers))
+        check(b"%00 (NUL) in the request path" in r.body, "reason for %s: %r" % (target, r.body))
+    r = request(srv.port, "GET", "/a%01b?q=%00")
+    check_eq((r.status, r.header("x-echo-path"), r.header("x-echo-query")),
+             (200, "/a%01b", "q=%00"), "other escapes, and %00 in the query")
+    still_serving(srv.port)

@@ -324,6 +324,9 @@ def refused_requests_keep_their_request_line(ctx):
 @test(timeout=30)
 def error_log_to_stderr_has_priorities(ctx):
     srv = ctx.start("hello", workers=1)
+    # The master accepts on the port before the worker has said anything
+    # (slow under ASan): wait for the worker's line, then stop.
+    wait_for(lambda: "<6>worker 1[" in srv.stderr(), 10)
     srv.stop()
     lines = [ln for ln in srv.stderr().splitlines() if ln]
     check(lines and all(re.match(r"^<[3467]>(master|worker \d+)\[\d+\]: (error|warn|info|debug): ",

@@ -346,6 +346,34 @@ def check_access_log_as_the_workers_user(ctx):
         shutil.rmtree(base, ignore_errors=True)
 
 
+@test(timeout=30)
+def check_app_files_as_the_workers_user(ctx):
+    # As root with user: nobody, -t checks that the workers can read each app
+    # file: once per file, however many mounts name it (a generated config
+    # mounts one app under thousands of paths).
+    need_root()
+    base = tempfile.mkdtemp(prefix="pagid-safety-")  # the session dir is 0700: out of nobody's reach
+    try:
+        os.chmod(base, 0o711)
+        secret, shared = os.path.join(base, "secret.so"), os.path.join(base, "shared.so")
+        for f, mode in ((secret, 0o600), (shared, 0o644)):
+            open(f, "w").close()
+            os.chmod(f, mode)
+        mounts = "".join("  - {path: /s%d, app: %s}\n  - {path: /p%d, app: %s}\n"
+                         % (i, secret, i, shared) for i in range(50))
+        path = write_config(ctx, "app: hello\nuser: nobody\nmounts:\n" + mounts, "apps.yaml")
+        rc, out, err = check_cmd(ctx, "-t", "-c", path)
+        check_eq(rc, 1, "-t exit status; stderr %r" % err)
+        want = "pagid: app %s: the workers' user nobody cannot read it: Permission denied" % secret
+        check_eq(err.count(want), 1, "lines about %s in stderr %r" % (secret, err))
+        check(shared not in err, "a readable app reported: %r" % err)
+        os.chmod(secret, 0o644)
+        rc, out, err = check_cmd(ctx, "-t", "-c", path)
+        check_eq(rc, 0, "-t exit status once nobody may read it; stderr %r" % err)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------
 # A second instance on the same address
 # ---------------------------------------------------------------------------

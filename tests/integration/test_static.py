@@ -281,6 +281,55 @@ def follow_symlinks_option(ctx):
     check_eq(raw_get(srv.port, "/../outside/secret.txt").status, 400, "still no '..' above the root")
 
 
+def add_hidden_links(ctx, root):
+    """Links whose names are not hidden but whose targets are: a dotfile in
+    the root, a file in a hidden directory, a directory, a dotfile outside."""
+    os.makedirs(os.path.join(root, ".git"))
+    with open(os.path.join(root, ".git", "config"), "wb") as f:
+        f.write(b"[core] secret\n")
+    with open(os.path.join(root, ".env"), "wb") as f:
+        f.write(b"SECRET=env\n")
+    with open(os.path.join(ctx.tmpdir, "outside", ".netrc"), "wb") as f:
+        f.write(b"machine secret\n")
+    os.symlink(".env", os.path.join(root, "env.txt"))
+    os.symlink("../.env", os.path.join(root, "sub", "up_env.txt"))
+    os.symlink(".git/config", os.path.join(root, "gitconfig.txt"))
+    os.symlink(".git", os.path.join(root, "gitdir"))
+    os.symlink(os.path.join(ctx.tmpdir, "outside", ".netrc"), os.path.join(root, "netrc.txt"))
+    os.symlink("sub", os.path.join(root, "sub_link"))
+
+
+def check_hidden_links(srv, files, what):
+    for target in ("/env.txt", "/sub/up_env.txt", "/gitconfig.txt", "/gitdir/config",
+                   "/gitdir/", "/netrc.txt", "/.env"):
+        r = raw_get(srv.port, target)
+        check(r.status == 404, "%s (%s): expected 404, got %r" % (target, what, r))
+        check(b"secret" not in r.body.lower(), "%s leaked %r" % (target, r.body))
+    # A link inside the root to a file that is not hidden is served (nginx's
+    # default, disable_symlinks off, does the same), by file and by directory.
+    r = raw_get(srv.port, "/inside_link.txt")
+    check_eq((r.status, r.body), (200, files["a.txt"]), "a link to a visible file (%s)" % what)
+    r = raw_get(srv.port, "/sub_link/b.txt")
+    check_eq((r.status, r.body), (200, files["sub/b.txt"]), "through a linked dir (%s)" % what)
+
+
+@test()
+def symlinks_to_hidden_files(ctx):
+    """The dotfile rule applies to what is opened: a link named env.txt to
+    .env is as hidden as .env (it was served with 200)."""
+    root, files = make_tree(ctx)
+    add_hidden_links(ctx, root)
+    srv = start_static(ctx, root, "listing: true")
+    check_hidden_links(srv, files, "default")
+    r = raw_get(srv.port, "/outside_link.txt")
+    check_eq(r.status, 404, "a link out of the root")
+    # follow_symlinks lets links lead out of the root, but not to hidden files.
+    srv2 = start_static(ctx, root, "follow_symlinks: true")
+    check_hidden_links(srv2, files, "follow_symlinks")
+    r = raw_get(srv2.port, "/outside_link.txt")
+    check_eq((r.status, r.body), (200, b"outside secret\n"), "follow_symlinks still follows")
+
+
 @test(timeout=60)
 def sparse_file_past_4gib(ctx):
     root, _ = make_tree(ctx)

@@ -57,3 +57,15 @@ TESTS += tests/unit/test_log
 tests_unit_test_log_SOURCES = tests/unit/test_log.c
 tests_unit_test_log_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_log_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test_strtab
+TESTS += tests/unit/test_strtab
+tests_unit_test_strtab_SOURCES = tests/unit/test_strtab.c
+tests_unit_test_strtab_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_strtab_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test_ydoc
+TESTS += tests/unit/test_ydoc
+tests_unit_test_ydoc_SOURCES = tests/unit/test_ydoc.c
+tests_unit_test_ydoc_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_ydoc_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

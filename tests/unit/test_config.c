@@ -1,8 +1,8 @@
 /*
  * test_config.c - Check suite for src/common/config.c: the value parsers
  * (sizes, durations, workers, listen addresses), defaults, finalize, and
- * the app checks, the `group` needs `user` rule, and the positions kept for
- * messages after loading. The YAML loader has its own suite,
+ * the app checks, the `group` needs `user` rule, the positions kept for
+ * messages after loading, and room reserved for mounts. The YAML loader has its own suite,
  * test_config_yaml.c.
  */
 #include <check.h>
@@ -498,6 +498,32 @@ START_TEST(test_set_app)
     config_free(&c);
 }
 END_TEST
+START_TEST(test_reserve_mounts)
+{
+    pagid_config c;
+    const char *msg = NULL;
+    char path[32];
+    config_init_defaults(&c);
+    ck_assert_int_eq(config_add_mount(&c, "/first", "hello", NULL, &msg), 0);
+    ck_assert_int_eq(config_reserve_mounts(&c, 1000), 0);
+    pagid_mount *before = c.mounts;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(path, sizeof path, "/m%d/", i);
+        ck_assert_int_eq(config_add_mount(&c, path, "echo", NULL, &msg), 0);
+    }
+    ck_assert_ptr_eq(c.mounts, before); /* no regrowth while adding what was reserved */
+    ck_assert_uint_eq(c.n_mounts, 1001);
+    ck_assert_str_eq(c.mounts[0].path, "/first");
+    ck_assert_str_eq(c.mounts[1000].path, "/m999");
+    /* Duplicates are still seen, before and after the reserve. */
+    ck_assert_int_eq(config_add_mount(&c, "/first/", "echo", NULL, &msg), -1);
+    ck_assert_str_eq(msg, "is mounted twice");
+    ck_assert_int_eq(config_add_mount(&c, "/m500", "echo", NULL, &msg), -1);
+    ck_assert_int_eq(config_reserve_mounts(&c, (size_t)-1), -1);
+    config_free(&c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -519,6 +545,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_positions_kept);
     tcase_add_test(tc, test_check_app);
     tcase_add_test(tc, test_set_app);
+    tcase_add_test(tc, test_reserve_mounts);
     suite_add_tcase(s, tc);
     return s;
 }

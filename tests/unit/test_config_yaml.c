@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/config.h"
 
 #ifndef TOP_SRCDIR
@@ -409,7 +410,112 @@ START_TEST(test_load_aliases)
     ck_assert_int_gt(load(&c, "&a {limits: *a}\n"), 0);
     config_free(&c);
 
-    expect_error("workers: *nope\n", "t.yaml:1:10: found undefined alias");
+    expect_error("workers: *nope\n", "t.yaml:1:10: found undefined alias '*nope'");
+}
+END_TEST
+
+/* An aliased app mapping or lib list is worked out once and reused: the
+ * aliases get the same spec, options and @INC; one that fails is reported
+ * at each use, as it always was. */
+START_TEST(test_load_aliased_apps)
+{
+    pagid_config c;
+    char yaml[512], want[256];
+    make_tmpdir();
+    snprintf(yaml, sizeof yaml,
+             "app: &s {static: %s, listing: true}\n"
+             "mounts: [{path: /a, app: *s}, {path: /b, app: {static: %s}}, {path: /c, app: *s}]\n",
+             tmpdir, tmpdir);
+    ck_assert_int_eq(load(&c, yaml), 0);
+    snprintf(want, sizeof want, "static:%s", tmpdir);
+    ck_assert_str_eq(c.app, want);
+    ck_assert_int_eq(c.app_static.listing, 1);
+    ck_assert_uint_eq(c.n_mounts, 3);
+    ck_assert_str_eq(c.mounts[0].app, want);
+    ck_assert_int_eq(c.mounts[0].static_opts.listing, 1);
+    ck_assert_int_eq(c.mounts[1].static_opts.listing, 0);
+    ck_assert_str_eq(c.mounts[2].app, want);
+    ck_assert_int_eq(c.mounts[2].static_opts.listing, 1);
+    config_free(&c);
+    remove_tmpdir();
+
+    ck_assert_int_eq(load(&c, "mounts: [{path: /a, app: &b {static: /nonexistent-pagid}},"
+                              " {path: /b, app: *b}]\n"),
+                     2);
+    ck_assert_str_eq(
+        out_text,
+        "t.yaml:1:38: static directory '/nonexistent-pagid': No such file or directory\n"
+        "t.yaml:1:38: static directory '/nonexistent-pagid': No such file or directory\n");
+    config_free(&c);
+#ifdef PAGID_WITH_PERL
+    char pl[128];
+    make_tmpdir();
+    snprintf(pl, sizeof pl, "%s/app.pl", tmpdir);
+    FILE *f = fopen(pl, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    snprintf(
+        yaml, sizeof yaml,
+        "app: {perl: %s, lib: &l [/x, /y]}\n"
+        "mounts: [{path: /m, app: {perl: %s, lib: *l}}, {path: /n, app: {perl: %s, lib: *l}}]\n",
+        pl, pl, pl);
+    ck_assert_int_eq(load(&c, yaml), 0);
+    ck_assert_str_eq(c.perl_lib, "/x:/y");
+    config_free(&c);
+    snprintf(
+        yaml, sizeof yaml,
+        "app: {perl: %s, lib: &l [/x, 'a:b']}\nmounts: [{path: /m, app: {perl: %s, lib: *l}}]\n",
+        pl, pl);
+    ck_assert_int_eq(load(&c, yaml), 2);
+    size_t col = strlen("app: {perl: , lib: &l [/x, ") + strlen(pl) + 1;
+    snprintf(want, sizeof want,
+             "t.yaml:1:%zu: 'app.lib' entries must be non-empty directories without ':'\n"
+             "t.yaml:1:%zu: 'mounts.app.lib' entries must be non-empty directories without ':'\n",
+             col, col);
+    ck_assert_str_eq(out_text, want);
+    config_free(&c);
+    unlink(pl);
+    remove_tmpdir();
+#endif
+}
+END_TEST
+
+/* Aliases are shared nodes, but the walk visits them in full: their
+ * expansion is bounded, at the alias that passes the bound. */
+START_TEST(test_load_alias_bounds)
+{
+    expect_error("listen: &a [*a]\n", "t.yaml:1:13: alias '*a' refers to a node that contains it");
+    expect_error("a: &x 1\nlisten: &x [127.0.0.1:1]\n", "t.yaml:2:9: found duplicate anchor '&x'");
+    /* "Billion laughs": 10 levels of 10 aliases each; refused before the walk
+     * (the unknown keys would otherwise be reported too). */
+    buf y = BUF_INIT;
+    buf_printf(&y, "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for (int i = 1; i < 10; i++) {
+        buf_printf(&y, "a%d: &a%d [", i, i);
+        for (int j = 0; j < 10; j++)
+            buf_printf(&y, "%s*a%d", j ? ", " : "", i - 1);
+        buf_printf(&y, "]\n");
+    }
+    buf_append(&y, "", 1);
+    /* a4 is 111,111 nodes; a1..a4 add 123,440; the 8th *a4 in a5 passes a million. */
+    expect_error(buf_head(&y), "t.yaml:6:45: aliases expand to more than 1000000 nodes (at "
+                               "'*a4'): refusing a config that repeats itself this much");
+    buf_free(&y);
+
+    /* Many aliases of a small node stay well inside the bound. */
+    buf z = BUF_INIT;
+    buf_printf(&z, "timeouts: &t {idle: 5s}\nmounts:\n");
+    for (int i = 0; i < 2000; i++)
+        buf_printf(&z, "  - {path: /m%d, app: &a%d hello}\n  - {path: /n%d, app: *a%d}\n", i, i, i,
+                   i);
+    buf_append(&z, "", 1);
+    pagid_config c;
+    ck_assert_int_eq(load(&c, buf_head(&z)), 0);
+    ck_assert_uint_eq(c.n_mounts, 4000);
+    ck_assert_str_eq(c.mounts[3999].path, "/n1999");
+    ck_assert_str_eq(c.mounts[3999].app, "hello");
+    config_free(&c);
+    buf_free(&z);
 }
 END_TEST
 
@@ -787,6 +893,8 @@ static Suite *config_yaml_suite(void)
     tcase_add_test(tc, test_load_app_mapping);
     tcase_add_test(tc, test_load_mounts);
     tcase_add_test(tc, test_load_aliases);
+    tcase_add_test(tc, test_load_alias_bounds);
+    tcase_add_test(tc, test_load_aliased_apps);
     tcase_add_test(tc, test_load_replaces_listens);
     tcase_add_test(tc, test_load_listen_mapping);
     suite_add_tcase(s, tc);

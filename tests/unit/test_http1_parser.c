@@ -309,8 +309,12 @@ START_TEST(percent_decoding)
 {
     result *r = ok(REQ("GET /a%2Fb%41%zz%4+c%2 HTTP/1.1\r\nHost: h\r\n\r\n"));
     ck_assert_str_eq(r->r.head, "GET|1|/a%2Fb%41%zz%4+c%2|/a/bA%zz%4+c%2||-1|0|1|0|0|0|host=h");
-    r = ok(REQ("GET /x%00y?%41 HTTP/1.1\r\nHost: h\r\n\r\n"));
-    ck_assert_uint_eq(r->r.req.path.len, 4); /* NUL kept: use .len */
+    /* A decoded NUL never reaches an app; the query is not decoded. */
+    bad(REQ("GET /x%00y HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    bad(REQ("GET /x%00?a HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    bad(REQ("GET http://h/%00 HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    r = ok(REQ("GET /x%01y?%00 HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ck_assert_uint_eq(r->r.req.path.len, 4);
     ck_assert_uint_eq(r->r.req.query.len, 3);
 }
 END_TEST

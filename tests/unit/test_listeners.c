@@ -407,6 +407,46 @@ START_TEST(tcp_own_port_not_a_conflict)
 }
 END_TEST
 
+/* Overlaps after resolution: what listeners_check_overlap reports, and how often. */
+static int overlaps(const char *const *specs, size_t n, int last_is_status, char *out, size_t len)
+{
+    pagid_config c;
+    memset(&c, 0, sizeof c);
+    const char *msg;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(config_add_listen(&c, specs[i], &msg), 0);
+        c.listens[i].pos = (pagid_pos){1, (unsigned)i + 1, "t.yaml"};
+    }
+    c.listens[n - 1].status = last_is_status;
+    FILE *f = fmemopen(out, len, "w");
+    ck_assert_ptr_nonnull(f);
+    int rc = listeners_check_overlap(&c, f);
+    fclose(f);
+    config_free(&c);
+    return rc;
+}
+
+START_TEST(overlap_after_resolution)
+{
+    char out[2048];
+    const char *status_lo[] = {"127.0.0.1:7001", "localhost:7001"};
+    ck_assert_int_eq(overlaps(status_lo, 2, 1, out, sizeof out), 1);
+    ck_assert_str_eq(out, "t.yaml:1:2: status.listen 'localhost:7001' (127.0.0.1:7001) overlaps "
+                          "listen address '127.0.0.1:7001' at t.yaml:1:1: the metrics would be "
+                          "answered on the app's address and app requests on the metrics'\n");
+    const char *wild[] = {"127.0.0.1:7002", "0.0.0.0:7002", "127.0.0.2:7002"};
+    ck_assert_int_eq(overlaps(wild, 3, 0, out, sizeof out), 2); /* each later entry once */
+    const char *v6[] = {"[::]:7003", "[::1]:7003"};
+    ck_assert_int_eq(overlaps(v6, 2, 0, out, sizeof out), 1);
+    /* Apart: other ports, other addresses, IPv6 sockets beside IPv4 ones (v6-only). */
+    const char *apart[] = {"127.0.0.1:7004", "127.0.0.2:7004", "127.0.0.1:7005", "[::]:7004",
+                           "unix:/tmp/a.sock", "unix:/tmp/b.sock"};
+    ck_assert_int_eq(overlaps(apart, 6, 1, out, sizeof out), 0);
+    const char *unix2[] = {"unix:/tmp/x.sock", "unix:/tmp/./x.sock"};
+    ck_assert_int_eq(overlaps(unix2, 2, 0, out, sizeof out), 1);
+}
+END_TEST
+
 /* A unix socket is reused while its file still names it; the old set may not unlink it then. */
 START_TEST(reuse_unix_socket)
 {
@@ -729,6 +769,7 @@ static Suite *listeners_suite(void)
     tcase_add_test(re, inherited_taken_by_name);
     tcase_add_test(re, inherited_specs_and_their_env);
     tcase_add_test(re, systemd_unix_file_kept);
+    tcase_add_test(re, overlap_after_resolution);
     suite_add_tcase(s, re);
     return s;
 }

@@ -121,6 +121,21 @@ static void setup_tree(void)
     ck_assert_int_eq(symlink("../../", p), 0);
     at(root, "loop", p, sizeof p);
     ck_assert_int_eq(symlink("loop", p), 0);
+    /* links to hidden files: the rule is on what is opened, not on the name asked for */
+    mkfile(root, ".env", "SECRET=1\n");
+    at(root, ".git", p, sizeof p);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    mkfile(p, "config", "[core]\n");
+    at(root, "env_link", p, sizeof p);
+    ck_assert_int_eq(symlink(".env", p), 0);
+    at(root, "sub/env_up", p, sizeof p);
+    ck_assert_int_eq(symlink("../.env", p), 0);
+    at(root, "git_link", p, sizeof p);
+    ck_assert_int_eq(symlink(".git", p), 0);
+    mkfile(outside, ".hidden_out", "hidden\n");
+    at(root, "out_hidden", p, sizeof p);
+    at(outside, ".hidden_out", q, sizeof q);
+    ck_assert_int_eq(symlink(q, p), 0);
 }
 
 static void rm_tree(void)
@@ -171,6 +186,12 @@ static void check_containment(static_resolve mode)
     ck_assert_int_eq(try_open(mode, 0, "loop", NULL, 0), -ELOOP);
     ck_assert_int_eq(try_open(mode, 0, "missing", NULL, 0), -ENOENT);
     ck_assert_int_eq(try_open(mode, 0, "a.txt/x", NULL, 0), -ENOTDIR);
+    /* links to hidden files and into hidden directories: as if absent */
+    ck_assert_int_eq(try_open(mode, 0, "env_link", NULL, 0), -ENOENT);
+    ck_assert_int_eq(try_open(mode, 0, "sub/env_up", NULL, 0), -ENOENT);
+    ck_assert_int_eq(try_open(mode, 0, "git_link", NULL, 0), -ENOENT);
+    ck_assert_int_eq(try_open(mode, 0, "git_link/config", NULL, 0), -ENOENT);
+    ck_assert_int_lt(try_open(mode, 0, "out_hidden", NULL, 0), 0);
 }
 
 START_TEST(test_open_walk)
@@ -199,6 +220,12 @@ START_TEST(test_open_follow_symlinks)
     ck_assert_str_eq(got, "secret\n");
     ck_assert_int_eq(try_open(STATIC_RESOLVE_AUTO, 1, "a.txt", got, sizeof got), 0);
     ck_assert_str_eq(got, "A\n");
+    /* Links may lead anywhere, but not to a hidden file, outside or in. */
+    ck_assert_int_eq(try_open(STATIC_RESOLVE_AUTO, 1, "out_hidden", NULL, 0), -ENOENT);
+    ck_assert_int_eq(try_open(STATIC_RESOLVE_AUTO, 1, "env_link", NULL, 0), -ENOENT);
+    ck_assert_int_eq(try_open(STATIC_RESOLVE_AUTO, 1, "git_link/config", NULL, 0), -ENOENT);
+    ck_assert_int_eq(try_open(STATIC_RESOLVE_AUTO, 1, "in_dir/b.txt", got, sizeof got), 0);
+    ck_assert_str_eq(got, "B\n");
     rm_tree();
 }
 END_TEST

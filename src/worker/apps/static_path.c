@@ -3,7 +3,9 @@
  * the decoded path, then an open that cannot leave the root, by openat2
  * (RESOLVE_BENEATH) where the kernel has it and by a component-by-component
  * O_NOFOLLOW walk that checks every symlink target where it does not. Both
- * follow relative links that stay inside and refuse absolute ones.
+ * follow relative links that stay inside and refuse absolute ones. What was
+ * opened is then checked for hidden names by its real path, so a link to a
+ * dotfile is not served either.
  */
 #include "static_path.h"
 
@@ -11,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -245,17 +248,70 @@ static int walk_open(const static_root *r, const char *rel)
 
 /* ---- public ---- */
 
+/* ---- what was opened ---- */
+
+/* The path the kernel has for fd, NUL-terminated; its length or -1. */
+static ssize_t fd_path(int fd, char out[PATH_MAX])
+{
+    char link[40];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, out, PATH_MAX - 1);
+    if (n < 0 || n >= PATH_MAX - 1)
+        return -1;
+    out[n] = '\0';
+    return n;
+}
+
+/*
+ * Is what fd is hidden? The request path was checked already; a symlink may
+ * still have led to ".env" or into ".git". So the kernel's path of the open
+ * file is checked, below the deepest directory it shares with the root (all
+ * of it inside the root, the part outside it for follow_symlinks): checking
+ * the fd after the open leaves no window for a rename between check and use.
+ * 1 hidden, 0 not, -1 cannot tell.
+ */
+static int opened_hidden(const static_root *r, int fd)
+{
+    char path[PATH_MAX];
+    ssize_t n = fd_path(fd, path);
+    if (n < 0)
+        return -1;
+    size_t len = (size_t)n, i = 0, base = 0;
+    while (i < len && i < r->real_len && path[i] == r->real[i]) {
+        if (path[i] == '/')
+            base = i;
+        i++;
+    }
+    if (i == r->real_len && (i == len || path[i] == '/'))
+        base = i; /* the root itself, or below it */
+    for (size_t k = base; k + 1 < len; k++)
+        if (path[k] == '/' && path[k + 1] == '.')
+            return 1;
+    return 0;
+}
+
 int static_open(const static_root *r, const char *rel)
 {
     const char *p = *rel ? rel : ".";
+    int fd;
     if (r->follow_symlinks) {
         /* The path is normalised (no ".."), so only an explicit symlink can lead out. */
-        int fd = openat(r->fd, p, OPEN_FLAGS);
-        return fd < 0 ? -errno : fd;
+        fd = openat(r->fd, p, OPEN_FLAGS);
+        if (fd < 0)
+            return -errno;
+    } else if (r->mode == STATIC_RESOLVE_OPENAT2) {
+        fd = sys_openat2(r->fd, p, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    } else {
+        fd = walk_open(r, rel);
     }
-    if (r->mode == STATIC_RESOLVE_OPENAT2)
-        return sys_openat2(r->fd, p, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
-    return walk_open(r, rel);
+    if (fd < 0)
+        return fd;
+    int hidden = opened_hidden(r, fd);
+    if (hidden != 0) {
+        close(fd);
+        return hidden > 0 ? -ENOENT : -EACCES;
+    }
+    return fd;
 }
 
 int static_root_open(static_root *r, const char *dir, int follow_symlinks, static_resolve mode,
@@ -272,6 +328,14 @@ int static_root_open(static_root *r, const char *dir, int follow_symlinks, stati
         *err = "cannot open the static directory";
         return -1;
     }
+    char real[PATH_MAX];
+    ssize_t n = fd_path(r->fd, real);
+    if (n < 0 || !(r->real = strdup(real))) {
+        *err = "cannot read the static directory's path from /proc/self/fd (is /proc mounted?)";
+        static_root_close(r);
+        return -1;
+    }
+    r->real_len = (size_t)n;
     return 0;
 }
 
@@ -280,4 +344,6 @@ void static_root_close(static_root *r)
     if (r->fd >= 0)
         close(r->fd);
     r->fd = -1;
+    free(r->real);
+    r->real = NULL;
 }

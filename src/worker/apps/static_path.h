@@ -38,6 +38,8 @@ typedef struct static_root {
     int fd;              /* O_PATH directory fd of the root */
     int follow_symlinks; /* 1: symlinks may lead anywhere */
     static_resolve mode; /* never AUTO once opened */
+    char *real;          /* the root's real path (from /proc/self/fd), owned */
+    size_t real_len;
 } static_root;
 
 /** Open the root directory; 0, or -1 with *err (static string). */
@@ -49,8 +51,11 @@ void static_root_close(static_root *r);
  * Open rel (a normalised relative path, "" = the root) read-only, without
  * following any symlink out of the root (unless follow_symlinks): relative
  * links that stay inside are followed, absolute links and links climbing out
- * are refused. Returns an fd (O_CLOEXEC) or -errno (-EXDEV when a link
- * leads out, -ELOOP for too many links).
+ * are refused. What was opened is refused as hidden (-ENOENT) when its real
+ * path has a name starting with '.' below what it shares with the root's: a
+ * link to ".env" or into ".git" is no way around the rule on request paths.
+ * Returns an fd (O_CLOEXEC) or -errno (-EXDEV when a link leads out, -ELOOP
+ * for too many links, -EACCES when the real path cannot be read).
  */
 int static_open(const static_root *r, const char *rel);
 
