@@ -32,6 +32,7 @@ typedef struct shm_worker {
     _Atomic uint64_t requests[6];     /* by status class: [1]..[5] = 1xx..5xx, [0] other */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic int64_t open_connections;
+    _Atomic uint64_t accepted;        /* connections taken from the listeners (fair accept) */
     _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
     _Atomic uint64_t disconnects[SHM_R__COUNT];
     _Atomic uint64_t access_log_dropped; /* lines the access log could not write */
