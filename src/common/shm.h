@@ -33,6 +33,7 @@ typedef struct shm_worker {
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic int64_t open_connections;
     _Atomic uint64_t accepted;        /* connections taken from the listeners (fair accept) */
+    _Atomic int gated;                /* fair accept: 0 watching, 1 past its share, 2 woken */
     _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
     _Atomic uint64_t disconnects[SHM_R__COUNT];
     _Atomic uint64_t access_log_dropped; /* lines the access log could not write */

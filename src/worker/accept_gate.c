@@ -35,6 +35,27 @@ int accept_gate_open(const shm_region *r, const shm_worker *self, size_t mine, s
     return 4 * (uint64_t)mine * n <= 5 * (total + 1);
 }
 
+size_t accept_gate_to_wake(shm_region *r, const shm_worker *self, size_t max_conns,
+                           uint64_t now_ms, int *pids, size_t cap)
+{
+    size_t n = 0;
+    if (!r)
+        return 0;
+    for (size_t i = 0; i < r->n_slots && n < cap; i++) {
+        shm_worker *p = &r->slots[i];
+        if (p == self || atomic_load(&p->gated) != ACCEPT_GATE_CLOSED)
+            continue;
+        int64_t open = atomic_load_explicit(&p->open_connections, memory_order_relaxed);
+        int pid = atomic_load_explicit(&p->pid, memory_order_relaxed);
+        if (pid <= 0 || open < 0 || !accept_gate_open(r, p, (size_t)open, max_conns, now_ms))
+            continue;
+        int expected = ACCEPT_GATE_CLOSED;
+        if (atomic_compare_exchange_strong(&p->gated, &expected, ACCEPT_GATE_WOKEN))
+            pids[n++] = pid;
+    }
+    return n;
+}
+
 uint64_t accept_gate_peer_accepts(const shm_region *r, const shm_worker *self)
 {
     uint64_t sum = 0;

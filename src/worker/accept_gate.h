@@ -26,6 +26,18 @@
 int accept_gate_open(const shm_region *r, const shm_worker *self, size_t mine, size_t max_conns,
                      uint64_t now_ms);
 
+/** Gate states in shm_worker.gated. */
+enum { ACCEPT_GATE_WATCHING, ACCEPT_GATE_CLOSED, ACCEPT_GATE_WOKEN };
+
+/**
+ * After self accepted: the peers whose gate is closed but would now open
+ * (self's count rose, or self left the set that can accept). Each is moved
+ * from CLOSED to WOKEN, so only one caller wakes it, and its pid is put in
+ * pids (at most cap of them). Returns how many. The caller signals them.
+ */
+size_t accept_gate_to_wake(shm_region *r, const shm_worker *self, size_t max_conns,
+                           uint64_t now_ms, int *pids, size_t cap);
+
 /**
  * The sum of the `accepted` counters of every other live worker: a gated
  * worker compares two readings to tell whether anyone is taking the

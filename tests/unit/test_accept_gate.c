@@ -2,7 +2,7 @@
  * test_accept_gate.c - Check suite for src/worker/accept_gate.c: the share
  * test over the shared region (who counts as a peer, the 1.25 x average
  * + 1 bound, bursts simulated one accept at a time) and the peers' accept
- * count the stall guard watches.
+ * count the stall guard watches, and which gated peers an accept wakes.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -128,6 +128,32 @@ START_TEST(test_peer_accepts)
 }
 END_TEST
 
+/* A gated peer is woken once, and only when the waker's count lets it in. */
+START_TEST(test_to_wake)
+{
+    shm_region *r = shm_create(4);
+    shm_worker *me = peer(r, 10, 0), *a = peer(r, 11, 6), *b = peer(r, 12, 1);
+    int pids[4];
+    atomic_store(&a->gated, ACCEPT_GATE_CLOSED);
+    ck_assert_uint_eq(accept_gate_to_wake(NULL, me, 100, NOW, pids, 4), 0);
+    /* 6 of 7: a's gate stays closed, nobody to wake. */
+    ck_assert_uint_eq(accept_gate_to_wake(r, me, 100, NOW, pids, 4), 0);
+    ck_assert_int_eq(atomic_load(&a->gated), ACCEPT_GATE_CLOSED);
+    atomic_store(&me->open_connections, 8); /* 6 of 15 over 3: 4 * 6 * 3 = 72 <= 5 * 16 */
+    ck_assert_uint_eq(accept_gate_to_wake(r, me, 100, NOW, pids, 4), 1);
+    ck_assert_int_eq(pids[0], 11);
+    ck_assert_int_eq(atomic_load(&a->gated), ACCEPT_GATE_WOKEN);
+    ck_assert_uint_eq(accept_gate_to_wake(r, me, 100, NOW, pids, 4), 0); /* woken once */
+    /* A watching peer is never signalled; the cap holds. */
+    ck_assert_int_eq(atomic_load(&b->gated), ACCEPT_GATE_WATCHING);
+    atomic_store(&a->gated, ACCEPT_GATE_CLOSED);
+    atomic_store(&b->gated, ACCEPT_GATE_CLOSED);
+    ck_assert_uint_eq(accept_gate_to_wake(r, me, 100, NOW, pids, 1), 1);
+    ck_assert_uint_eq(accept_gate_to_wake(r, me, 100, NOW, pids, 4), 1);
+    shm_destroy(r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("accept_gate");
@@ -137,6 +163,7 @@ int main(void)
     tcase_add_test(tc, test_peers_that_cannot_accept);
     tcase_add_test(tc, test_bursts);
     tcase_add_test(tc, test_peer_accepts);
+    tcase_add_test(tc, test_to_wake);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
