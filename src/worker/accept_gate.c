@@ -22,7 +22,8 @@ int accept_gate_open(const shm_region *r, const shm_worker *self, size_t mine, s
     if (!r || !self)
         return 1;
     uint64_t total = mine, n = 1;
-    for (size_t i = 0; i < r->n_slots; i++) {
+    size_t used = shm_slots_used(r);
+    for (size_t i = 0; i < used; i++) {
         const shm_worker *p = &r->slots[i];
         if (p == self || !peer_can_accept(p, max_conns, now_ms))
             continue;
@@ -41,7 +42,8 @@ size_t accept_gate_to_wake(shm_region *r, const shm_worker *self, size_t max_con
     size_t n = 0;
     if (!r)
         return 0;
-    for (size_t i = 0; i < r->n_slots && n < cap; i++) {
+    size_t used = shm_slots_used(r);
+    for (size_t i = 0; i < used && n < cap; i++) {
         shm_worker *p = &r->slots[i];
         if (p == self || atomic_load(&p->gated) != ACCEPT_GATE_CLOSED)
             continue;
@@ -61,7 +63,8 @@ uint64_t accept_gate_peer_accepts(const shm_region *r, const shm_worker *self)
     uint64_t sum = 0;
     if (!r)
         return 0;
-    for (size_t i = 0; i < r->n_slots; i++) {
+    size_t used = shm_slots_used(r);
+    for (size_t i = 0; i < used; i++) {
         const shm_worker *p = &r->slots[i];
         if (p != self && atomic_load_explicit(&p->pid, memory_order_relaxed) > 0)
             sum += atomic_load_explicit(&p->accepted, memory_order_relaxed);

@@ -113,6 +113,24 @@ START_TEST(test_bursts)
 }
 END_TEST
 
+/* Scans stop at the slots ever claimed, not at the region's thousands. */
+START_TEST(test_scan_bound)
+{
+    shm_region *r = shm_create(64);
+    ck_assert_uint_eq(shm_slots_used(r), 0);
+    shm_worker *me = peer(r, 10, 0);
+    peer(r, 11, 0);
+    ck_assert_uint_eq(shm_slots_used(r), 2);
+    ck_assert_int_eq(accept_gate_open(r, me, 2, 100, NOW), 0);
+    shm_release(r, 11);
+    ck_assert_uint_eq(shm_slots_used(r), 2); /* a freed slot is taken again first */
+    peer(r, 12, 0);
+    ck_assert_uint_eq(shm_slots_used(r), 2);
+    ck_assert_int_eq(accept_gate_open(r, me, 2, 100, NOW), 0);
+    shm_destroy(r);
+}
+END_TEST
+
 START_TEST(test_peer_accepts)
 {
     shm_region *r = shm_create(4);
@@ -164,6 +182,7 @@ int main(void)
     tcase_add_test(tc, test_bursts);
     tcase_add_test(tc, test_peer_accepts);
     tcase_add_test(tc, test_to_wake);
+    tcase_add_test(tc, test_scan_bound);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
