@@ -36,6 +36,9 @@ shm_worker *shm_claim(shm_region *r, int pid, int worker_num, unsigned generatio
         /* Workers claim their own slots concurrently: take it with a CAS. */
         if (!atomic_compare_exchange_strong(&w->pid, &expected, -1))
             continue;
+        size_t used = atomic_load(&r->n_used);
+        while (used < i + 1 && !atomic_compare_exchange_weak(&r->n_used, &used, i + 1))
+            ;
         memset((char *)w + sizeof w->pid, 0, sizeof *w - sizeof w->pid);
         atomic_store(&w->generation, generation);
         atomic_store(&w->worker_num, worker_num);

@@ -32,6 +32,8 @@ typedef struct shm_worker {
     _Atomic uint64_t requests[6];     /* by status class: [1]..[5] = 1xx..5xx, [0] other */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic int64_t open_connections;
+    _Atomic uint64_t accepted;        /* connections taken from the listeners (fair accept) */
+    _Atomic int gated;                /* fair accept: 0 watching, 1 past its share, 2 woken */
     _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
     _Atomic uint64_t disconnects[SHM_R__COUNT];
     _Atomic uint64_t access_log_dropped; /* lines the access log could not write */
@@ -42,6 +44,7 @@ typedef struct shm_region {
     _Atomic uint64_t worker_restarts; /* crashes replaced by the master */
     _Atomic uint64_t reloads;         /* successful reloads */
     size_t n_slots;
+    _Atomic size_t n_used;            /* slots below this were ever claimed: bound for scans */
     shm_worker slots[];
 } shm_region;
 
@@ -53,6 +56,12 @@ shm_worker *shm_claim(shm_region *r, int pid, int worker_num, unsigned generatio
 /** Release the slot of a pid that exited (the master, when it reaps it). */
 void shm_release(shm_region *r, int pid);
 shm_worker *shm_find(shm_region *r, int pid);
+/** How many leading slots a scan for live workers must look at (claims take
+ * the first free slot, so this stays near the number of workers). */
+static inline size_t shm_slots_used(const shm_region *r)
+{
+    return atomic_load_explicit(&r->n_used, memory_order_acquire);
+}
 /** CLOCK_MONOTONIC in milliseconds. */
 uint64_t shm_now_ms(void);
 

@@ -6,6 +6,7 @@ libpagid_http1_a_SOURCES += \
 
 libpagid_worker_a_SOURCES += \
 	src/worker/worker.c src/worker/worker.h \
+	src/worker/accept_gate.c src/worker/accept_gate.h \
 	src/worker/runq.c src/worker/runq.h \
 	src/worker/loop.c src/worker/loop.h \
 	src/worker/conn.c src/worker/conn.h \

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "../common/log.h"
 #include "../common/proctitle.h"
 #include "../common/shm.h"
+#include "accept_gate.h"
 #include "access_log.h"
 #include "app_registry.h"
 #include "conn.h"
@@ -30,6 +32,14 @@
 #include "state_table.h"
 
 #define ACCEPT_BATCH 64
+/* Fair accept (accept_gate.h): a worker past its share is woken by the
+ * peer whose accept lets it in again (SIGURG); besides, it looks again this
+ * often while connections wait, and takes them itself when no peer has
+ * accepted anything for GATE_STALL (peers busy in long handlers, stuck). */
+#define GATE_TICK 0.02
+#define GATE_STALL 0.2
+#define GATE_WAKE_SIGNAL SIGURG /* ignored by default: harmless to a process not listening */
+#define GATE_WAKE_MAX 16
 #define SHUTDOWN_GRACE 1.0   /* seconds for handlers once no connection is left */
 #define DRAIN_IDLE_GRACE 1.0 /* draining: an idle keep-alive connection's last chance */
 #define DRAIN_IDLE_TICK 0.1
@@ -48,12 +58,16 @@ typedef struct worker_run_ctx {
     acceptor *acceptors;
     size_t n_acceptors;
     int accepting;
+    int gated;              /* past its share: the app listeners are left to peers */
+    uint64_t gate_progress; /* the peers' accept count when last looked at */
+    double gate_since;      /* when it last changed, or the gate closed */
     int exit_code;
     int stopping;  /* lifespan shutdown started */
     int grace_over; /* past the shutdown deadline plus the apps' grace */
     mount_table mounts; /* the app, and the apps under path prefixes */
-    ev_signal sig_term, sig_int, sig_quit, sig_usr1;
+    ev_signal sig_term, sig_int, sig_quit, sig_usr1, sig_gate;
     ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
+    ev_timer gate_timer; /* while gated: the share looked at again */
     ev_timer drain_idle; /* draining: closes keep-alive connections idle long enough */
     ev_timer recycle;    /* max_requests reached: drain at the next loop turn */
     size_t requests_done;
@@ -64,36 +78,118 @@ typedef struct worker_run_ctx {
 
 static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
 
+/* Watch each listener while accepting, except app listeners while gated
+ * (the status listener is never gated: it is not the app's load). */
+static void acceptors_update(worker_run_ctx *r)
+{
+    for (size_t i = 0; i < r->n_acceptors; i++) {
+        acceptor *a = &r->acceptors[i];
+        int want = r->accepting && a->fd >= 0 && (a->status || !r->gated);
+        if (want && !ev_is_active(&a->io))
+            ev_io_start(r->w.loop.ev, &a->io);
+        else if (!want && ev_is_active(&a->io))
+            ev_io_stop(r->w.loop.ev, &a->io);
+    }
+}
+
 static void accepting_set(worker_run_ctx *r, int on)
 {
     if (r->accepting == on)
         return;
     r->accepting = on;
-    for (size_t i = 0; i < r->n_acceptors; i++) {
-        if (on)
-            ev_io_start(r->w.loop.ev, &r->acceptors[i].io);
-        else
-            ev_io_stop(r->w.loop.ev, &r->acceptors[i].io);
-    }
+    acceptors_update(r);
 }
 
-static void worker_on_accept(struct ev_loop *ev, ev_io *io, int revents)
+static int gate_allows(worker_run_ctx *r);
+
+/* Publish the gate state for the peers that wake gated workers. */
+static void gate_publish(worker_run_ctx *r, int state)
 {
-    acceptor *a = io->data;
+    if (r->w.stats)
+        atomic_store(&r->w.stats->gated, state);
+}
+
+static void gate_set(worker_run_ctx *r, int gated)
+{
+    if (r->gated == gated)
+        return;
+    r->gated = gated;
+    gate_publish(r, gated ? ACCEPT_GATE_CLOSED : ACCEPT_GATE_WATCHING);
+    if (gated) {
+        r->gate_progress = accept_gate_peer_accepts(r->w.shm, r->w.stats);
+        r->gate_since = ev_now(r->w.loop.ev);
+        ev_timer_set(&r->gate_timer, GATE_TICK, GATE_TICK);
+        ev_timer_again(r->w.loop.ev, &r->gate_timer);
+    } else {
+        ev_timer_stop(r->w.loop.ev, &r->gate_timer);
+    }
+    acceptors_update(r);
+}
+
+static int gate_allows(worker_run_ctx *r)
+{
+    const worker_ctx *w = &r->w;
+    return accept_gate_open(w->shm, w->stats, w->n_conns, w->cfg->limits.max_connections,
+                            shm_now_ms());
+}
+
+/*
+ * Close the gate unless a peer's accept, between the look that found this
+ * worker past its share and now, let it in again. A peer adds to its count
+ * and then reads the gate states; this worker publishes its state and then
+ * reads the counts: with a full fence on both sides one of the two sees the
+ * other, so a gate never stays closed unnoticed.
+ */
+static int gate_close(worker_run_ctx *r)
+{
+    gate_set(r, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!gate_allows(r))
+        return 1;
+    gate_set(r, 0);
+    return 0;
+}
+
+/* After this worker accepted or left: wake the gated peers it let in. */
+static void gate_wake_peers(worker_run_ctx *r)
+{
+    worker_ctx *w = &r->w;
+    int pids[GATE_WAKE_MAX];
+    if (!w->shm)
+        return;
+    atomic_thread_fence(memory_order_seq_cst);
+    size_t n = accept_gate_to_wake(w->shm, w->stats, w->cfg->limits.max_connections,
+                                   shm_now_ms(), pids, GATE_WAKE_MAX);
+    for (size_t i = 0; i < n; i++)
+        kill(pids[i], GATE_WAKE_SIGNAL);
+}
+
+/*
+ * Accept up to ACCEPT_BATCH connections from a. Before each one of an app
+ * listener the gate is asked (unless force: nobody else is taking them):
+ * past this worker's share, the rest is left in the shared queue, where a
+ * peer's loop, woken by the same readiness, takes it.
+ */
+static int accept_batch(acceptor *a, int force)
+{
     worker_run_ctx *r = a->run;
     worker_ctx *w = &r->w;
+    struct ev_loop *ev = w->loop.ev;
+    int taken = 0;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         if (w->n_conns >= w->cfg->limits.max_connections) {
             /* At the limit: leave the rest in the shared queue for other workers. */
             accepting_set(r, 0);
-            return;
+            return taken;
         }
+        if (!a->status && !force && !gate_allows(r) && gate_close(r))
+            return taken;
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
         int fd = accept4(a->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return;
+                return taken;
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -101,15 +197,90 @@ static void worker_on_accept(struct ev_loop *ev, ev_io *io, int revents)
                 accepting_set(r, 0);
                 ev_timer_set(&r->accept_retry, 0.1, 0.);
                 ev_timer_start(ev, &r->accept_retry);
-                return;
+                return taken;
             }
             log_error("accept: %s", strerror(errno));
-            return;
+            return taken;
         }
+        taken++;
+        if (w->stats)
+            shm_add(&w->stats->accepted, 1);
         conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port);
         if (c && a->status)
             c->status_listener = 1;
     }
+    return taken;
+}
+
+static void worker_on_accept(struct ev_loop *ev, ev_io *io, int revents)
+{
+    acceptor *a = io->data;
+    if (accept_batch(a, 0) > 0 && !a->status)
+        gate_wake_peers(a->run);
+}
+
+/* Connections wait on some app listener. */
+static int gate_queue_waiting(worker_run_ctx *r)
+{
+    for (size_t i = 0; i < r->n_acceptors; i++) {
+        acceptor *a = &r->acceptors[i];
+        struct pollfd p = {.fd = a->fd, .events = POLLIN};
+        if (!a->status && a->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Gated: back to watching the listeners once the share allows another
+ * connection or nothing waits (the next arrival asks the gate again).
+ * Returns 1 when still gated, wakeable again by a peer.
+ */
+static int gate_recheck(worker_run_ctx *r)
+{
+    if (!r->gated)
+        return 0;
+    if (r->accepting && !gate_allows(r) && gate_queue_waiting(r)) {
+        gate_publish(r, ACCEPT_GATE_CLOSED); /* woken: wakeable again */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (!gate_allows(r))
+            return 1;
+    }
+    gate_set(r, 0);
+    return 0;
+}
+
+static void worker_on_gate_wake(struct ev_loop *ev, ev_signal *s, int revents)
+{
+    gate_recheck(s->data);
+}
+
+/*
+ * The gated worker's own look: while connections wait and the peers'
+ * accept count does not move for GATE_STALL, nobody else is taking them:
+ * take a batch regardless, so the queue is never left unserved.
+ */
+static void worker_on_gate_tick(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    worker_run_ctx *r = t->data;
+    if (!gate_recheck(r))
+        return;
+    uint64_t seen = accept_gate_peer_accepts(r->w.shm, r->w.stats);
+    double now = ev_now(ev);
+    if (seen != r->gate_progress) {
+        r->gate_progress = seen;
+        r->gate_since = now;
+        return;
+    }
+    if (now - r->gate_since < GATE_STALL)
+        return;
+    r->gate_since = now;
+    int taken = 0;
+    for (size_t i = 0; i < r->n_acceptors && r->accepting; i++)
+        if (!r->acceptors[i].status && r->acceptors[i].fd >= 0)
+            taken += accept_batch(&r->acceptors[i], 1);
+    if (taken)
+        gate_wake_peers(r);
 }
 
 static void worker_on_accept_retry(struct ev_loop *ev, ev_timer *t, int revents)
@@ -176,6 +347,8 @@ static void worker_on_conn_count(worker_ctx *w)
     if (!r->accepting && w->n_conns < w->cfg->limits.max_connections &&
         !ev_is_active(&r->accept_retry))
         accepting_set(r, 1);
+    if (r->gated && gate_allows(r))
+        gate_set(r, 0); /* a connection of ours went: our share has room again */
 }
 
 static void worker_on_shutdown_deadline(struct ev_loop *ev, ev_timer *t, int revents)
@@ -233,6 +406,7 @@ static void worker_drain(worker_run_ctx *r)
     if (w->under_master)
         proctitle_worker(w->worker_num, r->generation, 1);
     accepting_set(r, 0);
+    gate_set(r, 0);
     ev_timer_stop(w->loop.ev, &r->accept_retry);
     for (size_t i = 0; i < r->n_acceptors; i++) {
         close(r->acceptors[i].fd);
@@ -240,6 +414,7 @@ static void worker_drain(worker_run_ctx *r)
     }
     if (w->stats)
         atomic_store(&w->stats->ready, 0); /* no longer accepting */
+    gate_wake_peers(r); /* our share is theirs now */
     /* Idle keep-alive connections have nothing in flight, but a client may
      * have its next request on the way: closing now would race it. They
      * get DRAIN_IDLE_GRACE; a request that comes is served with
@@ -426,6 +601,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     }
     ev_init(&r->accept_retry, worker_on_accept_retry);
     r->accept_retry.data = r;
+    ev_init(&r->gate_timer, worker_on_gate_tick);
+    r->gate_timer.data = r;
     ev_init(&r->shutdown_timer, worker_on_shutdown_deadline);
     r->shutdown_timer.data = r;
     ev_init(&r->grace_timer, worker_on_grace_over);
@@ -443,6 +620,9 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_signal_init(&r->sig_usr1, worker_on_reopen, SIGUSR1);
     r->sig_usr1.data = r;
     ev_signal_start(ev, &r->sig_usr1);
+    ev_signal_init(&r->sig_gate, worker_on_gate_wake, GATE_WAKE_SIGNAL);
+    r->sig_gate.data = r;
+    ev_signal_start(ev, &r->sig_gate);
     if (!under_master) {
         ev_signal_init(&r->sig_int, worker_on_signal, SIGINT);
         r->sig_int.data = r;
@@ -476,8 +656,11 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_signal_stop(ev, &r->sig_quit);
     ev_signal_stop(ev, &r->sig_int);
     ev_signal_stop(ev, &r->sig_usr1);
+    ev_signal_stop(ev, &r->sig_gate);
+    gate_set(r, 0);
     ev_timer_stop(ev, &r->shutdown_timer);
     ev_timer_stop(ev, &r->accept_retry);
+    ev_timer_stop(ev, &r->gate_timer);
     ev_timer_stop(ev, &r->grace_timer);
     ev_timer_stop(ev, &r->drain_idle);
     ev_timer_stop(ev, &r->recycle);

@@ -10,3 +10,10 @@ TESTS += tests/unit/test_http1_response
 tests_unit_test_http1_response_SOURCES = tests/unit/test_http1_response.c
 tests_unit_test_http1_response_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_http1_response_LDADD = $(HTTP1_LIBS) $(CHECK_LIBS)
+
+# accept_gate: the fair-accept share test over the shared region.
+check_PROGRAMS += tests/unit/test_accept_gate
+TESTS += tests/unit/test_accept_gate
+tests_unit_test_accept_gate_SOURCES = tests/unit/test_accept_gate.c
+tests_unit_test_accept_gate_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_accept_gate_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
