@@ -212,5 +212,9 @@ outq_result outq_write(outq *q, int sock, size_t *written)
         while (q->head && q->head->fd < 0 && q->head->pos == q->head->len)
             outq_pop(q);
     }
+    /* An empty queue holds no memory: an idle connection or a quiet stream
+     * keeps nothing here (the spare only saves a malloc within one burst). */
+    free(q->spare);
+    q->spare = NULL;
     return OUTQ_DONE;
 }
