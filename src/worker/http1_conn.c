@@ -264,6 +264,14 @@ void h1_conn_on_input(conn *c)
         size_t avail = buf_size(&c->in);
         if (avail == 0)
             return;
+        /* A body is fed no further than the buffer's room: the body buffer
+         * never holds more than the high watermark, whatever one read brought. */
+        int capped = 0;
+        if (c->state == CONN_ACTIVE && h->scope &&
+            avail > body_buffer_limit(c) - buf_size(&h->body)) {
+            avail = body_buffer_limit(c) - buf_size(&h->body);
+            capped = 1;
+        }
         size_t used = 0;
         h1_parser *p = h1_parser_for(c);
         if (!p) {
@@ -295,9 +303,10 @@ void h1_conn_on_input(conn *c)
             h1_parse_failed(c);
             return;
         }
-        if (st == H1_NEED_MORE)
+        if (st == H1_NEED_MORE && !capped)
             return;
-        /* H1_DONE: loop once more, which returns as the message is complete. */
+        /* H1_DONE: loop once more, which returns as the message is complete;
+         * a capped feed: once more, which feeds on if the body left room. */
     }
 }
 
