@@ -44,12 +44,14 @@ start_nginx() { # name port
     local name=$1 port=$2 dir=$WORK/$1
     mkdir -p "$dir/tmp" "$dir/www"
     head -c 1048576 /dev/zero | tr '\0' 'x' >"$dir/www/stream"
+    # nginx's workers run as nobody: let them read the file.
+    chmod a+rx "$WORK" "$dir" "$dir/www" && chmod a+r "$dir/www/stream"
     cat >"$dir/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
 pid $dir/nginx.pid;
 error_log $dir/error.log;
-worker_rlimit_nofile $((N + 1024));
+worker_rlimit_nofile $((N * 2 + 1024));
 events { worker_connections $((N + 1024)); }
 http {
     access_log off;
