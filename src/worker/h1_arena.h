@@ -27,7 +27,10 @@ int h1_arena_reserve(h1_arena *a, size_t n);
 /** Append n bytes (n may be 0). 0 or -1. */
 int h1_arena_put(h1_arena *a, const void *data, size_t n);
 /** Forget the bytes, keep the memory. */
-static inline void h1_arena_reset(h1_arena *a) { a->len = 0; }
+static inline void h1_arena_reset(h1_arena *a)
+{
+    a->len = 0;
+}
 /** Release the memory; the arena stays usable (empty). */
 void h1_arena_free(h1_arena *a);
 
