@@ -72,9 +72,13 @@ def read_response(s):
 
 
 def per_conn(ctx, srv, n, open_one, what):
-    """Worker RSS growth per connection while n connections made by open_one are held."""
-    if sanitized(ctx):
-        raise Skip("RSS means nothing under ASan (its quarantine keeps freed memory)")
+    """Worker RSS growth per connection while n connections made by open_one
+    are held; None under ASan (its quarantine keeps freed memory resident, so
+    RSS means nothing there): the connections are still made, fewer, so the
+    sanitizer sees the paths."""
+    asan = sanitized(ctx)
+    if asan:
+        n = min(n, 100)
     raise_nofile(n)
     pid = worker_of(srv)
     warm = [open_one(srv.port) for _ in range(20)]
@@ -93,9 +97,18 @@ def per_conn(ctx, srv, n, open_one, what):
     finally:
         for s in held:
             s.close()
+    if asan:
+        ctx.note("%s: %d connections held; RSS not judged under ASan" % (what, n))
+        return None
     each = (after - before) / n
     ctx.note("%s: %.0f bytes per connection (%d held)" % (what, each, n))
     return each
+
+
+def judge(each, bound, what):
+    """each < bound, unless it was not measured (ASan)."""
+    if each is not None:
+        check(each < bound, "%s costs %.0f bytes (bound %d)" % (what, each, bound))
 
 
 def idle_after(path, extra=b""):
@@ -113,7 +126,7 @@ def idle_keepalive_connections(ctx):
     """2,000 idle keep-alive connections after one small request: < 2 KiB each."""
     srv = ctx.start("echo", workers=1)
     each = per_conn(ctx, srv, N_IDLE, idle_after(b"/"), "idle keep-alive")
-    check(each < 2048, "an idle keep-alive connection costs %.0f bytes (bound 2048)" % each)
+    judge(each, 2048, "an idle keep-alive connection")
 
 
 @test(timeout=120)
@@ -122,8 +135,7 @@ def idle_after_big_header(ctx):
     srv = ctx.start("echo", workers=1)
     pad = b"X-Pad: " + b"p" * 8000 + b"\r\n"
     each = per_conn(ctx, srv, N_IDLE, idle_after(b"/", pad), "idle after an 8 KB header")
-    check(each < 2048, "an idle connection after an 8 KB header costs %.0f bytes (bound 2048)"
-          % each)
+    judge(each, 2048, "an idle connection after an 8 KB header")
 
 
 @test(timeout=120)
@@ -144,7 +156,7 @@ def slowloris_heads_bounded(ctx):
 
     each = per_conn(ctx, srv, N_SLOW, open_one, "slowloris head of 30 KB")
     bound = 32 * 1024 + 4096  # the default limits.max_header_size + 4 KiB
-    check(each < bound, "a 30 KB partial head costs %.0f bytes (bound %d)" % (each, bound))
+    judge(each, bound, "a 30 KB partial head")
 
 
 @test(timeout=120)
@@ -165,4 +177,4 @@ def sse_streams_bounded(ctx):
         return s
 
     each = per_conn(ctx, srv, 1000, open_one, "sse stream")
-    check(each < 6 * 1024, "an SSE stream costs %.0f bytes (bound 6144)" % each)
+    judge(each, 6 * 1024, "an SSE stream")
