@@ -12,8 +12,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Small: a long-lived stream keeps one spare segment for its whole life. */
-#define SEG_MIN_CAP 4096
+/* Small enough that a segment with its header (48 B) is a 1 KiB malloc
+ * chunk, which glibc serves from its per-thread cache: a response's segment
+ * is allocated and freed per response (an empty queue holds none) at the
+ * cost of a few instructions. Bigger appends get a segment of their size. */
+#define SEG_MIN_CAP (1024 - 48)
 #define IOV_MAX_BATCH 64
 
 struct outq_seg {
@@ -145,7 +148,7 @@ static void outq_pop(outq *q)
     q->head = s->next;
     if (!q->head)
         q->tail = NULL;
-    if (s->fd < 0 && !q->spare && s->cap <= 4 * SEG_MIN_CAP)
+    if (s->fd < 0 && !q->spare && s->cap <= 4096)
         q->spare = s;
     else
         seg_free(s);
