@@ -240,7 +240,7 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
     if (start <= 0)
         start = now;
     access_record r = {
-        .client = c->peer_host[0] ? c->peer_host : NULL,
+        .client = c->peer_family ? conn_peer_host(c) : NULL,
         .time = start,
         .duration = now > start ? now - start : 0,
         .status = status,
@@ -283,7 +283,7 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
     al->used += access_format_render(&al->fmt, &r, al->buf + al->used, BUF_CAP - al->used);
     al->lines++;
     if (c->h1.log_resp.len)
-        buf_reset(&c->h1.log_resp);
+        buf_free(&c->h1.log_resp); /* an idle connection keeps none */
     if (al->used >= FLUSH_AT)
         access_log_flush(al);
     else if (!ev_is_active(&al->timer))

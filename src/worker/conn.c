@@ -19,7 +19,6 @@
 #include "../common/shm.h"
 #include "reason.h"
 #include "scope.h"
-#include "websocket.h"
 
 #define READ_CHUNK 16384
 #define LINGER_SECONDS 1.0
@@ -42,13 +41,15 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
     c->server_port = server_port;
     if (peer && peer->sa_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)peer;
-        inet_ntop(AF_INET, &a->sin_addr, c->peer_host, sizeof c->peer_host);
+        memcpy(c->peer_addr, &a->sin_addr, sizeof a->sin_addr);
+        c->peer_family = AF_INET;
         c->peer_port = ntohs(a->sin_port);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     } else if (peer && peer->sa_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)peer;
-        inet_ntop(AF_INET6, &a->sin6_addr, c->peer_host, sizeof c->peer_host);
+        memcpy(c->peer_addr, &a->sin6_addr, sizeof a->sin6_addr);
+        c->peer_family = AF_INET6;
         c->peer_port = ntohs(a->sin6_port);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -77,6 +78,15 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
     c->state = CONN_WAIT_REQUEST;
     conn_set_state(c, CONN_WAIT_REQUEST);
     return c;
+}
+
+const char *conn_peer_host(const conn *c)
+{
+    char *t = c->w->peer_text;
+    t[0] = 0;
+    if (c->peer_family && !inet_ntop(c->peer_family, c->peer_addr, t, sizeof c->w->peer_text))
+        t[0] = 0;
+    return t;
 }
 
 /* ---- timer ---- */
@@ -185,6 +195,9 @@ void conn_set_state(conn *c, conn_state s)
         shutdown(c->fd, SHUT_WR);
         buf_reset(&c->in);
     }
+    /* Between requests a connection holds no input memory (unless lent). */
+    if (s == CONN_WAIT_REQUEST && !c->in_lent && buf_size(&c->in) == 0)
+        buf_free(&c->in);
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_NONE);
 }
@@ -220,9 +233,49 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
 
 /* ---- reading ---- */
 
+/*
+ * A connection with no buffered input reads into the worker's buffer, lent
+ * to it for this callback; afterwards only the bytes the protocol left
+ * unconsumed (a pipelined request, body beyond the flow-control mark, part
+ * of a frame) are copied into a buffer of the connection's own. So c->in
+ * holds memory only while it holds input, and the parser keeps what it
+ * needs of a head in its own arena: no read buffer per idle connection.
+ */
+static void conn_lend_input(conn *c)
+{
+    buf_free(&c->in);
+    c->in = c->w->rbuf;
+    c->w->rbuf = (buf)BUF_INIT;
+    buf_reset(&c->in);
+    c->in_lent = 1;
+}
+
+/* Give the lent buffer back; keep a copy of what is left in it. 0 or -1. */
+static int conn_return_input(conn *c)
+{
+    if (!c->in_lent) {
+        if (buf_size(&c->in) == 0)
+            buf_free(&c->in);
+        return 0;
+    }
+    buf lent = c->in;
+    buf own = BUF_INIT;
+    c->in_lent = 0;
+    int rc = buf_append(&own, buf_head(&lent), buf_size(&lent));
+    c->in = own;
+    buf_reset(&lent);
+    if (!c->w->rbuf.data)
+        c->w->rbuf = lent;
+    else
+        buf_free(&lent);
+    return rc;
+}
+
 static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
 {
     conn *c = w->data;
+    if (buf_size(&c->in) == 0)
+        conn_lend_input(c);
     for (int rounds = 0; rounds < 4; rounds++) {
         char *p = buf_reserve(&c->in, READ_CHUNK);
         if (!p) {
@@ -256,15 +309,18 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         conn_close(c, errno == ECONNRESET ? reason_client_closed : reason_read_error);
         return;
     }
-    if (c->state == CONN_LINGER || c->state == CONN_CLOSED)
+    if (c->state == CONN_CLOSED)
         return;
-    if (buf_size(&c->in) > 0)
+    if (c->state != CONN_LINGER && buf_size(&c->in) > 0)
         c->proto->on_input(c);
     if (c->state == CONN_CLOSED)
         return;
-    /* A request in progress may last hours (SSE, WebSocket): hold no idle read buffer. */
-    if (c->state == CONN_ACTIVE && buf_size(&c->in) == 0)
-        buf_free(&c->in);
+    if (conn_return_input(c) < 0) {
+        conn_close(c, reason_server_error);
+        return;
+    }
+    if (c->state == CONN_LINGER)
+        return;
     if (c->eof) {
         c->proto->on_eof(c);
         if (c->state == CONN_CLOSED)
@@ -374,9 +430,9 @@ void conn_close(conn *c, const char *reason)
     close(c->fd);
     c->fd = -1;
     outq_free(&c->out);
-    buf_free(&c->in);
-    h1_conn_free(c);
-    ws_conn_free(c);
+    buf_free(&c->in); /* if it was lent, the worker allocates another */
+    c->in_lent = 0;
+    c->proto->release(c);
     if (c->prev)
         c->prev->next = c->next;
     else

@@ -50,6 +50,9 @@ typedef struct conn_proto {
     int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
     void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
     void (*on_header_timeout)(conn *c);
+    /* Free every byte of protocol state. conn_close calls it exactly once,
+     * after on_close and after the socket is closed; nothing runs after it. */
+    void (*release)(conn *c);
 } conn_proto;
 
 struct ws_conn;
@@ -67,14 +70,17 @@ struct conn {
     conn_timeout tmo;
     double deadline;    /* when tmo fires (absolute, ev_now based) */
     int reading, write_blocked, eof;
-    buf in;
+    int in_lent;  /* c->in is the worker's read buffer, lent for this read callback */
+    buf in;       /* unconsumed input only: empty means no memory (see conn_on_read) */
     outq out;
-    char peer_host[64];
-    int peer_port;
     const char *server_host; /* owned by the config */
     int server_port;
     const conn_proto *proto;
     int status_listener; /* accepted on status.listen: every request gets the metrics app */
+    /* The peer in binary; conn_peer_host formats it when someone asks. */
+    unsigned char peer_addr[16];
+    unsigned short peer_family; /* AF_INET, AF_INET6, or 0 (unix socket) */
+    unsigned short peer_port;
     h1_conn h1;
     struct ws_conn *ws; /* set once the connection is a WebSocket (owned) */
 };
@@ -82,6 +88,11 @@ struct conn {
 /** Take an accepted socket; returns NULL (socket closed) on failure. */
 conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
                int server_port);
+/**
+ * The peer's address as text ("127.0.0.1", "::1"), "" on a unix socket.
+ * The string lives in the worker and is valid until the next call.
+ */
+const char *conn_peer_host(const conn *c);
 /** The one transition function; also re-arms the timer and read interest. */
 void conn_set_state(conn *c, conn_state s);
 /** Recompute timer and read interest after the protocol's needs changed. */

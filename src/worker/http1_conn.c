@@ -36,6 +36,20 @@ static const h1_parser_callbacks h1_callbacks = {
 
 int h1_conn_init(conn *c)
 {
+    memset(&c->h1, 0, sizeof c->h1);
+    return 0;
+}
+
+/*
+ * The parser lives from the first byte of a request to the end of its
+ * message: a connection between requests (or serving a long stream) holds
+ * none. Returns NULL when out of memory.
+ */
+static h1_parser *h1_parser_for(conn *c)
+{
+    h1_conn *h = &c->h1;
+    if (h->parser)
+        return h->parser;
     const pagid_limits *l = &c->w->cfg->limits;
     h1_limits lim = {
         .max_request_line = l->max_request_line,
@@ -43,15 +57,19 @@ int h1_conn_init(conn *c)
         .max_header_count = l->max_header_count,
         .max_body_size = l->max_body_size,
     };
-    memset(&c->h1, 0, sizeof c->h1);
-    c->h1.parser = h1_parser_new(&lim, &h1_callbacks, c);
-    return c->h1.parser ? 0 : -1;
+    h->parser = h1_parser_new(&lim, &h1_callbacks, c);
+    return h->parser;
+}
+
+static void h1_parser_drop(conn *c)
+{
+    h1_parser_free(c->h1.parser);
+    c->h1.parser = NULL;
 }
 
 void h1_conn_free(conn *c)
 {
-    h1_parser_free(c->h1.parser);
-    c->h1.parser = NULL;
+    h1_parser_drop(c);
     sse_stream_free(c->h1.sse);
     c->h1.sse = NULL;
     buf_free(&c->h1.body);
@@ -63,8 +81,7 @@ void h1_conn_free(conn *c)
 
 void h1_conn_drop_parser(conn *c)
 {
-    h1_parser_free(c->h1.parser);
-    c->h1.parser = NULL;
+    h1_parser_drop(c);
     buf_free(&c->h1.body);
 }
 
@@ -85,7 +102,7 @@ static int h1_on_request(void *ud, const h1_request *req)
         .query = req->query,
         .headers = req->headers,
         .header_count = req->header_count,
-        .client_host = c->peer_host[0] ? c->peer_host : NULL,
+        .client_host = c->peer_family ? conn_peer_host(c) : NULL,
         .client_port = c->peer_port,
         .server_host = c->server_host,
         .server_port = c->server_port,
@@ -213,7 +230,7 @@ static void h1_parse_failed(conn *c)
     h1_conn *h = &c->h1;
     int status = h1_parser_error_status(h->parser);
     const char *text = h1_parser_error_text(h->parser);
-    log_info("%d from %s:%d: %s", status, c->peer_host, c->peer_port, text);
+    log_info("%d from %s:%d: %s", status, conn_peer_host(c), c->peer_port, text);
     if (h->scope) {
         /* The head was fine; the body was not (bad chunk, or over the size limit). */
         int started = scope_is_started(h->scope);
@@ -253,11 +270,26 @@ void h1_conn_on_input(conn *c)
         size_t avail = buf_size(&c->in);
         if (avail == 0)
             return;
+        /* A body is fed no further than the buffer's room: the body buffer
+         * never holds more than the high watermark, whatever one read brought. */
+        int capped = 0;
+        if (c->state == CONN_ACTIVE && h->scope &&
+            avail > body_buffer_limit(c) - buf_size(&h->body)) {
+            avail = body_buffer_limit(c) - buf_size(&h->body);
+            capped = 1;
+        }
         size_t used = 0;
-        h1_state st = h1_parser_feed(h->parser, buf_head(&c->in), avail, &used);
+        h1_parser *p = h1_parser_for(c);
+        if (!p) {
+            conn_close(c, reason_server_error);
+            return;
+        }
+        h1_state st = h1_parser_feed(p, buf_head(&c->in), avail, &used);
         buf_consume(&c->in, used);
-        if (c->state == CONN_WAIT_REQUEST && h1_parser_started(h->parser))
+        if (c->state == CONN_WAIT_REQUEST && h1_parser_started(p))
             conn_set_state(c, CONN_READ_HEAD);
+        if (st == H1_DONE && h->parser == p)
+            h1_parser_drop(c); /* the message is whole: nothing left to parse */
         if (h->start_app && h->scope) {
             h->start_app = 0;
             pagi_scope *s = h->scope;
@@ -277,9 +309,10 @@ void h1_conn_on_input(conn *c)
             h1_parse_failed(c);
             return;
         }
-        if (st == H1_NEED_MORE)
+        if (st == H1_NEED_MORE && !capped)
             return;
-        /* H1_DONE: loop once more, which returns as the message is complete. */
+        /* H1_DONE: loop once more, which returns as the message is complete;
+         * a capped feed: once more, which feeds on if the body left room. */
     }
 }
 
@@ -351,8 +384,12 @@ void h1_exchange_end(conn *c)
         conn_close_after_write(c);
         return;
     }
-    h1_parser_reset(h->parser);
-    buf_reset(&h->body);
+    /* Between requests the connection keeps nothing but itself. */
+    h1_parser_drop(c);
+    buf_free(&h->body);
+    free(h->parked);
+    h->parked = NULL;
+    h->n_parked = h->cap_parked = 0;
     h->resp = RESP_NONE;
     h->msg_complete = 0;
     conn_set_state(c, CONN_WAIT_REQUEST);
@@ -375,4 +412,5 @@ const conn_proto h1_proto = {
     .waiting_for_input = h1_conn_waiting_for_body,
     .on_close = h1_conn_on_close,
     .on_header_timeout = h1_conn_header_timeout,
+    .release = h1_conn_free,
 };

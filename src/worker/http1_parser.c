@@ -56,35 +56,44 @@ static inline int hexval(unsigned char c)
 }
 
 /* ------------------------------------------------------------------ */
-/* Arena                                                               */
+/* Head memory                                                         */
 /* ------------------------------------------------------------------ */
 
-int h1_arena_reserve(h1_parser *p, size_t n)
+int h1_fields_push(h1_parser *p, h1_field f)
 {
-    if (p->arena_cap - p->arena_len >= n)
-        return 0;
-    size_t cap = p->arena_cap ? p->arena_cap : 1024;
-    while (cap - p->arena_len < n) {
-        if (cap > ((size_t)-1) / 2)
+    if (p->nfields == p->fields_cap) {
+        /* Never more entries than the limit allows (+1: the host of an
+         * absolute-form target), so a big head costs no doubling slack. */
+        size_t cap = p->fields_cap ? p->fields_cap * 2 : 16;
+        if (p->lim.max_header_count < SIZE_MAX && cap > p->lim.max_header_count + 1)
+            cap = p->lim.max_header_count + 1;
+        if (cap <= p->nfields)
+            cap = p->nfields + 1;
+        h1_field *v = realloc(p->fields, cap * sizeof *v);
+        if (!v)
             return -1;
-        cap *= 2;
+        p->fields = v;
+        p->fields_cap = cap;
     }
-    char *a = realloc(p->arena, cap);
-    if (!a)
-        return -1;
-    p->arena = a;
-    p->arena_cap = cap;
+    p->fields[p->nfields++] = f;
     return 0;
 }
 
-int h1_arena_put(h1_parser *p, const void *data, size_t n)
+/* The head was handed over: its strings are copied (the scope owns its own),
+ * so nothing of it is kept while the request is served. */
+static void release_head(h1_parser *p)
 {
-    if (h1_arena_reserve(p, n) < 0)
-        return -1;
-    if (n)
-        memcpy(p->arena + p->arena_len, data, n);
-    p->arena_len += n;
-    return 0;
+    h1_arena_free(&p->arena);
+    free(p->fields);
+    free(p->headers);
+    p->fields = NULL;
+    p->headers = NULL;
+    p->nfields = p->fields_cap = p->headers_cap = 0;
+    p->method_len = p->target_len = 0;
+    p->req.method = NULL;
+    p->req.headers = NULL;
+    p->req.header_count = 0;
+    p->req.raw_path = p->req.path = p->req.query = (pagi_str){NULL, 0};
 }
 
 int h1_fail(h1_parser *p, int status, const char *text)
@@ -136,6 +145,14 @@ h1_parser *h1_parser_new(const h1_limits *limits, const h1_parser_callbacks *cb,
         p->lim.max_header_count = SIZE_MAX;
     if (p->lim.max_body_size == 0 || p->lim.max_body_size > (size_t)INT64_MAX)
         p->lim.max_body_size = (size_t)INT64_MAX;
+    /* All a valid head can put in the arena: the request line and header
+     * bytes, two NULs per field, then head_finish's copies (host, raw and
+     * decoded path, the merged Cookie). Reading is bounded by the first part. */
+    size_t line = p->lim.max_request_line;
+    size_t hdr = p->lim.max_header_size < HTTP_MAX_HEADER_SIZE ? p->lim.max_header_size
+                                                                : HTTP_MAX_HEADER_SIZE;
+    size_t cnt = p->lim.max_header_count < hdr ? p->lim.max_header_count : hdr;
+    h1_arena_init(&p->arena, line + hdr + 2 * cnt + 64, 4 * line + 2 * hdr + 4 * cnt + 256);
     if (cb)
         p->cb = *cb;
     p->ud = ud;
@@ -149,16 +166,14 @@ void h1_parser_free(h1_parser *p)
 {
     if (!p)
         return;
-    free(p->arena);
-    free(p->fields);
-    free(p->headers);
+    release_head(p);
     free(p);
 }
 
 void h1_parser_reset(h1_parser *p)
 {
     p->st = PS_IDLE;
-    p->arena_len = 0;
+    p->arena.len = 0;
     p->nfields = 0;
     p->line_len = 0;
     p->head_bytes = 0;
@@ -198,11 +213,11 @@ const char *h1_parser_error_text(const h1_parser *p)
 int h1_parser_request_line(const h1_parser *p, pagi_str *method, pagi_str *target)
 {
     /* Both lengths are set only once their token ended; reset clears them. */
-    if (!p->method_len || !p->target_len || p->method_off + p->method_len > p->arena_len ||
-        p->target_off + p->target_len > p->arena_len)
+    if (!p->method_len || !p->target_len || p->method_off + p->method_len > p->arena.len ||
+        p->target_off + p->target_len > p->arena.len)
         return 0;
-    *method = (pagi_str){p->arena + p->method_off, p->method_len};
-    *target = (pagi_str){p->arena + p->target_off, p->target_len};
+    *method = (pagi_str){p->arena.data + p->method_off, p->method_len};
+    *target = (pagi_str){p->arena.data + p->target_off, p->target_len};
     return 1;
 }
 
@@ -255,25 +270,13 @@ static int end_field(h1_parser *p)
     if (p->in_trailers)
         return 0; /* trailers are validated, then discarded */
     /* Trim trailing OWS (leading OWS was never stored). */
-    while (p->arena_len > p->val_off &&
-           (p->arena[p->arena_len - 1] == ' ' || p->arena[p->arena_len - 1] == '\t'))
-        p->arena_len--;
-    size_t vlen = p->arena_len - p->val_off;
-    if (h1_arena_put(p, "", 1) < 0)
+    while (p->arena.len > p->val_off &&
+           (p->arena.data[p->arena.len - 1] == ' ' || p->arena.data[p->arena.len - 1] == '\t'))
+        p->arena.len--;
+    size_t vlen = p->arena.len - p->val_off;
+    if (h1_arena_put(&p->arena, "", 1) < 0 ||
+        h1_fields_push(p, (h1_field){p->name_off, p->name_len, p->val_off, vlen}) < 0)
         return h1_fail(p, 500, "out of memory");
-    if (p->nfields == p->fields_cap) {
-        size_t cap = p->fields_cap ? p->fields_cap * 2 : 32;
-        h1_field *f = realloc(p->fields, cap * sizeof *f);
-        if (!f)
-            return h1_fail(p, 500, "out of memory");
-        p->fields = f;
-        p->fields_cap = cap;
-    }
-    h1_field *f = &p->fields[p->nfields++];
-    f->name_off = p->name_off;
-    f->name_len = p->name_len;
-    f->val_off = p->val_off;
-    f->val_len = vlen;
     return 0;
 }
 
@@ -295,7 +298,8 @@ static int head_complete(h1_parser *p, size_t end, size_t len)
         return -1;
     p->head_done = 1;
     if (p->cb.on_request && p->cb.on_request(p->ud, &p->req) < 0)
-        return h1_fail(p, 400, "aborted");
+        return h1_fail(p, 400, "aborted"); /* the head stays: the log line names it */
+    release_head(p);
     if (p->req.chunked) {
         p->st = PS_CHUNK_SIZE_START;
         return 0;
@@ -352,7 +356,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
                 h1_fail(p, 400, "malformed request line");
                 return i;
             }
-            p->method_off = p->arena_len;
+            p->method_off = p->arena.len;
             p->st = PS_METHOD;
             break;
         case PS_IDLE_LF:
@@ -368,28 +372,29 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             size_t s = i;
             while (i < len && tchar[(unsigned char)d[i]])
                 i++;
-            if (line_add(p, i - s) < 0 || h1_arena_put(p, d + s, i - s) < 0) {
+            if (line_add(p, i - s) < 0 || h1_arena_put(&p->arena, d + s, i - s) < 0) {
                 oom(p);
                 return i;
             }
             if (i == len)
                 break;
-            if (d[i] != ' ' || p->arena_len == p->method_off) {
+            if (d[i] != ' ' || p->arena.len == p->method_off) {
                 h1_fail(p, 400, "invalid method");
                 return i;
             }
-            p->method_len = p->arena_len - p->method_off;
+            p->method_len = p->arena.len - p->method_off;
             for (size_t k = 0; k < p->method_len; k++)
-                if (p->arena[p->method_off + k] >= 'a' && p->arena[p->method_off + k] <= 'z') {
+                if (p->arena.data[p->method_off + k] >= 'a' &&
+                    p->arena.data[p->method_off + k] <= 'z') {
                     /* methods are case-sensitive; we only take upper-case ones, as nginx */
                     h1_fail(p, 400, "invalid method");
                     return i;
                 }
-            if (h1_arena_put(p, "", 1) < 0 || line_add(p, 1) < 0) {
+            if (h1_arena_put(&p->arena, "", 1) < 0 || line_add(p, 1) < 0) {
                 oom(p);
                 return i;
             }
-            p->target_off = p->arena_len;
+            p->target_off = p->arena.len;
             p->st = PS_TARGET;
             i++;
             break;
@@ -398,23 +403,23 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             size_t s = i;
             while (i < len && is_target_char((unsigned char)d[i]))
                 i++;
-            if (line_add(p, i - s) < 0 || h1_arena_put(p, d + s, i - s) < 0) {
+            if (line_add(p, i - s) < 0 || h1_arena_put(&p->arena, d + s, i - s) < 0) {
                 oom(p);
                 return i;
             }
             if (i == len)
                 break;
             c = (unsigned char)d[i];
-            if (c == '\r' && p->arena_len > p->target_off) {
+            if (c == '\r' && p->arena.len > p->target_off) {
                 h1_fail(p, 505, "HTTP/0.9 not supported");
                 return i;
             }
-            if (c != ' ' || p->arena_len == p->target_off) {
+            if (c != ' ' || p->arena.len == p->target_off) {
                 h1_fail(p, 400, "malformed request target");
                 return i;
             }
-            p->target_len = p->arena_len - p->target_off;
-            if (h1_arena_put(p, "", 1) < 0 || line_add(p, 1) < 0) {
+            p->target_len = p->arena.len - p->target_off;
+            if (h1_arena_put(&p->arena, "", 1) < 0 || line_add(p, 1) < 0) {
                 oom(p);
                 return i;
             }
@@ -461,7 +466,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
                 h1_fail(p, 400, "invalid header field name");
                 return i;
             }
-            p->name_off = p->arena_len;
+            p->name_off = p->arena.len;
             p->st = PS_HDR_NAME;
             break;
         case PS_HDR_NAME: {
@@ -471,14 +476,14 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             if (head_add(p, i - s) < 0)
                 return i;
             if (!p->in_trailers) {
-                size_t at = p->arena_len;
-                if (h1_arena_put(p, d + s, i - s) < 0) {
+                size_t at = p->arena.len;
+                if (h1_arena_put(&p->arena, d + s, i - s) < 0) {
                     h1_fail(p, 500, "out of memory");
                     return i;
                 }
-                for (; at < p->arena_len; at++)
-                    if (p->arena[at] >= 'A' && p->arena[at] <= 'Z')
-                        p->arena[at] |= 0x20;
+                for (; at < p->arena.len; at++)
+                    if (p->arena.data[at] >= 'A' && p->arena.data[at] <= 'Z')
+                        p->arena.data[at] |= 0x20;
             }
             if (i == len)
                 break;
@@ -489,12 +494,12 @@ static size_t run(h1_parser *p, const char *d, size_t len)
                 return i;
             }
             if (!p->in_trailers) {
-                p->name_len = p->arena_len - p->name_off;
-                if (h1_arena_put(p, "", 1) < 0) {
+                p->name_len = p->arena.len - p->name_off;
+                if (h1_arena_put(&p->arena, "", 1) < 0) {
                     h1_fail(p, 500, "out of memory");
                     return i;
                 }
-                p->val_off = p->arena_len;
+                p->val_off = p->arena.len;
             }
             p->st = PS_HDR_OWS;
             i++;
@@ -515,7 +520,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
                 i++;
             if (head_add(p, i - s) < 0)
                 return i;
-            if (!p->in_trailers && h1_arena_put(p, d + s, i - s) < 0) {
+            if (!p->in_trailers && h1_arena_put(&p->arena, d + s, i - s) < 0) {
                 h1_fail(p, 500, "out of memory");
                 return i;
             }

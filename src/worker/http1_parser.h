@@ -22,8 +22,10 @@ typedef struct h1_limits {
 } h1_limits;
 
 /**
- * A parsed, validated request head. All strings live in the parser's
- * arena and stay valid until h1_parser_reset / h1_parser_free.
+ * A parsed, validated request head, handed to on_request. Its strings live
+ * in the parser's arena and are valid only during that callback (copy what
+ * you keep): the parser releases the head's memory when it returns, so a
+ * request being served holds none of it.
  */
 typedef struct h1_request {
     const char *method;   /* upper-case, NUL-terminated */

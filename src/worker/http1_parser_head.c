@@ -12,7 +12,7 @@
 
 #define NAME_IS(p, f, lit)                                                                         \
     ((f)->name_len == sizeof(lit) - 1 &&                                                           \
-     memcmp((p)->arena + (f)->name_off, lit, sizeof(lit) - 1) == 0)
+     memcmp((p)->arena.data + (f)->name_off, lit, sizeof(lit) - 1) == 0)
 
 static inline int is_ows(char c)
 {
@@ -101,30 +101,21 @@ static void te_scan(te_state *te, const char *v, size_t len)
 static int add_field(h1_parser *p, const char *name, size_t name_len, size_t val_off,
                      size_t val_len)
 {
-    if (p->nfields == p->fields_cap) {
-        size_t cap = p->fields_cap ? p->fields_cap * 2 : 32;
-        h1_field *f = realloc(p->fields, cap * sizeof *f);
-        if (!f)
-            return -1;
-        p->fields = f;
-        p->fields_cap = cap;
-    }
-    size_t off = p->arena_len;
-    if (h1_arena_put(p, name, name_len) < 0 || h1_arena_put(p, "", 1) < 0)
+    size_t off = p->arena.len;
+    if (h1_arena_put(&p->arena, name, name_len) < 0 || h1_arena_put(&p->arena, "", 1) < 0)
         return -1;
-    p->fields[p->nfields++] = (h1_field){off, name_len, val_off, val_len};
-    return 0;
+    return h1_fields_push(p, (h1_field){off, name_len, val_off, val_len});
 }
 
 /* Append a NUL-terminated copy of arena bytes [off, off+len); its offset. */
 static int arena_copy(h1_parser *p, size_t off, size_t len, size_t *out)
 {
-    if (h1_arena_reserve(p, len + 1) < 0)
+    if (h1_arena_reserve(&p->arena, len + 1) < 0)
         return -1;
-    *out = p->arena_len;
-    memmove(p->arena + p->arena_len, p->arena + off, len);
-    p->arena[p->arena_len + len] = 0;
-    p->arena_len += len + 1;
+    *out = p->arena.len;
+    memmove(p->arena.data + p->arena.len, p->arena.data + off, len);
+    p->arena.data[p->arena.len + len] = 0;
+    p->arena.len += len + 1;
     return 0;
 }
 
@@ -143,9 +134,9 @@ static int merge_cookies(h1_parser *p)
     }
     if (count < 2)
         return 0;
-    if (h1_arena_reserve(p, total + 1) < 0)
+    if (h1_arena_reserve(&p->arena, total + 1) < 0)
         return -1;
-    size_t base = p->arena_len, o = base, w = 0;
+    size_t base = p->arena.len, o = base, w = 0;
     for (size_t i = 0; i < p->nfields; i++) {
         h1_field *f = &p->fields[i];
         if (!NAME_IS(p, f, "cookie")) {
@@ -154,20 +145,20 @@ static int merge_cookies(h1_parser *p)
         }
         if (f->val_len) { /* an empty Cookie line adds nothing, not "; ; " */
             if (o != base) {
-                memcpy(p->arena + o, "; ", 2);
+                memcpy(p->arena.data + o, "; ", 2);
                 o += 2;
             }
-            memcpy(p->arena + o, p->arena + f->val_off, f->val_len);
+            memcpy(p->arena.data + o, p->arena.data + f->val_off, f->val_len);
             o += f->val_len;
         }
         if (i == first)
             p->fields[w++] = *f;
     }
-    p->arena[o] = 0;
+    p->arena.data[o] = 0;
     /* first is still at its index: only later cookie fields were dropped */
     p->fields[first].val_off = base;
     p->fields[first].val_len = o - base;
-    p->arena_len = o + 1;
+    p->arena.len = o + 1;
     p->nfields = w;
     return 0;
 }
@@ -185,11 +176,11 @@ typedef struct target_parts {
 static int split_target(h1_parser *p, size_t host_idx, target_parts *tp)
 {
     size_t t = p->target_off, tl = p->target_len;
-    const char *s = p->arena + t;
+    const char *s = p->arena.data + t;
     size_t start; /* offset of the path within the target */
 
     if (tl == 1 && s[0] == '*') {
-        if (strcmp(p->arena + p->method_off, "OPTIONS") != 0)
+        if (strcmp(p->arena.data + p->method_off, "OPTIONS") != 0)
             return h1_fail(p, 400, "asterisk-form target only for OPTIONS");
         start = 0;
     } else if (s[0] == '/') {
@@ -219,16 +210,16 @@ static int split_target(h1_parser *p, size_t host_idx, target_parts *tp)
         start = a;
     }
 
-    s = p->arena + t; /* the arena may have moved */
+    s = p->arena.data + t; /* the arena may have moved */
     const char *q = memchr(s + start, '?', tl - start);
     size_t raw_len = q ? (size_t)(q - s) - start : tl - start;
     tp->query_off = q ? t + (size_t)(q - s) + 1 : t + tl; /* the target's NUL */
     tp->query_len = q ? tl - (size_t)(q - s) - 1 : 0;
     if (raw_len == 0) {
         /* "http://host" or "http://host?q": the path is "/" (RFC 9112 §3.2.2) */
-        tp->raw_off = p->arena_len;
+        tp->raw_off = p->arena.len;
         tp->raw_len = 1;
-        if (h1_arena_put(p, "/", 2) < 0)
+        if (h1_arena_put(&p->arena, "/", 2) < 0)
             return h1_fail(p, 500, "out of memory");
     } else if (!q && start == 0) {
         tp->raw_off = t; /* already NUL-terminated */
@@ -239,14 +230,14 @@ static int split_target(h1_parser *p, size_t host_idx, target_parts *tp)
         tp->raw_len = raw_len;
     }
 
-    if (!memchr(p->arena + tp->raw_off, '%', tp->raw_len)) {
+    if (!memchr(p->arena.data + tp->raw_off, '%', tp->raw_len)) {
         tp->path_off = tp->raw_off;
         tp->path_len = tp->raw_len;
         return 0;
     }
     if (arena_copy(p, tp->raw_off, tp->raw_len, &tp->path_off) < 0)
         return h1_fail(p, 500, "out of memory");
-    char *d = p->arena + tp->path_off;
+    char *d = p->arena.data + tp->path_off;
     tp->path_len = h1_percent_decode(d, d, tp->raw_len);
     d[tp->path_len] = 0;
     /* A decoded NUL would cut the path short wherever it is used as a C
@@ -266,12 +257,12 @@ int h1_head_finish(h1_parser *p)
     int conn_close = 0, conn_keep = 0, conn_upgrade = 0;
     int expect = 0, upgrade_ws = 0, sse = 0;
 
-    if (strcmp(p->arena + p->method_off, "CONNECT") == 0)
+    if (strcmp(p->arena.data + p->method_off, "CONNECT") == 0)
         return h1_fail(p, 501, "CONNECT not supported");
 
     for (size_t i = 0; i < p->nfields; i++) {
         h1_field *f = &p->fields[i];
-        const char *v = p->arena + f->val_off;
+        const char *v = p->arena.data + f->val_off;
         size_t n = f->val_len;
         if (NAME_IS(p, f, "host")) {
             hosts++;
@@ -324,9 +315,7 @@ int h1_head_finish(h1_parser *p)
 
     /* From here on the arena no longer moves: hand out pointers. */
     if (p->nfields > p->headers_cap) {
-        size_t cap = p->headers_cap ? p->headers_cap : 32;
-        while (cap < p->nfields)
-            cap *= 2;
+        size_t cap = p->nfields; /* freed once the head is handed over: no slack */
         pagi_header *h = realloc(p->headers, cap * sizeof *h);
         if (!h)
             return h1_fail(p, 500, "out of memory");
@@ -335,13 +324,13 @@ int h1_head_finish(h1_parser *p)
     }
     for (size_t i = 0; i < p->nfields; i++) {
         h1_field *f = &p->fields[i];
-        p->headers[i].name = (pagi_str){p->arena + f->name_off, f->name_len};
-        p->headers[i].value = (pagi_str){p->arena + f->val_off, f->val_len};
+        p->headers[i].name = (pagi_str){p->arena.data + f->name_off, f->name_len};
+        p->headers[i].value = (pagi_str){p->arena.data + f->val_off, f->val_len};
     }
-    r->method = p->arena + p->method_off;
-    r->raw_path = (pagi_str){p->arena + tp.raw_off, tp.raw_len};
-    r->path = (pagi_str){p->arena + tp.path_off, tp.path_len};
-    r->query = (pagi_str){p->arena + tp.query_off, tp.query_len};
+    r->method = p->arena.data + p->method_off;
+    r->raw_path = (pagi_str){p->arena.data + tp.raw_off, tp.raw_len};
+    r->path = (pagi_str){p->arena.data + tp.path_off, tp.path_len};
+    r->query = (pagi_str){p->arena.data + tp.query_off, tp.query_len};
     r->headers = p->headers;
     r->header_count = p->nfields;
     r->content_length = clen;

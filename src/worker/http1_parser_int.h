@@ -9,6 +9,7 @@
 #include <http_parser.h>
 #include <stdint.h>
 
+#include "h1_arena.h"
 #include "http1_parser.h"
 
 /* The request line never reaches http-parser, so it needs a cap of its own
@@ -44,9 +45,10 @@ typedef enum h1_pstate {
     PS_ERROR
 } h1_pstate;
 
-/* Field positions are arena offsets: the arena moves while it grows. */
+/* Field positions are arena offsets: the arena moves while it grows. A head
+ * is at most 80 KiB (http-parser's ceiling), so 32 bits are plenty. */
 typedef struct h1_field {
-    size_t name_off, name_len, val_off, val_len;
+    uint32_t name_off, name_len, val_off, val_len;
 } h1_field;
 
 struct h1_parser {
@@ -55,8 +57,9 @@ struct h1_parser {
     void *ud;
     h1_pstate st;
 
-    char *arena; /* every string of the request, NUL-terminated */
-    size_t arena_len, arena_cap;
+    /* Head memory: allocated as the head arrives, released once the head
+     * was handed over (on_request), so a request being served holds none. */
+    h1_arena arena; /* every string of the request, NUL-terminated */
     h1_field *fields;
     size_t nfields, fields_cap;
     size_t nfields_seen; /* field lines in the current section, for the limit */
@@ -86,9 +89,8 @@ struct h1_parser {
 };
 
 int h1_is_tchar(unsigned char c);
-/** Room for n more arena bytes; offsets stay valid, pointers don't. */
-int h1_arena_reserve(h1_parser *p, size_t n);
-int h1_arena_put(h1_parser *p, const void *data, size_t n);
+/** Append a field (offsets into the arena); 0 or -1 (out of memory). */
+int h1_fields_push(h1_parser *p, h1_field f);
 /** Record the first error: status + static text; returns -1. */
 int h1_fail(h1_parser *p, int status, const char *text);
 /** The head is complete: validate it and fill p->req. 0 or -1 (h1_fail). */

@@ -1,5 +1,6 @@
 # src/worker: the event loop, connections, the PAGI scope engine, apps.
 libpagid_http1_a_SOURCES += \
+	src/worker/h1_arena.c src/worker/h1_arena.h \
 	src/worker/http1_parser.c src/worker/http1_parser.h \
 	src/worker/http1_parser_head.c src/worker/http1_parser_int.h \
 	src/worker/http1_response.c src/worker/http1_response.h

@@ -12,8 +12,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Small: a long-lived stream keeps one spare segment for its whole life. */
-#define SEG_MIN_CAP 4096
+/* Small enough that a segment with its header (48 B) is a 1 KiB malloc
+ * chunk, which glibc serves from its per-thread cache: a response's segment
+ * is allocated and freed per response (an empty queue holds none) at the
+ * cost of a few instructions. Bigger appends get a segment of their size. */
+#define SEG_MIN_CAP (1024 - 48)
 #define IOV_MAX_BATCH 64
 
 struct outq_seg {
@@ -153,7 +156,7 @@ static void outq_pop(outq *q)
     q->head = s->next;
     if (!q->head)
         q->tail = NULL;
-    if (s->fd < 0 && !q->spare && s->cap <= 4 * SEG_MIN_CAP)
+    if (s->fd < 0 && !q->spare && s->cap <= 4096)
         q->spare = s;
     else
         seg_free(s);
@@ -220,5 +223,9 @@ outq_result outq_write(outq *q, int sock, size_t *written)
         while (q->head && q->head->fd < 0 && q->head->pos == q->head->len)
             outq_pop(q);
     }
+    /* An empty queue holds no memory: an idle connection or a quiet stream
+     * keeps nothing here (the spare only saves a malloc within one burst). */
+    free(q->spare);
+    q->spare = NULL;
     return OUTQ_DONE;
 }

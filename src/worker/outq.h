@@ -14,7 +14,7 @@ typedef struct outq_seg outq_seg;
 
 typedef struct outq {
     outq_seg *head, *tail;
-    outq_seg *spare;  /* one emptied memory segment kept for reuse */
+    outq_seg *spare;  /* one emptied memory segment, reused until the queue is empty */
     size_t buffered;  /* bytes not yet written */
 } outq;
 
@@ -36,7 +36,8 @@ int outq_append_file(outq *q, int fd, off_t offset, size_t len);
 /** An empty queue lets go of its spare segment (a long-idle connection holds none). */
 void outq_trim(outq *q);
 static inline size_t outq_buffered(const outq *q) { return q->buffered; }
-/** Write as much as the socket takes; *written gets the byte count. */
+/** Write as much as the socket takes; *written gets the byte count. On
+ * OUTQ_DONE the queue holds no memory at all. */
 outq_result outq_write(outq *q, int sock, size_t *written);
 
 #endif

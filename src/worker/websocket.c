@@ -86,7 +86,7 @@ static int add_subprotocols(pagi_str v, pagi_str *out, size_t *n)
 /* A refused handshake never reaches the app: answer and close. */
 static void ws_reject(conn *c, int status, const char *text)
 {
-    log_info("websocket handshake from %s:%d refused with %d: %s", c->peer_host, c->peer_port,
+    log_info("websocket handshake from %s:%d refused with %d: %s", conn_peer_host(c), c->peer_port,
              status, text);
     buf *tmp = &c->w->scratch;
     buf_reset(tmp);

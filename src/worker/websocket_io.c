@@ -120,7 +120,7 @@ static void ws_finish(ws_conn *ws)
 static void ws_fail(ws_conn *ws, int code, const char *why)
 {
     conn *c = ws->c;
-    log_info("websocket %s:%d: %s; closing with %d", c->peer_host, c->peer_port, why, code);
+    log_info("websocket %s:%d: %s; closing with %d", conn_peer_host(c), c->peer_port, why, code);
     const char *word = code == WS_CLOSE_POLICY           ? reason_queue_overflow
                        : code == WS_CLOSE_TOO_BIG        ? reason_body_too_large
                        : code == WS_CLOSE_INTERNAL_ERROR ? reason_server_error
@@ -679,6 +679,13 @@ void ws_conn_free(conn *c)
     ws_maybe_release(ws);
 }
 
+/* A WebSocket connection began as HTTP/1: both sides' state goes. */
+static void ws_release(conn *c)
+{
+    ws_conn_free(c);
+    h1_conn_free(c);
+}
+
 const conn_proto ws_proto = {
     .name = "websocket",
     .on_input = ws_on_input,
@@ -688,4 +695,5 @@ const conn_proto ws_proto = {
     .waiting_for_input = ws_waiting_for_input,
     .on_close = ws_on_close,
     .on_header_timeout = ws_on_header_timeout,
+    .release = ws_release,
 };

@@ -681,6 +681,7 @@ out:;
     loop_drain_all(&w->loop); /* what the apps' teardown queued (timers they stopped) */
     state_table_unref(w->state);
     buf_free(&w->scratch);
+    buf_free(&w->rbuf);
     loop_destroy(&w->loop);
     free(r->acceptors);
     free(r);

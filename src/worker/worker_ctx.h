@@ -34,6 +34,8 @@ typedef struct worker_ctx {
     struct pagi_scope *scopes; /* those scopes (intrusive list) */
     conn *flush_list;     /* connections with output to write at the safe point */
     buf scratch;          /* reusable space for formatting response heads */
+    buf rbuf;             /* the read buffer, lent to a connection with no buffered input */
+    char peer_text[48];   /* conn_peer_host's answer (INET6_ADDRSTRLEN) */
     lifespan *lifespan;   /* the lifespan scope's driver */
     int draining;         /* graceful stop in progress: no keep-alive */
     void (*on_conn_count)(struct worker_ctx *w); /* called when n_conns or n_scopes drops */

@@ -17,7 +17,9 @@ typedef struct rec {
     char head[8192];
     char body[1 << 16];
     size_t body_len;
-    h1_request req; /* shallow: valid until reset */
+    h1_request req; /* shallow: its strings die when on_request returns */
+    int nul_ok;     /* every string of the head was NUL-terminated */
+    char path[64];  /* a copy of req.path */
 } rec;
 
 static const h1_limits deflim = {8192, 16384, 100, 1 << 20};
@@ -27,6 +29,12 @@ static int on_request(void *ud, const h1_request *r)
     rec *c = ud;
     c->requests++;
     c->req = *r;
+    c->nul_ok = r->raw_path.ptr[r->raw_path.len] == 0 && r->path.ptr[r->path.len] == 0 &&
+                r->query.ptr[r->query.len] == 0;
+    for (size_t i = 0; i < r->header_count; i++)
+        c->nul_ok &= r->headers[i].name.ptr[r->headers[i].name.len] == 0 &&
+                     r->headers[i].value.ptr[r->headers[i].value.len] == 0;
+    snprintf(c->path, sizeof c->path, "%.*s", (int)r->path.len, r->path.ptr);
     int n = snprintf(c->head, sizeof c->head, "%s|%d|%.*s|%.*s|%.*s|%lld|%d|%d|%d|%d|%d", r->method,
                      r->http_minor, (int)r->raw_path.len, r->raw_path.ptr, (int)r->path.len,
                      r->path.ptr, (int)r->query.len, r->query.ptr, (long long)r->content_length,
@@ -176,17 +184,8 @@ START_TEST(strings_nul_terminated)
     const char in[] = "POST /p%20q?a=b HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n";
     size_t used;
     ck_assert_int_eq(h1_parser_feed(p, in, sizeof in - 1, &used), H1_DONE);
-    ck_assert_str_eq(c.req.method, "POST");
-    ck_assert_int_eq(c.req.raw_path.ptr[c.req.raw_path.len], 0);
-    ck_assert_int_eq(c.req.path.ptr[c.req.path.len], 0);
-    ck_assert_int_eq(c.req.query.ptr[c.req.query.len], 0);
-    ck_assert_str_eq(c.req.path.ptr, "/p q");
-    ck_assert_str_eq(c.req.raw_path.ptr, "/p%20q");
-    ck_assert_str_eq(c.req.query.ptr, "a=b");
-    for (size_t i = 0; i < c.req.header_count; i++) {
-        ck_assert_int_eq(c.req.headers[i].name.ptr[c.req.headers[i].name.len], 0);
-        ck_assert_int_eq(c.req.headers[i].value.ptr[c.req.headers[i].value.len], 0);
-    }
+    ck_assert_int_eq(c.nul_ok, 1);
+    ck_assert(strncmp(c.head, "POST|1|/p%20q|/p q|a=b|", 23) == 0);
     ck_assert_int_eq(c.req.content_length, 0);
     h1_parser_free(p);
 }
@@ -514,8 +513,7 @@ START_TEST(pipelined)
         ck_assert_int_eq(h1_parser_feed(p, in + off, len - off, &used), H1_DONE);
         ck_assert_int_eq(c.requests, i + 1);
         ck_assert_int_eq(c.completes, i + 1);
-        ck_assert_uint_eq(c.req.path.len, 2);
-        ck_assert_mem_eq(c.req.path.ptr, paths[i], 2);
+        ck_assert_str_eq(c.path, paths[i]);
         ck_assert_uint_eq(c.body_len, strlen(bodies[i]));
         ck_assert_mem_eq(c.body, bodies[i], c.body_len);
         /* without a reset the parser stays put */

@@ -1,4 +1,10 @@
 # tests/unit for src/worker
+check_PROGRAMS += tests/unit/test_h1_arena
+TESTS += tests/unit/test_h1_arena
+tests_unit_test_h1_arena_SOURCES = tests/unit/test_h1_arena.c
+tests_unit_test_h1_arena_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_h1_arena_LDADD = $(HTTP1_LIBS) $(CHECK_LIBS)
+
 check_PROGRAMS += tests/unit/test_http1_parser
 TESTS += tests/unit/test_http1_parser
 tests_unit_test_http1_parser_SOURCES = tests/unit/test_http1_parser.c
