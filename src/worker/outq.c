@@ -141,14 +141,6 @@ int outq_append_file(outq *q, int fd, off_t offset, size_t len)
     return 0;
 }
 
-void outq_trim(outq *q)
-{
-    if (q->head)
-        return;
-    free(q->spare);
-    q->spare = NULL;
-}
-
 /* Drop the fully written head segment, keeping one memory segment around. */
 static void outq_pop(outq *q)
 {

@@ -33,8 +33,6 @@ char *outq_reserve(outq *q, size_t n);
 void outq_commit(outq *q, size_t n);
 /** Queue len bytes of fd from offset; the queue takes ownership of fd. */
 int outq_append_file(outq *q, int fd, off_t offset, size_t len);
-/** An empty queue lets go of its spare segment (a long-idle connection holds none). */
-void outq_trim(outq *q);
 static inline size_t outq_buffered(const outq *q) { return q->buffered; }
 /** Write as much as the socket takes; *written gets the byte count. On
  * OUTQ_DONE the queue holds no memory at all. */

@@ -585,11 +585,9 @@ static void ws_on_written(conn *c)
     ws_conn *ws = c->ws;
     h1_conn *h = &c->h1;
     /* Called from a flush (a safe point, never inside the HTTP/1 parser): once the 101 is out
-     * the connection never parses HTTP/1 again, and an idle one holds no output segment. */
+     * the connection never parses HTTP/1 again. */
     if (ws->state >= WS_OPEN && h->parser)
         h1_conn_drop_parser(c);
-    if (outq_buffered(&c->out) == 0)
-        outq_trim(&c->out);
     if (h->above_high && outq_buffered(&c->out) < c->w->cfg->low_watermark) {
         h->above_high = 0;
         scope_notify_drain(h->scope);

@@ -110,31 +110,6 @@ START_TEST(empty_queue)
 }
 END_TEST
 
-/* An emptied queue keeps one spare segment until trimmed; a queue with bytes keeps it too. */
-START_TEST(trim_lets_go_of_the_spare)
-{
-    outq q;
-    outq_init(&q);
-    sink k = {0};
-    ck_assert_int_eq(outq_append(&q, "hello", 5), 0);
-    flush_all(&q, &k);
-    ck_assert_ptr_nonnull(q.spare);
-    ck_assert_int_eq(outq_append(&q, "again", 5), 0); /* reuses the spare */
-    outq_trim(&q);
-    ck_assert_uint_eq(outq_buffered(&q), 5); /* bytes queued: nothing is dropped */
-    flush_all(&q, &k);
-    ck_assert_ptr_nonnull(q.spare);
-    outq_trim(&q);
-    ck_assert_ptr_null(q.spare);
-    ck_assert_int_eq(outq_append(&q, "!", 1), 0);
-    flush_all(&q, &k);
-    ck_assert_uint_eq(k.n, 11);
-    ck_assert(memcmp(k.p, "helloagain!", 11) == 0);
-    free(k.p);
-    outq_free(&q);
-}
-END_TEST
-
 START_TEST(append_across_segment_boundaries)
 {
     enum { N = 7 };
@@ -474,7 +449,6 @@ static Suite *suite(void)
     TCase *t = tcase_create("memory");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, empty_queue);
-    tcase_add_test(t, trim_lets_go_of_the_spare);
     tcase_add_test(t, append_across_segment_boundaries);
     tcase_add_test(t, large_appends);
     tcase_add_test(t, reserve_commit);
