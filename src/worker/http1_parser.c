@@ -146,13 +146,16 @@ h1_parser *h1_parser_new(const h1_limits *limits, const h1_parser_callbacks *cb,
     if (p->lim.max_body_size == 0 || p->lim.max_body_size > (size_t)INT64_MAX)
         p->lim.max_body_size = (size_t)INT64_MAX;
     /* All a valid head can put in the arena: the request line and header
-     * bytes, two NULs per field, then head_finish's copies (host, raw and
-     * decoded path, the merged Cookie). Reading is bounded by the first part. */
+     * bytes (together at most the larger of max_request_line and
+     * max_header_size + H1_REQUEST_LINE_FREE, see head_add), two NULs per
+     * field, then head_finish's copies (host, raw and decoded path, the
+     * merged Cookie). Reading is bounded by the first part. */
     size_t line = p->lim.max_request_line;
     size_t hdr = p->lim.max_header_size < HTTP_MAX_HEADER_SIZE ? p->lim.max_header_size
                                                                 : HTTP_MAX_HEADER_SIZE;
     size_t cnt = p->lim.max_header_count < hdr ? p->lim.max_header_count : hdr;
-    h1_arena_init(&p->arena, line + hdr + 2 * cnt + 64, 4 * line + 2 * hdr + 4 * cnt + 256);
+    size_t head = hdr + H1_REQUEST_LINE_FREE > line ? hdr + H1_REQUEST_LINE_FREE : line;
+    h1_arena_init(&p->arena, head + 2 * cnt + 64, 4 * line + 2 * hdr + 4 * cnt + 256);
     if (cb)
         p->cb = *cb;
     p->ud = ud;
@@ -252,11 +255,15 @@ static inline int line_add(h1_parser *p, size_t n)
     return 0;
 }
 
-/* Count header-section bytes (name + value as sent), 431 past the limit. */
+/* Count header-section bytes (name + value as sent), 431 past the limit.
+ * The request line's bytes past H1_REQUEST_LINE_FREE count too. */
 static inline int head_add(h1_parser *p, size_t n)
 {
     p->head_bytes += n;
-    if (p->head_bytes > p->lim.max_header_size)
+    size_t line_excess = !p->in_trailers && p->line_len > H1_REQUEST_LINE_FREE
+                             ? p->line_len - H1_REQUEST_LINE_FREE
+                             : 0;
+    if (p->head_bytes > p->lim.max_header_size || line_excess > p->lim.max_header_size - p->head_bytes)
         return h1_fail(p, 431,
                        p->in_trailers ? "trailer section too large"
                                       : "request header section too large");

@@ -15,6 +15,10 @@
 /* The request line never reaches http-parser, so it needs a cap of its own
  * even when the configured limit is 0 (unlimited) or absurd. */
 #define H1_HARD_REQUEST_LINE (64 * 1024)
+/* The part of a request line that is free; bytes past it count against
+ * max_header_size (as nginx's header buffers hold both), so a head being
+ * read holds at most max_header_size plus this and a small constant. */
+#define H1_REQUEST_LINE_FREE 1024
 /* Chunk extensions are ignored; bound what a client can make us skip. */
 #define H1_MAX_CHUNK_EXT 4096
 #define H1_MAX_CHUNK_EXT_TOTAL (64 * 1024)

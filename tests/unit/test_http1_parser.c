@@ -1013,6 +1013,23 @@ START_TEST(header_size_limit)
 }
 END_TEST
 
+/* A request line past H1_REQUEST_LINE_FREE (1 KiB) counts against
+ * max_header_size, so a head being read holds at most about that limit. */
+START_TEST(long_request_line_counts_against_header_size)
+{
+    h1_limits lim = deflim;
+    lim.max_request_line = 8192;
+    lim.max_header_size = 1000;
+    static char in[9000];
+    /* fields "Host: h" count 6: the line may pass 1 KiB by 994 bytes */
+    ok_lim(&lim, in, make_line(in, 1024 + 994));
+    bad_lim(&lim, in, make_line(in, 1024 + 995), 431);
+    bad_lim(&lim, in, make_line(in, 8000), 431);
+    /* with the default-sized header limit an 8 KiB line is fine */
+    ok(in, make_line(in, 8000));
+}
+END_TEST
+
 static size_t make_count(char *out, size_t fields)
 {
     size_t n = (size_t)sprintf(out, "GET / HTTP/1.1\r\nHost: h\r\n");
@@ -1192,6 +1209,7 @@ static Suite *suite(void)
     tcase_add_test(t, request_line_limit_early);
     tcase_add_test(t, request_line_hard_cap);
     tcase_add_test(t, header_size_limit);
+    tcase_add_test(t, long_request_line_counts_against_header_size);
     tcase_add_test(t, header_count_limit);
     tcase_add_test(t, header_limit_above_http_parser);
     tcase_add_test(t, trailer_limits);
