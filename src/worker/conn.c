@@ -28,7 +28,7 @@ static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents);
 static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents);
 
 conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
-               int server_port)
+               int server_port, const conn_proto *proto)
 {
     conn *c = calloc(1, sizeof *c);
     if (!c) {
@@ -55,8 +55,8 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     outq_init(&c->out);
-    c->proto = &h1_proto;
-    if (h1_conn_init(c) < 0) {
+    c->proto = proto;
+    if (proto->init && proto->init(c) < 0) {
         close(fd);
         free(c);
         return NULL;
@@ -377,7 +377,7 @@ void conn_flush(conn *c)
     if (c->state == CONN_CLOSING) {
         if (r == OUTQ_DONE) {
             /* Linger only when the client may still be sending: else a plain close. */
-            if (c->eof || (buf_size(&c->in) == 0 && c->h1.msg_complete))
+            if (c->eof || (buf_size(&c->in) == 0 && !c->proto->peer_may_send(c)))
                 conn_close(c, NULL);
             else
                 conn_set_state(c, CONN_LINGER);

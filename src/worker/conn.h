@@ -50,6 +50,11 @@ typedef struct conn_proto {
     int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
     void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
     void (*on_header_timeout)(conn *c);
+    /* Our last bytes are written: may the peer still be sending what we
+     * answered (then the connection lingers, so no RST eats the answer)? */
+    int (*peer_may_send)(const conn *c);
+    /* Set up the protocol's state on a new connection (NULL: nothing to do). */
+    int (*init)(conn *c);
     /* Free every byte of protocol state. conn_close calls it exactly once,
      * after on_close and after the socket is closed; nothing runs after it. */
     void (*release)(conn *c);
@@ -85,9 +90,9 @@ struct conn {
     struct ws_conn *ws; /* set once the connection is a WebSocket (owned) */
 };
 
-/** Take an accepted socket; returns NULL (socket closed) on failure. */
+/** Take an accepted socket speaking proto first; returns NULL (socket closed) on failure. */
 conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
-               int server_port);
+               int server_port, const conn_proto *proto);
 /**
  * The peer's address as text ("127.0.0.1", "::1"), "" on a unix socket.
  * The string lives in the worker and is valid until the next call.

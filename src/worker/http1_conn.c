@@ -40,6 +40,9 @@ int h1_conn_init(conn *c)
     return 0;
 }
 
+/* The request we answered may still be arriving (its body unread). */
+static int h1_conn_peer_may_send(const conn *c) { return !c->h1.msg_complete; }
+
 /*
  * The parser lives from the first byte of a request to the end of its
  * message: a connection between requests (or serving a long stream) holds
@@ -412,5 +415,7 @@ const conn_proto h1_proto = {
     .waiting_for_input = h1_conn_waiting_for_body,
     .on_close = h1_conn_on_close,
     .on_header_timeout = h1_conn_header_timeout,
+    .peer_may_send = h1_conn_peer_may_send,
+    .init = h1_conn_init,
     .release = h1_conn_free,
 };

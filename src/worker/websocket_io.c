@@ -684,6 +684,14 @@ static void ws_release(conn *c)
     h1_conn_free(c);
 }
 
+/* After the closing handshake nothing more is awaited from the peer; bytes it
+ * had already sent still make the connection linger (conn_flush). */
+static int ws_peer_may_send(const conn *c)
+{
+    (void)c;
+    return 0;
+}
+
 const conn_proto ws_proto = {
     .name = "websocket",
     .on_input = ws_on_input,
@@ -693,5 +701,6 @@ const conn_proto ws_proto = {
     .waiting_for_input = ws_waiting_for_input,
     .on_close = ws_on_close,
     .on_header_timeout = ws_on_header_timeout,
+    .peer_may_send = ws_peer_may_send,
     .release = ws_release,
 };

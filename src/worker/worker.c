@@ -205,7 +205,7 @@ static int accept_batch(acceptor *a, int force)
         taken++;
         if (w->stats)
             shm_add(&w->stats->accepted, 1);
-        conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port);
+        conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port, &h1_proto);
         if (c && a->status)
             c->status_listener = 1;
     }
