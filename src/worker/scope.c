@@ -140,6 +140,7 @@ static void scope_free(pagi_scope *s)
     cb_list_free(&s->on_drain);
     buf_free(&s->delivery);
     free(s->req_block);
+    free(s->error);
     pagi_scope_type type = s->type;
     if (type != PAGI_SCOPE_LIFESPAN) {
         if (s->prev)
@@ -186,7 +187,12 @@ int scope_fail(pagi_scope *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->error, sizeof s->error, fmt, ap);
+    /* Most scopes are never refused anything: the message's room is
+     * allocated at the first refusal, not carried by every scope. */
+    if (!s->error)
+        s->error = malloc(SCOPE_ERROR_MAX);
+    if (s->error)
+        vsnprintf(s->error, SCOPE_ERROR_MAX, fmt, ap);
     va_end(ap);
     return -1;
 }

@@ -170,7 +170,10 @@ void pagi_scope_set_userdata(pagi_scope *s, void *data, void (*release)(pagi_sco
 
 void *pagi_scope_userdata(const pagi_scope *s) { return s->userdata; }
 
-const char *pagi_scope_error(const pagi_scope *s) { return s->error; }
+const char *pagi_scope_error(const pagi_scope *s)
+{
+    return s->error ? s->error : "";
+}
 
 /* ---- pagi.connection ---- */
 

@@ -19,6 +19,8 @@ typedef struct scope_cb_list {
     size_t n, cap;
 } scope_cb_list;
 
+#define SCOPE_ERROR_MAX 256
+
 struct pagi_scope {
     pagi_scope_type type;
     int refs;
@@ -36,7 +38,7 @@ struct pagi_scope {
     void *userdata;
     void (*release)(pagi_scope *s, void *data);
     state_table *state;
-    char error[256];
+    char *error; /* the last refusal's message (SCOPE_ERROR_MAX), allocated at the first */
 
     /* receive */
     pagi_receive_cb recv_cb;
