@@ -128,7 +128,8 @@ measure() { # server mode: prints bytes per connection, or n/a (why)
     echo "${out%%$'\n'*}"
 }
 
-ROWS=(fresh idle idle8k sse slowloris ws wsdeflate)
+# ROWS="ws sse" measures only those rows.
+read -r -a ROWS <<<"${ROWS:-fresh idle idle8k sse slowloris ws wsdeflate}"
 declare -A LABEL=([fresh]="fresh connection (no request)" [idle]="idle keep-alive (small request)"
     [idle8k]="idle after an 8 KB header" [sse]="SSE stream (1 event/s)"
     [slowloris]="slowloris head (30 KB, unfinished)" [ws]="WebSocket (after one echo)"

@@ -291,6 +291,12 @@ static void deliver_job(const runq_item *it)
             s->recv_waiting = 0;
             s->recv_cb = NULL;
             cb(s, &ev, ud);
+            /* The event was valid only during cb: with nothing more to
+             * deliver, its bytes' copy is not kept (an idle connection holds
+             * none); a stream of events reuses it. */
+            pagi_event probe = PAGI_EVENT_INIT(PAGI_EV_NONE);
+            if (s->delivery.cap && !s->ops->next_event(s, &probe, 0))
+                buf_free(&s->delivery);
         }
     }
     scope_unref(s);

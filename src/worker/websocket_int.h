@@ -67,7 +67,7 @@ typedef struct ws_conn {
     buf msg;           /* the message being assembled (inflated if compressed) */
     utf8_validator u8;
     size_t ctl_len;
-    uint8_t ctl[WS_MAX_CONTROL_PAYLOAD]; /* control frame payload being assembled */
+    uint8_t *ctl; /* a control frame's payload (WS_MAX_CONTROL_PAYLOAD), owned only while one is read */
 
     /* messages for the app */
     ws_msg *q_head, *q_tail;

@@ -275,6 +275,7 @@ void ws_maybe_release(ws_conn *ws)
     buf_free(&ws->msg);
     free(ws->end_text);
     free(ws->ka);
+    free(ws->ctl);
     free(ws);
     scope_detach(s);
 }
@@ -424,12 +425,12 @@ static int ws_on_message_end(ws_conn *ws)
     return 0;
 }
 
-static void ws_on_control(ws_conn *ws)
+static void ws_on_control(ws_conn *ws, const uint8_t *payload, size_t len)
 {
     switch (ws->fh.opcode) {
     case WS_OP_PING:
         if (ws->state == WS_OPEN)
-            ws_queue_frame(ws, WS_OP_PONG, ws->ctl, ws->ctl_len);
+            ws_queue_frame(ws, WS_OP_PONG, payload, len);
         break;
     case WS_OP_PONG:
         /* Any pong proves the peer alive; unsolicited ones need nothing else. */
@@ -440,7 +441,7 @@ static void ws_on_control(ws_conn *ws)
         int code;
         const uint8_t *reason;
         size_t rlen;
-        int bad = ws_close_parse(ws->ctl, ws->ctl_len, &code, &reason, &rlen);
+        int bad = ws_close_parse(payload, len, &code, &reason, &rlen);
         if (bad) {
             ws_fail(ws, bad,
                     bad == WS_CLOSE_INVALID_PAYLOAD ? "close reason is not UTF-8"
@@ -508,6 +509,13 @@ static void ws_read_frames(ws_conn *ws)
                     return;
                 }
             }
+            /* A control frame's payload is kept apart (it may come between a
+             * message's fragments); its room exists only while it is read. */
+            if (ws->fh.opcode >= 8 && ws->fh.len > 0 && !ws->ctl &&
+                !(ws->ctl = malloc(WS_MAX_CONTROL_PAYLOAD))) {
+                conn_close(c, reason_server_error);
+                return;
+            }
             buf_consume(&c->in, (size_t)r);
             ws->in_frame = 1;
             ws->frame_done = 0;
@@ -530,8 +538,15 @@ static void ws_read_frames(ws_conn *ws)
         if (ws->frame_done < ws->fh.len)
             break;
         ws->in_frame = 0;
-        if (ws->fh.opcode >= 8)
-            ws_on_control(ws);
+        if (ws->fh.opcode >= 8) {
+            uint8_t payload[WS_MAX_CONTROL_PAYLOAD];
+            size_t len = ws->ctl_len;
+            if (len)
+                memcpy(payload, ws->ctl, len);
+            free(ws->ctl);
+            ws->ctl = NULL;
+            ws_on_control(ws, payload, len);
+        }
         else if (ws->fh.fin && ws_on_message_end(ws) < 0)
             return;
     }
