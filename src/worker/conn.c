@@ -180,6 +180,10 @@ void conn_refresh(conn *c)
 {
     if (c->state == CONN_CLOSED)
         return;
+    /* Input left over earlier (a paused queue, body past the mark) may have
+     * been consumed outside a read callback: an emptied buffer is not kept. */
+    if (!c->in_lent && buf_size(&c->in) == 0)
+        buf_free(&c->in);
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_NONE);
 }

@@ -298,8 +298,10 @@ int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type
     if (h->msg_complete)
         h->body_end_delivered = 1;
     conn_refresh(c); /* room again: resume reading */
-    if (!h->msg_complete && buf_size(&c->in) > 0)
+    if (!h->msg_complete && buf_size(&c->in) > 0) {
         h1_conn_on_input(c);
+        conn_refresh(c);
+    }
     return 1;
 }
 

@@ -456,6 +456,10 @@ static size_t run(h1_parser *p, const char *d, size_t len)
                 h1_fail(p, 400, "bare CR in request line");
                 return i;
             }
+            /* The line's bytes past its free KiB count now, so a head with no
+             * fields (HTTP/1.0) is held to the same bound. */
+            if (head_add(p, 0) < 0)
+                return i;
             p->st = PS_HDR_LINE;
             p->nfields_seen = 0;
             return i + 1; /* the caller now starts http-parser */

@@ -10,13 +10,15 @@ static struct {
     ev_timer timer;
     struct ev_loop *ev;
     size_t noted;
+    double last; /* ev_now of the last trim; 0 = none yet */
 } trim;
 
 static void memtrim_on_timer(struct ev_loop *ev, ev_timer *t, int revents)
 {
-    (void)ev, (void)t, (void)revents;
+    (void)t, (void)revents;
     trim.noted = 0;
     malloc_trim(0);
+    trim.last = ev_now(ev);
 }
 
 void memtrim_note(struct ev_loop *ev, size_t bytes)
@@ -33,9 +35,20 @@ void memtrim_note(struct ev_loop *ev, size_t bytes)
         trim.ev = ev;
     }
     if (!ev_is_active(&trim.timer)) {
-        ev_timer_set(&trim.timer, MEMTRIM_DELAY, 0.);
+        double at = MEMTRIM_DELAY;
+        if (trim.last > 0 && trim.last + MEMTRIM_MIN_INTERVAL - ev_now(ev) > at)
+            at = trim.last + MEMTRIM_MIN_INTERVAL - ev_now(ev);
+        ev_timer_set(&trim.timer, at, 0.);
         ev_timer_start(ev, &trim.timer);
     }
+}
+
+void memtrim_stop(void)
+{
+    if (trim.ev)
+        ev_timer_stop(trim.ev, &trim.timer);
+    trim.ev = NULL;
+    trim.noted = 0;
 }
 
 size_t memtrim_pending(void)

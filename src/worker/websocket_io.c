@@ -317,7 +317,10 @@ static void ws_pause(ws_conn *ws)
 void ws_queue_taken(ws_conn *ws, size_t len)
 {
     ws->q_bytes -= len;
-    memtrim_note(ws_loop_or_null(ws), len);
+    /* Only big messages count: small ones come back from malloc's caches,
+     * and trimming for ordinary traffic would stall the loop for nothing. */
+    if (len >= MEMTRIM_BIG)
+        memtrim_note(ws_loop_or_null(ws), len);
     if (!ws->paused || !ws->c || ws->state == WS_GONE)
         return;
     ws->paused = 0;

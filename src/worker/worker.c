@@ -26,6 +26,7 @@
 #include "app_registry.h"
 #include "conn.h"
 #include "lifespan.h"
+#include "memtrim.h"
 #include "mount.h"
 #include "reason.h"
 #include "scope.h"
@@ -682,6 +683,7 @@ out:;
     state_table_unref(w->state);
     buf_free(&w->scratch);
     buf_free(&w->rbuf);
+    memtrim_stop();
     loop_destroy(&w->loop);
     free(r->acceptors);
     free(r);

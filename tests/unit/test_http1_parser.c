@@ -1027,6 +1027,10 @@ START_TEST(long_request_line_counts_against_header_size)
     bad_lim(&lim, in, make_line(in, 8000), 431);
     /* with the default-sized header limit an 8 KiB line is fine */
     ok(in, make_line(in, 8000));
+    /* a head without fields (HTTP/1.0) is held to the same bound */
+    size_t n = make_line(in, 3000);
+    memcpy(in + n - strlen("1.1\r\nHost: h\r\n\r\n"), "1.0\r\n\r\n", strlen("1.0\r\n\r\n") + 1);
+    bad_lim(&lim, in, strlen(in), 431);
 }
 END_TEST
 
