@@ -416,7 +416,8 @@ static const key_def limits_keys[] = {
     SIZE_KEY(max_header_size, limits.max_header_size, 64, SIZE_MAX),
     COUNT_KEY(max_header_count, limits.max_header_count, 1, 100000),
     SIZE_KEY(max_body_size, limits.max_body_size, 0, SIZE_MAX),
-    SIZE_KEY(max_ws_message_size, limits.max_ws_message_size, 1, SIZE_MAX),
+    /* bounded so the limit arithmetic (inflate room, wire slack) cannot wrap */
+    SIZE_KEY(max_ws_message_size, limits.max_ws_message_size, 1, (size_t)1 << 40),
     COUNT_KEY(max_receive_queue, limits.max_receive_queue, 1, 10000000),
     SIZE_KEY(max_receive_queue_size, limits.max_receive_queue_size, 1, SIZE_MAX),
     {NULL, NULL, 0, NULL, 0, 0},
