@@ -531,7 +531,8 @@ static void ws_read_frames(ws_conn *ws)
         if (take)
             ws_unmask(p, take, ws->fh.mask, ws->frame_done);
         if (ws->fh.opcode >= 8) {
-            memcpy(ws->ctl + ws->ctl_len, p, take);
+            if (take) /* an empty control frame has no room allocated */
+                memcpy(ws->ctl + ws->ctl_len, p, take);
             ws->ctl_len += take;
         } else if (take && ws_on_payload(ws, p, take) < 0) {
             return;
