@@ -33,9 +33,9 @@ names=${*:-$all}
 # = only if it exists), then -l flags
 sources() {
     case $1 in
-        http1_parser) echo "src/worker/http1_parser.c src/worker/http1_parser_head.c -lhttp_parser" ;;
+        http1_parser) echo "src/worker/http1_parser.c src/worker/http1_parser_head.c src/worker/h1_arena.c -lhttp_parser" ;;
         # every config*.c: the loader is split across files and may be split further
-        config) echo "$(cd "$top" && echo src/common/config*.c) src/common/buf.c ?src/common/access_format.c -lyaml" ;;
+        config) echo "$(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c -lyaml" ;;
         ws_frame) echo "src/worker/ws_frame.c src/worker/utf8.c" ;;
         ws_deflate) echo "src/worker/ws_deflate.c src/common/buf.c -lz" ;;
         utf8) echo "src/worker/utf8.c" ;;
