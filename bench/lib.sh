@@ -23,6 +23,17 @@ stop_server() { # name: TERM by its own pid, then KILL its process group
     wait "$pid" 2>/dev/null || true
 }
 
+launch() { # name dir command...: run it in its own session (setsid), logs in dir
+    local name=$1 dir=$2
+    shift 2
+    setsid "$@" >"$dir/stdout.log" 2>&1 </dev/null &
+    PID[$name]=$!
+}
+
+launch_nginx() { # name dir: nginx on dir/nginx.conf, prefix and error log in dir
+    launch "$1" "$2" "$NGINX" -p "$2" -c "$2/nginx.conf" -e "$2/error.log"
+}
+
 cleanup() {
     local rc=$? name
     trap - EXIT INT TERM

@@ -72,9 +72,7 @@ http {
     }
 }
 EOF
-    setsid "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
-        >"$dir/stdout.log" 2>&1 </dev/null &
-    PID[$name]=$!
+    launch_nginx "$name" "$dir"
 }
 
 # The echo app: small answers, a WebSocket echo, SSE streams with an interval.
@@ -91,9 +89,7 @@ timeouts:
   header: 300s
   ws_idle: 300s
 EOF
-    setsid "$PAGID" -w 1 -l "127.0.0.1:$port" -a echo -c "$dir/pagid.yaml" \
-        >"$dir/stdout.log" 2>&1 </dev/null &
-    PID[$name]=$!
+    launch "$name" "$dir" "$PAGID" -w 1 -l "127.0.0.1:$port" -a echo -c "$dir/pagid.yaml"
 }
 
 worker_of() { # name: the worker (the master's child)

@@ -81,17 +81,13 @@ http {
     }
 }
 EOF
-    setsid "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
-        >"$dir/stdout.log" 2>&1 </dev/null &
-    PID[$name]=$!
+    launch_nginx "$name" "$dir"
 }
 
 start_pagid() { # name port
     local name=$1 port=$2 dir=$WORK/$1
     mkdir -p "$dir"
-    setsid "$PAGID" -w 1 -l "127.0.0.1:$port" -a hello \
-        >"$dir/stdout.log" 2>&1 </dev/null &
-    PID[$name]=$!
+    launch "$name" "$dir" "$PAGID" -w 1 -l "127.0.0.1:$port" -a hello
 }
 
 wait_ready() { # name port: up to 10 s for a 200 with the expected body
