@@ -176,14 +176,23 @@ static void conn_update_read(conn *c)
     }
 }
 
+/*
+ * A connection's own input buffer exists only while it holds bytes. Input
+ * left over earlier (a pipelined request, a paused queue, body past the mark)
+ * may be consumed outside a read callback too, so every place that settles
+ * the connection asks here. A lent buffer goes back through conn_return_input.
+ */
+static void conn_drop_empty_input(conn *c)
+{
+    if (!c->in_lent && buf_size(&c->in) == 0)
+        buf_free(&c->in);
+}
+
 void conn_refresh(conn *c)
 {
     if (c->state == CONN_CLOSED)
         return;
-    /* Input left over earlier (a paused queue, body past the mark) may have
-     * been consumed outside a read callback: an emptied buffer is not kept. */
-    if (!c->in_lent && buf_size(&c->in) == 0)
-        buf_free(&c->in);
+    conn_drop_empty_input(c);
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_NONE);
 }
@@ -199,9 +208,7 @@ void conn_set_state(conn *c, conn_state s)
         shutdown(c->fd, SHUT_WR);
         buf_reset(&c->in);
     }
-    /* Between requests a connection holds no input memory (unless lent). */
-    if (s == CONN_WAIT_REQUEST && !c->in_lent && buf_size(&c->in) == 0)
-        buf_free(&c->in);
+    conn_drop_empty_input(c);
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_NONE);
 }
@@ -258,8 +265,7 @@ static void conn_lend_input(conn *c)
 static int conn_return_input(conn *c)
 {
     if (!c->in_lent) {
-        if (buf_size(&c->in) == 0)
-            buf_free(&c->in);
+        conn_drop_empty_input(c);
         return 0;
     }
     buf lent = c->in;
