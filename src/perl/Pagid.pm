@@ -163,8 +163,19 @@ sub HAVE_MULTIPLE_FILEHANDLES { 1 }
 
 package main;
 # exit() in an app would end the worker from inside a callback: make it a die
-# (the scope fails, the worker goes on), as mod_perl does.
-BEGIN { *CORE::GLOBAL::exit = sub { die "exit(" . ($_[0] // 0) . ") called by the app\n" } }
+# (the scope fails, the worker goes on), as mod_perl does. In a process forked
+# from the worker it exits (without pagid's teardown, which is the worker's).
+$PAGI::Server::Pagid::WORKER_PID = $$;
+BEGIN {
+    *CORE::GLOBAL::exit = sub {
+        if ($$ != $PAGI::Server::Pagid::WORKER_PID) {
+            $_->flush for grep { defined fileno $_ } *STDOUT{IO}, *STDERR{IO};
+            require POSIX;
+            POSIX::_exit($_[0] // 0);
+        }
+        die "exit(" . ($_[0] // 0) . ") called by the app\n";
+    };
+}
 use Scalar::Util ();
 use Time::HiRes ();
 use Future::IO;

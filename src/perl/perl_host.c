@@ -50,11 +50,25 @@ static const char *start_interpreter(void)
     }
     perl_host_interp = my_perl;
     perl_xs_boot(aTHX);
+    perl_loop_boot(aTHX);
     eval_pv(perl_glue_source, FALSE);
     if (SvTRUE(ERRSV)) {
         pagi_log(perl_host_loop, 0, "perl: the pagid glue failed to load: %s", SvPV_nolen(ERRSV));
         return "the Perl host's glue failed to load (are libfuture-perl and "
                "libfuture-io-perl installed?)";
+    }
+    /* The hooks for foreign event loops (require, IO::Async, AnyEvent): a
+     * few assignments; their modules compile only when an app asks. */
+    const char *hooks = NULL;
+    for (const perl_module *m = perl_modules; m->name; m++)
+        if (strcmp(m->name, "PAGI/Server/Pagid/Loops.pm") == 0)
+            hooks = m->source;
+    if (hooks)
+        eval_pv(hooks, FALSE);
+    if (!hooks || SvTRUE(ERRSV)) {
+        pagi_log(perl_host_loop, 0, "perl: the pagid loop hooks failed to load: %s",
+                 hooks ? SvPV_nolen(ERRSV) : "missing");
+        return "the Perl host's loop hooks failed to load";
     }
     return NULL;
 }
@@ -65,11 +79,13 @@ static void stop_interpreter(void)
     if (!my_perl)
         return;
     perl_xs_stop_watches(aTHX);
+    perl_loop_stop_watchers(aTHX);
     PL_perl_destruct_level = 1;
     perl_destruct(my_perl);
     perl_free(my_perl);
     perl_host_interp = NULL;
     perl_xs_free_watches();
+    perl_loop_free_watchers();
 }
 
 /* Call a glue function in list context with string args; returns its first result (owned). */

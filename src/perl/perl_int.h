@@ -55,4 +55,18 @@ SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
 extern const char perl_glue_source[];
 
+/* perl_modules.c (generated from src/perl/lib/): modules served to `require`. */
+typedef struct perl_module {
+    const char *name; /* as require sees it: "IO/Async/Loop/Pagid.pm" */
+    const char *source;
+} perl_module;
+extern const perl_module perl_modules[]; /* ends with a NULL name */
+
+/* perl_loop_xs.c: watchers for IO::Async/AnyEvent on the worker's loop. */
+void perl_loop_boot(pTHX);
+/* The host's teardown: stop every watcher still running, drop its callback. */
+void perl_loop_stop_watchers(pTHX);
+/* After perl_destruct: free the watchers left. */
+void perl_loop_free_watchers(void);
+
 #endif

@@ -54,6 +54,8 @@ int loop_init(pagi_loop *l, struct ev_loop *ev)
     return 0;
 }
 
+struct ev_loop *loop_ev(pagi_loop *l) { return l->ev; }
+
 void loop_destroy(pagi_loop *l)
 {
     ev_ref(l->ev);

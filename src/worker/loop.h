@@ -31,5 +31,8 @@ void loop_destroy(pagi_loop *l);
 int loop_queue(pagi_loop *l, runq_fn fn, runq_any_fn cb, void *a, void *b, void *c);
 /** Run queue rounds until empty (used at shutdown). */
 void loop_drain_all(pagi_loop *l);
+/** The libev loop under l: the Perl host's IO::Async/AnyEvent watchers
+ * (signals, child processes) go on it directly. */
+struct ev_loop *loop_ev(pagi_loop *l);
 
 #endif
