@@ -23,6 +23,7 @@ PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
           python3-websockets nginx-light wrk hey chromium chromium-driver
           clang libclang-rt-14-dev systemd
           libperl-dev libfuture-perl libfuture-asyncawait-perl libfuture-io-perl
+          libio-async-perl libanyevent-perl libnet-async-http-perl
           dpkg-dev debhelper fakeroot lintian mandoc debootstrap systemd-container)
 
 say() { printf '==> %s\n' "$*"; }
