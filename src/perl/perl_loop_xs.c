@@ -43,7 +43,10 @@ typedef struct loop_watcher {
 static loop_watcher *live;
 static pid_t worker_pid; /* the process whose loop these are */
 
-static struct ev_loop *ev_of_host(void) { return loop_ev(perl_host_loop); }
+static struct ev_loop *ev_of_host(void)
+{
+    return loop_ev(perl_host_loop);
+}
 
 static void lw_link(loop_watcher *n)
 {
@@ -68,11 +71,20 @@ static void lw_stop(loop_watcher *n)
 {
     struct ev_loop *ev = ev_of_host();
     switch (n->kind) {
-    case LW_IO: ev_io_stop(ev, &n->w.io); break;
-    case LW_TIMER: ev_timer_stop(ev, &n->w.timer); break;
-    case LW_SIGNAL: ev_signal_stop(ev, &n->w.sig); break;
-    case LW_CHILD: ev_child_stop(ev, &n->w.child); break;
-    default: break;
+    case LW_IO:
+        ev_io_stop(ev, &n->w.io);
+        break;
+    case LW_TIMER:
+        ev_timer_stop(ev, &n->w.timer);
+        break;
+    case LW_SIGNAL:
+        ev_signal_stop(ev, &n->w.sig);
+        break;
+    case LW_CHILD:
+        ev_child_stop(ev, &n->w.child);
+        break;
+    default:
+        break;
     }
 }
 
@@ -104,7 +116,10 @@ static void lw_fire(loop_watcher *n, SV *a1, SV *a2)
         free(n);
 }
 
-static void on_io(struct ev_loop *ev, ev_io *w, int revents) { lw_fire(w->data, NULL, NULL); }
+static void on_io(struct ev_loop *ev, ev_io *w, int revents)
+{
+    lw_fire(w->data, NULL, NULL);
+}
 
 static void on_timer(struct ev_loop *ev, ev_timer *w, int revents)
 {

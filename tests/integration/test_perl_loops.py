@@ -150,6 +150,9 @@ def net_async_http_to_itself(ctx):
     check_eq(status, 200, "status")
     check(body.startswith("fetched 200 ticks="), "Net::Async::HTTP fetched /ticks: %r" % body)
     check_eq(get(srv, "/fetch")[0], 200, "again (a pooled connection)")
+    status, body = get(srv, "/fetch?localhost")
+    check_eq(status, 200, "status by name")
+    check(body.startswith("fetched 200 ticks="), "by name, through IO::Async's resolver: %r" % body)
 
 
 @test(timeout=60)
@@ -218,6 +221,8 @@ def anyevent_on_pagids_loop(ctx):
     check_eq(get(srv, "/child"), (200, "child exit=7"),
              "AnyEvent->child; exit() in a forked child exits")
     check(wait_for(lambda: not proc_children(worker), 5), "the child was reaped")
+    check_eq(get(srv, "/signal"), (200, "got USR2"), "AnyEvent->signal")
+    check_eq(get(srv, "/idle"), (200, "idle ran 3 times"), "AnyEvent->idle")
 
 
 @test(timeout=60)

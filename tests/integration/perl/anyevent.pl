@@ -46,6 +46,19 @@ my %routes = (
         my $cw; $cw = AnyEvent->child(pid => $pid, cb => sub { undef $cw; $f->done($_[1] >> 8) });
         return $f->then(sub { reply($send, 200, "child exit=$_[0]") });
     },
+    '/signal' => sub {
+        my $send = $_[1];
+        my $f = Future->new;
+        my $sw; $sw = AnyEvent->signal(signal => 'USR2', cb => sub { undef $sw; $f->done('got USR2') });
+        kill 'USR2', $$;
+        return $f->then(sub { reply($send, 200, $_[0]) });
+    },
+    '/idle' => sub {
+        my $send = $_[1];
+        my ($n, $f) = (0, Future->new);
+        my $iw; $iw = AnyEvent->idle(cb => sub { return if ++$n < 3; undef $iw; $f->done($n) });
+        return $f->then(sub { reply($send, 200, "idle ran $_[0] times") });
+    },
     '/recv' => sub {
         my $cv = AnyEvent->condvar;
         my $t = AnyEvent->timer(after => 5, cb => sub { $cv->send });

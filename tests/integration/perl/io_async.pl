@@ -80,7 +80,9 @@ my %routes = (
         await reply($send, 200, 'stopped') },
     '/fetch' => async sub { my ($scope, $send) = @_;
         my $port = $scope->{server}[1];
-        my $res = await $http->GET("http://127.0.0.1:$port/ticks");
+        # ?localhost: the name goes through IO::Async's resolver (a Function of its own)
+        my $host = $scope->{query_string} =~ /^(localhost)$/ ? $1 : '127.0.0.1';
+        my $res = await $http->GET("http://$host:$port/ticks");
         await reply($send, 200, 'fetched ' . $res->code . ' ' . $res->content) },
     '/run' => async sub { $loop->run; },
     '/get' => async sub { $loop->delay_future(after => 5)->get; },
