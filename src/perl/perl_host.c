@@ -100,6 +100,7 @@ static SV *call_glue(pTHX_ const char *fn, SV **args, int nargs, char *err, size
         XPUSHs(args[i]);
     PUTBACK;
     int n = call_pv(fn, G_SCALAR | G_EVAL);
+    perl_child_guard();
     SPAGAIN;
     if (SvTRUE(ERRSV)) {
         if (err)

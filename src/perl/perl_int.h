@@ -68,5 +68,16 @@ void perl_loop_boot(pTHX);
 void perl_loop_stop_watchers(pTHX);
 /* After perl_destruct: free the watchers left. */
 void perl_loop_free_watchers(void);
+/* Set in a process forked from the worker (pthread_atfork). */
+extern int perl_forked_child;
+void perl_child_exit(void);
+/* After Perl code returns into pagid's: a process the app forked that got
+ * here (a die or a return in the child) must not go on as a second worker
+ * on the same connections and listeners. A flag test: no syscall. */
+#define perl_child_guard()                                                                         \
+    do {                                                                                           \
+        if (perl_forked_child)                                                                     \
+            perl_child_exit();                                                                     \
+    } while (0)
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@ typedef struct loop_watcher {
 
 static loop_watcher *live;
 static pid_t worker_pid; /* the process whose loop these are */
+int perl_forked_child;
 
 static struct ev_loop *ev_of_host(void)
 {
@@ -106,6 +108,7 @@ static void lw_fire(loop_watcher *n, SV *a1, SV *a2)
         XPUSHs(sv_2mortal(a2));
     PUTBACK;
     call_sv(cb, G_DISCARD | G_EVAL);
+    perl_child_guard();
     if (SvTRUE(ERRSV))
         pagi_log(perl_host_loop, 0, "perl: event loop callback died: %s", SvPV_nolen(ERRSV));
     FREETMPS;
@@ -331,6 +334,7 @@ static void child_after_fork(void)
     PerlInterpreter *my_perl = perl_host_interp;
     if (!my_perl || getpid() == worker_pid)
         return;
+    perl_forked_child = 1;
     for (int sig = 1; sig < NSIG; sig++) {
         if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT ||
             sig == SIGTRAP || sig == SIGKILL || sig == SIGSTOP)
@@ -347,6 +351,18 @@ static void child_after_fork(void)
     }
     /* Not a worker: ps, and whoever counts workers by their title, tell them apart. */
     proctitle_set("pagid: app process (forked by worker pid %d)", (int)worker_pid);
+}
+
+void perl_child_exit(void)
+{
+    dPERL;
+    const char *e = SvTRUE(ERRSV) ? SvPV_nolen(ERRSV) : "returned\n";
+    fprintf(stderr,
+            "pagid: a process forked by the app (pid %d) came back into the worker's code, "
+            "ending it: %s",
+            (int)getpid(), e);
+    fflush(stderr);
+    _exit(255);
 }
 
 void perl_loop_boot(pTHX)

@@ -86,6 +86,7 @@ static void call_method_sv(pTHX_ SV *obj, const char *method, SV *arg)
         XPUSHs(sv_2mortal(arg));
     PUTBACK;
     call_method(method, G_DISCARD | G_EVAL);
+    perl_child_guard();
     if (SvTRUE(ERRSV))
         pagi_log(perl_host_loop, 0, "perl: %s", SvPV_nolen(ERRSV));
     FREETMPS;
@@ -102,6 +103,7 @@ static void call_cb(pTHX_ SV *cb, SV *arg)
         XPUSHs(sv_2mortal(arg));
     PUTBACK;
     call_sv(cb, G_DISCARD | G_EVAL);
+    perl_child_guard();
     if (SvTRUE(ERRSV))
         pagi_log(perl_host_loop, 0, "perl: callback died: %s", SvPV_nolen(ERRSV));
     FREETMPS;
@@ -150,6 +152,7 @@ XS_INTERNAL(xs_receive)
     dXSARGS;
     if (items != 2)
         croak_xs_usage(cv, "h, future");
+    perl_child_guard(); /* a forked child must not act on the worker's connections */
     perl_handle *h = get_handle(aTHX_ ST(0));
     const char *err = usable(h);
     if (!err) {
@@ -194,6 +197,7 @@ XS_INTERNAL(xs_send)
     dXSARGS;
     if (items != 2)
         croak_xs_usage(cv, "h, event");
+    perl_child_guard(); /* a forked child must not act on the worker's connections */
     perl_handle *h = get_handle(aTHX_ ST(0));
     char buf[256];
     const char *err = usable(h);
@@ -235,6 +239,7 @@ XS_INTERNAL(xs_finish)
     dXSARGS;
     if (items != 2)
         croak_xs_usage(cv, "h, error");
+    perl_child_guard(); /* a forked child must not act on the worker's connections */
     perl_handle *h = get_handle(aTHX_ ST(0));
     if (h->s && !h->finished) {
         h->finished = 1;

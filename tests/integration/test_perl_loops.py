@@ -222,6 +222,15 @@ def anyevent_on_pagids_loop(ctx):
              "AnyEvent->child; exit() in a forked child exits")
     check(wait_for(lambda: not proc_children(worker), 5), "the child was reaped")
     check_eq(get(srv, "/signal"), (200, "got USR2"), "AnyEvent->signal")
+    for _ in range(3):
+        check_eq(get(srv, "/fork_die"), (200, "child exit=255"),
+                 "a forked child that dies back into pagid's code ends there, answering nothing")
+    check("came back into the worker's code, ending it: the child died" in srv.stderr(),
+          "and says so:\n" + srv.stderr()[-1000:])
+    check("the child died" not in srv.stderr().replace(
+        "came back into the worker's code, ending it: the child died", ""),
+        "the child's die did not fail a scope:\n" + srv.stderr()[-1000:])
+    check(wait_for(lambda: not proc_children(worker), 5), "the children were reaped")
     check_eq(get(srv, "/idle"), (200, "idle ran 3 times"), "AnyEvent->idle")
 
 

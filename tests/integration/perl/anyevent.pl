@@ -46,6 +46,14 @@ my %routes = (
         my $cw; $cw = AnyEvent->child(pid => $pid, cb => sub { undef $cw; $f->done($_[1] >> 8) });
         return $f->then(sub { reply($send, 200, "child exit=$_[0]") });
     },
+    '/fork_die' => sub {
+        my $send = $_[1];
+        my $pid = fork // die "fork: $!";
+        die "the child died\n" if !$pid;    # back into pagid's code: it must end there
+        my $f = Future->new;
+        my $cw; $cw = AnyEvent->child(pid => $pid, cb => sub { undef $cw; $f->done($_[1] >> 8) });
+        return $f->then(sub { reply($send, 200, "child exit=$_[0]") });
+    },
     '/signal' => sub {
         my $send = $_[1];
         my $f = Future->new;
