@@ -679,9 +679,12 @@ void config_free(pagid_config *c)
     memset(c, 0, sizeof *c);
 }
 
+/* A Perl app compiles its file and modules in each process that loads it;
+ * a .so's code is shared through the page cache already (a zygote would
+ * save only its relocated data), so only `preload: true` preloads it. */
 static int app_has_code(const char *spec)
 {
-    return spec && (ends_with(spec, ".pl") || ends_with(spec, ".so"));
+    return spec && ends_with(spec, ".pl");
 }
 
 int config_preload_wanted(const pagid_config *c)

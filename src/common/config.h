@@ -104,7 +104,7 @@ typedef struct pagid_config {
 } pagid_config;
 
 #define CONFIG_WORKERS_AUTO (-1)
-#define CONFIG_PRELOAD_AUTO (-1) /* on when an app is a Perl app or a .so module */
+#define CONFIG_PRELOAD_AUTO (-1) /* on when an app is a Perl app */
 #define CONFIG_DEFAULT_APP "demo"
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8080"
 #define CONFIG_MAX_WORKERS 1024
@@ -163,8 +163,10 @@ int config_check_app(const char *spec, char *msg, size_t msglen);
 
 /**
  * Does c preload its apps (a zygote per generation)? `preload` when set,
- * else yes when the top-level app or a mount is a Perl app (.pl) or a .so
- * module: those have code worth sharing; built-ins have none.
+ * else yes when the top-level app or a mount is a Perl app (.pl): its
+ * compiled code is worth sharing. A .so module's code is shared through
+ * the page cache anyway and a built-in's is pagid's: preloaded only when
+ * `preload: true` says so.
  */
 int config_preload_wanted(const pagid_config *c);
 
