@@ -315,3 +315,56 @@ def app_that_cannot_load_stops_the_start(ctx):
     check("broken at load" in err, "the app's error is not in the log:\n" + err[-2000:])
     check(re.search(r"zygote \(pid \d+, generation 1\) could not load the apps", err),
           "the zygote's failure is not in the log")
+
+
+def stop_pid(pid, timeout=15):
+    """SIGTERM a master that is not our child; True once it is gone."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    if wait_for(lambda: not lib.pid_alive(pid), timeout):
+        return True
+    os.kill(pid, signal.SIGKILL)
+    return False
+
+
+@test(timeout=90)
+def upgrade_new_master_makes_its_own_zygote(ctx):
+    need_perl(ctx)
+    pidfile = os.path.join(ctx.tmpdir, "pagid.pid")
+    srv = ctx.start(APP, workers=2, config="pid_file: %s\n" % pidfile)
+    wait_ready(srv)
+    old_zyg = srv.zygotes()
+    check_eq(len(old_zyg), 1, "zygotes")
+    old_workers = wait_workers(srv, 2)
+    srv.signal(signal.SIGUSR2)
+    new = 0
+    try:
+        new = wait_for(lambda: (lambda p: p and p != srv.pid and p)(read_pid(pidfile)), 30)
+        check(new, "no new master in the pid file")
+        check(srv.wait_exit(30), "old master still running")
+        check_eq(srv.returncode, 0, "old master's exit status")
+        kids = lib.children_of(new)
+        zyg = [k for k in kids if lib.is_zygote(k)]
+        workers = [k for k in kids if not lib.is_zygote(k)]
+        check_eq(len(zyg), 1, "the new master's zygotes (children %r)" % kids)
+        check_eq(len(workers), 2, "the new master's workers")
+        check_eq(log_lines(ctx, "load"), old_zyg + zyg, "one compile per master")
+        for p in old_zyg + old_workers:
+            check(wait_for(lambda: not lib.pid_alive(p), 10), "old process %d still running" % p)
+        served = set()
+        for _ in range(10):
+            served |= set(answers(srv.port))
+        check(served <= set(workers), "served by %r, not the new workers %r" % (served, workers))
+    finally:
+        if new and new != srv.pid:
+            check(stop_pid(new), "new master did not stop")
+
+
+def read_pid(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
