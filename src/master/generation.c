@@ -382,6 +382,7 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
 {
     const pagid_timeouts *t = &g->cfg->timeouts;
     int fresh = 0;
+    gen_zygote_check(g, now_mono());
     for (int i = 0; i < g->n; i++) {
         worker_slot *w = &g->slots[i];
         if (w->state != WS_RUNNING || w->hb_killed)

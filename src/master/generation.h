@@ -147,6 +147,8 @@ generation *gen_find_zygote(generation *list, pid_t pid);
  * workers that load the apps themselves.
  */
 void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, int respawn_ok);
+/** SIGKILL g's zygote when a request waits longer than the startup's deadline. */
+void gen_zygote_check(generation *g, double now);
 /** Ask g's zygote (starting it if needed) for worker w; -1 when g must fork it itself. */
 int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now);
 

@@ -163,3 +163,27 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
         log_error("generation %u: no zygote: workers are forked directly until one starts",
                   g->id);
 }
+
+void gen_zygote_check(generation *g, double now)
+{
+    if (g->zy.pid <= 0 || g->zy.hung)
+        return;
+    /* Loading has the startup's deadline, as a worker's load and lifespan
+     * startup have: a zygote that outlives it with a request unanswered is
+     * stuck (an app blocking at load time) and is killed, then restarted. */
+    const pagid_timeouts *t = &g->cfg->timeouts;
+    double limit = t->lifespan_startup > t->heartbeat ? t->lifespan_startup : t->heartbeat;
+    if (limit <= 0)
+        return;
+    for (int i = 0; i < g->n; i++) {
+        const worker_slot *w = &g->slots[i];
+        if (pending(w) && now - w->started > limit) {
+            log_error("zygote (pid %d, generation %u) has not forked worker %d in %.1fs (limit "
+                      "%.1fs: timeouts.lifespan_startup); killing it",
+                      (int)g->zy.pid, g->id, w->num, now - w->started, limit);
+            if (kill(g->zy.pid, SIGKILL) == 0)
+                g->zy.hung = 1;
+            return;
+        }
+    }
+}

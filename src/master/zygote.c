@@ -43,6 +43,14 @@ static void zy_on_usr1(int signo)
     zy_reopen = 1;
 }
 
+/* SIGTERM (its generation drains) and SIGQUIT (fast stop): nothing to
+ * finish, and SIGQUIT's default would dump a core of the whole app. */
+static void zy_on_stop(int signo)
+{
+    (void)signo;
+    _exit(EXIT_OK);
+}
+
 void zygote_init(zygote *z)
 {
     *z = (zygote){.fd = -1};
@@ -114,6 +122,9 @@ static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *
     struct sigaction sa = {.sa_handler = zy_on_usr1}; /* no SA_RESTART: recv returns */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
+    sa.sa_handler = zy_on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
 
     char err[1024];
     if (worker_preload(g->cfg, err, sizeof err) < 0) {
@@ -173,6 +184,7 @@ int zygote_start(const gen_env *e, generation *g)
     }
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     g->zy.pid = pid;
+    g->zy.hung = 0;
     g->zy.fd = sv[0];
     g->zy.started = now_mono();
     log_info("zygote started (pid %d, generation %u): loading the apps once for every worker",

@@ -24,6 +24,7 @@ typedef struct zygote {
     double started;        /* monotonic seconds at fork */
     unsigned fast_crashes; /* consecutive deaths soon after start */
     int fallback;          /* given up on: the generation forks workers directly */
+    int hung;              /* SIGKILLed for not answering in time */
     uint32_t next_seq;     /* the last request number sent */
 } zygote;
 

@@ -368,3 +368,22 @@ def read_pid(path):
             return int(f.read().strip() or 0)
     except (OSError, ValueError):
         return 0
+
+
+@test(timeout=60)
+def zygote_stuck_loading_is_killed_and_restarted(ctx):
+    need_perl(ctx)
+    path = os.path.join(ctx.tmpdir, "slow.pl")
+    with open(path, "w") as f:
+        f.write("BEGIN { sleep 600 }\nsub { die }\n")
+    srv = ctx.start(path, workers=1, wait=False,
+                    config="timeouts:\n  lifespan_startup: 2s\n  heartbeat: 1s\n")
+    srv.allow_crash = True
+    first = wait_for(lambda: srv.zygotes(), 10)
+    check(first, "no zygote")
+    check(wait_for(lambda: "has not forked worker 1" in srv.stderr(), 20),
+          "the stuck zygote was not noticed:\n" + srv.stderr()[-2000:])
+    again = wait_for(lambda: (lambda z: z and z != first and z)(srv.zygotes()), 15)
+    check(again, "no new zygote after the stuck one was killed")
+    check(not lib.pid_alive(first[0]), "the stuck zygote is still running")
+    check(srv.alive(), "pagid gave up")
