@@ -53,8 +53,7 @@ int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now
 static worker_slot *find_request(generation *g, const zygote_msg *m)
 {
     for (int i = 0; i < g->n; i++)
-        if (pending(&g->slots[i]) && g->slots[i].num == m->num &&
-            g->slots[i].spawn_seq == m->seq)
+        if (pending(&g->slots[i]) && g->slots[i].num == m->num && g->slots[i].spawn_seq == m->seq)
             return &g->slots[i];
     return NULL;
 }
@@ -160,8 +159,7 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
               "new zygote",
               (int)pid, g->id, how);
     if (zygote_start(e, g) < 0)
-        log_error("generation %u: no zygote: workers are forked directly until one starts",
-                  g->id);
+        log_error("generation %u: no zygote: workers are forked directly until one starts", g->id);
 }
 
 void gen_zygote_check(generation *g, double now)

@@ -25,7 +25,10 @@ static int valid(const zygote_msg *m)
     return 0;
 }
 
-static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, sizeof v); }
+static void put32(unsigned char *p, uint32_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
 
 static uint32_t get32(const unsigned char *p)
 {
