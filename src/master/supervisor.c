@@ -537,7 +537,7 @@ static void reap(supervisor *s)
         }
         worker_slot *w = gen_find(s->env.all, pid, &g);
         if (!w) {
-            /* A worker of a zygote that died before its pid was read: the
+            /* A zygote's worker that exited before its pid was read: the
              * report was written before the worker could be ours to reap. */
             read_zygotes(s);
             w = gen_find(s->env.all, pid, &g);
