@@ -26,6 +26,7 @@ void config_init_defaults(pagid_config *c)
 {
     memset(c, 0, sizeof *c);
     c->workers = CONFIG_WORKERS_AUTO;
+    c->preload = CONFIG_PRELOAD_AUTO;
     c->app = strdup(CONFIG_DEFAULT_APP);
 
     c->limits.max_connections = 10000;
@@ -676,4 +677,24 @@ void config_free(pagid_config *c)
     free(c->user);
     free(c->group);
     memset(c, 0, sizeof *c);
+}
+
+/* A Perl app compiles its file and modules in each process that loads it;
+ * a .so's code is shared through the page cache already (a zygote would
+ * save only its relocated data), so only `preload: true` preloads it. */
+static int app_has_code(const char *spec)
+{
+    return spec && ends_with(spec, ".pl");
+}
+
+int config_preload_wanted(const pagid_config *c)
+{
+    if (c->preload != CONFIG_PRELOAD_AUTO)
+        return c->preload;
+    if (app_has_code(c->app))
+        return 1;
+    for (size_t i = 0; i < c->n_mounts; i++)
+        if (app_has_code(c->mounts[i].app))
+            return 1;
+    return 0;
 }

@@ -80,6 +80,7 @@ typedef struct pagid_config {
     size_t n_listens;
     int workers;                  /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
     size_t max_requests;          /* a worker recycles itself after this many requests; 0 = never */
+    int preload;                  /* apps loaded once, by a zygote: 1, 0, CONFIG_PRELOAD_AUTO */
     char *app;                    /* app spec: hello, echo, demo, static:DIR, /x.so */
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
     char *perl_lib;               /* app: {perl: FILE, lib: [...]}: ':'-joined dirs, or NULL */
@@ -103,6 +104,7 @@ typedef struct pagid_config {
 } pagid_config;
 
 #define CONFIG_WORKERS_AUTO (-1)
+#define CONFIG_PRELOAD_AUTO (-1) /* on when an app is a Perl app */
 #define CONFIG_DEFAULT_APP "demo"
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8080"
 #define CONFIG_MAX_WORKERS 1024
@@ -158,6 +160,15 @@ int config_parse_workers(const char *s, int *out, const char **msg);
 
 /** Is the app spec known (builtin name, existing .so, existing static dir)? 0 or -1 (msg). */
 int config_check_app(const char *spec, char *msg, size_t msglen);
+
+/**
+ * Does c preload its apps (a zygote per generation)? `preload` when set,
+ * else yes when the top-level app or a mount is a Perl app (.pl): its
+ * compiled code is worth sharing. A .so module's code is shared through
+ * the page cache anyway and a built-in's is pagid's: preloaded only when
+ * `preload: true` says so.
+ */
+int config_preload_wanted(const pagid_config *c);
 
 /**
  * Defaults that depend on other fields (listen when none, auto workers) and

@@ -273,6 +273,9 @@ static void dump_body(dumper *d, const pagid_config *c)
         word(d, buf);
     }
     key_count(d, "max_requests", c->max_requests);
+    /* The effective value: what `auto` decides for this config. */
+    word(d, "preload");
+    word(d, config_preload_wanted(c) ? "true" : "false");
 
     /* perl_lib is one list for the whole config; it travels with the first
      * Perl app (without any, nothing would use it). */

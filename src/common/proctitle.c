@@ -143,3 +143,8 @@ void proctitle_worker(int num, unsigned generation, int draining)
     proctitle_set("pagid: worker %d (generation %u%s)", num, generation,
                   draining ? ", draining" : "");
 }
+
+void proctitle_zygote(unsigned generation)
+{
+    proctitle_set("pagid: zygote (generation %u)", generation);
+}

@@ -30,4 +30,7 @@ void proctitle_master(const char *state);
 /** "pagid: worker N (generation G)", with ", draining" inside the parentheses. */
 void proctitle_worker(int num, unsigned generation, int draining);
 
+/** "pagid: zygote (generation G)": the process that preloads the apps and forks workers. */
+void proctitle_zygote(unsigned generation);
+
 #endif

@@ -25,6 +25,8 @@ static const struct option long_options[] = {
     {"dump-config", no_argument, NULL, 'T'},
     {"signal", required_argument, NULL, 's'},
     {"user", required_argument, NULL, 'u'},
+    {"preload", no_argument, NULL, 'P'},
+    {"no-preload", no_argument, NULL, 'N'},
     {NULL, 0, NULL, 0},
 };
 
@@ -48,6 +50,9 @@ void cli_usage(FILE *out)
           "  -u, --user USER[:GROUP] run the workers as USER (and GROUP, else USER's own) when "
           "started as root;\n"
           "                       replaces the file's user and group; '-u root' keeps root\n"
+          "      --preload, --no-preload  load the apps once before the workers fork (a zygote "
+          "per\n"
+          "                       generation), or in each worker; replaces the file's preload\n"
           "  -s, --signal SIGNAL  signal the running master (the pid_file of the configuration): "
           "reload,\n"
           "                       reopen (logs), quit (graceful stop), stop (fast stop), or "
@@ -135,6 +140,10 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
             break;
         case 'u':
             o->user = optarg;
+            break;
+        case 'P':
+        case 'N':
+            o->preload = ch == 'P' ? 1 : -1;
             break;
         case 'I': {
             const char **v = realloc(o->perl_libs, (o->n_perl_libs + 1) * sizeof *v);
@@ -298,6 +307,8 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
     }
     if (o->user && set_user(c, o->user, err) < 0)
         errors++;
+    if (o->preload)
+        c->preload = o->preload > 0;
     if (config_finalize(c, err) < 0)
         errors++;
     else

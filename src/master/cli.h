@@ -18,6 +18,7 @@ typedef struct cli_options {
     const char *workers;    /* -w */
     const char *app;        /* -a */
     const char *user;       /* -u USER[:GROUP] */
+    int preload;            /* --preload 1, --no-preload -1, 0: the file's */
     const char **perl_libs; /* -I, repeatable (owned array, borrowed strings) */
     size_t n_perl_libs;
     int show_build;          /* -V: version, build features, configure arguments */

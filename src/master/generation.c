@@ -63,6 +63,8 @@ generation *gen_new(unsigned id, pagid_config *cfg, int owns_cfg, listener_set *
     *ls = (listener_set){0};
     g->n = nworkers;
     g->cap = cap;
+    g->preload = config_preload_wanted(cfg);
+    zygote_init(&g->zy);
     for (int i = 0; i < nworkers; i++) {
         g->slots[i].num = i + 1;
         g->slots[i].respawn = 1;
@@ -80,6 +82,7 @@ void gen_free(generation *g, const generation *others, int unlink_files)
             g->ls.unix_ino[i] = 0; /* still served by someone: keep the file */
     }
     listeners_destroy(&g->ls);
+    zygote_close(&g->zy);
     if (g->owns_cfg) {
         config_free(g->cfg);
         free(g->cfg);
@@ -88,8 +91,7 @@ void gen_free(generation *g, const generation *others, int unlink_files)
     free(g);
 }
 
-/* The worker process: never returns into the master's code. */
-static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g, worker_slot *w)
+void gen_child_prepare(const gen_env *e, generation *g, const char *role)
 {
     struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
     sigemptyset(&dfl.sa_mask);
@@ -107,22 +109,20 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
 
-    char role[32];
-    snprintf(role, sizeof role, "worker %d", w->num);
     log_set_role(role);
 
     /* Only this generation's sockets: a removed address must really close
-     * once the generation that had it is gone. */
-    for (generation *o = e->all; o; o = o->next)
+     * once the generation that had it is gone, and an old zygote must see
+     * its channel close when the master closes it. */
+    for (generation *o = e->all; o; o = o->next) {
         if (o != g)
             listeners_close(&o->ls);
+        zygote_close(&o->zy);
+    }
+}
 
-    /* The master keeps root (to bind again on reload); workers never
-     * run application code with it. Failing to drop is fatal: a respawn
-     * would fail the same way. */
-    if (priv_drop_for(g->cfg) < 0)
-        _exit(EXIT_WORKER_FATAL);
-
+void gen_child_attach(const gen_env *e)
+{
     /* A worker must not outlive its master (kill -9 of the master): the
      * kernel sends SIGTERM then. Only after the switch of user: the kernel
      * clears the death signal when the credentials change. If the master
@@ -131,20 +131,41 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
         log_warn("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
     if (getppid() != e->master_pid)
         _exit(EXIT_OK);
+}
 
-    int rc = worker_run(g->cfg, g->ls.items, g->ls.n, w->num, 1, e->shm, g->id);
+void gen_child_work(const gen_env *e, generation *g, int num)
+{
+    int rc = worker_run(g->cfg, g->ls.items, g->ls.n, num, 1, e->shm, g->id);
     fflush(NULL);
     _exit(rc);
 }
 
+/* The worker process: never returns into the master's code. */
+static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g, worker_slot *w)
+{
+    char role[32];
+    snprintf(role, sizeof role, "worker %d", w->num);
+    gen_child_prepare(e, g, role);
+
+    /* The master keeps root (to bind again on reload); workers never
+     * run application code with it. Failing to drop is fatal: a respawn
+     * would fail the same way. */
+    if (priv_drop_for(g->cfg) < 0)
+        _exit(EXIT_WORKER_FATAL);
+    gen_child_attach(e);
+    gen_child_work(e, g, w->num);
+}
+
 void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
 {
+    double now = now_mono();
+    if (gen_zygote_spawn(e, g, w, now) == 0)
+        return;
     /* Buffered stdio written before the fork would be flushed twice. */
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)
         child_main(e, g, w);
-    double now = now_mono();
     if (pid < 0) {
         /* Out of processes or memory: retry, do not give up on the slot. */
         log_error("cannot fork worker %d: %s; retrying in 1s", w->num, strerror(errno));
@@ -271,6 +292,10 @@ static const char *sig_name(int signo)
  */
 static int kill_worker(worker_slot *w, int signo)
 {
+    /* Asked of the zygote, no pid yet (never kill(0)): its report sees
+     * `draining` and passes the stop on. */
+    if (w->pid <= 0)
+        return 0;
     if (kill(w->pid, signo) == 0 || errno == ESRCH)
         return 0;
     int e = errno;
@@ -298,6 +323,10 @@ int gen_count_unkillable(const generation *g)
 
 void gen_signal(generation *g, int signo)
 {
+    /* The zygote dies of SIGTERM, SIGQUIT and SIGKILL, and reopens its log on SIGUSR1. */
+    if (g->zy.pid > 0 && kill(g->zy.pid, signo) < 0 && errno != ESRCH)
+        log_error("cannot send a signal to the zygote (pid %d): %s", (int)g->zy.pid,
+                  strerror(errno));
     for (int i = 0; i < g->n; i++) {
         worker_slot *w = &g->slots[i];
         if (w->state != WS_RUNNING || w->pid <= 0)
@@ -353,6 +382,7 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
 {
     const pagid_timeouts *t = &g->cfg->timeouts;
     int fresh = 0;
+    gen_zygote_check(g, now_mono());
     for (int i = 0; i < g->n; i++) {
         worker_slot *w = &g->slots[i];
         if (w->state != WS_RUNNING || w->hb_killed)
@@ -399,7 +429,7 @@ void gen_drain(generation *g, double now)
         g->state = GEN_DRAINING;
     g->deadline = now + g->cfg->timeouts.shutdown + SUPERVISOR_DRAIN_GRACE_S;
     g->killed = 0;
-    gen_signal(g, SIGTERM);
+    gen_signal(g, SIGTERM); /* the zygote too: no worker is asked of it any more */
 }
 
 /* One more slot at the end of the table (NULL when out of memory). */

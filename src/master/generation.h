@@ -12,6 +12,7 @@
 #include "../common/config.h"
 #include "../common/shm.h"
 #include "listeners.h"
+#include "zygote.h"
 
 typedef enum gen_state {
     GEN_STARTING, /* workers forked, not all past lifespan startup: the previous one serves */
@@ -43,6 +44,7 @@ typedef struct worker_slot {
                               SIGTERM would make it stop at once */
     unsigned fast_crashes; /* consecutive deaths within FAST_CRASH_MS of start */
     double restart_at;     /* WS_BACKOFF: monotonic time of the restart */
+    uint32_t spawn_seq;    /* WS_RUNNING with pid 0: asked of the zygote, request number */
 } worker_slot;
 
 typedef struct generation {
@@ -55,6 +57,8 @@ typedef struct generation {
     int n, cap;
     double deadline;         /* STARTING: give up; DRAINING/FAILED: SIGKILL (then give up) */
     int killed;              /* SIGKILL already sent */
+    int preload;             /* workers come from the zygote (config_preload_wanted) */
+    zygote zy;
     struct generation *next; /* older generations follow */
 } generation;
 
@@ -63,6 +67,7 @@ typedef struct gen_env {
     pid_t master_pid;
     shm_region *shm;
     generation *all; /* every live generation: the child closes their sockets */
+    int subreaper;   /* the master adopts orphans (PR_SET_CHILD_SUBREAPER): preload works */
 } gen_env;
 
 /** A generation of nworkers (not started); takes ls. NULL when out of memory. */
@@ -73,6 +78,11 @@ generation *gen_new(unsigned id, pagid_config *cfg, int owns_cfg, listener_set *
  */
 void gen_free(generation *g, const generation *others, int unlink_files);
 
+/**
+ * Start worker w: forked here, or asked of the zygote when g preloads. A
+ * slot asked of the zygote is WS_RUNNING with pid 0 until its report comes
+ * (gen_zygote_input); it is not signalled before then.
+ */
 void gen_spawn(const gen_env *e, generation *g, worker_slot *w);
 void gen_spawn_all(const gen_env *e, generation *g);
 /** The slot running pid, in any generation of list. */
@@ -114,5 +124,32 @@ int gen_remove_worker(generation *g);
 /** Earliest backoff restart, or INFINITY. */
 double gen_next_restart(const generation *g);
 const char *gen_state_name(gen_state st);
+
+/* ---- in a child of the master (a worker, the zygote, a worker of the zygote) ---- */
+
+/** Signal dispositions of a worker, the log role, and only g's sockets kept. */
+void gen_child_prepare(const gen_env *e, generation *g, const char *role);
+/** Die with the master (PR_SET_PDEATHSIG, after any change of user); exit if it is gone. */
+void gen_child_attach(const gen_env *e);
+/** Run worker num of g; never returns. */
+void gen_child_work(const gen_env *e, generation *g, int num) __attribute__((noreturn));
+
+/* ---- the zygote, from the master's side (generation_zygote.c) ---- */
+
+/** Reports waiting on g's zygote channel: slots get their pids. */
+void gen_zygote_input(const gen_env *e, generation *g);
+/** The generation of list whose zygote is pid, or NULL. */
+generation *gen_find_zygote(generation *list, pid_t pid);
+/**
+ * g's zygote exited: its unanswered requests are retried (or fatal, when
+ * it could not load the apps), and a crashed zygote is started again, or
+ * after repeated fast crashes given up on: the generation then forks
+ * workers that load the apps themselves.
+ */
+void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, int respawn_ok);
+/** SIGKILL g's zygote when a request waits longer than the startup's deadline. */
+void gen_zygote_check(generation *g, double now);
+/** Ask g's zygote (starting it if needed) for worker w; -1 when g must fork it itself. */
+int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now);
 
 #endif

@@ -8,7 +8,8 @@ libpagid_master_a_SOURCES += \
 	src/master/cli.c src/master/cli.h \
 	src/master/listeners.c src/master/listeners.h \
 	src/master/listeners_inherit.c src/master/listeners_overlap.c \
-	src/master/generation.c src/master/generation.h \
+	src/master/generation.c src/master/generation.h src/master/generation_zygote.c \
+	src/master/zygote.c src/master/zygote.h src/master/zygote_msg.c src/master/zygote_msg.h \
 	src/master/notify.c src/master/notify.h \
 	src/master/preflight.c src/master/preflight.h \
 	src/master/privileges.c src/master/privileges.h \

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,9 @@
 #define TICK_S 0.25
 /* While a generation starts, its readiness is polled this often. */
 #define STARTING_POLL_S 0.02
+/* Zygote channels watched at once (one per live generation; more are read
+ * at each wake-up anyway). */
+#define ZYGOTE_POLL_MAX 16
 /* Slots in the shared region: every generation's workers at once. */
 #define SHM_SLOTS (2 * CONFIG_MAX_WORKERS + 64)
 
@@ -399,7 +403,7 @@ static void collect_generations(supervisor *s, double now)
             pp = &g->next;
             continue;
         }
-        int running = gen_count(g, WS_RUNNING);
+        int running = gen_count(g, WS_RUNNING) + (g->zy.pid > 0);
         if (running && now >= g->deadline) {
             if (!g->killed) {
                 log_warn("generation %u: %d worker(s) still running at the deadline; sending "
@@ -504,6 +508,19 @@ static int install_signals(sigset_t *unblocked)
     return 0;
 }
 
+/* Reports waiting on every zygote's channel. */
+static void read_zygotes(supervisor *s)
+{
+    for (generation *g = s->env.all; g; g = g->next)
+        if (g->zy.fd >= 0)
+            gen_zygote_input(&s->env, g);
+}
+
+static int respawn_ok(const supervisor *s, const generation *g)
+{
+    return s->state == MS_RUNNING && (g == s->active || g->state == GEN_STARTING);
+}
+
 static void reap(supervisor *s)
 {
     int status;
@@ -513,11 +530,21 @@ static void reap(supervisor *s)
             upgrade_child_exited(s, status);
             continue;
         }
-        generation *g;
+        generation *g = gen_find_zygote(s->env.all, pid);
+        if (g) {
+            gen_zygote_exited(&s->env, g, status, supervisor_now(), respawn_ok(s, g));
+            continue;
+        }
         worker_slot *w = gen_find(s->env.all, pid, &g);
+        if (!w) {
+            /* A zygote's worker that exited before its pid was read: the
+             * report was written before the worker could be ours to reap. */
+            read_zygotes(s);
+            w = gen_find(s->env.all, pid, &g);
+        }
         if (w)
-            gen_on_exit(&s->env, g, w, status, supervisor_now(),
-                        s->state == MS_RUNNING && (g == s->active || g->state == GEN_STARTING));
+            gen_on_exit(&s->env, g, w, status, supervisor_now(), respawn_ok(s, g));
+        /* Anything else is an orphan the subreaper adopted: reaped, that is all. */
     }
 }
 
@@ -620,6 +647,12 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
         return EXIT_STARTUP;
     }
     notify_init();
+    /* Workers forked by a zygote are reparented here when their middle
+     * process exits, and supervised as if forked here. */
+    s.env.subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+    if (!s.env.subreaper && config_preload_wanted(cfg))
+        log_warn("prctl(PR_SET_CHILD_SUBREAPER): %s; preload is off, each worker loads the apps",
+                 strerror(errno));
     s.env.shm = shm_create(SHM_SLOTS);
     if (!s.env.shm)
         log_warn("cannot map the shared region: no heartbeat or readiness from workers");
@@ -665,10 +698,18 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
 
         struct timespec ts;
         int timed = next_timeout(&s, now, &ts);
-        if (ppoll(NULL, 0, timed ? &ts : NULL, &unblocked) < 0 && errno != EINTR) {
+        struct pollfd pfd[ZYGOTE_POLL_MAX];
+        nfds_t npfd = 0;
+        for (generation *x = s.env.all; x && npfd < ZYGOTE_POLL_MAX; x = x->next)
+            if (x->zy.fd >= 0)
+                pfd[npfd++] = (struct pollfd){.fd = x->zy.fd, .events = POLLIN};
+        int n = ppoll(pfd, npfd, timed ? &ts : NULL, &unblocked);
+        if (n < 0 && errno != EINTR) {
             log_error("ppoll: %s", strerror(errno));
             break;
         }
+        if (n > 0)
+            read_zygotes(&s);
     }
     /* Whatever is left (ppoll failure) goes without unlinking anything live. */
     while (s.env.all) {

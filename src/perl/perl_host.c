@@ -6,6 +6,7 @@
 #include "perl_int.h"
 #include "perl_host.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,15 @@ PerlInterpreter *perl_host_interp;
 pagi_loop *perl_host_loop;
 static int perl_instances;
 static int perl_sys_inited;
+
+/* Apps compiled by perl_host_preload, each waiting for one create. */
+typedef struct preloaded_app {
+    char *file;
+    SV *app; /* owned until a create takes it */
+} preloaded_app;
+static preloaded_app *preloaded;
+static size_t n_preloaded;
+static int reseeded; /* this process called srand() after the fork */
 
 typedef struct perl_app {
     SV *app;   /* the app's coderef */
@@ -86,6 +96,12 @@ static void stop_interpreter(void)
     perl_host_interp = NULL;
     perl_xs_free_watches();
     perl_loop_free_watchers();
+    /* The interpreter that owned the preloaded code references is gone. */
+    for (size_t i = 0; i < n_preloaded; i++)
+        free(preloaded[i].file);
+    free(preloaded);
+    preloaded = NULL;
+    n_preloaded = 0;
 }
 
 /* Call a glue function in list context with string args; returns its first result (owned). */
@@ -116,6 +132,82 @@ static SV *call_glue(pTHX_ const char *fn, SV **args, int nargs, char *err, size
     return ret;
 }
 
+/* The app's code reference from the glue's _load (owned), or NULL with msg set. */
+static SV *load_app(pTHX_ const char *file, char *msg, size_t msglen)
+{
+    ENTER;
+    SAVETMPS;
+    SV *sv_file = sv_2mortal(newSVpv(file, 0));
+    SV *lib = sv_2mortal(newSVpv(getenv("PAGID_PERL_LIB") ? getenv("PAGID_PERL_LIB") : "", 0));
+    SV *args[2] = {sv_file, lib};
+    msg[0] = 0;
+    SV *app = call_glue(aTHX_ "PAGI::Server::Pagid::_load", args, 2, msg, msglen);
+    FREETMPS;
+    LEAVE;
+    if (app && !SvROK(app)) {
+        SvREFCNT_dec(app);
+        app = NULL;
+    }
+    if (!app) {
+        if (!msg[0])
+            snprintf(msg, msglen, "%s did not return a code reference", file);
+        size_t l = strlen(msg);
+        while (l && msg[l - 1] == '\n')
+            msg[--l] = 0;
+    }
+    return app;
+}
+
+int perl_host_preload(const char *file, char *err, size_t errlen)
+{
+    if (!perl_host_interp) {
+        const char *e = start_interpreter();
+        if (e) {
+            snprintf(err, errlen, "%s", e);
+            return -1;
+        }
+    }
+    dPERL;
+    preloaded_app *v = realloc(preloaded, (n_preloaded + 1) * sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    preloaded = v;
+    char msg[1024];
+    SV *app = load_app(aTHX_ file, msg, sizeof msg);
+    if (!app) {
+        snprintf(err, errlen, "perl: cannot load %s: %s", file, msg);
+        return -1;
+    }
+    if (!(v[n_preloaded].file = strdup(file))) {
+        SvREFCNT_dec(app);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    v[n_preloaded++].app = app;
+    return 0;
+}
+
+/* The preloaded code reference of file, taken (owned by the caller), or NULL. */
+static SV *take_preloaded(pTHX_ const char *file)
+{
+    for (size_t i = 0; i < n_preloaded; i++) {
+        if (preloaded[i].app && strcmp(preloaded[i].file, file) == 0) {
+            SV *app = preloaded[i].app;
+            preloaded[i].app = NULL;
+            if (!reseeded) {
+                /* rand() seeded at load time would give every worker the
+                 * same sequence: each worker draws its own seed. */
+                eval_pv("srand(); 1", FALSE);
+                reseeded = 1;
+            }
+            return app;
+        }
+    }
+    return NULL;
+}
+
 static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
 {
     static char msg[1024];
@@ -137,24 +229,11 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
         *err = "out of memory";
         return NULL;
     }
-    ENTER;
-    SAVETMPS;
-    SV *file = sv_2mortal(newSVpv(arg, 0));
-    SV *lib = sv_2mortal(newSVpv(getenv("PAGID_PERL_LIB") ? getenv("PAGID_PERL_LIB") : "", 0));
-    SV *args[2] = {file, lib};
-    msg[0] = 0;
-    pa->app = call_glue(aTHX_ "PAGI::Server::Pagid::_load", args, 2, msg, sizeof msg);
-    FREETMPS;
-    LEAVE;
-    if (!pa->app || !SvROK(pa->app)) {
-        if (pa->app)
-            SvREFCNT_dec(pa->app);
+    pa->app = take_preloaded(aTHX_ arg);
+    if (!pa->app)
+        pa->app = load_app(aTHX_ arg, msg, sizeof msg);
+    if (!pa->app) {
         free(pa);
-        if (!msg[0])
-            snprintf(msg, sizeof msg, "%s did not return a code reference", arg);
-        size_t l = strlen(msg);
-        while (l && (msg[l - 1] == '\n'))
-            msg[--l] = 0;
         pagi_log(loop, 0, "perl: cannot load %s: %s", arg, msg);
         *err = msg;
         if (!perl_instances)

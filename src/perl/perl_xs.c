@@ -405,6 +405,11 @@ XS_INTERNAL(xs_timer_start)
     perl_timer *pt = calloc(1, sizeof *pt);
     if (!pt)
         croak("out of memory");
+    if (!perl_host_loop) {
+        free(pt);
+        croak("no event loop yet (the app is being preloaded): start timers in lifespan "
+              "startup or in a request");
+    }
     NV after = SvNV(ST(0));
     pt->cb = SvREFCNT_inc(ST(1));
     pt->t = pagi_timer_start(perl_host_loop, after > 0 ? after : 0, 0, on_timer, pt);
@@ -457,6 +462,11 @@ XS_INTERNAL(xs_io_watch)
     perl_io *pi = calloc(1, sizeof *pi);
     if (!pi)
         croak("out of memory");
+    if (!perl_host_loop) {
+        free(pi);
+        croak("no event loop yet (the app is being preloaded): watch file descriptors in "
+              "lifespan startup or in a request");
+    }
     pi->cb = SvREFCNT_inc(ST(2));
     pi->w = pagi_io_watch(perl_host_loop, (int)SvIV(ST(0)), (int)SvIV(ST(1)), on_io, pi);
     if (!pi->w) {

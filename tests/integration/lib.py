@@ -103,6 +103,15 @@ def children_of(pid):
     return sorted(kids)
 
 
+def is_zygote(pid):
+    """Does pid's process title say it is a pagid zygote (preload)?"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().startswith(b"pagid: zygote")
+    except OSError:
+        return False
+
+
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -212,7 +221,12 @@ class Server:
         raise TestFailure("pagid not listening on %d after %ss" % (self.port, timeout))
 
     def workers(self):
-        return children_of(self.pid)
+        """The master's worker processes (its children but the zygote)."""
+        return [p for p in children_of(self.pid) if not is_zygote(p)]
+
+    def zygotes(self):
+        """The master's zygote processes (preload: one per live generation)."""
+        return [p for p in children_of(self.pid) if is_zygote(p)]
 
     def fd_count(self):
         try:

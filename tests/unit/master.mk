@@ -42,3 +42,11 @@ TESTS += tests/unit/test_preflight
 tests_unit_test_preflight_SOURCES = tests/unit/test_preflight.c
 tests_unit_test_preflight_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_preflight_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+
+# zygote_msg.c: the master/zygote messages, encoded and strictly decoded.
+check_PROGRAMS += tests/unit/test_zygote_msg
+TESTS += tests/unit/test_zygote_msg
+
+tests_unit_test_zygote_msg_SOURCES = tests/unit/test_zygote_msg.c
+tests_unit_test_zygote_msg_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_zygote_msg_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)

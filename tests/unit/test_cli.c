@@ -453,12 +453,54 @@ START_TEST(test_build_example_config)
 }
 END_TEST
 
+/* --preload and --no-preload replace the file's preload; neither keeps it. */
+START_TEST(test_preload_options)
+{
+    char path[64];
+    write_file(path, "preload: true\n");
+    cli_options o;
+    pagid_config c;
+    char *a1[] = {"pagid", "-c", path, "--no-preload", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.preload, 0);
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a2[] = {"pagid", "-c", path, NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.preload, 1);
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    char *a3[] = {"pagid", "--no-preload", "--preload", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a3), a3, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.preload, 1); /* the last one wins */
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a4[] = {"pagid", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a4), a4, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.preload, CONFIG_PRELOAD_AUTO);
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a5[] = {"pagid", "--preload=yes", NULL};
+    expect_usage_error(a5, ARGC(a5), "pagid: option takes no argument '--preload'");
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("parse");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_parse_nothing);
+    tcase_add_test(tc, test_preload_options);
     tcase_add_test(tc, test_parse_short);
     tcase_add_test(tc, test_parse_long_and_clustered);
     tcase_add_test(tc, test_parse_errors);

@@ -524,6 +524,43 @@ START_TEST(test_reserve_mounts)
 }
 END_TEST
 
+/* preload: a YAML boolean; unset, it follows the apps (on for a Perl app). */
+START_TEST(test_preload)
+{
+    pagid_config c;
+    char *out = NULL;
+    ck_assert_int_eq(load_finalize(&c, "preload: false\n", &out), 0);
+    ck_assert_int_eq(c.preload, 0);
+    ck_assert_int_eq(config_preload_wanted(&c), 0);
+    config_free(&c);
+    free(out);
+
+    ck_assert_int_eq(load_finalize(&c, "preload: yes\n", &out), 0);
+    ck_assert_int_eq(config_preload_wanted(&c), 1); /* even for the built-in demo app */
+    config_free(&c);
+    free(out);
+
+    ck_assert_int_eq(load_finalize(&c, "preload: maybe\n", &out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "t.yaml:1:10: 'preload' must be true or false, not 'maybe'"));
+    config_free(&c);
+    free(out);
+
+    ck_assert_int_eq(load_finalize(&c, "workers: 2\n", &out), 0);
+    ck_assert_int_eq(c.preload, CONFIG_PRELOAD_AUTO);
+    ck_assert_int_eq(config_preload_wanted(&c), 0); /* demo: nothing to share */
+    free(c.app);
+    c.app = strdup("/srv/app/module.so");
+    ck_assert_int_eq(config_preload_wanted(&c), 0); /* shared by the page cache already */
+    free(c.app);
+    c.app = strdup("/srv/app/app.pl");
+    ck_assert_int_eq(config_preload_wanted(&c), 1);
+    c.preload = 0;
+    ck_assert_int_eq(config_preload_wanted(&c), 0);
+    config_free(&c);
+    free(out);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -545,6 +582,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_positions_kept);
     tcase_add_test(tc, test_check_app);
     tcase_add_test(tc, test_set_app);
+    tcase_add_test(tc, test_preload);
     tcase_add_test(tc, test_reserve_mounts);
     suite_add_tcase(s, tc);
     return s;

@@ -81,6 +81,15 @@ static void on_term(int signo)
     send_report(REP_GOT_TERM, worker_num_for_term);
 }
 
+/* The zygote's preload, never reached: these configs run built-in apps. */
+int worker_preload(const pagid_config *cfg, char *err, size_t errlen);
+int worker_preload(const pagid_config *cfg, char *err, size_t errlen)
+{
+    (void)cfg;
+    snprintf(err, errlen, "not in this test");
+    return -1;
+}
+
 int worker_run(const pagid_config *cfg, const worker_listener *l, size_t n, int num,
                int under_master, struct shm_region *shm, unsigned generation)
 {

@@ -1,0 +1,237 @@
+/*
+ * zygote.c - the zygote process and the master's end of its channel.
+ *
+ * The zygote is forked from the master, so it starts with everything a
+ * worker gets by being forked from the master: the config, this
+ * generation's listening sockets, the shared region, the error log. It
+ * passes all of that on by forking; the only per-worker fact that must
+ * travel is the worker number, which comes in the request. Each worker is
+ * forked twice (zygote -> middle -> worker): the middle reports the
+ * worker's pid to the master and exits, so the worker is reparented to the
+ * master (a child subreaper), which reaps and signals it like any worker.
+ * A report is written before the middle exits, so it is always readable by
+ * the time the master can reap the worker.
+ */
+#include "zygote.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/exitcodes.h"
+#include "../common/log.h"
+#include "../common/proctitle.h"
+#include "../worker/preload.h"
+#include "generation.h"
+#include "privileges.h"
+
+/* How long a new worker waits to be reparented to the master. */
+#define REPARENT_WAIT_MS 5000
+
+static volatile sig_atomic_t zy_reopen;
+
+static void zy_on_usr1(int signo)
+{
+    (void)signo;
+    zy_reopen = 1;
+}
+
+/* SIGTERM (its generation drains) and SIGQUIT (fast stop): nothing to
+ * finish, and SIGQUIT's default would dump a core of the whole app. */
+static void zy_on_stop(int signo)
+{
+    (void)signo;
+    _exit(EXIT_OK);
+}
+
+void zygote_init(zygote *z)
+{
+    *z = (zygote){.fd = -1};
+}
+
+static void send_report(int fd, const zygote_msg *m)
+{
+    unsigned char b[ZMSG_SIZE];
+    size_t n = zmsg_encode(m, b);
+    if (n && send(fd, b, n, MSG_NOSIGNAL) == (ssize_t)n)
+        return;
+    log_error("cannot report worker %d to the master: %s", m->num, strerror(errno));
+    /* A worker nobody knows of would never be supervised. */
+    if (m->type == ZMSG_SPAWNED)
+        kill(m->pid, SIGKILL);
+}
+
+/* The new worker: once the middle process is gone, the master is its parent. */
+static void __attribute__((noreturn)) worker_child(const gen_env *e, generation *g, int num)
+{
+    char role[32];
+    snprintf(role, sizeof role, "worker %d", num);
+    gen_child_prepare(e, g, role);
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; getppid() != e->master_pid && i < REPARENT_WAIT_MS; i++)
+        nanosleep(&ms, NULL);
+    gen_child_attach(e); /* exits when the master is not (or no longer) the parent */
+    gen_child_work(e, g, num);
+}
+
+static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req)
+{
+    fflush(NULL);
+    pid_t mid = fork();
+    if (mid == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fd);
+            worker_child(e, g, req->num);
+        }
+        zygote_msg m = {.seq = req->seq, .num = req->num};
+        if (pid > 0) {
+            m.type = ZMSG_SPAWNED;
+            m.pid = (int)pid;
+        } else {
+            m.type = ZMSG_FAILED;
+            m.err = errno ? errno : EAGAIN;
+        }
+        send_report(fd, &m);
+        _exit(0);
+    }
+    if (mid < 0) {
+        zygote_msg m = {.type = ZMSG_FAILED, .seq = req->seq, .num = req->num, .err = errno};
+        send_report(fd, &m);
+        return;
+    }
+    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *g, int fd)
+{
+    gen_child_prepare(e, g, "zygote");
+    /* Application code never runs as root, here as in a worker. */
+    if (priv_drop_for(g->cfg) < 0)
+        _exit(EXIT_WORKER_FATAL);
+    gen_child_attach(e);
+    proctitle_zygote(g->id);
+    struct sigaction sa = {.sa_handler = zy_on_usr1}; /* no SA_RESTART: recv returns */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sa.sa_handler = zy_on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+
+    char err[1024];
+    if (worker_preload(g->cfg, err, sizeof err) < 0) {
+        log_error("%s", err);
+        log_error("the apps could not be loaded; no worker of generation %u can start", g->id);
+        _exit(EXIT_WORKER_FATAL);
+    }
+    log_info("apps loaded (generation %u): forking workers on request", g->id);
+    for (;;) {
+        if (zy_reopen) {
+            zy_reopen = 0;
+            if (log_reopen() < 0)
+                log_error("cannot reopen the error log");
+        }
+        unsigned char b[ZMSG_SIZE + 1];
+        ssize_t n = recv(fd, b, sizeof b, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* the master closed the channel: this generation is over */
+        zygote_msg m;
+        if (zmsg_decode(b, (size_t)n, &m) < 0 || m.type != ZMSG_SPAWN) {
+            log_error("ignoring a malformed request from the master (%zd bytes)", n);
+            continue;
+        }
+        spawn(e, g, fd, &m);
+    }
+    log_info("zygote of generation %u exiting", g->id);
+    _exit(EXIT_OK);
+}
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int zygote_start(const gen_env *e, generation *g)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        log_error("cannot create the zygote's channel: %s", strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        zygote_main(e, g, sv[1]);
+    }
+    close(sv[1]);
+    if (pid < 0) {
+        log_error("cannot fork the zygote of generation %u: %s", g->id, strerror(errno));
+        close(sv[0]);
+        return -1;
+    }
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    g->zy.pid = pid;
+    g->zy.hung = 0;
+    g->zy.fd = sv[0];
+    g->zy.started = now_mono();
+    log_info("zygote started (pid %d, generation %u): loading the apps once for every worker",
+             (int)pid, g->id);
+    return 0;
+}
+
+uint32_t zygote_request(zygote *z, int num)
+{
+    if (z->fd < 0)
+        return 0;
+    if (++z->next_seq == 0)
+        z->next_seq = 1;
+    zygote_msg m = {.type = ZMSG_SPAWN, .seq = z->next_seq, .num = num};
+    unsigned char b[ZMSG_SIZE];
+    size_t n = zmsg_encode(&m, b);
+    if (!n || send(z->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
+        log_error("cannot ask the zygote (pid %d) for worker %d: %s", (int)z->pid, num,
+                  n ? strerror(errno) : "bad worker number");
+        return 0;
+    }
+    return m.seq;
+}
+
+int zygote_read(zygote *z, zygote_msg *m)
+{
+    for (;;) {
+        if (z->fd < 0)
+            return -1;
+        unsigned char b[ZMSG_SIZE + 1];
+        ssize_t n = recv(z->fd, b, sizeof b, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n <= 0)
+            return -1;
+        if (zmsg_decode(b, (size_t)n, m) == 0 && m->type != ZMSG_SPAWN)
+            return 1;
+        log_error("ignoring a malformed report from the zygote (pid %d, %zd bytes)", (int)z->pid,
+                  n);
+    }
+}
+
+void zygote_close(zygote *z)
+{
+    if (z->fd >= 0)
+        close(z->fd);
+    z->fd = -1;
+}

@@ -1,0 +1,57 @@
+/*
+ * zygote.h - a generation's zygote: a process the master forks after the
+ * config is loaded and the listeners bound, which drops privileges as a
+ * worker does, loads the apps once (worker_preload) and then forks workers
+ * when the master asks, so their compiled code is shared copy-on-write.
+ * The master is a child subreaper and the zygote double-forks: each worker
+ * is the master's child, supervised as if the master had forked it.
+ */
+#ifndef PAGID_ZYGOTE_H
+#define PAGID_ZYGOTE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "zygote_msg.h"
+
+struct generation;
+struct gen_env;
+
+/** The master's view of one generation's zygote. */
+typedef struct zygote {
+    pid_t pid;             /* running (or not reaped yet), else 0 */
+    int fd;                /* the master's end of the socketpair, or -1 */
+    double started;        /* monotonic seconds at fork */
+    unsigned fast_crashes; /* consecutive deaths soon after start */
+    int fallback;          /* given up on: the generation forks workers directly */
+    int hung;              /* SIGKILLed for not answering in time */
+    uint32_t next_seq;     /* the last request number sent */
+} zygote;
+
+void zygote_init(zygote *z);
+
+/**
+ * Fork the zygote of g: it closes every other generation's sockets, drops
+ * privileges, loads g's apps (exiting EXIT_WORKER_FATAL when they cannot
+ * load), then serves spawn requests until its channel closes. 0, or -1
+ * after logging (fork or socketpair failed).
+ */
+int zygote_start(const struct gen_env *e, struct generation *g);
+
+/**
+ * Ask for worker num. Returns the request's number (never 0), echoed in
+ * the report, or 0 when the request could not be sent (the zygote died).
+ */
+uint32_t zygote_request(zygote *z, int num);
+
+/**
+ * One report from the zygote, without blocking: 1 with *m filled, 0 when
+ * nothing waits, -1 when the channel is closed (the zygote is gone).
+ * Malformed datagrams are logged and skipped.
+ */
+int zygote_read(zygote *z, zygote_msg *m);
+
+/** Close the master's end; a zygote that reads EOF exits. */
+void zygote_close(zygote *z);
+
+#endif

@@ -1,0 +1,23 @@
+/*
+ * preload.h - load a config's apps into a process that will fork workers
+ * (pagid's zygote), so their compiled code is shared copy-on-write.
+ */
+#ifndef PAGID_PRELOAD_H
+#define PAGID_PRELOAD_H
+
+#include <stddef.h>
+
+#include "../common/config.h"
+
+/**
+ * Load what can be loaded before fork, in the order the workers' mount
+ * table creates the apps: a Perl app's interpreter and compiled file (its
+ * create in each worker takes the compiled code instead of loading it
+ * again), a .so module's mapping (the worker's dlopen finds it loaded).
+ * Built-ins have nothing to load. No app instance is created and no loop
+ * exists: lifespan and everything per worker still happen in each worker.
+ * 0, or -1 with a message in err (the app cannot load: no worker could).
+ */
+int worker_preload(const pagid_config *cfg, char *err, size_t errlen);
+
+#endif
