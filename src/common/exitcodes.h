@@ -13,7 +13,8 @@ enum pagid_exit {
     EXIT_WORKER_FATAL = 4, /* worker: lifespan startup failed / app unusable: never respawn */
     EXIT_RECYCLE = 5,      /* worker: served max_requests and drained itself: replace it */
     EXIT_NOT_RUNNING = 6,  /* pagid -s: no pid file, or its pid is not a running pagid */
-    EXIT_SIGNAL = 7        /* pagid -s: unusable pid file, signal refused, upgrade not completed */
+    EXIT_SIGNAL = 7,       /* pagid -s: unusable pid file, signal refused, upgrade not completed */
+    EXIT_NO_PRELOAD = 8    /* zygote: an app cannot be preloaded: load it in each worker */
 };
 
 #endif

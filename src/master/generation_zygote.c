@@ -114,6 +114,8 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
     g->zy.pid = 0;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int fatal = code == EXIT_WORKER_FATAL;
+    if (code == EXIT_NO_PRELOAD)
+        g->zy.fallback = 1; /* it said why; its requests are forked directly below */
     int stopping = !respawn_ok || g->state == GEN_DRAINING || g->state == GEN_FAILED;
 
     int lost = 0;
@@ -137,7 +139,7 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
                   (int)pid, g->id, lost, lost == 1 ? "" : "s");
         return;
     }
-    if (stopping) {
+    if (stopping || g->zy.fallback) {
         log_info("zygote (pid %d, generation %u) exited", (int)pid, g->id);
         return;
     }

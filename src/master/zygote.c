@@ -127,7 +127,17 @@ static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *
     sigaction(SIGQUIT, &sa, NULL);
 
     char err[1024];
-    if (worker_preload(g->cfg, err, sizeof err) < 0) {
+    int loaded = worker_preload(g->cfg, err, sizeof err);
+    if (loaded == -2) {
+        /* The app works, only not forked from here: the master lets the
+         * workers load it themselves. */
+        log_warn("cannot preload: %s (a timer or watcher started at load time needs the "
+                 "worker's loop; start it in lifespan startup to share the compiled code); "
+                 "generation %u loads the apps in each worker",
+                 err, g->id);
+        _exit(EXIT_NO_PRELOAD);
+    }
+    if (loaded < 0) {
         log_error("%s", err);
         log_error("the apps could not be loaded; no worker of generation %u can start", g->id);
         _exit(EXIT_WORKER_FATAL);

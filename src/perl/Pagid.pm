@@ -23,6 +23,10 @@ sub _load {
     $name =~ s/\W/_/g;
     my $package = sprintf 'PAGI::Server::Pagid::Sandbox::App%d_%s', ++$sandboxes,
         substr($name, 0, 40);
+    # `do` searches @INC for a relative path that does not start with ./ or
+    # ../ (and '.' is not in @INC): a relative app path means the directory
+    # pagid runs in, as it does for every other path.
+    $file = "./$file" unless $file =~ m{^\.{0,2}/};
     my $app = eval sprintf <<'END_LOAD', $package;
 package %s;
 no strict;

@@ -23,6 +23,14 @@ typedef struct preloaded_app {
 static preloaded_app *preloaded;
 static size_t n_preloaded;
 static int reseeded; /* this process called srand() after the fork */
+int perl_preload_wanted_loop;
+
+void perl_no_loop_yet(pTHX)
+{
+    perl_preload_wanted_loop = 1;
+    croak("pagid's event loop does not exist yet: the app is being preloaded (it starts an event "
+          "watcher while loading); it is loaded in each worker instead");
+}
 
 typedef struct perl_app {
     SV *app;   /* the app's coderef */
@@ -176,6 +184,14 @@ int perl_host_preload(const char *file, char *err, size_t errlen)
     preloaded = v;
     char msg[1024];
     SV *app = load_app(aTHX_ file, msg, sizeof msg);
+    if (perl_preload_wanted_loop) {
+        /* A timer or watcher at load time cannot be shared by forked
+         * workers (their loops do not exist yet): not preloadable. */
+        if (app)
+            SvREFCNT_dec(app);
+        snprintf(err, errlen, "%s starts event watchers while it loads", file);
+        return -2;
+    }
     if (!app) {
         snprintf(err, errlen, "perl: cannot load %s: %s", file, msg);
         return -1;
@@ -216,6 +232,7 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
         return NULL;
     }
     perl_host_loop = loop;
+    perl_loop_adopt_process();
     if (!perl_host_interp) {
         const char *e = start_interpreter();
         if (e) {

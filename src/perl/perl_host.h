@@ -17,8 +17,9 @@ extern const pagi_app app_perl;
  * reference for the create of a forked worker to take instead of loading
  * the file again. One preload serves one create of the same file (an app
  * mounted twice is preloaded twice). No loop exists yet: code that starts
- * a timer or watches a file descriptor at load time fails. 0, or -1 with
- * a message in err.
+ * a timer or watches a file descriptor at load time cannot be preloaded:
+ * -2 (the caller loads the app in each worker instead). 0, or -1 with a
+ * message in err.
  */
 int perl_host_preload(const char *file, char *err, size_t errlen);
 

@@ -64,6 +64,13 @@ extern const perl_module perl_modules[]; /* ends with a NULL name */
 
 /* perl_loop_xs.c: watchers for IO::Async/AnyEvent on the worker's loop. */
 void perl_loop_boot(pTHX);
+/* Set when app code asked for the loop while being preloaded (no loop yet). */
+extern int perl_preload_wanted_loop;
+/* Croaks: app code wants a watcher while the app is preloaded. Noted, so the
+ * preload is refused even if the app caught the error. */
+void perl_no_loop_yet(pTHX) __attribute__((noreturn));
+/* The calling process runs the loop (a worker forked from the preloading zygote). */
+void perl_loop_adopt_process(void);
 /* The host's teardown: stop every watcher still running, drop its callback. */
 void perl_loop_stop_watchers(pTHX);
 /* After perl_destruct: free the watchers left. */

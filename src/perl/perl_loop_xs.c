@@ -149,7 +149,7 @@ static loop_watcher *lw_new(pTHX_ int kind, SV *cb)
     if (getpid() != worker_pid)
         croak("pagid's event loop is not in this process (a child forked from the worker)");
     if (!perl_host_loop)
-        croak("pagid's event loop is not available");
+        perl_no_loop_yet(aTHX);
     if (!SvROK(cb) || SvTYPE(SvRV(cb)) != SVt_PVCV)
         croak("expected a CODE reference");
     loop_watcher *n = calloc(1, sizeof *n);
@@ -363,6 +363,15 @@ void perl_child_exit(void)
             (int)getpid(), e);
     fflush(stderr);
     _exit(255);
+}
+
+void perl_loop_adopt_process(void)
+{
+    /* A worker forked by the zygote (preload): the interpreter was booted
+     * there, and the atfork hook took the fork for an app's. This process
+     * is the one whose loop the watchers belong to. */
+    worker_pid = getpid();
+    perl_forked_child = 0;
 }
 
 void perl_loop_boot(pTHX)

@@ -407,8 +407,7 @@ XS_INTERNAL(xs_timer_start)
         croak("out of memory");
     if (!perl_host_loop) {
         free(pt);
-        croak("no event loop yet (the app is being preloaded): start timers in lifespan "
-              "startup or in a request");
+        perl_no_loop_yet(aTHX);
     }
     NV after = SvNV(ST(0));
     pt->cb = SvREFCNT_inc(ST(1));
@@ -464,8 +463,7 @@ XS_INTERNAL(xs_io_watch)
         croak("out of memory");
     if (!perl_host_loop) {
         free(pi);
-        croak("no event loop yet (the app is being preloaded): watch file descriptors in "
-              "lifespan startup or in a request");
+        perl_no_loop_yet(aTHX);
     }
     pi->cb = SvREFCNT_inc(ST(2));
     pi->w = pagi_io_watch(perl_host_loop, (int)SvIV(ST(0)), (int)SvIV(ST(1)), on_io, pi);

@@ -32,10 +32,8 @@ static int preload_one(const char *spec, char *err, size_t errlen)
 
 int worker_preload(const pagid_config *cfg, char *err, size_t errlen)
 {
-    if (preload_one(cfg->app, err, errlen) < 0)
-        return -1;
-    for (size_t i = 0; i < cfg->n_mounts; i++)
-        if (preload_one(cfg->mounts[i].app, err, errlen) < 0)
-            return -1;
-    return 0;
+    int r = preload_one(cfg->app, err, errlen);
+    for (size_t i = 0; r == 0 && i < cfg->n_mounts; i++)
+        r = preload_one(cfg->mounts[i].app, err, errlen);
+    return r;
 }

@@ -16,7 +16,9 @@
  * again), a .so module's mapping (the worker's dlopen finds it loaded).
  * Built-ins have nothing to load. No app instance is created and no loop
  * exists: lifespan and everything per worker still happen in each worker.
- * 0, or -1 with a message in err (the app cannot load: no worker could).
+ * 0, or -1 with a message in err (the app cannot load: no worker could),
+ * or -2 with the reason in err when an app can load but not be preloaded
+ * (it starts event watchers while loading: each worker must load it).
  */
 int worker_preload(const pagid_config *cfg, char *err, size_t errlen);
 

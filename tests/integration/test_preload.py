@@ -317,6 +317,58 @@ def app_that_cannot_load_stops_the_start(ctx):
           "the zygote's failure is not in the log")
 
 
+@test(timeout=60)
+def app_starting_a_timer_at_load_is_loaded_in_each_worker(ctx):
+    """A timer started while the file loads needs a worker's loop: the
+    zygote says it cannot preload the app and the workers load it
+    themselves, each with its timer running (not a failed start)."""
+    need_perl(ctx)
+    # A relative app path means pagid's working directory (Perl's `do`
+    # alone would search @INC for it).
+    srv = ctx.start(os.path.relpath(os.path.join(HERE, "perl", "preload_timer.pl"), ctx.tmpdir),
+                    workers=2)
+    wait_ready(srv)
+    workers = wait_workers(srv, 2)
+    err = srv.stderr()
+    check(re.search(r"cannot preload: \S*preload_timer.pl starts event watchers while it "
+                    r"loads.*generation 1 loads the apps in each worker", err),
+          "no preload refusal in the log:\n" + err[-2000:])
+    check(wait_for(lambda: not srv.zygotes(), 5), "zygote still running: %r" % srv.zygotes())
+    for w in workers:
+        check_eq(ppid_of(w), srv.pid, "parent of worker %d" % w)
+    check(wait_for(lambda: set(workers) <= set(log_lines(ctx, "load")), 5),
+          "compiled by %r, workers %r" % (log_lines(ctx, "load"), workers))
+    time.sleep(0.5)  # the timers fire 0.1 s after each worker's load
+    seen = set()
+    for _ in range(10):
+        for pid_ in workers_answering(srv.port):
+            seen.add(pid_)
+        if set(workers) <= seen:
+            break
+    check(set(workers) <= seen, "workers %r answered, expected %r" % (sorted(seen), workers))
+
+
+def workers_answering(port, n=8):
+    """pids answering "fired=1" over n connections open at once."""
+    conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
+    pids = []
+    for c in conns:
+        c.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    for c in conns:
+        data = b""
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        c.close()
+        m = re.search(rb"fired=(\d) pid=(\d+)", data)
+        check(m, "unexpected answer %r" % data[-200:])
+        check_eq(m.group(1), b"1", "the load-time timer of worker %s fired" % m.group(2))
+        pids.append(int(m.group(2)))
+    return pids
+
+
 def stop_pid(pid, timeout=15):
     """SIGTERM a master that is not our child; True once it is gone."""
     try:
