@@ -1,4 +1,6 @@
-"""Worker memory after slow clients (issue 11): a Perl producer that streams as
+"""Worker memory: slow clients, and lifespan scopes left at exit.
+
+After slow clients (issue 11): a Perl producer that streams as
 fast as the transport allows and never looks at its connection (as the
 reference server's backpressure example does) is served to clients that read
 almost nothing and are then cut off with a reset, cycle after cycle. Each
@@ -6,13 +8,20 @@ request's scope and closures must be let go of, and the worker's RSS must come
 back near its baseline rather than keep what the cut-off streams cost (it kept
 tens of MB when every no-op send after the disconnect held a Perl hold and a
 queued job, and the run queue never shrank).
+
+At exit: a lifespan handler that never answers lifespan.shutdown (alone, or
+mounted beside one that does) is cut off by the worker's shutdown limit, and
+its scope must still be released before the app is unloaded (LSan, in the
+sanitizer build, fails the run otherwise: single-process mode, as a worker
+under a master ends with _exit and is not leak-checked); the order of the lifespan events
+stays table order up, reverse order down.
 """
 
 import socket
 import struct
 import time
 
-from lib import SLOW, check, test, wait_for
+from lib import SLOW, check, check_eq, request, test, wait_for
 from test_perl import app, app_log
 
 CLIENTS = 20
@@ -97,3 +106,36 @@ def slow_clients_cut_off_mid_stream(ctx):
     check(settled[-1] - settled[0] < 1024,
           "worker RSS grew %d KiB from cycle 1 to cycle %d: %r"
           % (settled[-1] - settled[0], CYCLES, settled))
+
+
+def lifespan_lines(ctx):
+    return [ln for ln in app_log(ctx) if ln.endswith(("startup", "shutdown"))]
+
+
+@test(timeout=60)
+def lifespan_shutdown_never_answered_is_released(ctx):
+    """The handler takes lifespan.shutdown and waits for good: the worker gives
+    up after its limit, warns, and exits cleanly with the scope released."""
+    srv = ctx.start(app(ctx, "lifespan_hang"), workers=0)
+    check_eq(request(srv.port).body, b"hang", "body")
+    check_eq(srv.stop(timeout=20), 0, "exit status")
+    check_eq(lifespan_lines(ctx), ["hang startup", "hang shutdown"], "lifespan events")
+    check("lifespan shutdown did not finish in time" in srv.stderr(),
+          "the limit was reported:\n%s" % srv.stderr()[-600:])
+
+
+@test(timeout=60)
+def mounted_lifespan_shutdown_never_answered_is_released(ctx):
+    """Two mounted apps: startup in table order, shutdown in reverse; the first
+    app never answers its shutdown, the worker's limit ends the wait, and both
+    apps' lifespan scopes (and the table's own) are released at exit."""
+    hang, polite = app(ctx, "lifespan_hang"), app(ctx, "lifespan_polite")
+    srv = ctx.start(None, workers=0, config="app: hello\nmounts:\n"
+                    "  - {path: /a, app: %s}\n  - {path: /b, app: %s}\n" % (hang, polite))
+    check_eq(request(srv.port, path="/a").body, b"hang", "/a")
+    check_eq(request(srv.port, path="/b").body, b"polite", "/b")
+    check_eq(srv.stop(timeout=20), 0, "exit status")
+    check_eq(lifespan_lines(ctx), ["hang startup", "polite startup", "polite shutdown",
+                                   "hang shutdown"], "lifespan events, in order")
+    check("lifespan shutdown did not finish in time" in srv.stderr(),
+          "the limit was reported:\n%s" % srv.stderr()[-600:])
