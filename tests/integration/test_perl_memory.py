@@ -25,7 +25,7 @@ from lib import SLOW, check, check_eq, request, test, wait_for
 from test_perl import app, app_log
 
 CLIENTS = 20
-CYCLES = 5
+CYCLES = 5 if SLOW == 1 else 3  # sanitizer builds: RSS is not judged, the releases are
 STREAM_MIB = 32  # 8,192 sends per request, nearly all after its client is gone
 
 
@@ -94,8 +94,9 @@ def slow_clients_cut_off_mid_stream(ctx):
         ctx.note("cycle %d: baseline %d KiB, peak %d KiB, settled %d KiB"
                  % (cycle, base, peak, settled[-1]))
     log = app_log(ctx)
-    check(all("client_closed" in ln for ln in log if ln.startswith("gone ")),
-          "on_disconnect reasons: %r" % [ln for ln in log if ln.startswith("gone ")][:3])
+    # The reset is seen by a read (client_closed) or by a write (write_error).
+    reasons = {ln.split()[2] for ln in log if ln.startswith("gone ")}
+    check(reasons <= {"client_closed", "write_error"}, "on_disconnect reasons: %r" % reasons)
     check(srv.alive(), "pagid died")
     if SLOW > 1:
         return  # sanitizer builds: ASan's quarantine keeps freed memory resident
