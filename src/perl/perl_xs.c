@@ -206,7 +206,18 @@ XS_INTERNAL(xs_send)
     if (!err)
         err = perl_event_from_sv(aTHX_ ST(1), &ev, &hdrs, &extra, buf, sizeof buf);
     SV *ret = NULL;
-    if (!err) {
+    if (!err && !pagi_conn_is_connected(h->s)) {
+        /* The spec's no-op after a disconnect: it completes at once and nothing
+         * is called back, so nothing is held or queued. An app that streams on
+         * regardless sends in a tight loop; a hold and a queued job per send
+         * made that cost memory (the run queue's ring never shrank). */
+        if (pagi_send(h->s, &ev, NULL, NULL) < 0) {
+            snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
+            err = buf;
+        } else {
+            err = "";
+        }
+    } else if (!err) {
         perl_hold *n = perl_hold_add(h, &PL_sv_undef);
         if (!n) {
             err = "out of memory";

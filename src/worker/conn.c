@@ -17,6 +17,7 @@
 
 #include "../common/log.h"
 #include "../common/shm.h"
+#include "memtrim.h"
 #include "reason.h"
 #include "scope.h"
 
@@ -439,6 +440,9 @@ void conn_close(conn *c, const char *reason)
     conn_flush_list_remove(c);
     close(c->fd);
     c->fd = -1;
+    /* A client cut off mid-stream leaves its queue (up to high_watermark, in
+     * segments each too small to count alone): worth a trim once they add up. */
+    memtrim_note(ev, outq_buffered(&c->out) + c->in.cap);
     outq_free(&c->out);
     buf_free(&c->in); /* if it was lent, the worker allocates another */
     c->in_lent = 0;

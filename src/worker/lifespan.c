@@ -205,6 +205,13 @@ void lifespan_free(worker_ctx *w)
     w->lifespan = NULL;
     ev_timer_stop(w->loop.ev, &ls->timer);
     pagi_scope *s = ls->scope;
+    int unfinished = !scope_is_finished(s);
     scope_detach(s); /* the app side's reference stays until it finishes */
+    /* The worker is exiting: a handler still running (it never answered, or
+     * missed its shutdown limit) is finished on its behalf, as
+     * scope_abandon_all does for requests, so the scope's release runs while
+     * the app is loaded. After the detach: ls_finished sees no lifespan. */
+    if (unfinished)
+        pagi_scope_finish(s, NULL);
     free(ls);
 }

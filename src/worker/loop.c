@@ -8,6 +8,10 @@
 #include <stdlib.h>
 
 #include "../common/log.h"
+#include "memtrim.h"
+
+/* Run-queue items kept between rounds (40 B each): what a busy worker reuses. */
+#define LOOP_RUNQ_KEEP 4096
 
 struct pagi_timer {
     ev_timer w;
@@ -34,10 +38,16 @@ static void loop_on_prepare(struct ev_loop *ev, ev_prepare *w, int revents)
     runq_drain(&l->rq);
     if (l->flush)
         l->flush(l->flush_ud);
-    if (runq_pending(&l->rq))
+    if (runq_pending(&l->rq)) {
         ev_idle_start(ev, &l->idle);
-    else
+    } else {
         ev_idle_stop(ev, &l->idle);
+        /* After a burst (thousands of callbacks in one round: many connections
+         * closing at once, an app sending in a tight loop) the ring goes. */
+        size_t freed = runq_shrink(&l->rq, LOOP_RUNQ_KEEP);
+        if (freed)
+            memtrim_note(ev, freed);
+    }
 }
 
 int loop_init(pagi_loop *l, struct ev_loop *ev)

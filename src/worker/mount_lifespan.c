@@ -101,6 +101,15 @@ static int child_next_event(pagi_scope *s, pagi_event *ev, int take)
     return 1;
 }
 
+static void child_detach(lchild *ch)
+{
+    if (!ch->scope)
+        return;
+    pagi_scope *s = ch->scope;
+    ch->scope = NULL;
+    scope_detach(s); /* the app side keeps its reference until it finishes */
+}
+
 static void child_finished(pagi_scope *s, const char *error)
 {
     lchild *ch = child_of(s);
@@ -126,9 +135,14 @@ static void child_finished(pagi_scope *s, const char *error)
         ch->phase = CH_STOPPED;
         break;
     default:
+        if (ch->ml->done)
+            child_detach(ch); /* finished after the table's end: let it go now */
         return;
     }
-    ml_advance_later(ch->ml);
+    if (ch->ml->done)
+        child_detach(ch);
+    else
+        ml_advance_later(ch->ml);
 }
 
 static const scope_ops child_ops = {
@@ -139,13 +153,18 @@ static const scope_ops child_ops = {
 
 /* ---- the coordinator ---- */
 
-static void child_detach(lchild *ch)
+/* The table's scope is released (worker exit, after every handler's chance):
+ * a child whose handler is still running is finished on its behalf, or its
+ * scope would outlive the app. After the detach: child_finished sees no child. */
+static void child_abandon(lchild *ch)
 {
     if (!ch->scope)
         return;
     pagi_scope *s = ch->scope;
-    ch->scope = NULL;
-    scope_detach(s); /* the app side keeps its reference until it finishes */
+    int unfinished = !scope_is_finished(s);
+    child_detach(ch);
+    if (unfinished)
+        pagi_scope_finish(s, NULL);
 }
 
 /* The end of the worker's lifespan scope: answer it, let the children go. */
@@ -159,8 +178,11 @@ static void ml_finish(mount_lifespan *ml, pagi_event_type answer, const char *me
         if (pagi_send(ml->parent, &ev, NULL, NULL) < 0)
             log_error("lifespan: %s", pagi_scope_error(ml->parent));
     }
+    /* A child still running keeps our reference until ml_release (or its own
+     * finish, child_finished): only then may it be finished on its behalf. */
     for (size_t i = 0; i < ml->n; i++)
-        child_detach(&ml->c[i]);
+        if (ml->c[i].scope && scope_is_finished(ml->c[i].scope))
+            child_detach(&ml->c[i]);
     pagi_scope_finish(ml->parent, NULL);
 }
 
@@ -269,7 +291,7 @@ static void ml_release(pagi_scope *s, void *data)
 {
     mount_lifespan *ml = data;
     for (size_t i = 0; i < ml->n; i++)
-        child_detach(&ml->c[i]);
+        child_abandon(&ml->c[i]);
     free(ml->c);
     free(ml);
 }

@@ -70,3 +70,12 @@ size_t runq_drain(runq *q)
     }
     return n;
 }
+
+size_t runq_shrink(runq *q, size_t keep_cap)
+{
+    if (q->count || q->cap <= keep_cap)
+        return 0;
+    size_t bytes = q->cap * sizeof *q->items;
+    runq_free(q);
+    return bytes;
+}

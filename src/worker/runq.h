@@ -36,5 +36,11 @@ int runq_push(runq *q, runq_fn fn, runq_any_fn cb, void *a, void *b, void *c);
  */
 size_t runq_drain(runq *q);
 static inline size_t runq_pending(const runq *q) { return q->count; }
+/**
+ * An empty ring over keep_cap items is freed (the next push starts small
+ * again): a burst must not pin its high-water mark for the worker's life.
+ * Returns the bytes freed.
+ */
+size_t runq_shrink(runq *q, size_t keep_cap);
 
 #endif

@@ -679,8 +679,8 @@ static void ws_on_close(conn *c, const char *reason)
     ws->state = WS_GONE;
     ws_deflate_free(ws->pmd);
     ws->pmd = NULL;
-    /* What conn_close frees next (output, input) and the message being assembled. */
-    memtrim_note(c->w->loop.ev, outq_buffered(&c->out) + c->in.cap + ws->msg.cap);
+    /* The message being assembled (conn_close notes the output and input). */
+    memtrim_note(c->w->loop.ev, ws->msg.cap);
     buf_free(&ws->msg);
 }
 

@@ -1,6 +1,7 @@
 /*
  * test_runq.c - Check suite for src/worker/runq.c: FIFO order, a drain runs only
- * what was queued before it began, growth (also while wrapped), runq_pending.
+ * what was queued before it began, growth (also while wrapped), runq_pending,
+ * and the shrink after a burst.
  */
 #include <check.h>
 #include <stdint.h>
@@ -181,6 +182,29 @@ START_TEST(item_fields_passed)
 }
 END_TEST
 
+/* A burst's ring goes once it is empty; a small one, or one still in use, stays. */
+START_TEST(shrink_after_burst)
+{
+    runq q;
+    runq_init(&q);
+    n_order = 0;
+    for (intptr_t i = 0; i < 3000; i++)
+        ck_assert_int_eq(push_rec(&q, i), 0);
+    ck_assert_uint_eq(runq_shrink(&q, 1024), 0); /* not empty */
+    runq_drain(&q);
+    ck_assert_uint_eq(n_order, 3000);
+    ck_assert_uint_eq(runq_shrink(&q, 4096), 0); /* within what is kept */
+    ck_assert_uint_eq(runq_shrink(&q, 1024), 4096 * sizeof(runq_item));
+    ck_assert_ptr_null(q.items);
+    ck_assert_uint_eq(runq_shrink(&q, 0), 0);
+    /* Usable again, from the small size. */
+    ck_assert_int_eq(push_rec(&q, 7), 0);
+    ck_assert_uint_eq(runq_drain(&q), 1);
+    ck_assert_int_eq(order[3000], 7);
+    runq_free(&q);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("runq");
@@ -191,6 +215,7 @@ static Suite *suite(void)
     tcase_add_test(t, growth_while_wrapped);
     tcase_add_test(t, growth_during_drain);
     tcase_add_test(t, item_fields_passed);
+    tcase_add_test(t, shrink_after_burst);
     suite_add_tcase(s, t);
     return s;
 }
