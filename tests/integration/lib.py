@@ -112,6 +112,15 @@ def is_zygote(pid):
         return False
 
 
+def untitled(pid):
+    """Does pid still carry the master's title (forked, not yet titled)?"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().startswith(b"pagid: master process")
+    except OSError:
+        return False
+
+
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -221,8 +230,10 @@ class Server:
         raise TestFailure("pagid not listening on %d after %ss" % (self.port, timeout))
 
     def workers(self):
-        """The master's worker processes (its children but the zygote)."""
-        return [p for p in children_of(self.pid) if not is_zygote(p)]
+        """The master's worker processes (its children but the zygote, and
+        but a child just forked that has not titled itself yet: it could be
+        either)."""
+        return [p for p in children_of(self.pid) if not is_zygote(p) and not untitled(p)]
 
     def zygotes(self):
         """The master's zygote processes (preload: one per live generation)."""
