@@ -48,23 +48,10 @@ sub _message {
 sub _run {
     my ($app, $h, $scope) = @_;
     # pagi.connection and pagi.transport come ready-made from perl_scope_hv.
-    my $receive = sub {
-        my $f = Future->new;
-        my $err = PAGI::Server::Pagid::XS::receive($h, $f);
-        return defined $err ? Future->fail("$err\n") : $f;
-    };
-    my %refused;    # this scope's refused sends, by message: each is logged once
-    my $send = sub {
-        my $r = PAGI::Server::Pagid::XS::send($h, $_[0]);
-        return $r if ref $r;                   # pending: done when the buffer drains
-        return Future->done if $r eq '';       # completed already (below the high-water mark)
-        # Refused: say where, for apps written for laxer servers; once per message and scope.
-        if (!$refused{$r}++ && keys %refused <= 8 && $r !~ /after the scope finished/) {
-            my (undef, $file, $line) = caller;
-            PAGI::Server::Pagid::XS::log(1, "perl: send refused at $file line $line: $r");
-        }
-        return Future->fail("$r\n");          # "\n": the message, not Future.pm's line, when awaited
-    };
+    # The XS side makes the Futures, logs refused sends (at the app's line,
+    # the caller of these closures) and fails them.
+    my $receive = sub { PAGI::Server::Pagid::XS::receive($h) };
+    my $send = sub { PAGI::Server::Pagid::XS::send($h, $_[0]) };
     my $f = eval { $app->($scope, $receive, $send) };
     if (!defined $f && $@) {
         PAGI::Server::Pagid::XS::finish($h, _message($@));

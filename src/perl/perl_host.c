@@ -56,6 +56,7 @@ static const char *start_interpreter(void)
         return "the Perl host's glue failed to load (are libfuture-perl and "
                "libfuture-io-perl installed?)";
     }
+    perl_xs_ready(aTHX);
     return NULL;
 }
 
@@ -65,6 +66,7 @@ static void stop_interpreter(void)
     if (!my_perl)
         return;
     perl_xs_stop_watches(aTHX);
+    perl_xs_unready(aTHX);
     PL_perl_destruct_level = 1;
     perl_destruct(my_perl);
     perl_free(my_perl);

@@ -11,6 +11,8 @@
 #include <perl.h>
 #include <XSUB.h>
 
+#include <stdint.h>
+
 #include "pagi/pagi.h"
 
 extern PerlInterpreter *perl_host_interp;
@@ -31,6 +33,8 @@ typedef struct perl_handle {
     int perl_alive;   /* the Perl handle object still exists */
     int releasing;    /* handle_release is dropping the holds */
     perl_hold *holds; /* futures and callbacks the server may still call */
+    int nrefused;     /* distinct refused sends seen, each logged once (at most 8) */
+    uint32_t refused[8]; /* their messages' hashes */
 } perl_handle;
 
 perl_hold *perl_hold_add(perl_handle *h, SV *sv);
@@ -51,6 +55,9 @@ void perl_xs_stop_watches(pTHX);
 /** After perl_destruct: free every watch entry left (stopping the live ones). */
 void perl_xs_free_watches(void);
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
+/* After the glue loaded: the shared done Future; before perl_destruct: let it go. */
+void perl_xs_ready(pTHX);
+void perl_xs_unready(pTHX);
 
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
 extern const char perl_glue_source[];

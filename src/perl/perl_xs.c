@@ -144,37 +144,18 @@ static const char *usable(perl_handle *h)
     return NULL;
 }
 
-/* receive($h, $future): undef, or an error message */
-XS_INTERNAL(xs_receive)
-{
-    dXSARGS;
-    if (items != 2)
-        croak_xs_usage(cv, "h, future");
-    perl_handle *h = get_handle(aTHX_ ST(0));
-    const char *err = usable(h);
-    if (!err) {
-        perl_hold *n = perl_hold_add(h, ST(1));
-        if (!n)
-            err = "out of memory";
-        else if (pagi_receive(h->s, on_receive, n) < 0) {
-            perl_hold_drop(n);
-            err = pagi_scope_error(h->s);
-        }
-    }
-    ST(0) = err ? sv_2mortal(newSVpv(err, 0)) : &PL_sv_undef;
-    XSRETURN(1);
-}
-
-/* A new pending Future (Future->new), owned by the caller. */
-static SV *new_future(pTHX)
+/* Future->$method(@arg): a new Future owned by the caller, or NULL. */
+static SV *future_call(pTHX_ const char *method, SV *arg)
 {
     dSP;
     ENTER;
     SAVETMPS;
     PUSHMARK(SP);
     XPUSHs(sv_2mortal(newSVpvs("Future")));
+    if (arg)
+        XPUSHs(sv_2mortal(arg));
     PUTBACK;
-    int n = call_method("new", G_SCALAR);
+    int n = call_method(method, G_SCALAR);
     SPAGAIN;
     SV *f = n > 0 ? newSVsv(POPs) : NULL;
     PUTBACK;
@@ -183,11 +164,83 @@ static SV *new_future(pTHX)
     return f;
 }
 
+/* A failed Future; "\n" so that awaiting it dies with the message, not Future.pm's line. */
+static SV *failed_future(pTHX_ const char *err)
+{
+    return future_call(aTHX_ "fail", newSVpvf("%s\n", err));
+}
+
+/* Every send that completes at once returns this one done Future: making a
+ * Future per send was a tenth of a hello request's time. A done Future keeps
+ * no callbacks (on_ready, then and the rest run at once on it). */
+static SV *done_future;
+
+void perl_xs_ready(pTHX)
+{
+    done_future = future_call(aTHX_ "done", NULL);
+}
+
+void perl_xs_unready(pTHX)
+{
+    SvREFCNT_dec(done_future);
+    done_future = NULL;
+}
+
+/* receive($h): a Future, pending until the next event, or failed */
+XS_INTERNAL(xs_receive)
+{
+    dXSARGS;
+    if (items != 1)
+        croak_xs_usage(cv, "h");
+    perl_handle *h = get_handle(aTHX_ ST(0));
+    const char *err = usable(h);
+    SV *f = NULL;
+    if (!err && !(f = future_call(aTHX_ "new", NULL)))
+        err = "cannot create a Future";
+    if (!err) {
+        perl_hold *n = perl_hold_add(h, f);
+        if (!n)
+            err = "out of memory";
+        else if (pagi_receive(h->s, on_receive, n) < 0) {
+            perl_hold_drop(n);
+            err = pagi_scope_error(h->s);
+        }
+    }
+    if (err) {
+        SvREFCNT_dec(f);
+        f = failed_future(aTHX_ err);
+    }
+    ST(0) = f ? sv_2mortal(f) : &PL_sv_undef;
+    XSRETURN(1);
+}
+
+/* Say where a send was refused, for apps written for laxer servers: once
+ * per message and scope, at most 8 messages a scope. */
+static void log_refused(pTHX_ perl_handle *h, const char *msg)
+{
+    uint32_t hash = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
+        hash = (hash ^ *p) * 16777619u;
+    for (int i = 0; i < h->nrefused; i++)
+        if (h->refused[i] == hash)
+            return;
+    if (h->nrefused >= 8)
+        return;
+    h->refused[h->nrefused++] = hash;
+    if (strstr(msg, "after the scope finished"))
+        return;
+    /* Called from the glue's $send closure: its caller is the app's statement. */
+    const PERL_CONTEXT *cx = caller_cx(0, NULL);
+    const COP *cop = cx ? cx->blk_oldcop : PL_curcop;
+    pagi_log(perl_host_loop, 1, "perl: send refused at %s line %u: %s", CopFILE(cop),
+             (unsigned)CopLINE(cop), msg);
+}
+
 /*
- * send($h, $event): a pending Future (a reference); "" when the send has
- * already completed (accepted below the high-water mark: pagi_send's callback
- * will report success at once, so the glue hands back a done Future and
- * spares the app a suspension); else the validation message.
+ * send($h, $event): a Future. The shared done one when the send has already
+ * completed (accepted below the high-water mark: pagi_send's callback will
+ * report success at once, so the app is spared a suspension); a pending one
+ * done when the buffer drains; else a failed one with the validation message.
  */
 XS_INTERNAL(xs_send)
 {
@@ -213,10 +266,10 @@ XS_INTERNAL(xs_send)
                 perl_hold_drop(n);
                 snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
                 err = buf;
-            } else if (!ev.file && ev.fd < 0 &&
+            } else if (!ev.file && ev.fd < 0 && done_future &&
                        pagi_transport_buffered_amount(h->s) < pagi_transport_high_water_mark(h->s)) {
-                err = ""; /* nothing can fail it any more and it completes at once: done now */
-            } else if (!(n->sv = new_future(aTHX))) {
+                ret = done_future; /* nothing can fail it any more and it completes at once */
+            } else if (!(n->sv = future_call(aTHX_ "new", NULL))) {
                 err = "cannot create a Future";
             } else {
                 ret = sv_2mortal(SvREFCNT_inc(n->sv));
@@ -225,7 +278,12 @@ XS_INTERNAL(xs_send)
     }
     free(hdrs);
     free(extra);
-    ST(0) = ret ? ret : sv_2mortal(newSVpv(err, 0));
+    if (!ret) {
+        log_refused(aTHX_ h, err);
+        SV *f = failed_future(aTHX_ err);
+        ret = f ? sv_2mortal(f) : &PL_sv_undef;
+    }
+    ST(0) = ret;
     XSRETURN(1);
 }
 
