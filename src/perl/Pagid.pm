@@ -1,6 +1,6 @@
 # Pagid.pm - the Perl half of pagid's Perl host, compiled into pagid and
-# evaluated once per worker: app loading, the per-scope $receive/$send
-# closures, pagi.connection/pagi.transport objects, and Future::IO's impl.
+# evaluated once per worker: app loading, running a scope's app,
+# pagi.connection/pagi.transport objects, and Future::IO's impl.
 use strict;
 use warnings;
 
@@ -46,12 +46,9 @@ sub _message {
 }
 
 sub _run {
-    my ($app, $h, $scope) = @_;
-    # pagi.connection and pagi.transport come ready-made from perl_scope_hv.
-    # The XS side makes the Futures, logs refused sends (at the app's line,
-    # the caller of these closures) and fails them.
-    my $receive = sub { PAGI::Server::Pagid::XS::receive($h) };
-    my $send = sub { PAGI::Server::Pagid::XS::send($h, $_[0]) };
+    my ($app, $h, $scope, $receive, $send) = @_;
+    # pagi.connection and pagi.transport come ready-made from perl_scope_hv;
+    # $receive and $send are XSUBs bound to the scope (perl_scope_subs).
     my $f = eval { $app->($scope, $receive, $send) };
     if (!defined $f && $@) {
         PAGI::Server::Pagid::XS::finish($h, _message($@));

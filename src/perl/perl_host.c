@@ -164,10 +164,13 @@ static void perl_handle_scope(pagi_scope *s, void *instance)
     ENTER;
     SAVETMPS; /* this runs from the loop, outside any Perl statement: free our temps here */
     SV *scope = perl_scope_hv(aTHX_ s, hsv, pa->state);
-    SV *args[3] = {pa->app, sv_2mortal(hsv), sv_2mortal(scope)};
+    SV *receive, *send;
+    perl_scope_subs(aTHX_ hsv, h, &receive, &send);
+    SV *args[5] = {pa->app, sv_2mortal(hsv), sv_2mortal(scope), sv_2mortal(receive),
+                   sv_2mortal(send)};
     char err[512];
     err[0] = 0;
-    SV *r = call_glue(aTHX_ "PAGI::Server::Pagid::_run", args, 3, err, sizeof err);
+    SV *r = call_glue(aTHX_ "PAGI::Server::Pagid::_run", args, 5, err, sizeof err);
     if (r)
         SvREFCNT_dec(r);
     if (err[0] && h->s && !h->finished) {

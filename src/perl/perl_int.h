@@ -55,6 +55,8 @@ void perl_xs_stop_watches(pTHX);
 /** After perl_destruct: free every watch entry left (stopping the live ones). */
 void perl_xs_free_watches(void);
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
+/* The scope's $receive and $send (code refs, owned by the caller). */
+void perl_scope_subs(pTHX_ SV *hsv, perl_handle *h, SV **receive, SV **send);
 /* After the glue loaded: the shared done Future; before perl_destruct: let it go. */
 void perl_xs_ready(pTHX);
 void perl_xs_unready(pTHX);

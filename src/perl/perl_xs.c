@@ -186,13 +186,12 @@ void perl_xs_unready(pTHX)
     done_future = NULL;
 }
 
-/* receive($h): a Future, pending until the next event, or failed */
+/* $receive->(): a Future, pending until the next event, or failed */
 XS_INTERNAL(xs_receive)
 {
     dXSARGS;
-    if (items != 1)
-        croak_xs_usage(cv, "h");
-    perl_handle *h = get_handle(aTHX_ ST(0));
+    PERL_UNUSED_VAR(items);
+    perl_handle *h = CvXSUBANY(cv).any_ptr;
     const char *err = usable(h);
     SV *f = NULL;
     if (!err && !(f = future_call(aTHX_ "new", NULL)))
@@ -229,15 +228,14 @@ static void log_refused(pTHX_ perl_handle *h, const char *msg)
     h->refused[h->nrefused++] = hash;
     if (strstr(msg, "after the scope finished"))
         return;
-    /* Called from the glue's $send closure: its caller is the app's statement. */
-    const PERL_CONTEXT *cx = caller_cx(0, NULL);
-    const COP *cop = cx ? cx->blk_oldcop : PL_curcop;
+    /* $send is an XSUB: the statement running is the app's own call. */
+    const COP *cop = PL_curcop;
     pagi_log(perl_host_loop, 1, "perl: send refused at %s line %u: %s", CopFILE(cop),
              (unsigned)CopLINE(cop), msg);
 }
 
 /*
- * send($h, $event): a Future. The shared done one when the send has already
+ * $send->($event): a Future. The shared done one when the send has already
  * completed (accepted below the high-water mark: pagi_send's callback will
  * report success at once, so the app is spared a suspension); a pending one
  * done when the buffer drains; else a failed one with the validation message.
@@ -245,15 +243,14 @@ static void log_refused(pTHX_ perl_handle *h, const char *msg)
 XS_INTERNAL(xs_send)
 {
     dXSARGS;
-    if (items != 2)
-        croak_xs_usage(cv, "h, event");
-    perl_handle *h = get_handle(aTHX_ ST(0));
+    perl_handle *h = CvXSUBANY(cv).any_ptr;
+    SV *event = items > 0 ? ST(0) : NULL;
     char buf[256];
     const char *err = usable(h);
     pagi_event ev;
     pagi_header *hdrs = NULL, *extra = NULL;
     if (!err)
-        err = perl_event_from_sv(aTHX_ ST(1), &ev, &hdrs, &extra, buf, sizeof buf);
+        err = perl_event_from_sv(aTHX_ event, &ev, &hdrs, &extra, buf, sizeof buf);
     SV *ret = NULL;
     if (!err) {
         perl_hold *n = perl_hold_add(h, &PL_sv_undef);
@@ -285,6 +282,26 @@ XS_INTERNAL(xs_send)
     }
     ST(0) = ret;
     XSRETURN(1);
+}
+
+/* Marks the magic by which a scope's $send or $receive holds its handle object. */
+static MGVTBL bound_vtbl;
+
+/* An anonymous XSUB bound to one scope: h in its XSUBANY, the handle object
+ * held by its magic, so h outlives the sub even if the app keeps it. Cheaper
+ * than a Perl closure to make, and to call (no Perl frame around the XS). */
+static SV *bound_sub(pTHX_ XSUBADDR_t fn, SV *hsv, perl_handle *h)
+{
+    CV *cv = newXS_flags(NULL, fn, __FILE__, NULL, 0);
+    CvXSUBANY(cv).any_ptr = h;
+    sv_magicext((SV *)cv, hsv, PERL_MAGIC_ext, &bound_vtbl, NULL, 0);
+    return newRV_noinc((SV *)cv);
+}
+
+void perl_scope_subs(pTHX_ SV *hsv, perl_handle *h, SV **receive, SV **send)
+{
+    *receive = bound_sub(aTHX_ xs_receive, hsv, h);
+    *send = bound_sub(aTHX_ xs_send, hsv, h);
 }
 
 /* finish($h, $error_or_undef) */
@@ -601,8 +618,6 @@ XS_INTERNAL(xs_log)
 void perl_xs_boot(pTHX)
 {
     static const char file[] = __FILE__;
-    newXS("PAGI::Server::Pagid::XS::receive", xs_receive, file);
-    newXS("PAGI::Server::Pagid::XS::send", xs_send, file);
     newXS("PAGI::Server::Pagid::XS::finish", xs_finish, file);
     newXS("PAGI::Server::Pagid::XS::query", xs_query, file);
     newXS("PAGI::Server::Pagid::XS::watch", xs_watch, file);
