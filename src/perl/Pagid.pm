@@ -78,6 +78,11 @@ sub _failure {
     return _message(($f->failure)[0]);
 }
 
+# The class of the one done Future every at-once send returns: a Future
+# whose await questions (AWAIT_IS_READY, AWAIT_GET, ...) are XSUBs.
+package PAGI::Server::Pagid::Done;
+our @ISA = ('Future');
+
 package PAGI::Server::Pagid::Connection;
 
 sub is_connected      { PAGI::Server::Pagid::XS::query($_[0]{h}, 0) ? 1 : 0 }
