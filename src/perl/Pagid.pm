@@ -84,6 +84,8 @@ package PAGI::Server::Pagid::Done;
 our @ISA = ('Future');
 
 package PAGI::Server::Pagid::Connection;
+# An http scope's pagi.connection is its pagi.transport as well.
+our @ISA = ('PAGI::Server::Pagid::Transport');
 
 sub is_connected      { PAGI::Server::Pagid::XS::query($_[0]{h}, 0) ? 1 : 0 }
 sub disconnect_reason { PAGI::Server::Pagid::XS::query($_[0]{h}, 1) }

@@ -41,6 +41,9 @@ perl_hold *perl_hold_add(perl_handle *h, SV *sv);
 void perl_hold_drop(perl_hold *n);
 
 /* perl_events.c */
+/* Once the glue has loaded, and before perl_destruct: the shared keys and classes. */
+void perl_events_init(pTHX);
+void perl_events_fini(pTHX);
 SV *perl_event_to_hv(pTHX_ const pagi_event *ev);
 /* Fill *ev from a Perl hashref; *hdrs gets a malloc'd array to free after pagi_send.
  * Returns NULL or a static/err-buffer message. */

@@ -180,6 +180,7 @@ static SV *done_future;
 
 void perl_xs_ready(pTHX)
 {
+    perl_events_init(aTHX);
     done_future = future_call(aTHX_ "done", NULL);
     if (done_future && SvROK(done_future))
         sv_bless(done_future, gv_stashpvs(DONE_CLASS, GV_ADD));
@@ -207,6 +208,7 @@ void perl_xs_unready(pTHX)
 {
     SvREFCNT_dec(done_future);
     done_future = NULL;
+    perl_events_fini(aTHX);
 }
 
 /* $receive->(): a Future, pending until the next event, or failed */
