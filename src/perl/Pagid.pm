@@ -45,15 +45,10 @@ sub _message {
     return length $e ? $e : 'died';
 }
 
-sub _run {
-    my ($app, $h, $scope, $receive, $send) = @_;
-    # pagi.connection and pagi.transport come ready-made from perl_scope_hv;
-    # $receive and $send are XSUBs bound to the scope (perl_scope_subs).
-    my $f = eval { $app->($scope, $receive, $send) };
-    if (!defined $f && $@) {
-        PAGI::Server::Pagid::XS::finish($h, _message($@));
-        return;
-    }
+# perl_handle_scope calls the app and finishes the scope when the app dies
+# or returns a done Future; anything else comes here.
+sub _settle {
+    my ($h, $f) = @_;
     if (!(Scalar::Util::blessed($f) && $f->can('on_ready'))) {
         PAGI::Server::Pagid::XS::finish($h, undef);
         return;

@@ -151,6 +151,18 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
     return pa;
 }
 
+/* What the app died with, as a scope's error: trailing white space trimmed. */
+static const char *app_error(pTHX_ SV *e)
+{
+    STRLEN len;
+    const char *p = SvPV(e, len);
+    while (len && isSPACE(p[len - 1]))
+        len--;
+    if (!len)
+        return "died";
+    return SvPVX(sv_2mortal(newSVpvn(p, len)));
+}
+
 static void perl_handle_scope(pagi_scope *s, void *instance)
 {
     dPERL;
@@ -166,17 +178,31 @@ static void perl_handle_scope(pagi_scope *s, void *instance)
     SV *scope = perl_scope_hv(aTHX_ s, hsv, pa->state);
     SV *receive, *send;
     perl_scope_subs(aTHX_ hsv, h, &receive, &send);
-    SV *args[5] = {pa->app, sv_2mortal(hsv), sv_2mortal(scope), sv_2mortal(receive),
-                   sv_2mortal(send)};
-    char err[512];
-    err[0] = 0;
-    SV *r = call_glue(aTHX_ "PAGI::Server::Pagid::_run", args, 5, err, sizeof err);
-    if (r)
-        SvREFCNT_dec(r);
-    if (err[0] && h->s && !h->finished) {
-        /* The glue itself failed: still finish the scope once. */
-        h->finished = 1;
-        pagi_scope_finish(s, err);
+    sv_2mortal(hsv);
+    dSP;
+    PUSHMARK(SP);
+    XPUSHs(sv_2mortal(scope));
+    XPUSHs(sv_2mortal(receive));
+    XPUSHs(sv_2mortal(send));
+    PUTBACK;
+    int n = call_sv(pa->app, G_SCALAR | G_EVAL);
+    SPAGAIN;
+    SV *f = n > 0 ? POPs : &PL_sv_undef;
+    PUTBACK;
+    if (SvTRUE(ERRSV)) {
+        perl_handle_finish(h, app_error(aTHX_ ERRSV));
+    } else if (perl_future_done(aTHX_ f)) {
+        perl_handle_finish(h, NULL); /* the common case: no Perl call to see it */
+    } else {
+        /* Not a Future, failed, or pending: the glue's _settle finishes it now or later. */
+        char err[512];
+        err[0] = 0;
+        SV *args[2] = {hsv, f};
+        SV *r = call_glue(aTHX_ "PAGI::Server::Pagid::_settle", args, 2, err, sizeof err);
+        if (r)
+            SvREFCNT_dec(r);
+        if (err[0]) /* the glue itself failed: still finish the scope once */
+            perl_handle_finish(h, err);
     }
     FREETMPS;
     LEAVE;

@@ -58,6 +58,10 @@ void perl_xs_stop_watches(pTHX);
 /** After perl_destruct: free every watch entry left (stopping the live ones). */
 void perl_xs_free_watches(void);
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
+/* pagi_scope_finish once, if the scope is still there. */
+void perl_handle_finish(perl_handle *h, const char *err);
+/* Whether $f is a done Future that can be seen without a Perl call. */
+int perl_future_done(pTHX_ SV *f);
 /* The scope's $receive and $send (code refs, owned by the caller). */
 void perl_scope_subs(pTHX_ SV *hsv, perl_handle *h, SV **receive, SV **send);
 /* After the glue loaded: the shared done Future; before perl_destruct: let it go. */

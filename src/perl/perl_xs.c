@@ -178,12 +178,19 @@ static SV *failed_future(pTHX_ const char *err)
 static SV *done_future;
 #define DONE_CLASS "PAGI::Server::Pagid::Done"
 
+/* "Future" when it is Future::PP's hash-based class (checked once), else NULL. */
+static HV *pp_future_stash;
+
 void perl_xs_ready(pTHX)
 {
     perl_events_init(aTHX);
     done_future = future_call(aTHX_ "done", NULL);
     if (done_future && SvROK(done_future))
         sv_bless(done_future, gv_stashpvs(DONE_CLASS, GV_ADD));
+    SV *pp = eval_pv("Future->can('is_done') == \\&Future::PP::is_done"
+                     " && Future->can('is_ready') == \\&Future::PP::is_ready",
+                     FALSE);
+    pp_future_stash = pp && SvTRUE(pp) ? gv_stashpvs("Future", 0) : NULL;
 }
 
 /* AWAIT_IS_READY, is_ready, is_done: always */
@@ -208,6 +215,7 @@ void perl_xs_unready(pTHX)
 {
     SvREFCNT_dec(done_future);
     done_future = NULL;
+    pp_future_stash = NULL;
     perl_events_fini(aTHX);
 }
 
@@ -329,6 +337,14 @@ void perl_scope_subs(pTHX_ SV *hsv, perl_handle *h, SV **receive, SV **send)
     *send = bound_sub(aTHX_ xs_send, hsv, h);
 }
 
+void perl_handle_finish(perl_handle *h, const char *err)
+{
+    if (h->s && !h->finished) {
+        h->finished = 1;
+        pagi_scope_finish(h->s, err);
+    }
+}
+
 /* finish($h, $error_or_undef) */
 XS_INTERNAL(xs_finish)
 {
@@ -336,11 +352,29 @@ XS_INTERNAL(xs_finish)
     if (items != 2)
         croak_xs_usage(cv, "h, error");
     perl_handle *h = get_handle(aTHX_ ST(0));
-    if (h->s && !h->finished) {
-        h->finished = 1;
-        pagi_scope_finish(h->s, SvOK(ST(1)) ? SvPV_nolen(ST(1)) : NULL);
-    }
+    perl_handle_finish(h, SvOK(ST(1)) ? SvPV_nolen(ST(1)) : NULL);
     XSRETURN_EMPTY;
+}
+
+int perl_future_done(pTHX_ SV *f)
+{
+    if (!SvROK(f) || !SvOBJECT(SvRV(f)))
+        return 0;
+    HV *stash = SvSTASH(SvRV(f));
+    if (done_future && stash == SvSTASH(SvRV(done_future)))
+        return 1;
+    if (!pp_future_stash || stash != pp_future_stash || SvTYPE(SvRV(f)) != SVt_PVHV)
+        return 0;
+    /* Future::PP's is_done: $self->{ready} && !$self->{failure} && !$self->{cancelled} */
+    HV *hv = (HV *)SvRV(f);
+    SV **v = hv_fetchs(hv, "ready", 0);
+    if (!v || !SvTRUE(*v))
+        return 0;
+    v = hv_fetchs(hv, "failure", 0);
+    if (v && SvTRUE(*v))
+        return 0;
+    v = hv_fetchs(hv, "cancelled", 0);
+    return !(v && SvTRUE(*v));
 }
 
 XS_INTERNAL(xs_handle_destroy)
