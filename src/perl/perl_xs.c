@@ -54,6 +54,20 @@ static void handle_release(pagi_scope *s, void *data)
         free(h);
 }
 
+/* The handle object is gone: free h once the scope is released too. Free
+ * magic on the object rather than a DESTROY method: no Perl call per scope. */
+static int handle_free(pTHX_ SV *sv, MAGIC *mg)
+{
+    perl_handle *h = (perl_handle *)mg->mg_ptr;
+    h->perl_alive = 0;
+    if (!h->s && !h->releasing)
+        free(h);
+    return 0;
+}
+
+static MGVTBL handle_vtbl = {.svt_free = handle_free};
+static HV *handle_stash;
+
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out)
 {
     perl_handle *h = calloc(1, sizeof *h);
@@ -64,7 +78,8 @@ SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out)
     pagi_scope_set_userdata(s, h, handle_release);
     *out = h;
     SV *obj = newSViv(PTR2IV(h));
-    return sv_bless(newRV_noinc(obj), gv_stashpv(HANDLE_CLASS, GV_ADD));
+    sv_magicext(obj, NULL, PERL_MAGIC_ext, &handle_vtbl, (const char *)h, 0);
+    return sv_bless(newRV_noinc(obj), handle_stash);
 }
 
 static perl_handle *get_handle(pTHX_ SV *sv)
@@ -377,18 +392,6 @@ int perl_future_done(pTHX_ SV *f)
     return !(v && SvTRUE(*v));
 }
 
-XS_INTERNAL(xs_handle_destroy)
-{
-    dXSARGS;
-    if (items != 1)
-        croak_xs_usage(cv, "h");
-    perl_handle *h = INT2PTR(perl_handle *, SvIV(SvRV(ST(0))));
-    h->perl_alive = 0;
-    if (!h->s && !h->releasing)
-        free(h);
-    XSRETURN_EMPTY;
-}
-
 /* ---- pagi.connection / pagi.transport --------------------------------- */
 
 enum { Q_CONNECTED, Q_REASON, Q_STARTED, Q_COMPLETE, Q_BUFFERED, Q_HIGH, Q_LOW };
@@ -685,7 +688,7 @@ void perl_xs_boot(pTHX)
     newXS("PAGI::Server::Pagid::XS::io_watch", xs_io_watch, file);
     newXS("PAGI::Server::Pagid::XS::io_stop", xs_io_stop, file);
     newXS("PAGI::Server::Pagid::XS::log", xs_log, file);
-    newXS(HANDLE_CLASS "::DESTROY", xs_handle_destroy, file);
+    handle_stash = gv_stashpvs(HANDLE_CLASS, GV_ADD);
     static const char *const yes[] = {"AWAIT_IS_READY", "is_ready", "is_done"};
     static const char *const result[] = {"AWAIT_GET", "AWAIT_RESULT", "result", "get"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
