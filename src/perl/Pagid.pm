@@ -1,6 +1,6 @@
 # Pagid.pm - the Perl half of pagid's Perl host, compiled into pagid and
-# evaluated once per worker: app loading, the per-scope $receive/$send
-# closures, pagi.connection/pagi.transport objects, and Future::IO's impl.
+# evaluated once per worker: app loading, running a scope's app,
+# pagi.connection/pagi.transport objects, and Future::IO's impl.
 use strict;
 use warnings;
 
@@ -49,31 +49,10 @@ sub _message {
     return length $e ? $e : 'died';
 }
 
-sub _run {
-    my ($app, $h, $scope) = @_;
-    # pagi.connection and pagi.transport come ready-made from perl_scope_hv.
-    my $receive = sub {
-        my $f = Future->new;
-        my $err = PAGI::Server::Pagid::XS::receive($h, $f);
-        return defined $err ? Future->fail("$err\n") : $f;
-    };
-    my %refused;    # this scope's refused sends, by message: each is logged once
-    my $send = sub {
-        my $r = PAGI::Server::Pagid::XS::send($h, $_[0]);
-        return $r if ref $r;                   # pending: done when the buffer drains
-        return Future->done if $r eq '';       # completed already (below the high-water mark)
-        # Refused: say where, for apps written for laxer servers; once per message and scope.
-        if (!$refused{$r}++ && keys %refused <= 8 && $r !~ /after the scope finished/) {
-            my (undef, $file, $line) = caller;
-            PAGI::Server::Pagid::XS::log(1, "perl: send refused at $file line $line: $r");
-        }
-        return Future->fail("$r\n");          # "\n": the message, not Future.pm's line, when awaited
-    };
-    my $f = eval { $app->($scope, $receive, $send) };
-    if (!defined $f && $@) {
-        PAGI::Server::Pagid::XS::finish($h, _message($@));
-        return;
-    }
+# perl_handle_scope calls the app and finishes the scope when the app dies
+# or returns a done Future; anything else comes here.
+sub _settle {
+    my ($h, $f) = @_;
     if (!(Scalar::Util::blessed($f) && $f->can('on_ready'))) {
         PAGI::Server::Pagid::XS::finish($h, undef);
         return;
@@ -98,7 +77,14 @@ sub _failure {
     return _message(($f->failure)[0]);
 }
 
+# The class of the one done Future every at-once send returns: a Future
+# whose await questions (AWAIT_IS_READY, AWAIT_GET, ...) are XSUBs.
+package PAGI::Server::Pagid::Done;
+our @ISA = ('Future');
+
 package PAGI::Server::Pagid::Connection;
+# An http scope's pagi.connection is its pagi.transport as well.
+our @ISA = ('PAGI::Server::Pagid::Transport');
 
 sub is_connected      { PAGI::Server::Pagid::XS::query($_[0]{h}, 0) ? 1 : 0 }
 sub disconnect_reason { PAGI::Server::Pagid::XS::query($_[0]{h}, 1) }

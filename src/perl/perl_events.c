@@ -11,6 +11,67 @@
 
 #define HSTORE(hv, k, v) (void)hv_store((hv), (k), (I32)strlen(k), (v), 0)
 
+/* The keys of the hashes made per scope and event, as shared-key SVs made
+ * once: a store with one skips hashing the key and finding it in Perl's
+ * shared string table. */
+#define EVENT_KEYS(X) \
+    X(TYPE, "type") \
+    X(BODY, "body") \
+    X(MORE, "more") \
+    X(REASON, "reason") \
+    X(TEXT, "text") \
+    X(BYTES, "bytes") \
+    X(CODE, "code") \
+    X(VERSION, "version") \
+    X(SPEC_VERSION, "spec_version") \
+    X(PAGI, "pagi") \
+    X(IS_WORKER, "is_worker") \
+    X(WORKER_NUM, "worker_num") \
+    X(STATE, "state") \
+    X(HTTP_VERSION, "http_version") \
+    X(METHOD, "method") \
+    X(SCHEME, "scheme") \
+    X(PATH, "path") \
+    X(RAW_PATH, "raw_path") \
+    X(QUERY_STRING, "query_string") \
+    X(ROOT_PATH, "root_path") \
+    X(HEADERS, "headers") \
+    X(CLIENT, "client") \
+    X(SERVER, "server") \
+    X(SUBPROTOCOLS, "subprotocols") \
+    X(EXTENSIONS, "extensions") \
+    X(H, "h") \
+    X(PAGI_TRANSPORT, "pagi.transport") \
+    X(PAGI_CONNECTION, "pagi.connection")
+#define KEY_ENUM(id, str) K_##id,
+enum { EVENT_KEYS(KEY_ENUM) K__COUNT };
+static SV *key_svs[K__COUNT];
+#define KSTORE(hv, id, v) (void)hv_store_ent((hv), key_svs[id], (v), 0)
+
+/* Classes of the pagi.transport and pagi.connection objects, looked up once. */
+static HV *transport_stash, *connection_stash;
+
+void perl_events_init(pTHX)
+{
+    static const char *const names[K__COUNT] = {
+#define KEY_NAME(id, str) str,
+        EVENT_KEYS(KEY_NAME)
+    };
+    for (int i = 0; i < K__COUNT; i++)
+        key_svs[i] = newSVpvn_share(names[i], (I32)strlen(names[i]), 0);
+    transport_stash = gv_stashpvs("PAGI::Server::Pagid::Transport", GV_ADD);
+    connection_stash = gv_stashpvs("PAGI::Server::Pagid::Connection", GV_ADD);
+}
+
+void perl_events_fini(pTHX)
+{
+    for (int i = 0; i < K__COUNT; i++) {
+        SvREFCNT_dec(key_svs[i]);
+        key_svs[i] = NULL;
+    }
+    transport_stash = connection_stash = NULL;
+}
+
 static SV *bytes_sv(pTHX_ pagi_str s)
 {
     return newSVpvn(s.ptr ? s.ptr : "", s.len);
@@ -28,27 +89,27 @@ SV *perl_event_to_hv(pTHX_ const pagi_event *ev)
 {
     HV *hv = newHV();
     const char *name = pagi_event_type_name(ev->type);
-    HSTORE(hv, "type", newSVpv(name ? name : "unknown", 0));
+    KSTORE(hv, K_TYPE, newSVpv(name ? name : "unknown", 0));
     switch (ev->type) {
     case PAGI_EV_HTTP_REQUEST:
     case PAGI_EV_SSE_REQUEST:
-        HSTORE(hv, "body", bytes_sv(aTHX_ ev->body));
-        HSTORE(hv, "more", newSViv(ev->more ? 1 : 0));
+        KSTORE(hv, K_BODY, bytes_sv(aTHX_ ev->body));
+        KSTORE(hv, K_MORE, newSViv(ev->more ? 1 : 0));
         break;
     case PAGI_EV_HTTP_DISCONNECT:
     case PAGI_EV_SSE_DISCONNECT:
         if (ev->reason.len)
-            HSTORE(hv, "reason", bytes_sv(aTHX_ ev->reason));
+            KSTORE(hv, K_REASON, bytes_sv(aTHX_ ev->reason));
         break;
     case PAGI_EV_WEBSOCKET_RECEIVE:
         if (ev->is_text)
-            HSTORE(hv, "text", chars_sv(aTHX_ ev->text));
+            KSTORE(hv, K_TEXT, chars_sv(aTHX_ ev->text));
         else
-            HSTORE(hv, "bytes", bytes_sv(aTHX_ ev->bytes));
+            KSTORE(hv, K_BYTES, bytes_sv(aTHX_ ev->bytes));
         break;
     case PAGI_EV_WEBSOCKET_DISCONNECT:
-        HSTORE(hv, "code", newSViv(ev->code));
-        HSTORE(hv, "reason", chars_sv(aTHX_ ev->reason));
+        KSTORE(hv, K_CODE, newSViv(ev->code));
+        KSTORE(hv, K_REASON, chars_sv(aTHX_ ev->reason));
         break;
     default:
         break;
@@ -282,30 +343,31 @@ static SV *addr_av(pTHX_ const char *host, int port, int unix_ok)
 SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
 {
     HV *hv = newHV();
+    hv_ksplit(hv, 32); /* room for every key at once: no split on the way */
     pagi_scope_type type = pagi_scope_type_of(s);
-    HSTORE(hv, "type", newSVpv(pagi_scope_type_name(s), 0));
+    KSTORE(hv, K_TYPE, newSVpv(pagi_scope_type_name(s), 0));
     HV *pagi = newHV();
-    HSTORE(pagi, "version", newSVpvs(PAGI_SPEC_VERSION));
-    HSTORE(pagi, "spec_version", newSVpvs(PAGI_SPEC_VERSION));
-    HSTORE(hv, "pagi", newRV_noinc((SV *)pagi));
+    KSTORE(pagi, K_VERSION, newSVpvs(PAGI_SPEC_VERSION));
+    KSTORE(pagi, K_SPEC_VERSION, newSVpvs(PAGI_SPEC_VERSION));
+    KSTORE(hv, K_PAGI, newRV_noinc((SV *)pagi));
     if (type == PAGI_SCOPE_LIFESPAN) {
         /* Lifespan.pod 0.2: is_worker 1 under a master (worker_num 1..N), else 0
          * with no worker_num (single-process mode, -w 0). */
         int is_worker = 0;
         int num = pagi_scope_worker_num(s, &is_worker);
-        HSTORE(pagi, "is_worker", newSViv(is_worker ? 1 : 0));
+        KSTORE(pagi, K_IS_WORKER, newSViv(is_worker ? 1 : 0));
         if (is_worker)
-            HSTORE(pagi, "worker_num", newSViv(num));
-        HSTORE(hv, "state", SvREFCNT_inc(state));
+            KSTORE(pagi, K_WORKER_NUM, newSViv(num));
+        KSTORE(hv, K_STATE, SvREFCNT_inc(state));
         return newRV_noinc((SV *)hv);
     }
-    HSTORE(hv, "http_version", newSVpv(pagi_scope_http_version(s), 0));
-    HSTORE(hv, "method", newSVpv(pagi_scope_method(s), 0));
-    HSTORE(hv, "scheme", newSVpv(pagi_scope_scheme(s), 0));
-    HSTORE(hv, "path", chars_sv(aTHX_ pagi_scope_path(s)));
-    HSTORE(hv, "raw_path", bytes_sv(aTHX_ pagi_scope_raw_path(s)));
-    HSTORE(hv, "query_string", bytes_sv(aTHX_ pagi_scope_query_string(s)));
-    HSTORE(hv, "root_path", chars_sv(aTHX_ pagi_scope_root_path(s)));
+    KSTORE(hv, K_HTTP_VERSION, newSVpv(pagi_scope_http_version(s), 0));
+    KSTORE(hv, K_METHOD, newSVpv(pagi_scope_method(s), 0));
+    KSTORE(hv, K_SCHEME, newSVpv(pagi_scope_scheme(s), 0));
+    KSTORE(hv, K_PATH, chars_sv(aTHX_ pagi_scope_path(s)));
+    KSTORE(hv, K_RAW_PATH, bytes_sv(aTHX_ pagi_scope_raw_path(s)));
+    KSTORE(hv, K_QUERY_STRING, bytes_sv(aTHX_ pagi_scope_query_string(s)));
+    KSTORE(hv, K_ROOT_PATH, chars_sv(aTHX_ pagi_scope_root_path(s)));
     size_t n = 0;
     const pagi_header *h = pagi_scope_headers(s, &n);
     AV *headers = newAV();
@@ -316,27 +378,27 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
         av_push(pair, bytes_sv(aTHX_ h[i].value));
         av_push(headers, newRV_noinc((SV *)pair));
     }
-    HSTORE(hv, "headers", newRV_noinc((SV *)headers));
+    KSTORE(hv, K_HEADERS, newRV_noinc((SV *)headers));
     int port = 0;
     const char *host = pagi_scope_client(s, &port);
     if (host)
-        HSTORE(hv, "client", addr_av(aTHX_ host, port, 0));
+        KSTORE(hv, K_CLIENT, addr_av(aTHX_ host, port, 0));
     host = pagi_scope_server(s, &port);
     if (host)
-        HSTORE(hv, "server", addr_av(aTHX_ host, port, 1));
+        KSTORE(hv, K_SERVER, addr_av(aTHX_ host, port, 1));
     if (type == PAGI_SCOPE_WEBSOCKET) {
         AV *sp = newAV();
         size_t k = pagi_scope_subprotocol_count(s);
         for (size_t i = 0; i < k; i++)
             av_push(sp, bytes_sv(aTHX_ pagi_scope_subprotocol(s, i)));
-        HSTORE(hv, "subprotocols", newRV_noinc((SV *)sp));
+        KSTORE(hv, K_SUBPROTOCOLS, newRV_noinc((SV *)sp));
     }
     HV *ext = newHV();
     static const char *const known[] = {"websocket.http.response", "tls", "fullflush"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (pagi_scope_has_extension(s, known[i]))
             HSTORE(ext, known[i], newRV_noinc((SV *)newHV()));
-    HSTORE(hv, "extensions", newRV_noinc((SV *)ext));
+    KSTORE(hv, K_EXTENSIONS, newRV_noinc((SV *)ext));
     if (state && SvROK(state)) {
         /* A shallow copy: keys private to the scope, values shared. */
         HV *src = (HV *)SvRV(state), *copy = newHV();
@@ -344,18 +406,16 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
         hv_iterinit(src);
         while ((he = hv_iternext(src)))
             (void)hv_store_ent(copy, hv_iterkeysv(he), newSVsv(hv_iterval(src, he)), 0);
-        HSTORE(hv, "state", newRV_noinc((SV *)copy));
+        KSTORE(hv, K_STATE, newRV_noinc((SV *)copy));
     }
-    /* pagi.transport (http, websocket, sse) and pagi.connection (http): {h => handle}. */
+    /* pagi.transport (http, websocket, sse) and pagi.connection (http):
+     * {h => handle}; for http one Connection (a Transport too) is both. */
     HV *t = newHV();
-    HSTORE(t, "h", newSVsv(handle));
-    HSTORE(hv, "pagi.transport",
-           sv_bless(newRV_noinc((SV *)t), gv_stashpvs("PAGI::Server::Pagid::Transport", GV_ADD)));
-    if (type == PAGI_SCOPE_HTTP) {
-        HV *c = newHV();
-        HSTORE(c, "h", newSVsv(handle));
-        HSTORE(hv, "pagi.connection",
-               sv_bless(newRV_noinc((SV *)c), gv_stashpvs("PAGI::Server::Pagid::Connection", GV_ADD)));
-    }
+    KSTORE(t, K_H, newSVsv(handle));
+    SV *obj = sv_bless(newRV_noinc((SV *)t),
+                       type == PAGI_SCOPE_HTTP ? connection_stash : transport_stash);
+    KSTORE(hv, K_PAGI_TRANSPORT, obj);
+    if (type == PAGI_SCOPE_HTTP)
+        KSTORE(hv, K_PAGI_CONNECTION, SvREFCNT_inc(obj));
     return newRV_noinc((SV *)hv);
 }

@@ -88,6 +88,7 @@ static const char *start_interpreter(void)
                  hooks ? SvPV_nolen(ERRSV) : "missing");
         return "the Perl host's loop hooks failed to load";
     }
+    perl_xs_ready(aTHX);
     return NULL;
 }
 
@@ -98,6 +99,7 @@ static void stop_interpreter(void)
         return;
     perl_xs_stop_watches(aTHX);
     perl_loop_stop_watchers(aTHX);
+    perl_xs_unready(aTHX);
     PL_perl_destruct_level = 1;
     perl_destruct(my_perl);
     perl_free(my_perl);
@@ -262,6 +264,18 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
     return pa;
 }
 
+/* What the app died with, as a scope's error: trailing white space trimmed. */
+static const char *app_error(pTHX_ SV *e)
+{
+    STRLEN len;
+    const char *p = SvPV(e, len);
+    while (len && isSPACE(p[len - 1]))
+        len--;
+    if (!len)
+        return "died";
+    return SvPVX(sv_2mortal(newSVpvn(p, len)));
+}
+
 static void perl_handle_scope(pagi_scope *s, void *instance)
 {
     dPERL;
@@ -275,16 +289,34 @@ static void perl_handle_scope(pagi_scope *s, void *instance)
     ENTER;
     SAVETMPS; /* this runs from the loop, outside any Perl statement: free our temps here */
     SV *scope = perl_scope_hv(aTHX_ s, hsv, pa->state);
-    SV *args[3] = {pa->app, sv_2mortal(hsv), sv_2mortal(scope)};
-    char err[512];
-    err[0] = 0;
-    SV *r = call_glue(aTHX_ "PAGI::Server::Pagid::_run", args, 3, err, sizeof err);
-    if (r)
-        SvREFCNT_dec(r);
-    if (err[0] && h->s && !h->finished) {
-        /* The glue itself failed: still finish the scope once. */
-        h->finished = 1;
-        pagi_scope_finish(s, err);
+    SV *receive, *send;
+    perl_scope_subs(aTHX_ hsv, h, &receive, &send);
+    sv_2mortal(hsv);
+    dSP;
+    PUSHMARK(SP);
+    XPUSHs(sv_2mortal(scope));
+    XPUSHs(sv_2mortal(receive));
+    XPUSHs(sv_2mortal(send));
+    PUTBACK;
+    int n = call_sv(pa->app, G_SCALAR | G_EVAL);
+    perl_child_guard(); /* an app that forked: only the worker goes on */
+    SPAGAIN;
+    SV *f = n > 0 ? POPs : &PL_sv_undef;
+    PUTBACK;
+    if (SvTRUE(ERRSV)) {
+        perl_handle_finish(h, app_error(aTHX_ ERRSV));
+    } else if (perl_future_done(aTHX_ f)) {
+        perl_handle_finish(h, NULL); /* the common case: no Perl call to see it */
+    } else {
+        /* Not a Future, failed, or pending: the glue's _settle finishes it now or later. */
+        char err[512];
+        err[0] = 0;
+        SV *args[2] = {hsv, f};
+        SV *r = call_glue(aTHX_ "PAGI::Server::Pagid::_settle", args, 2, err, sizeof err);
+        if (r)
+            SvREFCNT_dec(r);
+        if (err[0]) /* the glue itself failed: still finish the scope once */
+            perl_handle_finish(h, err);
     }
     FREETMPS;
     LEAVE;

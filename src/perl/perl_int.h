@@ -11,6 +11,8 @@
 #include <perl.h>
 #include <XSUB.h>
 
+#include <stdint.h>
+
 #include "pagi/pagi.h"
 
 extern PerlInterpreter *perl_host_interp;
@@ -31,12 +33,17 @@ typedef struct perl_handle {
     int perl_alive;   /* the Perl handle object still exists */
     int releasing;    /* handle_release is dropping the holds */
     perl_hold *holds; /* futures and callbacks the server may still call */
+    int nrefused;     /* distinct refused sends seen, each logged once (at most 8) */
+    uint32_t refused[8]; /* their messages' hashes */
 } perl_handle;
 
 perl_hold *perl_hold_add(perl_handle *h, SV *sv);
 void perl_hold_drop(perl_hold *n);
 
 /* perl_events.c */
+/* Once the glue has loaded, and before perl_destruct: the shared keys and classes. */
+void perl_events_init(pTHX);
+void perl_events_fini(pTHX);
 SV *perl_event_to_hv(pTHX_ const pagi_event *ev);
 /* Fill *ev from a Perl hashref; *hdrs gets a malloc'd array to free after pagi_send.
  * Returns NULL or a static/err-buffer message. */
@@ -51,6 +58,15 @@ void perl_xs_stop_watches(pTHX);
 /** After perl_destruct: free every watch entry left (stopping the live ones). */
 void perl_xs_free_watches(void);
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
+/* pagi_scope_finish once, if the scope is still there. */
+void perl_handle_finish(perl_handle *h, const char *err);
+/* Whether $f is a done Future that can be seen without a Perl call. */
+int perl_future_done(pTHX_ SV *f);
+/* The scope's $receive and $send (code refs, owned by the caller). */
+void perl_scope_subs(pTHX_ SV *hsv, perl_handle *h, SV **receive, SV **send);
+/* After the glue loaded: the shared done Future; before perl_destruct: let it go. */
+void perl_xs_ready(pTHX);
+void perl_xs_unready(pTHX);
 
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
 extern const char perl_glue_source[];

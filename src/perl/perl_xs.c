@@ -54,6 +54,20 @@ static void handle_release(pagi_scope *s, void *data)
         free(h);
 }
 
+/* The handle object is gone: free h once the scope is released too. Free
+ * magic on the object rather than a DESTROY method: no Perl call per scope. */
+static int handle_free(pTHX_ SV *sv, MAGIC *mg)
+{
+    perl_handle *h = (perl_handle *)mg->mg_ptr;
+    h->perl_alive = 0;
+    if (!h->s && !h->releasing)
+        free(h);
+    return 0;
+}
+
+static MGVTBL handle_vtbl = {.svt_free = handle_free};
+static HV *handle_stash;
+
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out)
 {
     perl_handle *h = calloc(1, sizeof *h);
@@ -64,7 +78,8 @@ SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out)
     pagi_scope_set_userdata(s, h, handle_release);
     *out = h;
     SV *obj = newSViv(PTR2IV(h));
-    return sv_bless(newRV_noinc(obj), gv_stashpv(HANDLE_CLASS, GV_ADD));
+    sv_magicext(obj, NULL, PERL_MAGIC_ext, &handle_vtbl, (const char *)h, 0);
+    return sv_bless(newRV_noinc(obj), handle_stash);
 }
 
 static perl_handle *get_handle(pTHX_ SV *sv)
@@ -146,38 +161,18 @@ static const char *usable(perl_handle *h)
     return NULL;
 }
 
-/* receive($h, $future): undef, or an error message */
-XS_INTERNAL(xs_receive)
-{
-    dXSARGS;
-    if (items != 2)
-        croak_xs_usage(cv, "h, future");
-    perl_child_guard(); /* a forked child must not act on the worker's connections */
-    perl_handle *h = get_handle(aTHX_ ST(0));
-    const char *err = usable(h);
-    if (!err) {
-        perl_hold *n = perl_hold_add(h, ST(1));
-        if (!n)
-            err = "out of memory";
-        else if (pagi_receive(h->s, on_receive, n) < 0) {
-            perl_hold_drop(n);
-            err = pagi_scope_error(h->s);
-        }
-    }
-    ST(0) = err ? sv_2mortal(newSVpv(err, 0)) : &PL_sv_undef;
-    XSRETURN(1);
-}
-
-/* A new pending Future (Future->new), owned by the caller. */
-static SV *new_future(pTHX)
+/* Future->$method(@arg): a new Future owned by the caller, or NULL. */
+static SV *future_call(pTHX_ const char *method, SV *arg)
 {
     dSP;
     ENTER;
     SAVETMPS;
     PUSHMARK(SP);
     XPUSHs(sv_2mortal(newSVpvs("Future")));
+    if (arg)
+        XPUSHs(sv_2mortal(arg));
     PUTBACK;
-    int n = call_method("new", G_SCALAR);
+    int n = call_method(method, G_SCALAR);
     SPAGAIN;
     SV *f = n > 0 ? newSVsv(POPs) : NULL;
     PUTBACK;
@@ -186,36 +181,144 @@ static SV *new_future(pTHX)
     return f;
 }
 
+/* A failed Future; "\n" so that awaiting it dies with the message, not Future.pm's line. */
+static SV *failed_future(pTHX_ const char *err)
+{
+    return future_call(aTHX_ "fail", newSVpvf("%s\n", err));
+}
+
+/* Every send that completes at once returns this one done Future: making a
+ * Future per send was a tenth of a hello request's time. A done Future keeps
+ * no callbacks (on_ready, then and the rest run at once on it). Its class
+ * (DONE_CLASS, a Future) answers await's questions in XS, which spares
+ * `await $send->(...)` four Perl calls. */
+static SV *done_future;
+#define DONE_CLASS "PAGI::Server::Pagid::Done"
+
+/* "Future" when it is Future::PP's hash-based class (checked once), else NULL. */
+static HV *pp_future_stash;
+
+void perl_xs_ready(pTHX)
+{
+    perl_events_init(aTHX);
+    done_future = future_call(aTHX_ "done", NULL);
+    if (done_future && SvROK(done_future))
+        sv_bless(done_future, gv_stashpvs(DONE_CLASS, GV_ADD));
+    SV *pp = eval_pv("Future->can('is_done') == \\&Future::PP::is_done"
+                     " && Future->can('is_ready') == \\&Future::PP::is_ready",
+                     FALSE);
+    pp_future_stash = pp && SvTRUE(pp) ? gv_stashpvs("Future", 0) : NULL;
+}
+
+/* AWAIT_IS_READY, is_ready, is_done: always */
+XS_INTERNAL(xs_done_yes)
+{
+    dXSARGS;
+    PERL_UNUSED_VAR(items);
+    XSRETURN_YES;
+}
+
+/* AWAIT_GET, AWAIT_RESULT, result, get: done with no values */
+XS_INTERNAL(xs_done_result)
+{
+    dXSARGS;
+    PERL_UNUSED_VAR(items);
+    if (GIMME_V == G_LIST)
+        XSRETURN_EMPTY;
+    XSRETURN_UNDEF;
+}
+
+void perl_xs_unready(pTHX)
+{
+    SvREFCNT_dec(done_future);
+    done_future = NULL;
+    pp_future_stash = NULL;
+    perl_events_fini(aTHX);
+}
+
+/* $receive->(): a Future, pending until the next event, or failed */
+XS_INTERNAL(xs_receive)
+{
+    dXSARGS;
+    PERL_UNUSED_VAR(items);
+    perl_child_guard(); /* a forked child must not act on the worker's connections */
+    perl_handle *h = CvXSUBANY(cv).any_ptr;
+    const char *err = usable(h);
+    SV *f = NULL;
+    if (!err && !(f = future_call(aTHX_ "new", NULL)))
+        err = "cannot create a Future";
+    if (!err) {
+        perl_hold *n = perl_hold_add(h, f);
+        if (!n)
+            err = "out of memory";
+        else if (pagi_receive(h->s, on_receive, n) < 0) {
+            perl_hold_drop(n);
+            err = pagi_scope_error(h->s);
+        }
+    }
+    if (err) {
+        SvREFCNT_dec(f);
+        f = failed_future(aTHX_ err);
+    }
+    ST(0) = f ? sv_2mortal(f) : &PL_sv_undef;
+    XSRETURN(1);
+}
+
+/* Say where a send was refused, for apps written for laxer servers: once
+ * per message and scope, at most 8 messages a scope. */
+static void log_refused(pTHX_ perl_handle *h, const char *msg)
+{
+    uint32_t hash = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
+        hash = (hash ^ *p) * 16777619u;
+    for (int i = 0; i < h->nrefused; i++)
+        if (h->refused[i] == hash)
+            return;
+    if (h->nrefused >= 8)
+        return;
+    h->refused[h->nrefused++] = hash;
+    if (strstr(msg, "after the scope finished"))
+        return;
+    /* $send is an XSUB: the statement running is the app's own call. */
+    const COP *cop = PL_curcop;
+    pagi_log(perl_host_loop, 1, "perl: send refused at %s line %u: %s", CopFILE(cop),
+             (unsigned)CopLINE(cop), msg);
+}
+
 /*
- * send($h, $event): a pending Future (a reference); "" when the send has
- * already completed (accepted below the high-water mark: pagi_send's callback
- * will report success at once, so the glue hands back a done Future and
- * spares the app a suspension); else the validation message.
+ * $send->($event): a Future. The shared done one when the send has already
+ * completed (accepted below the high-water mark: pagi_send's callback will
+ * report success at once, so the app is spared a suspension); a pending one
+ * done when the buffer drains; else a failed one with the validation message.
  */
 XS_INTERNAL(xs_send)
 {
     dXSARGS;
-    if (items != 2)
-        croak_xs_usage(cv, "h, event");
+    perl_handle *h = CvXSUBANY(cv).any_ptr;
+    SV *event = items > 0 ? ST(0) : NULL;
     perl_child_guard(); /* a forked child must not act on the worker's connections */
-    perl_handle *h = get_handle(aTHX_ ST(0));
     char buf[256];
     const char *err = usable(h);
     pagi_event ev;
     pagi_header *hdrs = NULL, *extra = NULL;
     if (!err)
-        err = perl_event_from_sv(aTHX_ ST(1), &ev, &hdrs, &extra, buf, sizeof buf);
+        err = perl_event_from_sv(aTHX_ event, &ev, &hdrs, &extra, buf, sizeof buf);
     SV *ret = NULL;
     if (!err && !pagi_conn_is_connected(h->s)) {
         /* The spec's no-op after a disconnect: it completes at once and nothing
          * is called back, so nothing is held or queued. An app that streams on
          * regardless sends in a tight loop; a hold and a queued job per send
          * made that cost memory (the run queue's ring never shrank). */
+        SV *f;
         if (pagi_send(h->s, &ev, NULL, NULL) < 0) {
             snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
             err = buf;
+        } else if (done_future) {
+            ret = done_future;
+        } else if ((f = future_call(aTHX_ "done", NULL))) {
+            ret = sv_2mortal(f);
         } else {
-            err = "";
+            err = "cannot create a Future";
         }
     } else if (!err) {
         perl_hold *n = perl_hold_add(h, &PL_sv_undef);
@@ -228,10 +331,10 @@ XS_INTERNAL(xs_send)
                 perl_hold_drop(n);
                 snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
                 err = buf;
-            } else if (!ev.file && ev.fd < 0 &&
+            } else if (!ev.file && ev.fd < 0 && done_future &&
                        pagi_transport_buffered_amount(h->s) < pagi_transport_high_water_mark(h->s)) {
-                err = ""; /* nothing can fail it any more and it completes at once: done now */
-            } else if (!(n->sv = new_future(aTHX))) {
+                ret = done_future; /* nothing can fail it any more and it completes at once */
+            } else if (!(n->sv = future_call(aTHX_ "new", NULL))) {
                 err = "cannot create a Future";
             } else {
                 ret = sv_2mortal(SvREFCNT_inc(n->sv));
@@ -240,8 +343,41 @@ XS_INTERNAL(xs_send)
     }
     free(hdrs);
     free(extra);
-    ST(0) = ret ? ret : sv_2mortal(newSVpv(err, 0));
+    if (!ret) {
+        log_refused(aTHX_ h, err);
+        SV *f = failed_future(aTHX_ err);
+        ret = f ? sv_2mortal(f) : &PL_sv_undef;
+    }
+    ST(0) = ret;
     XSRETURN(1);
+}
+
+/* Marks the magic by which a scope's $send or $receive holds its handle object. */
+static MGVTBL bound_vtbl;
+
+/* An anonymous XSUB bound to one scope: h in its XSUBANY, the handle object
+ * held by its magic, so h outlives the sub even if the app keeps it. Cheaper
+ * than a Perl closure to make, and to call (no Perl frame around the XS). */
+static SV *bound_sub(pTHX_ XSUBADDR_t fn, SV *hsv, perl_handle *h)
+{
+    CV *cv = newXS_flags(NULL, fn, __FILE__, NULL, 0);
+    CvXSUBANY(cv).any_ptr = h;
+    sv_magicext((SV *)cv, hsv, PERL_MAGIC_ext, &bound_vtbl, NULL, 0);
+    return newRV_noinc((SV *)cv);
+}
+
+void perl_scope_subs(pTHX_ SV *hsv, perl_handle *h, SV **receive, SV **send)
+{
+    *receive = bound_sub(aTHX_ xs_receive, hsv, h);
+    *send = bound_sub(aTHX_ xs_send, hsv, h);
+}
+
+void perl_handle_finish(perl_handle *h, const char *err)
+{
+    if (h->s && !h->finished) {
+        h->finished = 1;
+        pagi_scope_finish(h->s, err);
+    }
 }
 
 /* finish($h, $error_or_undef) */
@@ -252,23 +388,29 @@ XS_INTERNAL(xs_finish)
         croak_xs_usage(cv, "h, error");
     perl_child_guard(); /* a forked child must not act on the worker's connections */
     perl_handle *h = get_handle(aTHX_ ST(0));
-    if (h->s && !h->finished) {
-        h->finished = 1;
-        pagi_scope_finish(h->s, SvOK(ST(1)) ? SvPV_nolen(ST(1)) : NULL);
-    }
+    perl_handle_finish(h, SvOK(ST(1)) ? SvPV_nolen(ST(1)) : NULL);
     XSRETURN_EMPTY;
 }
 
-XS_INTERNAL(xs_handle_destroy)
+int perl_future_done(pTHX_ SV *f)
 {
-    dXSARGS;
-    if (items != 1)
-        croak_xs_usage(cv, "h");
-    perl_handle *h = INT2PTR(perl_handle *, SvIV(SvRV(ST(0))));
-    h->perl_alive = 0;
-    if (!h->s && !h->releasing)
-        free(h);
-    XSRETURN_EMPTY;
+    if (!SvROK(f) || !SvOBJECT(SvRV(f)))
+        return 0;
+    HV *stash = SvSTASH(SvRV(f));
+    if (done_future && stash == SvSTASH(SvRV(done_future)))
+        return 1;
+    if (!pp_future_stash || stash != pp_future_stash || SvTYPE(SvRV(f)) != SVt_PVHV)
+        return 0;
+    /* Future::PP's is_done: $self->{ready} && !$self->{failure} && !$self->{cancelled} */
+    HV *hv = (HV *)SvRV(f);
+    SV **v = hv_fetchs(hv, "ready", 0);
+    if (!v || !SvTRUE(*v))
+        return 0;
+    v = hv_fetchs(hv, "failure", 0);
+    if (v && SvTRUE(*v))
+        return 0;
+    v = hv_fetchs(hv, "cancelled", 0);
+    return !(v && SvTRUE(*v));
 }
 
 /* ---- pagi.connection / pagi.transport --------------------------------- */
@@ -567,8 +709,6 @@ XS_INTERNAL(xs_log)
 void perl_xs_boot(pTHX)
 {
     static const char file[] = __FILE__;
-    newXS("PAGI::Server::Pagid::XS::receive", xs_receive, file);
-    newXS("PAGI::Server::Pagid::XS::send", xs_send, file);
     newXS("PAGI::Server::Pagid::XS::finish", xs_finish, file);
     newXS("PAGI::Server::Pagid::XS::query", xs_query, file);
     newXS("PAGI::Server::Pagid::XS::watch", xs_watch, file);
@@ -577,5 +717,11 @@ void perl_xs_boot(pTHX)
     newXS("PAGI::Server::Pagid::XS::io_watch", xs_io_watch, file);
     newXS("PAGI::Server::Pagid::XS::io_stop", xs_io_stop, file);
     newXS("PAGI::Server::Pagid::XS::log", xs_log, file);
-    newXS(HANDLE_CLASS "::DESTROY", xs_handle_destroy, file);
+    handle_stash = gv_stashpvs(HANDLE_CLASS, GV_ADD);
+    static const char *const yes[] = {"AWAIT_IS_READY", "is_ready", "is_done"};
+    static const char *const result[] = {"AWAIT_GET", "AWAIT_RESULT", "result", "get"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        newXS(form("%s::%s", DONE_CLASS, yes[i]), xs_done_yes, file);
+    for (size_t i = 0; i < sizeof result / sizeof result[0]; i++)
+        newXS(form("%s::%s", DONE_CLASS, result[i]), xs_done_result, file);
 }

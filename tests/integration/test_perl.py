@@ -4,7 +4,7 @@ response, a request body reader with the scope's keys, WebSocket echo (text
 as characters), an SSE ticker paced by Future::IO, lifespan state, startup
 failure, on_disconnect/on_complete cleanup, a producer paced by
 pagi.transport, apps that die before/after starting their response, the
-server's validation messages. Skipped when pagid was built without Perl."""
+server's validation messages, a plain app chaining on the Futures $send returns. Skipped when pagid was built without Perl."""
 
 import os
 import signal
@@ -385,6 +385,19 @@ def lifespan_startup_failed_stops_the_worker(ctx):
     check(srv.wait_exit(10), "pagid exits when lifespan startup fails")
     check(srv.returncode != 0, "non-zero exit status")
     check("no database" in srv.stderr(), "the failure message is logged: %r" % srv.stderr())
+
+
+@test()
+def send_futures_chain(ctx):
+    # $send and $receive are code refs; a send accepted at once returns a done
+    # Future (one shared object) that then/needs_all/get work on, scope after scope.
+    srv = ctx.start(app(ctx, "futures"))
+    want = (b"send:CODE receive:CODE same:1 connected:1 isa:1 done:1 failed:0 values:0"
+            b"\nend")
+    for _ in range(3):
+        r = request(srv.port, path="/")
+        check_eq(r.status, 200, "status")
+        check_eq(r.body, want, "what the app saw")
 
 
 @test()
