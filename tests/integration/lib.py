@@ -112,11 +112,13 @@ def is_zygote(pid):
         return False
 
 
-def untitled(pid):
-    """Does pid still carry the master's title (forked, not yet titled)?"""
+def untitled(pid, master):
+    """Does pid still carry its master's title (forked, not yet titled)?"""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read().startswith(b"pagid: master process")
+            mine = f.read()
+        with open("/proc/%d/cmdline" % master, "rb") as f:
+            return mine == f.read()
     except OSError:
         return False
 
@@ -233,7 +235,8 @@ class Server:
         """The master's worker processes (its children but the zygote, and
         but a child just forked that has not titled itself yet: it could be
         either)."""
-        return [p for p in children_of(self.pid) if not is_zygote(p) and not untitled(p)]
+        return [p for p in children_of(self.pid)
+                if not is_zygote(p) and not untitled(p, self.pid)]
 
     def zygotes(self):
         """The master's zygote processes (preload: one per live generation)."""
