@@ -51,6 +51,19 @@ static SV *key_svs[K__COUNT];
 /* Classes of the pagi.transport and pagi.connection objects, looked up once. */
 static HV *transport_stash, *connection_stash;
 
+/* The `pagi` hash of every request scope: the same values for each, so one
+ * per interpreter, its values read-only (a lifespan scope gets its own, with
+ * the worker's facts). */
+static SV *request_pagi;
+
+static HV *pagi_hv(pTHX)
+{
+    HV *pagi = newHV();
+    KSTORE(pagi, K_VERSION, newSVpvs(PAGI_SPEC_VERSION));
+    KSTORE(pagi, K_SPEC_VERSION, newSVpvs(PAGI_SPEC_VERSION));
+    return pagi;
+}
+
 void perl_events_init(pTHX)
 {
     static const char *const names[K__COUNT] = {
@@ -61,6 +74,12 @@ void perl_events_init(pTHX)
         key_svs[i] = newSVpvn_share(names[i], (I32)strlen(names[i]), 0);
     transport_stash = gv_stashpvs("PAGI::Server::Pagid::Transport", GV_ADD);
     connection_stash = gv_stashpvs("PAGI::Server::Pagid::Connection", GV_ADD);
+    HV *pagi = pagi_hv(aTHX);
+    HE *he;
+    hv_iterinit(pagi);
+    while ((he = hv_iternext(pagi)))
+        SvREADONLY_on(hv_iterval(pagi, he));
+    request_pagi = newRV_noinc((SV *)pagi);
 }
 
 void perl_events_fini(pTHX)
@@ -70,6 +89,8 @@ void perl_events_fini(pTHX)
         key_svs[i] = NULL;
     }
     transport_stash = connection_stash = NULL;
+    SvREFCNT_dec(request_pagi);
+    request_pagi = NULL;
 }
 
 static SV *bytes_sv(pTHX_ pagi_str s)
@@ -346,11 +367,9 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
     hv_ksplit(hv, 32); /* room for every key at once: no split on the way */
     pagi_scope_type type = pagi_scope_type_of(s);
     KSTORE(hv, K_TYPE, newSVpv(pagi_scope_type_name(s), 0));
-    HV *pagi = newHV();
-    KSTORE(pagi, K_VERSION, newSVpvs(PAGI_SPEC_VERSION));
-    KSTORE(pagi, K_SPEC_VERSION, newSVpvs(PAGI_SPEC_VERSION));
-    KSTORE(hv, K_PAGI, newRV_noinc((SV *)pagi));
     if (type == PAGI_SCOPE_LIFESPAN) {
+        HV *pagi = pagi_hv(aTHX);
+        KSTORE(hv, K_PAGI, newRV_noinc((SV *)pagi));
         /* Lifespan.pod 0.2: is_worker 1 under a master (worker_num 1..N), else 0
          * with no worker_num (single-process mode, -w 0). */
         int is_worker = 0;
@@ -361,6 +380,7 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
         KSTORE(hv, K_STATE, SvREFCNT_inc(state));
         return newRV_noinc((SV *)hv);
     }
+    KSTORE(hv, K_PAGI, SvREFCNT_inc(request_pagi));
     KSTORE(hv, K_HTTP_VERSION, newSVpv(pagi_scope_http_version(s), 0));
     KSTORE(hv, K_METHOD, newSVpv(pagi_scope_method(s), 0));
     KSTORE(hv, K_SCHEME, newSVpv(pagi_scope_scheme(s), 0));

@@ -113,10 +113,13 @@ def is_zygote(pid):
 
 
 def untitled(pid, master):
-    """Does pid still carry its master's title (forked, not yet titled)?"""
+    """Does pid still carry its master's title (forked, not yet titled), or
+    none any more (exiting: its memory is gone before it is a zombie)?"""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             mine = f.read()
+        if not mine:
+            return True
         with open("/proc/%d/cmdline" % master, "rb") as f:
             return mine == f.read()
     except OSError:
