@@ -226,7 +226,9 @@ def main_pid(g):
 
 
 def children(g, pid):
-    return [int(x) for x in g.out("pgrep -P %d" % pid).split()] if pid else []
+    """The master's workers (its children but a preloading zygote, titled
+    'pagid: zygote', and one just forked and not titled yet)."""
+    return [int(x) for x in g.out("pgrep -P %d -f '^pagid: worker '" % pid).split()] if pid else []
 
 
 def wait_until(pred, timeout, step=0.2):
