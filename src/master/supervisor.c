@@ -406,12 +406,18 @@ static void collect_generations(supervisor *s, double now)
             pp = &g->next;
             continue;
         }
-        int running = gen_count(g, WS_RUNNING) + (g->zy.pid > 0);
+        int workers = gen_count(g, WS_RUNNING), zy_alive = g->zy.pid > 0;
+        int running = workers + zy_alive;
         if (running && now >= g->deadline) {
             if (!g->killed) {
-                log_warn("generation %u: %d worker(s) still running at the deadline; sending "
-                         "SIGKILL",
-                         g->id, running);
+                if (workers)
+                    log_warn("generation %u: %d worker(s)%s still running at the deadline; "
+                             "sending SIGKILL",
+                             g->id, workers, zy_alive ? " and the zygote" : "");
+                else
+                    log_warn("generation %u: the zygote (pid %d) still running at the deadline; "
+                             "sending SIGKILL",
+                             g->id, (int)g->zy.pid);
                 gen_signal(g, SIGKILL);
                 g->killed = 1;
                 g->deadline = now + SUPERVISOR_DRAIN_GRACE_S;
@@ -421,10 +427,14 @@ static void collect_generations(supervisor *s, double now)
                     log_error("generation %u: %d worker(s) could not be killed (EPERM: the master "
                               "lacks CAP_KILL); forgetting them: they may still be running",
                               g->id, eperm);
-                if (running > eperm)
+                if (workers > eperm)
                     log_error("generation %u: %d worker(s) did not die after SIGKILL; forgetting "
                               "them",
-                              g->id, running - eperm);
+                              g->id, workers - eperm);
+                if (zy_alive)
+                    log_error("generation %u: the zygote (pid %d) did not die after SIGKILL; "
+                              "forgetting it",
+                              g->id, (int)g->zy.pid);
                 running = 0;
             }
         }
