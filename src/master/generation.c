@@ -429,7 +429,10 @@ void gen_drain(generation *g, double now)
         g->state = GEN_DRAINING;
     g->deadline = now + g->cfg->timeouts.shutdown + SUPERVISOR_DRAIN_GRACE_S;
     g->killed = 0;
-    gen_signal(g, SIGTERM); /* the zygote too: no worker is asked of it any more */
+    /* No worker is asked of the zygote any more: it reads EOF and exits,
+     * even when the app took SIGTERM over while it was loading. */
+    gen_zygote_end(g);
+    gen_signal(g, SIGTERM); /* a zygote still loading stops on its signal */
 }
 
 /* One more slot at the end of the table (NULL when out of memory). */

@@ -68,6 +68,7 @@ typedef struct gen_env {
     shm_region *shm;
     generation *all; /* every live generation: the child closes their sockets */
     int subreaper;   /* the master adopts orphans (PR_SET_CHILD_SUBREAPER): preload works */
+    pid_t upgrade_pid; /* the new master of a binary upgrade: a child, never a worker */
 } gen_env;
 
 /** A generation of nworkers (not started); takes ls. NULL when out of memory. */
@@ -136,8 +137,22 @@ void gen_child_work(const gen_env *e, generation *g, int num) __attribute__((nor
 
 /* ---- the zygote, from the master's side (generation_zygote.c) ---- */
 
-/** Reports waiting on g's zygote channel: slots get their pids. */
+/** Reports waiting on g's zygote channel, kept until gen_zygote_settle verifies them. */
 void gen_zygote_input(const gen_env *e, generation *g);
+/**
+ * Act on g's reported pids: one that /proc shows is the master's own child
+ * becomes its slot's pid (or is SIGKILLed when no slot waits for it: ours,
+ * and unsupervised); one that cannot be is logged and dropped; one whose
+ * middle process has not exited yet waits. Returns how many still wait.
+ */
+int gen_zygote_settle(const gen_env *e, generation *g);
+/**
+ * The master reaped pid, which is no slot's: the slot a report of it was
+ * waiting for, given that pid (a reaped child is the master's own), or NULL.
+ */
+worker_slot *gen_zygote_claim(generation *list, pid_t pid, generation **owner);
+/** g drains or stops: its zygote's channel is shut (the zygote exits), its last reports read. */
+void gen_zygote_end(generation *g);
 /** The generation of list whose zygote is pid, or NULL. */
 generation *gen_find_zygote(generation *list, pid_t pid);
 /**

@@ -39,6 +39,8 @@
 /* Zygote channels watched at once (one per live generation; more are read
  * at each wake-up anyway). */
 #define ZYGOTE_POLL_MAX 16
+/* How soon a reported worker is looked at again while it is reparented. */
+#define SETTLE_POLL_NS 5000000L
 /* Slots in the shared region: every generation's workers at once. */
 #define SHM_SLOTS (2 * CONFIG_MAX_WORKERS + 64)
 
@@ -390,6 +392,7 @@ static void begin_fast_stop(supervisor *s)
         if (!g->killed && (g->deadline == 0 || at < g->deadline))
             g->deadline = at;
         listeners_close(&g->ls);
+        gen_zygote_end(g);
         gen_signal(g, SIGQUIT);
     }
 }
@@ -403,12 +406,18 @@ static void collect_generations(supervisor *s, double now)
             pp = &g->next;
             continue;
         }
-        int running = gen_count(g, WS_RUNNING) + (g->zy.pid > 0);
+        int workers = gen_count(g, WS_RUNNING), zy_alive = g->zy.pid > 0;
+        int running = workers + zy_alive;
         if (running && now >= g->deadline) {
             if (!g->killed) {
-                log_warn("generation %u: %d worker(s) still running at the deadline; sending "
-                         "SIGKILL",
-                         g->id, running);
+                if (workers)
+                    log_warn("generation %u: %d worker(s)%s still running at the deadline; "
+                             "sending SIGKILL",
+                             g->id, workers, zy_alive ? " and the zygote" : "");
+                else
+                    log_warn("generation %u: the zygote (pid %d) still running at the deadline; "
+                             "sending SIGKILL",
+                             g->id, (int)g->zy.pid);
                 gen_signal(g, SIGKILL);
                 g->killed = 1;
                 g->deadline = now + SUPERVISOR_DRAIN_GRACE_S;
@@ -418,10 +427,14 @@ static void collect_generations(supervisor *s, double now)
                     log_error("generation %u: %d worker(s) could not be killed (EPERM: the master "
                               "lacks CAP_KILL); forgetting them: they may still be running",
                               g->id, eperm);
-                if (running > eperm)
+                if (workers > eperm)
                     log_error("generation %u: %d worker(s) did not die after SIGKILL; forgetting "
                               "them",
-                              g->id, running - eperm);
+                              g->id, workers - eperm);
+                if (zy_alive)
+                    log_error("generation %u: the zygote (pid %d) did not die after SIGKILL; "
+                              "forgetting it",
+                              g->id, (int)g->zy.pid);
                 running = 0;
             }
         }
@@ -516,6 +529,15 @@ static void read_zygotes(supervisor *s)
             gen_zygote_input(&s->env, g);
 }
 
+/* Reported pids verified (or dropped); 1 when some still wait. */
+static int settle_zygotes(supervisor *s)
+{
+    int waiting = 0;
+    for (generation *g = s->env.all; g; g = g->next)
+        waiting += gen_zygote_settle(&s->env, g);
+    return waiting > 0;
+}
+
 static int respawn_ok(const supervisor *s, const generation *g)
 {
     return s->state == MS_RUNNING && (g == s->active || g->state == GEN_STARTING);
@@ -540,7 +562,7 @@ static void reap(supervisor *s)
             /* A zygote's worker that exited before its pid was read: the
              * report was written before the worker could be ours to reap. */
             read_zygotes(s);
-            w = gen_find(s->env.all, pid, &g);
+            w = gen_zygote_claim(s->env.all, pid, &g);
         }
         if (w)
             gen_on_exit(&s->env, g, w, status, supervisor_now(), respawn_ok(s, g));
@@ -690,6 +712,9 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
             double wd = notify_watchdog_interval();
             s.next_tick = now + (wd > 0 && wd / 4 < TICK_S ? wd / 4 : TICK_S);
         }
+        /* A reported worker is the master's child once its middle process
+         * has exited, a moment after the report: look again soon. */
+        int unsettled = settle_zygotes(&s);
         collect_generations(&s, now);
         if (s.state != MS_RUNNING && !s.env.all) {
             log_info("all workers stopped");
@@ -698,6 +723,10 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
 
         struct timespec ts;
         int timed = next_timeout(&s, now, &ts);
+        if (unsettled && (!timed || ts.tv_sec > 0 || ts.tv_nsec > SETTLE_POLL_NS)) {
+            ts = (struct timespec){0, SETTLE_POLL_NS};
+            timed = 1;
+        }
         struct pollfd pfd[ZYGOTE_POLL_MAX];
         nfds_t npfd = 0;
         for (generation *x = s.env.all; x && npfd < ZYGOTE_POLL_MAX; x = x->next)

@@ -109,6 +109,7 @@ void upgrade_start(supervisor *s)
     }
     s->up = UP_STARTING;
     s->up_pid = pid;
+    s->env.upgrade_pid = pid; /* a child of the master that is no worker */
     proctitle_master("old, upgrading");
     s->up_deadline = supervisor_now() + supervisor_upgrade_timeout(s->active->cfg);
 }
@@ -151,6 +152,7 @@ void upgrade_child_exited(supervisor *s, int status)
         log_warn("upgrade: the new master (pid %d) exited (%s) after taking over", (int)s->up_pid,
                  how);
         s->up_pid = 0;
+        s->env.upgrade_pid = 0;
         return;
     }
     log_error("upgrade failed: the new master (pid %d) exited before it was ready (%s); this "
@@ -164,6 +166,7 @@ void upgrade_child_exited(supervisor *s, int status)
     }
     s->up = UP_NONE;
     s->up_pid = 0;
+    s->env.upgrade_pid = 0;
     if (s->state == MS_RUNNING)
         proctitle_master(NULL);
 }

@@ -83,6 +83,8 @@ static void __attribute__((noreturn)) worker_child(const gen_env *e, generation 
 
 static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req)
 {
+    /* Output the app buffered at load time is written once, not per worker. */
+    worker_preload_before_fork();
     fflush(NULL);
     pid_t mid = fork();
     if (mid == 0) {
@@ -111,23 +113,39 @@ static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req
         ;
 }
 
-static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *g, int fd)
+/* Ours again after loading: app code may have taken them over (Perl's
+ * %SIG), and its handlers would never run while the zygote waits in C. */
+static void install_handlers(void)
 {
-    gen_child_prepare(e, g, "zygote");
-    /* Application code never runs as root, here as in a worker. */
-    if (priv_drop_for(g->cfg) < 0)
-        _exit(EXIT_WORKER_FATAL);
-    gen_child_attach(e);
-    proctitle_zygote(g->id);
     struct sigaction sa = {.sa_handler = zy_on_usr1}; /* no SA_RESTART: recv returns */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sa.sa_handler = zy_on_stop;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGQUIT, &sa, NULL);
+}
+
+static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *g, int fd)
+{
+    /* Titled first: until then it looks like the master. */
+    proctitle_zygote(g->id);
+    gen_child_prepare(e, g, "zygote");
+    /* Application code never runs as root, here as in a worker. */
+    if (priv_drop_for(g->cfg) < 0)
+        _exit(EXIT_WORKER_FATAL);
+    gen_child_attach(e);
+    install_handlers();
+    /* A log reopen during the load waits for its end: its handler would
+     * interrupt the app's load-time system calls (no SA_RESTART). */
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, NULL);
 
     char err[1024];
     int loaded = worker_preload(g->cfg, err, sizeof err);
+    install_handlers();
+    sigprocmask(SIG_UNBLOCK, &usr1, NULL); /* a reopen asked meanwhile happens now */
     if (loaded == -2) {
         /* The app works, only not forked from here: the master lets the
          * workers load it themselves. */
@@ -237,6 +255,12 @@ int zygote_read(zygote *z, zygote_msg *m)
         log_error("ignoring a malformed report from the zygote (pid %d, %zd bytes)", (int)z->pid,
                   n);
     }
+}
+
+void zygote_shutdown(zygote *z)
+{
+    if (z->fd >= 0)
+        shutdown(z->fd, SHUT_RDWR);
 }
 
 void zygote_close(zygote *z)

@@ -17,6 +17,18 @@
 struct generation;
 struct gen_env;
 
+/* A worker's pid as reported, not trusted yet: app code runs in the
+ * zygote and can write any report. It becomes a slot's pid once
+ * /proc shows it is the master's own child (gen_zygote_settle). */
+typedef struct zygote_report {
+    pid_t pid;
+    int num;
+    uint32_t seq;
+    double at; /* monotonic seconds when read */
+} zygote_report;
+
+#define ZYGOTE_REPORTS 16
+
 /** The master's view of one generation's zygote. */
 typedef struct zygote {
     pid_t pid;             /* running (or not reaped yet), else 0 */
@@ -26,6 +38,8 @@ typedef struct zygote {
     int fallback;          /* given up on: the generation forks workers directly */
     int hung;              /* SIGKILLed for not answering in time */
     uint32_t next_seq;     /* the last request number sent */
+    zygote_report reports[ZYGOTE_REPORTS]; /* read, not verified yet */
+    int n_reports;
 } zygote;
 
 void zygote_init(zygote *z);
@@ -53,5 +67,12 @@ int zygote_read(zygote *z, zygote_msg *m);
 
 /** Close the master's end; a zygote that reads EOF exits. */
 void zygote_close(zygote *z);
+
+/**
+ * Shut the channel both ways before its last reads: the zygote reads EOF
+ * (and exits), and a middle process's report sent from now on fails, so
+ * the middle kills its worker instead of leaving it unsupervised.
+ */
+void zygote_shutdown(zygote *z);
 
 #endif

@@ -344,3 +344,11 @@ const pagi_app app_perl = {
     .handle = perl_handle_scope,
     .destroy = perl_destroy,
 };
+
+void perl_host_flush_output(void)
+{
+    if (!perl_host_interp)
+        return;
+    dPERL;
+    PerlIO_flush(NULL);
+}

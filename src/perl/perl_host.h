@@ -23,4 +23,7 @@ extern const pagi_app app_perl;
  */
 int perl_host_preload(const char *file, char *err, size_t errlen);
 
+/** Flush every PerlIO handle, when an interpreter exists (before a fork). */
+void perl_host_flush_output(void);
+
 #endif

@@ -37,3 +37,10 @@ int worker_preload(const pagid_config *cfg, char *err, size_t errlen)
         r = preload_one(cfg->mounts[i].app, err, errlen);
     return r;
 }
+
+void worker_preload_before_fork(void)
+{
+#ifdef PAGID_WITH_PERL
+    perl_host_flush_output();
+#endif
+}

@@ -22,4 +22,11 @@
  */
 int worker_preload(const pagid_config *cfg, char *err, size_t errlen);
 
+/**
+ * Before the preloading process forks: flush what the loaded apps buffered
+ * (Perl's PerlIO handles, which fflush does not reach), so the children do
+ * not each write it again.
+ */
+void worker_preload_before_fork(void);
+
 #endif

@@ -36,6 +36,9 @@ def get(srv, path, timeout=20):
 
 
 def worker_of(srv):
+    """The worker, once ready: with preload the zygote forks it after the load."""
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 20),
+          "the worker never became ready:\n" + srv.stderr()[-2000:])
     kids = wait_for(lambda: srv.workers(), 10)
     check_eq(len(kids), 1, "one worker")
     return kids[0]

@@ -38,6 +38,10 @@ def rss_kib(pid):
 
 
 def worker_of(srv):
+    """The worker, once ready (loaded, past lifespan startup): with preload
+    it is forked by the zygote, so it appears only after the load."""
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 20),
+          "the worker never became ready:\n" + srv.stderr()[-2000:])
     check(wait_for(lambda: srv.workers(), 5), "no worker process")
     return srv.workers()[0]
 

@@ -218,6 +218,9 @@ def killed_zygote_is_replaced_and_service_continues(ctx):
     now = wait_for(lambda: (lambda w: len(w) == 2 and workers[1] not in w and w)(srv.workers()),
                    15)
     check(now, "worker not replaced after the zygote's restart: %r" % srv.workers())
+    # Titled is not ready yet (lifespan startup): slow under the sanitizers.
+    check(wait_for(lambda: len(re.findall(r"info: worker \d+ ready", srv.stderr())) >= 3, 15),
+          "the replacement never became ready")
     serve_both(srv, now)
     check_eq(zombies_of(srv.pid), [], "zombies")
 
@@ -439,3 +442,110 @@ def zygote_stuck_loading_is_killed_and_restarted(ctx):
     check(again, "no new zygote after the stuck one was killed")
     check(not lib.pid_alive(first[0]), "the stuck zygote is still running")
     check(srv.alive(), "pagid gave up")
+
+
+def perl_app(name):
+    return os.path.join(HERE, "perl", name)
+
+
+@test(timeout=60)
+def forged_zygote_report_signals_no_foreign_process(ctx):
+    """App code runs in the zygote and can write reports on its channel:
+    the root master must never signal a pid it reported unless it is the
+    master's own child."""
+    need_perl(ctx)
+    victim = subprocess.Popen(["sleep", "100"])
+    try:
+        srv = ctx.start(perl_app("preload_forge.pl"), workers=2,
+                        env={"PAGID_TEST_VICTIM": str(victim.pid)})
+        wait_ready(srv)
+        workers = wait_workers(srv, 2)
+        check(wait_for(lambda: len(re.findall(r"reported pid %d for worker 1, which is not a "
+                                              r"child of the master" % victim.pid,
+                                              srv.stderr())) == 2, 15),
+              "the forged reports were not logged:\n" + srv.stderr()[-2000:])
+        check(victim.poll() is None, "the victim was killed (status %r)" % victim.poll())
+        serve_both(srv, workers)
+        # A worker replaced later is still supervised.
+        srv.allow_crash = True
+        os.kill(workers[0], signal.SIGKILL)
+        check(wait_for(lambda: len(srv.workers()) == 2 and workers[0] not in srv.workers(), 15),
+              "worker not replaced")
+        check(victim.poll() is None, "the victim was killed (status %r)" % victim.poll())
+        check_eq(srv.stop(), 0, "exit status")
+        check(victim.poll() is None, "the victim was killed at stop (status %r)" % victim.poll())
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+@test(timeout=60)
+def app_signal_handlers_do_not_keep_the_zygote_alive(ctx):
+    """An app that sets $SIG{TERM}/$SIG{QUIT} at load time: stop and reload
+    still end its zygote at once (the channel closes), not at the deadline."""
+    need_perl(ctx)
+    cfg = "timeouts:\n  shutdown: 30s\n"
+    srv = ctx.start(perl_app("preload_sigterm.pl"), workers=2, config=cfg)
+    wait_ready(srv)
+    wait_workers(srv, 2)
+    old = srv.zygotes()
+    check_eq(len(old), 1, "zygotes")
+    srv.signal(signal.SIGHUP)
+    check(wait_for(lambda: "generation 2 ready" in srv.stderr(), 20),
+          "generation 2 never ready:\n" + srv.stderr()[-2000:])
+    t0 = time.monotonic()
+    check(wait_for(lambda: not lib.pid_alive(old[0]), 10),
+          "the old zygote is still running after the reload")
+    gone_after = time.monotonic() - t0
+    check("still running at the deadline" not in srv.stderr(), "needed the deadline's SIGKILL")
+    new = wait_for(lambda: (lambda z: len(z) == 1 and z != old and z)(srv.zygotes()), 10)
+    check(new, "zygotes %r" % srv.zygotes())
+    procs = srv.workers() + new
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    check(srv.wait_exit(15), "pagid did not stop within 15s")
+    took = time.monotonic() - t0
+    check_eq(srv.returncode, 0, "exit status")
+    check(not [p for p in procs if lib.pid_alive(p)], "left running: %r" % procs)
+    check("still running at the deadline" not in srv.stderr(),
+          "stop needed the deadline's SIGKILL:\n" + srv.stderr()[-2000:])
+    print("old zygote gone %.2fs after generation 2 ready; stop took %.2fs" % (gone_after, took))
+
+
+@test(timeout=60)
+def log_reopen_during_the_load_does_not_break_it(ctx):
+    """SIGUSR1 (reopen the logs) while the zygote loads a slow app: the
+    app's load-time sleep is not interrupted, the reopen happens after."""
+    need_perl(ctx)
+    srv = ctx.start(perl_app("preload_slow.pl"), workers=1, wait=False)
+    check(wait_for(lambda: srv.zygotes(), 10), "no zygote")
+    for _ in range(3):
+        time.sleep(0.5)
+        srv.signal(signal.SIGUSR1)
+    srv.wait_ready(20)
+    wait_ready(srv)
+    check(srv.alive(), "pagid exited")
+    check("interrupted" not in srv.stderr(), "the load was interrupted:\n" + srv.stderr()[-2000:])
+    workers = wait_workers(srv, 1)
+    check(answers(srv.port, 2).keys() == set(workers), "the worker does not answer")
+    check_eq(srv.stop(), 0, "exit status")
+
+
+@test(timeout=60)
+def load_time_output_is_written_once_per_compile(ctx):
+    need_perl(ctx)
+    srv = ctx.start(perl_app("preload_print.pl"), workers=3)
+    wait_ready(srv)
+    workers = wait_workers(srv, 3)
+    zyg = srv.zygotes()
+    time.sleep(0.3)
+    lines = re.findall(r"printed at load time by (\d+)", srv.stdout())
+    check_eq([int(p) for p in lines], zyg, "load-time lines (3 workers, one zygote)")
+    srv.allow_crash = True
+    os.kill(workers[0], signal.SIGKILL)
+    check(wait_for(lambda: len(srv.workers()) == 3 and workers[0] not in srv.workers(), 15),
+          "worker not replaced")
+    time.sleep(0.3)
+    lines = re.findall(r"printed at load time by (\d+)", srv.stdout())
+    check_eq([int(p) for p in lines], zyg, "load-time lines after a replaced worker")
+    check_eq(srv.stop(), 0, "exit status")

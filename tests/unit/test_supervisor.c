@@ -90,6 +90,11 @@ int worker_preload(const pagid_config *cfg, char *err, size_t errlen)
     return -1;
 }
 
+void worker_preload_before_fork(void);
+void worker_preload_before_fork(void)
+{
+}
+
 int worker_run(const pagid_config *cfg, const worker_listener *l, size_t n, int num,
                int under_master, struct shm_region *shm, unsigned generation)
 {
