@@ -24,7 +24,10 @@ unshift @INC, \&_inc;
 delete $ENV{IO_ASYNC_LOOP};
 $IO::Async::Loop::LOOP = 'Pagid';
 
-# AnyEvent looks at @REGISTRY before its own list (which would load EV).
+# AnyEvent looks at @REGISTRY before its own list (which would load EV), but
+# after PERL_ANYEVENT_MODEL (AE_MODEL is copied to it when AnyEvent loads): a
+# model named there would never run in a worker, so it goes too.
+delete @ENV{qw(PERL_ANYEVENT_MODEL AE_MODEL)};
 $PAGI::Server::Pagid::Loops::VERSION = 1;
 push @AnyEvent::REGISTRY, ['PAGI::Server::Pagid::Loops' => 'AnyEvent::Impl::Pagid'];
 
