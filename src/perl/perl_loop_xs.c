@@ -73,25 +73,40 @@ static void lw_unlink(loop_watcher *n)
  * libev sets a signal to SIG_DFL when its last watcher stops, but the worker
  * ignores some (PIPE, HUP, ...): an app that dropped a watcher would leave
  * the worker to die of the next one. The disposition before our first watcher
- * of a signal comes back after our last one stops.
+ * of a signal comes back after our last one stops, if libev reset it (a
+ * watcher of pagid's own may still hold the signal, or be the one saved).
  */
 static struct sigaction sig_saved[NSIG];
-static unsigned sig_watching[NSIG]; /* our active watchers per signal */
+static void (*sig_libev[NSIG])(int); /* the handler libev installed */
+static unsigned sig_watching[NSIG];  /* our active watchers per signal */
 
 static void sig_start(struct ev_loop *ev, ev_signal *w)
 {
-    if (sig_watching[w->signum]++ == 0)
+    int first = sig_watching[w->signum]++ == 0;
+    if (first)
         sigaction(w->signum, NULL, &sig_saved[w->signum]);
     ev_signal_start(ev, w);
+    if (first) {
+        struct sigaction now;
+        sigaction(w->signum, NULL, &now);
+        sig_libev[w->signum] = now.sa_handler;
+    }
 }
 
 static void sig_stop(struct ev_loop *ev, ev_signal *w)
 {
     if (!ev_is_active(w))
         return;
+    int signum = w->signum;
     ev_signal_stop(ev, w);
-    if (--sig_watching[w->signum] == 0)
-        sigaction(w->signum, &sig_saved[w->signum], NULL);
+    if (--sig_watching[signum] != 0)
+        return;
+    struct sigaction now;
+    const struct sigaction *saved = &sig_saved[signum];
+    if (sigaction(signum, NULL, &now) == 0 && now.sa_handler == SIG_DFL &&
+        !(now.sa_flags & SA_SIGINFO) &&
+        ((saved->sa_flags & SA_SIGINFO) || saved->sa_handler != sig_libev[signum]))
+        sigaction(signum, saved, NULL);
 }
 
 static void lw_stop(loop_watcher *n)
