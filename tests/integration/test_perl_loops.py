@@ -298,6 +298,9 @@ def preload_io_async_loop_is_pagids(ctx):
                                           "really_new=IO::Async::Loop::Pagid "
                                           "pagid_new=IO::Async::Loop::Pagid"),
                  "the loop made in the zygote and those made in the worker")
+    check_eq(get(srv, "/fork"), (200, "child: own loop ran"),
+             "in the app's own fork, IO::Async::Loop->new is a loop that runs there")
+    check_eq(get(srv, "/loop")[0], 200, "the worker serves on")
 
 
 @test(timeout=60)

@@ -34,6 +34,24 @@ my %routes = (
               'really_new=' . ref(IO::Async::Loop->really_new),
               'pagid_new=' . ref(IO::Async::Loop::Pagid->new));
     },
+    # The app's own fork: the child's IO::Async::Loop->new is a loop of its own, which runs.
+    '/fork' => sub {
+        my $send = $_[1];
+        pipe(my $rd, my $wr) or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $rd;
+            my $l = IO::Async::Loop->new;
+            my $ran = eval { $l->delay_future(after => 0.05)->get; 'ran' } // "died: $@";
+            print $wr ref($l) eq ref($loop) ? 'the worker\'s loop class' : 'own loop', " $ran";
+            close $wr;
+            require POSIX;
+            POSIX::_exit(0);
+        }
+        close $wr;
+        my $out = do { local $/; <$rd> };
+        return reply($send, 200, "child: $out");
+    },
     # Each timer's id dropped, as IO::Async's own code does.
     '/timers' => sub {
         my $send = $_[1];

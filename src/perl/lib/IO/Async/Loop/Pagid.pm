@@ -14,6 +14,7 @@ use constant _CAN_SUBSECOND_ACCURATELY => 1;
 use constant _CAN_WATCHDOG => 0;
 
 use Carp ();
+use Scalar::Util ();
 use IO::Async::Loop;
 our @ISA = ('IO::Async::Loop');
 
@@ -33,6 +34,21 @@ sub new {
     $self->{pagid_idle}   = [];    # pending 'later' callbacks, by id
     $self->{pagid_timers} = {};    # watch_time id => watcher, until it fires
     return $self;
+}
+
+# IO::Async::Loop->new returns the loop it made first, and a child forked
+# from the worker by the app's own fork inherits the worker's, which cannot
+# run there: the child gets a loop of its own (as IO::Async's ->fork does).
+{
+    no warnings 'redefine';
+    my $new = \&IO::Async::Loop::new;
+    *IO::Async::Loop::new = sub {
+        undef $IO::Async::Loop::ONE_TRUE_LOOP
+            if Scalar::Util::blessed($IO::Async::Loop::ONE_TRUE_LOOP)
+            && $IO::Async::Loop::ONE_TRUE_LOOP->isa(__PACKAGE__)
+            && $$ != PAGI::Server::Pagid::Loop::worker_pid();
+        goto &$new;
+    };
 }
 
 sub _refuse {
