@@ -113,12 +113,15 @@ def is_zygote(pid):
 
 
 def untitled(pid):
-    """Does pid still carry the master's title (forked, not yet titled)?"""
+    """Does pid still carry the master's title (forked, not yet titled), or
+    none at all (exiting: a zygote that found the app not preloadable has
+    an empty cmdline before it becomes a zombie)?"""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read().startswith(b"pagid: master process")
+            title = f.read()
     except OSError:
-        return False
+        return True
+    return title == b"" or title.startswith(b"pagid: master process")
 
 
 def pid_alive(pid):
