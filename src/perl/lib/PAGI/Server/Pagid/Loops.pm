@@ -1,6 +1,7 @@
-# Loops.pm - evaluated once per worker after the glue: points the event loop
-# modules an app may bring (IO::Async, AnyEvent, EV) at pagid's own loop.
-# Only assignments and an @INC hook: the loop modules compile when required.
+# Loops.pm - evaluated once per interpreter after the glue (in the zygote
+# under preload, else in each worker): points the event loop modules an app
+# may bring (IO::Async, AnyEvent, EV) at pagid's own loop. Only assignments,
+# deletions from %ENV and an @INC hook: the loop modules compile when required.
 use strict;
 use warnings;
 
