@@ -155,10 +155,11 @@ package main;
 # exit() in an app would end the worker from inside a callback: make it a die
 # (the scope fails, the worker goes on), as mod_perl does. In a process forked
 # from the worker it exits (without pagid's teardown, which is the worker's).
-$PAGI::Server::Pagid::WORKER_PID = $$;
+# The worker is asked each time, never cached: with preload this code is
+# compiled in the zygote, whose pid every forked worker would inherit.
 BEGIN {
     *CORE::GLOBAL::exit = sub {
-        if ($$ != $PAGI::Server::Pagid::WORKER_PID) {
+        if ($$ != PAGI::Server::Pagid::Loop::worker_pid()) {
             $_->flush for grep { defined fileno $_ } *STDOUT{IO}, *STDERR{IO};
             require POSIX;
             POSIX::_exit($_[0] // 0);

@@ -69,6 +69,46 @@ static void lw_unlink(loop_watcher *n)
     n->prev = n->next = NULL;
 }
 
+/*
+ * libev sets a signal to SIG_DFL when its last watcher stops, but the worker
+ * ignores some (PIPE, HUP, ...): an app that dropped a watcher would leave
+ * the worker to die of the next one. The disposition before our first watcher
+ * of a signal comes back after our last one stops, if libev reset it (a
+ * watcher of pagid's own may still hold the signal, or be the one saved).
+ */
+static struct sigaction sig_saved[NSIG];
+static void (*sig_libev[NSIG])(int); /* the handler libev installed */
+static unsigned sig_watching[NSIG];  /* our active watchers per signal */
+
+static void sig_start(struct ev_loop *ev, ev_signal *w)
+{
+    int first = sig_watching[w->signum]++ == 0;
+    if (first)
+        sigaction(w->signum, NULL, &sig_saved[w->signum]);
+    ev_signal_start(ev, w);
+    if (first) {
+        struct sigaction now;
+        sigaction(w->signum, NULL, &now);
+        sig_libev[w->signum] = now.sa_handler;
+    }
+}
+
+static void sig_stop(struct ev_loop *ev, ev_signal *w)
+{
+    if (!ev_is_active(w))
+        return;
+    int signum = w->signum;
+    ev_signal_stop(ev, w);
+    if (--sig_watching[signum] != 0)
+        return;
+    struct sigaction now;
+    const struct sigaction *saved = &sig_saved[signum];
+    if (sigaction(signum, NULL, &now) == 0 && now.sa_handler == SIG_DFL &&
+        !(now.sa_flags & SA_SIGINFO) &&
+        ((saved->sa_flags & SA_SIGINFO) || saved->sa_handler != sig_libev[signum]))
+        sigaction(signum, saved, NULL);
+}
+
 static void lw_stop(loop_watcher *n)
 {
     struct ev_loop *ev = ev_of_host();
@@ -80,7 +120,7 @@ static void lw_stop(loop_watcher *n)
         ev_timer_stop(ev, &n->w.timer);
         break;
     case LW_SIGNAL:
-        ev_signal_stop(ev, &n->w.sig);
+        sig_stop(ev, &n->w.sig);
         break;
     case LW_CHILD:
         ev_child_stop(ev, &n->w.child);
@@ -222,7 +262,7 @@ XS_INTERNAL(xs_signal)
     loop_watcher *n = lw_new(aTHX_ LW_SIGNAL, ST(1));
     ev_signal_init(&n->w.sig, on_signal, (int)sig);
     n->w.sig.data = n;
-    ev_signal_start(ev_of_host(), &n->w.sig);
+    sig_start(ev_of_host(), &n->w.sig);
     ST(0) = lw_object(aTHX_ n);
     XSRETURN(1);
 }

@@ -114,7 +114,8 @@ def is_zygote(pid):
 
 def untitled(pid, master):
     """Does pid still carry its master's title (forked, not yet titled), or
-    none any more (exiting: its memory is gone before it is a zombie)?"""
+    none any more (exiting: its memory is gone before it is a zombie, as a
+    zygote that found the app not preloadable)?"""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             mine = f.read()
@@ -123,7 +124,7 @@ def untitled(pid, master):
         with open("/proc/%d/cmdline" % master, "rb") as f:
             return mine == f.read()
     except OSError:
-        return False
+        return True
 
 
 def pid_alive(pid):

@@ -154,8 +154,10 @@ def titles_during_upgrade(ctx):
                              stderr=subprocess.PIPE, cwd=ctx.tmpdir)
         check(wait_for(lambda: title(srv.pid).startswith("pagid: master process (old, upgrading) "),
                        5), "old master's title: %r" % title(srv.pid))
-        masters = wait_for(lambda: [k for k in srv.workers() if "master" in title(k)], 5)
-        check(masters, "no new master under the old one: %r" % titles(srv.workers()))
+        # The master's children, not srv.workers(): that leaves out master-titled ones.
+        masters = wait_for(lambda: [k for k in lib.children_of(srv.pid) if "master" in title(k)],
+                           5)
+        check(masters, "no new master under the old one: %r" % titles(lib.children_of(srv.pid)))
         new = masters[0]
         check(title(new).startswith("pagid: master process (new, starting) "),
               "new master's title while starting: %r" % title(new))

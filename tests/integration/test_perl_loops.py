@@ -7,6 +7,7 @@ none of them loads none. Skipped without the Perl host or the Perl modules."""
 
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -264,3 +265,81 @@ def ev_refused(ctx):
 def loops_unused_not_loaded(ctx):
     srv = ctx.start(app(ctx, "loops_unused"), workers=1)
     check_eq(get(srv, "/"), (200, "loaded: ."), "no event loop module loaded for an app using none")
+
+
+# ---- preload (the default): the app is compiled in the zygote -------------
+
+def preloaded(ctx, srv, n):
+    """The n workers, forked from a zygote (the app was preloaded)."""
+    kids = wait_for(lambda: len(srv.workers()) == n and srv.workers(), 10)
+    check(kids, "%d workers: %r" % (n, srv.workers()))
+    check(srv.zygotes(), "the app was preloaded (a zygote is there):\n" + srv.stderr()[-1000:])
+    return sorted(kids)
+
+
+@test(timeout=60)
+def preload_exit_dies_in_worker(ctx):
+    srv = ctx.start(loops_app(ctx, "loops_preload", ("IO::Async::Loop", "AnyEvent")), workers=2)
+    workers = preloaded(ctx, srv, 2)
+    for _ in range(6):  # enough to reach both workers, whichever accepts
+        check_eq(get(srv, "/exit", timeout=10)[0], 500, "exit in a handler is a failed scope")
+    want = "exit(3) called by the app"
+    check(wait_for(lambda: want in srv.stderr(), 5), "no %r in:\n%s" % (want, srv.stderr()[-1500:]))
+    for _ in range(4):
+        status, body = get(srv, "/pid")
+        check_eq(status, 200, "the workers serve on")
+        check(int(body.split()[1]) in workers, "answered by a worker of the start: %r" % body)
+    check_eq(sorted(srv.workers()), workers, "no worker died")
+
+
+@test(timeout=60)
+def preload_io_async_loop_is_pagids(ctx):
+    srv = ctx.start(loops_app(ctx, "loops_preload", ("IO::Async::Loop", "AnyEvent")), workers=2)
+    preloaded(ctx, srv, 2)
+    for _ in range(4):
+        check_eq(get(srv, "/loop"), (200, "load=IO::Async::Loop::Pagid new=IO::Async::Loop::Pagid "
+                                          "really_new=IO::Async::Loop::Pagid "
+                                          "pagid_new=IO::Async::Loop::Pagid"),
+                 "the loop made in the zygote and those made in the worker")
+    check_eq(get(srv, "/fork"), (200, "child: own loop ran"),
+             "in the app's own fork, IO::Async::Loop->new is a loop that runs there")
+    check_eq(get(srv, "/loop")[0], 200, "the worker serves on")
+
+
+@test(timeout=60)
+def io_async_timer_ids_dropped(ctx):
+    srv = ctx.start(loops_app(ctx, "loops_preload", ("IO::Async::Loop", "AnyEvent")), workers=1)
+    for _ in range(2):
+        check_eq(get(srv, "/timers"), (200, "fired fired fired timeout left=0"),
+                 "watch_time, enqueue_timer and later with the id dropped fire; an unwatched "
+                 "timer does not; the loop keeps no fired timer")
+
+
+def sig_ignored(pid):
+    with open("/proc/%d/status" % pid) as f:
+        mask = int(re.search(r"^SigIgn:\s*([0-9a-f]+)", f.read(), re.M).group(1), 16)
+    return {s for s in (signal.SIGHUP, signal.SIGPIPE) if mask & (1 << (s - 1))}
+
+
+@test(timeout=60)
+def dropped_signal_watcher_keeps_ignored(ctx):
+    srv = ctx.start(loops_app(ctx, "loops_preload", ("IO::Async::Loop", "AnyEvent")), workers=1)
+    worker = worker_of(srv)
+    check_eq(sig_ignored(worker), {signal.SIGHUP, signal.SIGPIPE}, "the worker ignores HUP, PIPE")
+    check_eq(get(srv, "/signals"), (200, "dropped"), "watchers armed and dropped")
+    check_eq(sig_ignored(worker), {signal.SIGHUP, signal.SIGPIPE},
+             "HUP and PIPE are still ignored after the last watcher went")
+    os.kill(worker, signal.SIGHUP)
+    time.sleep(0.3)
+    check_eq(get(srv, "/pid"), (200, "pid %d" % worker), "the worker survived a SIGHUP")
+    check_eq(worker_of(srv), worker, "the same worker")
+
+
+@test(timeout=60)
+def anyevent_model_env_ignored(ctx):
+    for var in ("PERL_ANYEVENT_MODEL", "AE_MODEL"):
+        srv = ctx.start(loops_app(ctx, "loops_preload", ("IO::Async::Loop", "AnyEvent")),
+                        workers=1, env={var: "Perl"})
+        check_eq(get(srv, "/anyevent", timeout=10), (200, "fired model=AnyEvent::Impl::Pagid"),
+                 "%s=Perl in the environment: AnyEvent still runs on pagid's loop" % var)
+        srv.stop()

@@ -14,24 +14,41 @@ use constant _CAN_SUBSECOND_ACCURATELY => 1;
 use constant _CAN_WATCHDOG => 0;
 
 use Carp ();
+use Scalar::Util ();
 use IO::Async::Loop;
 our @ISA = ('IO::Async::Loop');
-
-my $WORKER = PAGI::Server::Pagid::Loop::worker_pid();
 
 sub new {
     my ($class) = @_;
     # A child forked from the worker (the app's own fork, IO::Async::Loop->fork
     # code) has no pagid loop: it gets the loop IO::Async would pick anywhere.
-    if ($$ != $WORKER) {
+    # The worker's pid is asked each time: with preload this module may be
+    # compiled in the zygote, whose pid the workers forked from it inherit.
+    if ($$ != PAGI::Server::Pagid::Loop::worker_pid()) {
         local $IO::Async::Loop::LOOP;
         return IO::Async::Loop->really_new;
     }
     my $self = $class->__new;
-    $self->{pagid_io}   = {};    # fileno => [read watcher, write watcher]
-    $self->{pagid_sig}  = {};    # signal name => watcher
-    $self->{pagid_idle} = [];    # pending 'later' callbacks, by id
+    $self->{pagid_io}     = {};    # fileno => [read watcher, write watcher]
+    $self->{pagid_sig}    = {};    # signal name => watcher
+    $self->{pagid_idle}   = [];    # pending 'later' callbacks, by id
+    $self->{pagid_timers} = {};    # watch_time id => watcher, until it fires
     return $self;
+}
+
+# IO::Async::Loop->new returns the loop it made first, and a child forked
+# from the worker by the app's own fork inherits the worker's, which cannot
+# run there: the child gets a loop of its own (as IO::Async's ->fork does).
+{
+    no warnings 'redefine';
+    my $new = \&IO::Async::Loop::new;
+    *IO::Async::Loop::new = sub {
+        undef $IO::Async::Loop::ONE_TRUE_LOOP
+            if Scalar::Util::blessed($IO::Async::Loop::ONE_TRUE_LOOP)
+            && $IO::Async::Loop::ONE_TRUE_LOOP->isa(__PACKAGE__)
+            && $$ != PAGI::Server::Pagid::Loop::worker_pid();
+        goto &$new;
+    };
 }
 
 sub _refuse {
@@ -115,12 +132,20 @@ sub watch_time {
     else {
         Carp::croak("Expected one of 'at' or 'after'");
     }
-    return PAGI::Server::Pagid::Loop::timer($delay, 0, $code);
+    # The loop keeps the watcher (dropping it would stop the timer): IO::Async
+    # and its users call watch_time in void context. The id is a plain number.
+    my $timers = $self->{pagid_timers} ||= {};
+    my $id     = ++$self->{pagid_timer_seq};
+    $timers->{$id} = PAGI::Server::Pagid::Loop::timer($delay, 0, sub {
+        delete $timers->{$id};
+        $code->();
+    });
+    return $id;
 }
 
 sub unwatch_time {
     my ($self, $id) = @_;
-    $id->stop if ref $id;
+    delete $self->{pagid_timers}{$id} if defined $id;    # DESTROY stops it
     return;
 }
 

@@ -1,6 +1,7 @@
-# Loops.pm - evaluated once per worker after the glue: points the event loop
-# modules an app may bring (IO::Async, AnyEvent, EV) at pagid's own loop.
-# Only assignments and an @INC hook: the loop modules compile when required.
+# Loops.pm - evaluated once per interpreter after the glue (in the zygote
+# under preload, else in each worker): points the event loop modules an app
+# may bring (IO::Async, AnyEvent, EV) at pagid's own loop. Only assignments,
+# deletions from %ENV and an @INC hook: the loop modules compile when required.
 use strict;
 use warnings;
 
@@ -24,7 +25,10 @@ unshift @INC, \&_inc;
 delete $ENV{IO_ASYNC_LOOP};
 $IO::Async::Loop::LOOP = 'Pagid';
 
-# AnyEvent looks at @REGISTRY before its own list (which would load EV).
+# AnyEvent looks at @REGISTRY before its own list (which would load EV), but
+# after PERL_ANYEVENT_MODEL (AE_MODEL is copied to it when AnyEvent loads): a
+# model named there would never run in a worker, so it goes too.
+delete @ENV{qw(PERL_ANYEVENT_MODEL AE_MODEL)};
 $PAGI::Server::Pagid::Loops::VERSION = 1;
 push @AnyEvent::REGISTRY, ['PAGI::Server::Pagid::Loops' => 'AnyEvent::Impl::Pagid'];
 
