@@ -156,6 +156,18 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
     gen_child_work(e, g, w->num);
 }
 
+void gen_slot_started(worker_slot *w, pid_t pid, double now)
+{
+    w->pid = pid;
+    w->state = WS_RUNNING;
+    w->started = now;
+    w->ready = 0;
+    w->hb_killed = 0;
+    w->hb_reported = 0;
+    w->kill_errno = 0;
+    w->draining = 0;
+}
+
 void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
 {
     double now = now_mono();
@@ -173,14 +185,7 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
         w->restart_at = now + 1.0;
         return;
     }
-    w->pid = pid;
-    w->state = WS_RUNNING;
-    w->started = now;
-    w->ready = 0;
-    w->hb_killed = 0;
-    w->hb_reported = 0;
-    w->kill_errno = 0;
-    w->draining = 0;
+    gen_slot_started(w, pid, now);
     log_info("worker %d started (pid %d, generation %u)", w->num, (int)pid, g->id);
 }
 

@@ -40,15 +40,8 @@ int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now
         w->restart_at = now + 1.0;
         return 0;
     }
-    w->pid = 0;
+    gen_slot_started(w, 0, now); /* pid 0: the zygote reports it */
     w->spawn_seq = seq;
-    w->state = WS_RUNNING;
-    w->started = now;
-    w->ready = 0;
-    w->hb_killed = 0;
-    w->hb_reported = 0;
-    w->kill_errno = 0;
-    w->draining = 0;
     return 0;
 }
 

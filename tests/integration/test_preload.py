@@ -87,16 +87,13 @@ def wait_ready(srv, count=1, timeout=15):
           "workers never became ready:\n" + srv.stderr()[-2000:])
 
 
-def answers(port, n=12):
-    """n answers over n connections open at once (fair accept spreads
-    them over the workers): {pid: [(tag, uid, rand)]}."""
-    conns = []
-    for _ in range(n):
-        c = socket.create_connection(("127.0.0.1", port), timeout=10)
-        conns.append(c)
-    seen = {}
+def responses(port, n):
+    """n responses to GET / over n connections open at once (fair accept
+    spreads them over the workers)."""
+    conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
     for c in conns:
         c.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    out = []
     for c in conns:
         data = b""
         while True:
@@ -105,6 +102,14 @@ def answers(port, n=12):
                 break
             data += chunk
         c.close()
+        out.append(data)
+    return out
+
+
+def answers(port, n=12):
+    """{pid: [(tag, uid, rand)]} from n answers at once."""
+    seen = {}
+    for data in responses(port, n):
         m = re.search(rb"(v\d+) pid=(\d+) uid=(\d+) rand=(\d+)\r\n", data)
         check(m, "unexpected answer %r" % data[-200:])
         seen.setdefault(int(m.group(2)), []).append(
@@ -353,18 +358,8 @@ def app_starting_a_timer_at_load_is_loaded_in_each_worker(ctx):
 
 def workers_answering(port, n=8):
     """pids answering "fired=1" over n connections open at once."""
-    conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
     pids = []
-    for c in conns:
-        c.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    for c in conns:
-        data = b""
-        while True:
-            chunk = c.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        c.close()
+    for data in responses(port, n):
         m = re.search(rb"fired=(\d) pid=(\d+)", data)
         check(m, "unexpected answer %r" % data[-200:])
         check_eq(m.group(1), b"1", "the load-time timer of worker %s fired" % m.group(2))
