@@ -16,6 +16,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PAGI_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define PAGI_PRINTF_LIKE(fmt, args)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -124,8 +131,25 @@ typedef struct pagi_event {
     pagi_str message;           /* lifespan *.failed */
 } pagi_event;
 
+/** An event of type t with every field "none": usable from C and C++. */
+static inline pagi_event pagi_event_init(pagi_event_type t)
+{
+    pagi_event e;
+    memset(&e, 0, sizeof e);
+    e.type = t;
+    e.fd = -1;
+    e.length = -1;
+    e.retry = -1;
+    return e;
+}
+
+#ifdef __cplusplus
+/* C++ before C++20 has no designated initializers. */
+#define PAGI_EVENT_INIT(t) pagi_event_init(t)
+#else
 #define PAGI_EVENT_INIT(t) \
     ((pagi_event){.type = (t), .fd = -1, .length = -1, .retry = -1})
+#endif
 
 /** The spec's name of an event type ("http.response.start"), or NULL. */
 const char *pagi_event_type_name(pagi_event_type type);
@@ -143,17 +167,17 @@ const char *pagi_scope_http_version(const pagi_scope *s);
 const char *pagi_scope_method(const pagi_scope *s);
 /** "http" (or "https", "ws", "wss"). */
 const char *pagi_scope_scheme(const pagi_scope *s);
-/** Percent-decoded path (may contain NUL bytes only if the client sent %00: use .len). */
+/** Percent-decoded path, the mount prefix included (see root_path); a %00 is refused with 400. */
 pagi_str pagi_scope_path(const pagi_scope *s);
 /** Path bytes exactly as the client sent them. */
 pagi_str pagi_scope_raw_path(const pagi_scope *s);
 /** Query string without the '?', still percent-encoded. */
 pagi_str pagi_scope_query_string(const pagi_scope *s);
-/** Mount path ("" by default). */
+/** Mount path ("" by default): the matched prefix, which path still starts with. */
 pagi_str pagi_scope_root_path(const pagi_scope *s);
 /** Request headers, names lower-cased, Cookie headers merged into one. */
 const pagi_header *pagi_scope_headers(const pagi_scope *s, size_t *count);
-/** First header with that lower-case name; 1 when found, else 0. */
+/** First header with that name, compared case-insensitively; 1 when found, else 0. */
 int pagi_scope_header(const pagi_scope *s, const char *name, pagi_str *value);
 /** Client address ("127.0.0.1", port); host is NULL when unknown. */
 const char *pagi_scope_client(const pagi_scope *s, int *port);
@@ -274,9 +298,10 @@ void pagi_io_stop(pagi_io *w);
 int pagi_defer(pagi_loop *l, pagi_defer_cb cb, void *ud);
 /** Seconds since an arbitrary origin, cached once per loop iteration. */
 double pagi_loop_now(const pagi_loop *l);
-/** Log a line to the server's error log: level 0 error, 1 warn, 2 info, 3 debug. */
-void pagi_log(pagi_loop *l, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/** pagi_log() levels (lines below error_log.level in pagid.yaml are dropped). */
+enum { PAGI_LOG_ERROR = 0, PAGI_LOG_WARN = 1, PAGI_LOG_INFO = 2, PAGI_LOG_DEBUG = 3 };
+/** Log a line to the server's error log at a PAGI_LOG_* level. */
+void pagi_log(pagi_loop *l, int level, const char *fmt, ...) PAGI_PRINTF_LIKE(3, 4);
 
 /* ------------------------------------------------------------------ */
 /* Applications                                                        */

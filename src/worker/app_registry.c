@@ -32,7 +32,13 @@ static int ends_with(const char *s, const char *suffix)
 
 static int load_module(const char *spec, app_handle *out, char *err, size_t errlen)
 {
-    void *dl = dlopen(spec, RTLD_NOW | RTLD_LOCAL);
+    /* dlopen searches the library path for a name without a slash: a
+     * relative app path means the working directory, as everywhere else. */
+    char local[4096];
+    const char *path = spec;
+    if (!strchr(spec, '/') && snprintf(local, sizeof local, "./%s", spec) < (int)sizeof local)
+        path = local;
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         snprintf(err, errlen, "cannot load app module %s: %s", spec, dlerror());
         return -1;

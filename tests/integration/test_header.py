@@ -1,0 +1,71 @@
+"""The installed interface as a C or C++ app author meets it (issue 12,
+item 4): pagi.h compiles as strict C11 and as C++11 (PAGI_EVENT_INIT is a
+function there: designated initializers are C++20), keeps its printf format
+check, names its log levels; a module given by a relative name without a
+slash is found in the working directory (dlopen alone searched the
+library path)."""
+
+import os
+import shutil
+import subprocess
+
+import lib
+from lib import check, check_eq, request, test
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INCLUDE = os.path.join(lib.REPO, "include")
+
+USER = r'''
+#include "pagi/pagi.h"
+int use_events(pagi_loop *l)
+{
+    pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+    pagi_event ev2 = pagi_event_init(PAGI_EV_SSE_SEND);
+    pagi_log(l, PAGI_LOG_INFO, "fd %d retry %lld", ev.fd, (long long)ev2.retry);
+    return ev.fd == -1 && ev.length == -1 && ev2.retry == -1 && ev.body.len == 0;
+}
+'''
+
+
+def compile_unit(ctx, compiler, std, source, name):
+    path = os.path.join(ctx.tmpdir, name)
+    with open(path, "w") as f:
+        f.write(source)
+    cmd = [compiler, "-std=" + std, "-pedantic-errors", "-Wall", "-Wextra", "-Werror",
+           "-fsyntax-only", "-I", INCLUDE, path]
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+
+
+@test(timeout=120)
+def header_compiles_as_c11_and_cxx11(ctx):
+    for compiler, std, name in (("cc", "c11", "user.c"), ("g++", "c++11", "user.cc")):
+        if not shutil.which(compiler):
+            raise lib.Skip("%s is not installed" % compiler)
+        p = compile_unit(ctx, compiler, std, USER, name)
+        check_eq(p.returncode, 0, "%s -std=%s on pagi.h: %s" % (compiler, std, p.stdout.decode()))
+
+
+@test(timeout=120)
+def header_keeps_the_printf_check(ctx):
+    bad = '#include "pagi/pagi.h"\nvoid f(pagi_loop *l) { pagi_log(l, PAGI_LOG_WARN, "%d", "x"); }\n'
+    p = compile_unit(ctx, "cc", "c11", bad, "bad.c")
+    check(p.returncode != 0 and b"format" in p.stdout,
+          "a wrong pagi_log argument is not caught: %r" % p.stdout[-400:])
+
+
+@test(timeout=120)
+def module_by_relative_name_is_loaded_from_the_working_directory(ctx):
+    so = os.path.join(ctx.tmpdir, "sseapp.so")
+    cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared",
+           "-fPIC", "-I", INCLUDE, "-o", so, os.path.join(HERE, "apps", "sseapp.c")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check_eq(p.returncode, 0, "building sseapp.so: %s" % p.stdout.decode())
+    # pagid runs in ctx.tmpdir: "sseapp.so" names the file there.
+    as_root = ["-u", "root"] if os.geteuid() == 0 else []
+    t = subprocess.run([ctx.pagid, "-t", "-a", "sseapp.so", "-l", "127.0.0.1:1"] + as_root,
+                       cwd=ctx.tmpdir,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    check_eq(t.returncode, 0, "pagid -t -a sseapp.so: %s" % t.stdout.decode())
+    srv = ctx.start("sseapp.so", workers=1)
+    r = request(srv.port, "GET", "/")
+    check(r.status != 0 and r.status < 500, "a request to the relative module: %r" % (r.status,))
