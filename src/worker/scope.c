@@ -317,8 +317,10 @@ int scope_receive_waiting(const pagi_scope *s) { return s->recv_waiting; }
 
 int pagi_receive(pagi_scope *s, pagi_receive_cb cb, void *ud)
 {
-    if (!s || !cb)
+    if (!s)
         return -1;
+    if (!cb)
+        return scope_fail(s, "receive: no callback");
     if (s->finished)
         return scope_fail(s, "receive after the scope finished");
     if (s->recv_waiting)

@@ -4,6 +4,7 @@ pipelining, Expect: 100-continue, chunked request bodies (raw and via curl)."""
 
 import os
 import re
+import socket
 import subprocess
 import time
 
@@ -417,3 +418,29 @@ def nul_in_path_refused(ctx):
     check_eq((r.status, r.header("x-echo-path"), r.header("x-echo-query")),
              (200, "/a%01b", "q=%00"), "other escapes, and %00 in the query")
     still_serving(srv.port)
+
+
+@test()
+def unread_body_keeps_or_closes_as_documented(ctx):
+    """pagi(3): an unread body that arrived whole is skipped and the
+    connection kept; one still arriving when the response starts (here
+    larger than high_watermark) gets Connection: close, and the client
+    still reads the whole response."""
+    srv = ctx.start("hello")
+    for size, keep in ((10, True), (1 << 20, False)):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        try:
+            s.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % size
+                      + b"x" * min(size, 65536))
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            head = data.split(b"\r\n\r\n")[0].lower()
+            check(head.startswith(b"http/1.1 200"), "%d-byte body: %r" % (size, head[:80]))
+            check_eq(b"connection: close" not in head, keep,
+                     "%d-byte unread body: connection kept" % size)
+        finally:
+            s.close()

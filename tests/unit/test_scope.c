@@ -372,7 +372,9 @@ START_TEST(second_receive_while_pending_fails)
     ck_assert_str_eq(pagi_scope_error(s), "");
     ck_assert_int_eq(pagi_receive(s, recv_cb, &n_recv), -1);
     ck_assert_ptr_nonnull(strstr(pagi_scope_error(s), "pending"));
+    /* A NULL callback says so (it reported the previous call's "pending"). */
     ck_assert_int_eq(pagi_receive(s, NULL, NULL), -1);
+    ck_assert_str_eq(pagi_scope_error(s), "receive: no callback");
     ck_assert_int_eq(pagi_receive(NULL, recv_cb, NULL), -1);
     fp.chunks = 1;
     scope_poke_receive(s);
