@@ -504,6 +504,15 @@ static void config_clear_mounts(pagid_config *c)
     c->n_mounts = c->cap_mounts = 0;
 }
 
+size_t config_module_path_len(const char *spec)
+{
+    /* The first ".so" that ends the spec or is followed by ':' ends the path. */
+    for (const char *p = strstr(spec, ".so"); p; p = strstr(p + 1, ".so"))
+        if (p[3] == '\0' || p[3] == ':')
+            return (size_t)(p + 3 - spec);
+    return 0;
+}
+
 static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -554,15 +563,23 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         }
         return 0;
     }
-    if (ends_with(spec, ".so")) {
-        if (stat(spec, &st) < 0 || access(spec, R_OK) < 0) {
-            snprintf(msg, msglen, "app module '%s': %s", one_line(spec, shown, sizeof shown),
+    size_t mlen = config_module_path_len(spec);
+    if (mlen) {
+        char path[4096];
+        if (mlen >= sizeof path) {
+            snprintf(msg, msglen, "app module path too long");
+            return -1;
+        }
+        memcpy(path, spec, mlen);
+        path[mlen] = '\0';
+        if (stat(path, &st) < 0 || access(path, R_OK) < 0) {
+            snprintf(msg, msglen, "app module '%s': %s", one_line(path, shown, sizeof shown),
                      strerror(errno));
             return -1;
         }
         if (!S_ISREG(st.st_mode)) {
             snprintf(msg, msglen, "app module '%s' is not a regular file",
-                     one_line(spec, shown, sizeof shown));
+                     one_line(path, shown, sizeof shown));
             return -1;
         }
         return 0;

@@ -160,6 +160,11 @@ int config_parse_workers(const char *s, int *out, const char **msg);
 
 /** Is the app spec known (builtin name, existing .so, existing static dir)? 0 or -1 (msg). */
 int config_check_app(const char *spec, char *msg, size_t msglen);
+/**
+ * A module spec is PATH.so or PATH.so:ARG (ARG goes to the module's create):
+ * the length of PATH.so, or 0 when spec names no module.
+ */
+size_t config_module_path_len(const char *spec);
 
 /**
  * Does c preload its apps (a zygote per generation)? `preload` when set,

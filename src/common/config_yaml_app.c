@@ -152,13 +152,13 @@ static const char *key_path(char *out, size_t outlen, const char *path, const ch
     return out;
 }
 
-/* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]}, {module: PATH}
- * or {perl: FILE [, lib: DIRS]}. */
+/* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]},
+ * {module: PATH [, arg: STRING]} or {perl: FILE [, lib: DIRS]}. */
 static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char **spec,
                              pagid_static_opts *opts, const ynode **at)
 {
     const ynode *kind_key = NULL, *kind_val = NULL, *opt_key = NULL, *lib_key = NULL,
-                *lib_val = NULL;
+                *lib_val = NULL, *arg_key = NULL, *arg_val = NULL;
     char shown[80], sub[96];
     int bad = 0;
     for (size_t p = 0; p < n->len; p++) {
@@ -183,9 +183,12 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
         } else if (!strcmp(name, "lib")) {
             lib_key = key;
             lib_val = val;
+        } else if (!strcmp(name, "arg")) {
+            arg_key = key;
+            arg_val = val;
         } else {
-            static const char *const keys[] = {"static",          "module", "perl", "listing",
-                                               "follow_symlinks", "lib",    NULL};
+            static const char *const keys[] = {"static", "module",          "perl", "listing",
+                                               "arg",    "follow_symlinks", "lib",  NULL};
             const char *near = config_suggest_among(name, strlen(name), keys);
             if (near)
                 report(x, key, "unknown key '%s' in '%s' (did you mean '%s'?)",
@@ -193,7 +196,7 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             else
                 report(x, key,
                        "unknown key '%s' in '%s' (expected static, module, perl, listing, "
-                       "follow_symlinks or lib)",
+                       "follow_symlinks, lib or arg)",
                        printable(key, shown, sizeof shown), path);
             bad = 1;
         }
@@ -218,10 +221,32 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             bad = 1;
         }
     }
+    const char *arg = NULL;
+    if (arg_key) {
+        key_path(sub, sizeof sub, path, "arg");
+        if (strcmp(kind, "module") != 0) {
+            report(x, arg_key, "'%s' applies to module apps only", sub);
+            bad = 1;
+        } else if (!(arg = scalar(x, arg_val, sub))) {
+            bad = 1;
+        }
+    }
     key_path(sub, sizeof sub, path, kind);
     const char *s = scalar(x, kind_val, sub);
     if (!s || bad)
         return -1;
+    if (arg) {
+        /* Carried as PATH.so:ARG, the command line's form. */
+        size_t slen = strlen(s);
+        if (config_module_path_len(s) != slen) {
+            report(x, kind_val, "'%s' with an arg must name a .so module (PATH.so)", sub);
+            return -1;
+        }
+        *at = kind_val;
+        if ((*spec = malloc(slen + strlen(arg) + 2)))
+            sprintf(*spec, "%s:%s", s, arg);
+        return 0;
+    }
     *at = kind_val;
     size_t slen = strlen(s);
     if (!strcmp(kind, "perl") && (slen < 3 || strcmp(s + slen - 3, ".pl") != 0)) {

@@ -215,12 +215,20 @@ static void check_worker_side(pf *p, const priv_identity *id)
         const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
         size_t n = app ? strlen(app) : 0;
         int added = 1;
-        if (n <= 3 || (strcmp(app + n - 3, ".so") && strcmp(app + n - 3, ".pl")))
+        size_t mlen = app ? config_module_path_len(app) : 0;
+        if (mlen)
+            n = mlen; /* PATH.so:ARG: the file is PATH.so */
+        else if (n <= 3 || strcmp(app + n - 3, ".pl"))
             continue;
         if (!strtab_get(&seen, app, n, 1, &added))
             added = 1; /* out of memory: checked again, no harm */
-        if (added && access(app, R_OK) < 0)
-            say(p, 1, (pagid_pos){0}, "app %s: the workers' user %s cannot read it: %s", app,
+        char file[4096];
+        if (!added || n >= sizeof file)
+            continue;
+        memcpy(file, app, n);
+        file[n] = '\0';
+        if (access(file, R_OK) < 0)
+            say(p, 1, (pagid_pos){0}, "app %s: the workers' user %s cannot read it: %s", file,
                 id->user, strerror(errno));
     }
     strtab_free(&seen);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/config.h"
 #include "apps/builtin.h"
 #ifdef PAGID_WITH_PERL
 #include "perl/perl_host.h"
@@ -91,7 +92,26 @@ int app_registry_load(const char *spec, app_handle *out, char *err, size_t errle
         return 0;
     }
 #endif
-    if (ends_with(spec, ".so") || strchr(spec, '/'))
+    size_t mlen = config_module_path_len(spec);
+    if (mlen && spec[mlen] == ':') {
+        /* PATH.so:ARG: ARG is the module's create argument. */
+        char path[4096];
+        if (mlen >= sizeof path) {
+            snprintf(err, errlen, "app module path too long");
+            return -1;
+        }
+        memcpy(path, spec, mlen);
+        path[mlen] = '\0';
+        if (load_module(path, out, err, errlen) < 0)
+            return -1;
+        if (!(out->arg = strdup(spec + mlen + 1))) {
+            app_registry_unload(out);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (mlen || strchr(spec, '/'))
         return load_module(spec, out, err, errlen);
     snprintf(err, errlen, "unknown app '%s'", spec);
     return -1;

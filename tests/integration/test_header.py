@@ -3,7 +3,8 @@ item 4): pagi.h compiles as strict C11 and as C++11 (PAGI_EVENT_INIT is a
 function there: designated initializers are C++20), keeps its printf format
 check, names its log levels; a module given by a relative name without a
 slash is found in the working directory (dlopen alone searched the
-library path)."""
+library path); a module gets its create argument from PATH.so:ARG or from
+{module: PATH, arg: STRING}."""
 
 import os
 import shutil
@@ -69,3 +70,37 @@ def module_by_relative_name_is_loaded_from_the_working_directory(ctx):
     srv = ctx.start("sseapp.so", workers=1)
     r = request(srv.port, "GET", "/")
     check(r.status != 0 and r.status < 500, "a request to the relative module: %r" % (r.status,))
+
+
+def build_app(ctx, name):
+    so = os.path.join(ctx.tmpdir, name + ".so")
+    cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared",
+           "-fPIC", "-I", INCLUDE, "-o", so, os.path.join(HERE, "apps", name + ".c")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check_eq(p.returncode, 0, "building %s.so: %s" % (name, p.stdout.decode()))
+    return so
+
+
+@test(timeout=120)
+def module_gets_its_create_argument(ctx):
+    so = build_app(ctx, "argapp")
+    srv = ctx.start(so + ":from the command line", workers=1)
+    r = request(srv.port, "GET", "/")
+    check_eq((r.status, r.body), (200, b"from the command line"), "PATH.so:ARG")
+    srv2 = ctx.start(None, workers=1,
+                     config="app: {module: %s, arg: 'from: yaml'}\n" % so)
+    r = request(srv2.port, "GET", "/")
+    check_eq((r.status, r.body), (200, b"from: yaml"), "{module, arg}")
+    srv3 = ctx.start(so, workers=1)
+    check_eq(request(srv3.port, "GET", "/").body, b"(none)", "no argument")
+    # arg belongs to modules, and the path must say .so for the split to be sure.
+    for bad, want in (("app: {perl: x.pl, arg: y}\n", "applies to module apps only"),
+                      ("app: {module: ./argapp, arg: y}\n", "must name a .so module")):
+        path = os.path.join(ctx.tmpdir, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("listen: [127.0.0.1:1]\n" + bad)
+        p = subprocess.run([ctx.pagid, "-t", "-c", path], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        out = p.stdout.decode()
+        check(p.returncode != 0 and want in out and "bad.yaml:2:" in out,
+              "%r: %r" % (bad, out))
