@@ -340,6 +340,11 @@ void h1x_finished(pagi_scope *s, const char *error)
         if (error)
             log_error("app failed before responding to %s %.*s: %s; sent 500", method, plen,
                       path.ptr, error);
+        else if (*pagi_scope_error(s))
+            /* The likely cause: a call the server refused, that the app did not report. */
+            log_error("app finished without responding to %s %.*s (its last refused call: %s); "
+                      "sent 500",
+                      method, plen, path.ptr, pagi_scope_error(s));
         else
             log_error("app finished without responding to %s %.*s; sent 500", method, plen,
                       path.ptr);

@@ -350,6 +350,21 @@ def bad_header_rejected_by_send(ctx):
 
 
 @test()
+def backstop_line_names_the_refused_call(ctx):
+    """An app that finishes without responding after a refused send: the
+    500 backstop's log line carries the refusal (issue 12: it gave no cause)."""
+    srv = ctx.start("lifecycle")
+    r = request(srv.port, "GET", "/refused-then-finish", headers={"x-test-id": "rf1"})
+    check_eq(r.status, 500, "status")
+    ev = settle(ctx, "rf1")
+    rej = next((e for e in ev if e.startswith("send_rejected ")), None)
+    check(rej, "the send was not refused: %r" % ev)
+    why = rej[len("send_rejected "):]
+    check(wait_for(lambda: "its last refused call: %s); sent 500" % why in srv.stderr(), 5),
+          "no cause in the backstop line:\n" + srv.stderr()[-1500:])
+
+
+@test()
 def many_abandoned_streams(ctx):
     # 20 clients drop streamed responses at once; all scopes settle.
     srv = ctx.start("lifecycle")

@@ -316,6 +316,19 @@ static void route_bad_header(req *r)
     respond(r, 200, "ok");
 }
 
+/* A refused start, then a finish with no error: the server's 500 backstop. */
+static void route_refused_then_finish(req *r)
+{
+    pagi_header h[1] = {{{"x-bad", 5}, {"a\r\nb", 4}}};
+    pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+    ev.status = 200;
+    ev.headers = h;
+    ev.header_count = 1;
+    if (pagi_send(r->s, &ev, NULL, r) == -1)
+        tlog(r, "send_rejected %s", pagi_scope_error(r->s));
+    finish(r, NULL);
+}
+
 /* ---- lifespan ----------------------------------------------------------- */
 
 static void lifespan_recv(pagi_scope *s, const pagi_event *ev, void *ud)
@@ -414,6 +427,8 @@ static void handle(pagi_scope *s, void *instance)
         route_error_after(r);
     } else if (str_eq(path, "/bad-header")) {
         route_bad_header(r);
+    } else if (str_eq(path, "/refused-then-finish")) {
+        route_refused_then_finish(r);
     } else {
         respond(r, 404, "not found");
     }
