@@ -513,6 +513,16 @@ size_t config_module_path_len(const char *spec)
     return 0;
 }
 
+int config_module_path(const char *spec, char *path, size_t size)
+{
+    size_t n = config_module_path_len(spec);
+    if (n >= size)
+        return -1;
+    memcpy(path, spec, n);
+    path[n] = '\0';
+    return (int)n;
+}
+
 static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -563,15 +573,13 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         }
         return 0;
     }
-    size_t mlen = config_module_path_len(spec);
+    char path[4096];
+    int mlen = config_module_path(spec, path, sizeof path);
+    if (mlen < 0) {
+        snprintf(msg, msglen, "app module path too long");
+        return -1;
+    }
     if (mlen) {
-        char path[4096];
-        if (mlen >= sizeof path) {
-            snprintf(msg, msglen, "app module path too long");
-            return -1;
-        }
-        memcpy(path, spec, mlen);
-        path[mlen] = '\0';
         if (stat(path, &st) < 0 || access(path, R_OK) < 0) {
             snprintf(msg, msglen, "app module '%s': %s", one_line(path, shown, sizeof shown),
                      strerror(errno));

@@ -165,6 +165,11 @@ int config_check_app(const char *spec, char *msg, size_t msglen);
  * the length of PATH.so, or 0 when spec names no module.
  */
 size_t config_module_path_len(const char *spec);
+/**
+ * PATH.so of a module spec, copied NUL-terminated into path: its length, 0
+ * when spec names no module, -1 when it does not fit in size bytes.
+ */
+int config_module_path(const char *spec, char *path, size_t size);
 
 /**
  * Does c preload its apps (a zygote per generation)? `preload` when set,

@@ -213,20 +213,22 @@ static void check_worker_side(pf *p, const priv_identity *id)
     strtab seen = STRTAB_INIT;
     for (size_t i = 0; i <= c->n_mounts; i++) {
         const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
-        size_t n = app ? strlen(app) : 0;
-        int added = 1;
-        size_t mlen = app ? config_module_path_len(app) : 0;
-        if (mlen)
-            n = mlen; /* PATH.so:ARG: the file is PATH.so */
-        else if (n <= 3 || strcmp(app + n - 3, ".pl"))
-            continue;
-        if (!strtab_get(&seen, app, n, 1, &added))
-            added = 1; /* out of memory: checked again, no harm */
         char file[4096];
-        if (!added || n >= sizeof file)
+        size_t n = app ? strlen(app) : 0;
+        int mlen = app ? config_module_path(app, file, sizeof file) : 0;
+        if (mlen < 0)
+            continue; /* too long: the loader reported it */
+        if (mlen > 0)
+            n = (size_t)mlen; /* PATH.so:ARG: the file is PATH.so */
+        else if (n > 3 && n < sizeof file && !strcmp(app + n - 3, ".pl"))
+            memcpy(file, app, n + 1);
+        else
+            continue; /* a built-in or a static directory: no app file */
+        int added = 1;
+        if (!strtab_get(&seen, file, n, 1, &added))
+            added = 1; /* out of memory: checked again, no harm */
+        if (!added)
             continue;
-        memcpy(file, app, n);
-        file[n] = '\0';
         if (access(file, R_OK) < 0)
             say(p, 1, (pagid_pos){0}, "app %s: the workers' user %s cannot read it: %s", file,
                 id->user, strerror(errno));

@@ -92,16 +92,14 @@ int app_registry_load(const char *spec, app_handle *out, char *err, size_t errle
         return 0;
     }
 #endif
-    size_t mlen = config_module_path_len(spec);
+    char path[4096];
+    int mlen = config_module_path(spec, path, sizeof path);
+    if (mlen < 0) {
+        snprintf(err, errlen, "app module path too long");
+        return -1;
+    }
     if (mlen && spec[mlen] == ':') {
         /* PATH.so:ARG: ARG is the module's create argument. */
-        char path[4096];
-        if (mlen >= sizeof path) {
-            snprintf(err, errlen, "app module path too long");
-            return -1;
-        }
-        memcpy(path, spec, mlen);
-        path[mlen] = '\0';
         if (load_module(path, out, err, errlen) < 0)
             return -1;
         if (!(out->arg = strdup(spec + mlen + 1))) {

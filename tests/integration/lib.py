@@ -85,22 +85,35 @@ def port_is_free(port):
         s.close()
 
 
-def children_of(pid):
-    """PIDs whose parent is pid (scans /proc, works without procps)."""
-    kids = []
+def proc_children(pid):
+    """[(pid, state, cmdline)] of pid's children, zombies included (scans
+    /proc, works without procps)."""
+    out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             with open("/proc/%s/stat" % d) as f:
                 stat = f.read()
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
         except OSError:
             continue
         # pid (comm) state ppid ...; comm may contain spaces or parens.
         rest = stat[stat.rfind(")") + 2:].split()
-        if len(rest) > 1 and int(rest[1]) == pid and rest[0] != "Z":
-            kids.append(int(d))
-    return sorted(kids)
+        if len(rest) > 1 and int(rest[1]) == pid:
+            out.append((int(d), rest[0], cmd))
+    return sorted(out)
+
+
+def children_of(pid):
+    """PIDs whose parent is pid, zombies left out."""
+    return [p for p, state, _ in proc_children(pid) if state != "Z"]
+
+
+def zombies_of(pid):
+    """Children of pid that exited and were not reaped."""
+    return [p for p, state, _ in proc_children(pid) if state == "Z"]
 
 
 def is_zygote(pid):
@@ -110,21 +123,6 @@ def is_zygote(pid):
             return f.read().startswith(b"pagid: zygote")
     except OSError:
         return False
-
-
-def untitled(pid, master):
-    """Does pid still carry its master's title (forked, not yet titled), or
-    none any more (exiting: its memory is gone before it is a zombie, as a
-    zygote that found the app not preloadable)?"""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            mine = f.read()
-        if not mine:
-            return True
-        with open("/proc/%d/cmdline" % master, "rb") as f:
-            return mine == f.read()
-    except OSError:
-        return True
 
 
 def pid_alive(pid):
@@ -236,15 +234,18 @@ class Server:
         raise TestFailure("pagid not listening on %d after %ss" % (self.port, timeout))
 
     def workers(self):
-        """The master's worker processes (its children but the zygote, and
-        but a child just forked that has not titled itself yet: it could be
-        either)."""
-        return [p for p in children_of(self.pid)
-                if not is_zygote(p) and not untitled(p, self.pid)]
+        """The master's worker processes: its children titled as such, so not
+        the zygote, nor a child just forked that still has the master's
+        title (it could be either), nor one exiting (its title is gone
+        before it is a zombie, as a zygote's that found the app not
+        preloadable)."""
+        return [p for p, state, cmd in proc_children(self.pid)
+                if state != "Z" and cmd.startswith("pagid: worker ")]
 
     def zygotes(self):
         """The master's zygote processes (preload: one per live generation)."""
-        return [p for p in children_of(self.pid) if is_zygote(p)]
+        return [p for p, state, cmd in proc_children(self.pid)
+                if state != "Z" and cmd.startswith("pagid: zygote")]
 
     def fd_count(self):
         try:

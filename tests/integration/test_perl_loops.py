@@ -45,29 +45,6 @@ def worker_of(srv):
     return kids[0]
 
 
-def proc_children(pid):
-    """[(pid, state, cmdline)] of pid's children, zombies included."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                stat = f.read()
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except OSError:
-            continue
-        rest = stat[stat.rfind(")") + 2:].split()
-        if len(rest) > 1 and int(rest[1]) == pid:
-            out.append((int(d), rest[0], cmd))
-    return out
-
-
-def zombies(pid):
-    return [c for c in proc_children(pid) if c[1] == "Z"]
-
-
 @test(timeout=60)
 def io_async_timers(ctx):
     srv = ctx.start(loops_app(ctx, "io_async"), workers=1)
@@ -98,7 +75,8 @@ def io_async_processes(ctx):
     check_eq(get(srv, "/run_child"), (200, "exit=3 child\n"), "run_child: exit code and output")
     check_eq(get(srv, "/run_process"), (200, "ran\n"), "run_process")
     check_eq(get(srv, "/open_process"), (200, "status=0 opened\n"), "open_process, stdin to stdout")
-    check(wait_for(lambda: not zombies(worker), 5), "children reaped: %r" % zombies(worker))
+    check(wait_for(lambda: not lib.zombies_of(worker), 5),
+          "children reaped: %r" % lib.zombies_of(worker))
     check_eq(get(srv, "/ticks")[0], 200, "the worker serves on")
 
 
@@ -113,15 +91,15 @@ def io_async_function(ctx):
     fpid, me = int(m.group(1)), int(m.group(2))
     check_eq(me, worker, "the app runs in the worker")
     check(fpid != worker, "the code ran in another process")
-    kids = {p: (st, cmd) for p, st, cmd in proc_children(worker)}
+    kids = {p: (st, cmd) for p, st, cmd in lib.proc_children(worker)}
     check(fpid in kids, "the function's worker is the worker's child: %r" % kids)
     check("pagid: app process" in kids[fpid][1],
           "a forked child is not titled as a worker: %r" % (kids[fpid],))
     # A second call goes to the same (or a second) forked worker: it still answers.
     check_eq(get(srv, "/function")[0], 200, "second call")
     check_eq(get(srv, "/function_stop"), (200, "stopped"), "Function->stop")
-    check(wait_for(lambda: not proc_children(worker), 5),
-          "the function's workers exited and were reaped: %r" % proc_children(worker))
+    check(wait_for(lambda: not lib.proc_children(worker), 5),
+          "the function's workers exited and were reaped: %r" % lib.proc_children(worker))
     check_eq(srv.stop(), 0, "clean stop")
 
 
@@ -140,9 +118,9 @@ def io_async_forked_child_signals(ctx):
         check(not caught & (1 << (sig - 1)), "signal %d caught in the forked child (SigCgt %x)" %
               (sig, caught))
     os.kill(fpid, 15)
-    check(wait_for(lambda: fpid not in [p for p, st, _ in proc_children(worker) if st != "Z"], 5),
+    check(wait_for(lambda: fpid not in lib.children_of(worker), 5),
           "SIGTERM ends the forked child")
-    check(wait_for(lambda: not zombies(worker), 5), "and it was reaped")
+    check(wait_for(lambda: not lib.zombies_of(worker), 5), "and it was reaped")
     check_eq(get(srv, "/ticks")[0], 200, "the worker serves on")
 
 
@@ -224,7 +202,7 @@ def anyevent_on_pagids_loop(ctx):
     check_eq(get(srv, "/io"), (200, "read: through the pipe"), "AnyEvent->io on a pipe")
     check_eq(get(srv, "/child"), (200, "child exit=7"),
              "AnyEvent->child; exit() in a forked child exits")
-    check(wait_for(lambda: not proc_children(worker), 5), "the child was reaped")
+    check(wait_for(lambda: not lib.proc_children(worker), 5), "the child was reaped")
     check_eq(get(srv, "/signal"), (200, "got USR2"), "AnyEvent->signal")
     for _ in range(3):
         check_eq(get(srv, "/fork_die"), (200, "child exit=255"),
@@ -234,7 +212,7 @@ def anyevent_on_pagids_loop(ctx):
     check("the child died" not in srv.stderr().replace(
         "came back into the worker's code, ending it: the child died", ""),
         "the child's die did not fail a scope:\n" + srv.stderr()[-1000:])
-    check(wait_for(lambda: not proc_children(worker), 5), "the children were reaped")
+    check(wait_for(lambda: not lib.proc_children(worker), 5), "the children were reaped")
     check_eq(get(srv, "/idle"), (200, "idle ran 3 times"), "AnyEvent->idle")
 
 

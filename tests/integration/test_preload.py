@@ -58,23 +58,6 @@ def title_of(pid):
         return f.read().rstrip(b"\0").decode("utf-8", "replace")
 
 
-def zombies_of(pid):
-    """Children of pid that exited and were not reaped."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        rest = stat[stat.rfind(")") + 2:].split()
-        if int(rest[1]) == pid and rest[0] == "Z":
-            out.append(int(d))
-    return out
-
-
 def wait_workers(srv, n, timeout=15):
     kids = wait_for(lambda: len(srv.workers()) == n and srv.workers(), timeout)
     check(kids, "expected %d workers, found %r" % (n, srv.workers()))
@@ -196,7 +179,7 @@ def killed_worker_is_replaced_from_the_zygote(ctx):
     check(wait_for(lambda: len(log_lines(ctx, "lifespan")) == 3, 10), "no lifespan startup")
     serve_both(srv, new)
     check_eq(log_lines(ctx, "load"), zyg, "compiles (the replacement compiled nothing)")
-    check_eq(zombies_of(srv.pid), [], "zombies")
+    check_eq(lib.zombies_of(srv.pid), [], "zombies")
 
 
 @test(timeout=60)
@@ -227,7 +210,7 @@ def killed_zygote_is_replaced_and_service_continues(ctx):
     check(wait_for(lambda: len(re.findall(r"info: worker \d+ ready", srv.stderr())) >= 3, 15),
           "the replacement never became ready")
     serve_both(srv, now)
-    check_eq(zombies_of(srv.pid), [], "zombies")
+    check_eq(lib.zombies_of(srv.pid), [], "zombies")
 
 
 @test(timeout=90)
@@ -258,7 +241,7 @@ def reload_serves_edited_code_from_a_new_zygote(ctx):
     check_eq(tags, {"v2"}, "after the reload")
     check_eq(log_lines(ctx, "load"), old_zyg + zyg, "one compile per generation")
     check(not lib.pid_alive(old_zyg[0]), "the old generation's zygote is still running")
-    check_eq(zombies_of(srv.pid), [], "zombies")
+    check_eq(lib.zombies_of(srv.pid), [], "zombies")
 
 
 @test(timeout=60)
@@ -302,7 +285,7 @@ def stop_leaves_no_process_and_no_zombie(ctx):
     check(wait_for(lambda: len(srv.zygotes()) == 1 and srv.zygotes() != z, 15),
           "zygote not replaced")
     time.sleep(0.3)
-    check_eq(zombies_of(srv.pid), [], "zombies")
+    check_eq(lib.zombies_of(srv.pid), [], "zombies")
     procs = srv.workers() + srv.zygotes()
     check_eq(srv.stop(), 0, "exit status")
     left = [p for p in procs if lib.pid_alive(p)]
