@@ -392,12 +392,18 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
     const pagi_header *h = pagi_scope_headers(s, &n);
     AV *headers = newAV();
     av_extend(headers, (SSize_t)n);
+    /* Filled in place: av_push checks and grows on every call. */
+    SV **slot = AvARRAY(headers);
     for (size_t i = 0; i < n; i++) {
         AV *pair = newAV();
-        av_push(pair, bytes_sv(aTHX_ h[i].name));
-        av_push(pair, bytes_sv(aTHX_ h[i].value));
-        av_push(headers, newRV_noinc((SV *)pair));
+        av_extend(pair, 1);
+        AvARRAY(pair)[0] = bytes_sv(aTHX_ h[i].name);
+        AvARRAY(pair)[1] = bytes_sv(aTHX_ h[i].value);
+        AvFILLp(pair) = 1;
+        slot[i] = newRV_noinc((SV *)pair);
     }
+    if (n)
+        AvFILLp(headers) = (SSize_t)n - 1;
     KSTORE(hv, K_HEADERS, newRV_noinc((SV *)headers));
     int port = 0;
     const char *host = pagi_scope_client(s, &port);

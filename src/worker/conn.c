@@ -81,12 +81,28 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
     return c;
 }
 
+/* The text of the last address asked for is kept: keep-alive requests and
+ * most clients of one worker come from few addresses, and inet_ntop costs
+ * about as much as the rest of a small request's scope. */
 const char *conn_peer_host(const conn *c)
 {
-    char *t = c->w->peer_text;
-    t[0] = 0;
-    if (c->peer_family && !inet_ntop(c->peer_family, c->peer_addr, t, sizeof c->w->peer_text))
+    worker_ctx *w = c->w;
+    char *t = w->peer_text;
+    size_t alen = c->peer_family == AF_INET6 ? 16 : 4;
+    if (!c->peer_family) {
         t[0] = 0;
+        w->peer_text_family = 0;
+        return t;
+    }
+    if (w->peer_text_family == c->peer_family && !memcmp(w->peer_text_addr, c->peer_addr, alen))
+        return t;
+    if (!inet_ntop(c->peer_family, c->peer_addr, t, sizeof w->peer_text)) {
+        t[0] = 0;
+        w->peer_text_family = 0;
+        return t;
+    }
+    memcpy(w->peer_text_addr, c->peer_addr, alen);
+    w->peer_text_family = c->peer_family;
     return t;
 }
 

@@ -98,6 +98,45 @@ static inline pagi_str S(const char *s)
     return (pagi_str){s, strlen(s)};
 }
 
+/* "HTTP/1.1 200 OK\r\n" without printf, which costs more than the rest of
+ * a small response head. */
+static int put_status_line(buf *out, int status)
+{
+    if (status < 100 || status > 999)
+        return buf_printf(out, "HTTP/1.1 %d %s\r\n", status, h1_reason_phrase(status));
+    const char *reason = h1_reason_phrase(status);
+    size_t rlen = strlen(reason);
+    char *w = buf_reserve(out, 13 + rlen + 2);
+    if (!w)
+        return -1;
+    memcpy(w, "HTTP/1.1 ", 9);
+    w[9] = (char)('0' + status / 100);
+    w[10] = (char)('0' + status / 10 % 10);
+    w[11] = (char)('0' + status % 10);
+    w[12] = ' ';
+    memcpy(w + 13, reason, rlen);
+    memcpy(w + 13 + rlen, "\r\n", 2);
+    buf_commit(out, 13 + rlen + 2);
+    return 0;
+}
+
+/* n in hex followed by CRLF, into tmp (at least 19 bytes); returns the length. */
+static size_t chunk_size_line(char *tmp, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char rev[16];
+    size_t k = 0;
+    do {
+        rev[k++] = hex[n & 15];
+        n >>= 4;
+    } while (n);
+    for (size_t i = 0; i < k; i++)
+        tmp[i] = rev[k - 1 - i];
+    tmp[k] = '\r';
+    tmp[k + 1] = '\n';
+    return k + 2;
+}
+
 int h1_response_head(buf *out, int status, const pagi_header *headers, size_t n,
                      const h1_response_ctx *ctx, h1_response_plan *plan, const char **err)
 {
@@ -153,7 +192,7 @@ int h1_response_head(buf *out, int status, const pagi_header *headers, size_t n,
     plan->content_length = drop_clen ? -1 : clen;
 
     size_t mark = buf_size(out); /* not len: appends may compact */
-    int rc = buf_printf(out, "HTTP/1.1 %d %s\r\n", status, h1_reason_phrase(status));
+    int rc = put_status_line(out, status);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const pagi_header *h = &headers[i];
         if (name_is(h, "transfer-encoding"))
@@ -190,8 +229,7 @@ int h1_response_head(buf *out, int status, const pagi_header *headers, size_t n,
 int h1_chunk_header(buf *out, size_t n)
 {
     char tmp[32];
-    int k = snprintf(tmp, sizeof tmp, "%zx\r\n", n);
-    return buf_append(out, tmp, (size_t)k);
+    return buf_append(out, tmp, chunk_size_line(tmp, n));
 }
 
 int h1_chunk_append(buf *out, const char *data, size_t n)
@@ -199,14 +237,14 @@ int h1_chunk_append(buf *out, const char *data, size_t n)
     if (n == 0)
         return 0; /* a zero-size chunk would end the body */
     char tmp[32];
-    int k = snprintf(tmp, sizeof tmp, "%zx\r\n", n);
-    char *w = buf_reserve(out, (size_t)k + n + 2);
+    size_t k = chunk_size_line(tmp, n);
+    char *w = buf_reserve(out, k + n + 2);
     if (!w)
         return -1;
-    memcpy(w, tmp, (size_t)k);
+    memcpy(w, tmp, k);
     memcpy(w + k, data, n);
     memcpy(w + k + n, "\r\n", 2);
-    buf_commit(out, (size_t)k + n + 2);
+    buf_commit(out, k + n + 2);
     return 0;
 }
 

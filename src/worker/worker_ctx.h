@@ -36,6 +36,8 @@ typedef struct worker_ctx {
     buf scratch;          /* reusable space for formatting response heads */
     buf rbuf;             /* the read buffer, lent to a connection with no buffered input */
     char peer_text[48];   /* conn_peer_host's answer (INET6_ADDRSTRLEN) */
+    unsigned char peer_text_addr[16]; /* the address peer_text spells ... */
+    unsigned short peer_text_family;  /* ... and its family; 0 = none yet */
     lifespan *lifespan;   /* the lifespan scope's driver */
     int draining;         /* graceful stop in progress: no keep-alive */
     void (*on_conn_count)(struct worker_ctx *w); /* called when n_conns or n_scopes drops */
