@@ -281,12 +281,13 @@ size_t pagi_buf_len(const pagi_buf *b);
  * http.response.body and *.http.response.body, text (is_text = 1) or bytes
  * for websocket.send, data for sse.send; ev's own payload fields are ignored.
  * Any other event type is rejected. Returns 0 when accepted, as pagi_send:
- * the server then holds its own reference to b until the bytes are written
- * or the connection ends (any way: completed, error, client gone, worker
- * stopping). Where the bytes must be transformed they are copied at once and
- * no reference is kept: sse.send (data lines are formatted), websocket.send
- * with permessage-deflate negotiated (compressed), the websocket denial body,
- * and a send after a disconnect (a no-op). Returns -1 when rejected (as
+ * for http.response.body, sse.http.response.body and an uncompressed
+ * websocket.send the server then holds its own reference to b until the
+ * bytes are written or the connection ends (any way: completed, error,
+ * client gone, worker stopping). Otherwise the bytes are copied (or dropped)
+ * during the call and no reference is kept: sse.send (data lines are
+ * formatted), websocket.send with permessage-deflate (compressed),
+ * websocket.http.response.body, a HEAD body, a send after a disconnect. Returns -1 when rejected (as
  * pagi_send): no reference is taken. Either way the caller's reference is
  * untouched: it drops it with pagi_buf_unref when done with it.
  */

@@ -191,7 +191,7 @@ int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb,
         if (!h->plan.no_body && len > 0) {
             /* pagi_send_buf: the body goes out from the app's buffer, framed
              * by the chunk lines around it. */
-            pagi_buf *lent = scope_send_buf(s);
+            pagi_buf *lent = scope_send_buf(s, ev->body.ptr, len);
             int rc = h->plan.chunked ? append_chunk_header(c, len) : 0;
             if (rc == 0)
                 rc = lent ? pagi_buf_queue(lent, &c->out) : outq_append(&c->out, ev->body.ptr, len);

@@ -349,7 +349,13 @@ int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
     return s->ops->send(s, ev, cb, ud);
 }
 
-pagi_buf *scope_send_buf(const pagi_scope *s) { return s->send_buf; }
+pagi_buf *scope_send_buf(const pagi_scope *s, const void *p, size_t n)
+{
+    pagi_buf *b = s->send_buf;
+    if (!b || n == 0 || p != pagi_buf_data(b) || n != pagi_buf_len(b))
+        return NULL;
+    return b;
+}
 
 int pagi_send_buf(pagi_scope *s, const pagi_event *ev, pagi_buf *b, pagi_send_cb cb, void *ud)
 {

@@ -177,3 +177,23 @@ def websocket_message_handed_over(ctx):
               tid + " released: %r" % app_events(ctx, tid))
         ws.sock.close()
         check_eq(frees(ctx, tid), 1, tid + " frees: %r" % app_events(ctx, tid))
+
+
+@test(timeout=60)
+def sse_send_buf_copies_and_decline_borrows(ctx):
+    srv = ctx.start(zcapp(ctx), workers=1)
+    r = request(srv.port, "GET", "/sse?id=sse", headers={"Accept": "text/event-stream"})
+    check_eq(r.status, 200, "sse status")
+    check(b"data: line one\ndata: line two\n\n" in r.body, "formatted from the buffer: %r" % r.body)
+    check(wait_for(lambda: "release" in app_events(ctx, "sse"), 5 * lib.SLOW), "sse released")
+    ev = app_events(ctx, "sse")
+    # copied during the call: the app's unref right after it was the last reference
+    check_eq(ev[:2], ["sse send 0", "freed"], "copied, freed by the app's unref: %r" % ev)
+    check_eq(frees(ctx, "sse"), 1, "sse frees: %r" % ev)
+    size = 3 << 20
+    r = request(srv.port, "GET", "/sse-decline?id=dec&size=%d" % size,
+                headers={"Accept": "text/event-stream"}, timeout=30)
+    check_eq(r.status, 503, "decline status")
+    check_eq(sha(r.body), sha(pattern(size)), "decline body sha256")
+    check(wait_for(lambda: frees(ctx, "dec") == 1, 5 * lib.SLOW),
+          "decline body freed once: %r" % app_events(ctx, "dec"))

@@ -12,6 +12,9 @@
  *       the buffer stays the app's; logs "rejected freed=F" then unrefs it.
  *   /ws?size=N  accept, send N bytes of pattern as a binary message and "hello,
  *       world" as a text message, both handed over; receive until the disconnect.
+ *   /sse (an SSE scope)  sse.start, sse.send of a handed-over two-line buffer
+ *       (the server formats it: copied), sse.close.
+ *   /sse-decline (an SSE scope)  503 with a body of N pattern bytes handed over.
  * The pattern: 4096-byte blocks, block k = "%08x" of k, then k & 0xff repeated.
  * The create argument is the blob's size (default 8 MiB).
  */
@@ -225,6 +228,48 @@ static void ws_receive(pagi_scope *s, const pagi_event *ev, void *ud)
     }
 }
 
+/* ---- sse ---- */
+
+static int sse(pagi_scope *s, zc_req *r)
+{
+    pagi_event ev = pagi_event_init(PAGI_EV_SSE_START);
+    ev.status = 200;
+    if (pagi_send(s, &ev, NULL, NULL) != 0)
+        return -1;
+    char *p = strdup("line one\nline two"), *idc = strdup(r->id);
+    pagi_buf *b = p && idc ? pagi_buf_wrap(p, strlen(p), freed, idc) : NULL;
+    if (!b) {
+        free(p);
+        free(idc);
+        return -1;
+    }
+    ev = pagi_event_init(PAGI_EV_SSE_SEND);
+    int rc = pagi_send_buf(s, &ev, b, NULL, NULL);
+    tlog(r->id, "sse send %d", rc);
+    pagi_buf_unref(b); /* copied: this is the last reference */
+    if (rc != 0)
+        return -1;
+    ev = pagi_event_init(PAGI_EV_SSE_CLOSE);
+    return pagi_send(s, &ev, body_sent, r);
+}
+
+static int sse_decline(pagi_scope *s, zc_req *r)
+{
+    char v[32];
+    qparam(pagi_scope_query_string(s), "size", v, sizeof v);
+    pagi_event ev = pagi_event_init(PAGI_EV_SSE_HTTP_RESPONSE_START);
+    ev.status = 503;
+    if (pagi_send(s, &ev, NULL, NULL) != 0)
+        return -1;
+    pagi_buf *b = own_buffer(r->id, (size_t)strtoull(v, NULL, 10));
+    if (!b)
+        return -1;
+    ev = pagi_event_init(PAGI_EV_SSE_HTTP_RESPONSE_BODY);
+    int rc = pagi_send_buf(s, &ev, b, body_sent, r);
+    pagi_buf_unref(b);
+    return rc;
+}
+
 /* ---- the app ---- */
 
 static void handle(pagi_scope *s, void *instance)
@@ -249,7 +294,10 @@ static void handle(pagi_scope *s, void *instance)
         return;
     }
     int rc;
-    if (path.len == 7 && memcmp(path.ptr, "/reject", 7) == 0)
+    if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE)
+        rc = path.len == 12 && memcmp(path.ptr, "/sse-decline", 12) == 0 ? sse_decline(s, r)
+                                                                          : sse(s, r);
+    else if (path.len == 7 && memcmp(path.ptr, "/reject", 7) == 0)
         rc = reject(s, r);
     else
         rc = respond(s, app, r);
