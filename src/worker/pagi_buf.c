@@ -49,10 +49,19 @@ void pagi_buf_unref(pagi_buf *b)
         fn(ptr, ud);
 }
 
-const void *pagi_buf_data(const pagi_buf *b) { return b ? b->ptr : NULL; }
-size_t pagi_buf_len(const pagi_buf *b) { return b ? b->len : 0; }
+const void *pagi_buf_data(const pagi_buf *b)
+{
+    return b ? b->ptr : NULL;
+}
+size_t pagi_buf_len(const pagi_buf *b)
+{
+    return b ? b->len : 0;
+}
 
-static void queue_release(void *ud) { pagi_buf_unref(ud); }
+static void queue_release(void *ud)
+{
+    pagi_buf_unref(ud);
+}
 
 int pagi_buf_queue(pagi_buf *b, outq *q)
 {

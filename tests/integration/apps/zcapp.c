@@ -30,7 +30,7 @@
 #include "testlog.h"
 
 typedef struct zc_app {
-    char *blob;      /* the worker's response body, built once */
+    char *blob; /* the worker's response body, built once */
     size_t blob_len;
     pagi_buf *blob_buf; /* the blob lent to pagi_send_buf (mode=buf) */
 } zc_app;
@@ -296,7 +296,7 @@ static void handle(pagi_scope *s, void *instance)
     int rc;
     if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE)
         rc = path.len == 12 && memcmp(path.ptr, "/sse-decline", 12) == 0 ? sse_decline(s, r)
-                                                                          : sse(s, r);
+                                                                         : sse(s, r);
     else if (path.len == 7 && memcmp(path.ptr, "/reject", 7) == 0)
         rc = reject(s, r);
     else
