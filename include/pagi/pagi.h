@@ -249,6 +249,51 @@ const char *pagi_scope_error(const pagi_scope *s);
 void pagi_scope_finish(pagi_scope *s, const char *error);
 
 /* ------------------------------------------------------------------ */
+/* Zero-copy sends: buffers the server borrows instead of copying      */
+/* ------------------------------------------------------------------ */
+
+/**
+ * A reference-counted view of bytes the app owns. pagi_buf_wrap makes one
+ * with one reference (the caller's); free_fn(ptr, ud) runs exactly once, when
+ * the last reference is dropped (free_fn may be NULL for static bytes).
+ * pagi_send_buf takes its own reference while the bytes are queued, so one
+ * buffer can be sent to many scopes at once (a broadcast holds the bytes
+ * once) and the caller may drop its reference right after the call. The
+ * bytes must not change while any reference exists. free_fn runs inside the
+ * server (while writing, or when a connection ends): it may free memory and
+ * call pagi_buf_unref, nothing else of this API. Not thread-safe: use a
+ * buffer only from the worker's loop thread. pagi_buf_wrap returns NULL when
+ * out of memory (free_fn is then not called: ptr stays the caller's).
+ */
+typedef struct pagi_buf pagi_buf;
+typedef void (*pagi_buf_free_fn)(void *ptr, void *ud);
+
+pagi_buf *pagi_buf_wrap(const void *ptr, size_t len, pagi_buf_free_fn free_fn, void *ud);
+/** Add a reference; returns b. */
+pagi_buf *pagi_buf_ref(pagi_buf *b);
+/** Drop a reference (NULL is ignored); the last one runs free_fn. */
+void pagi_buf_unref(pagi_buf *b);
+const void *pagi_buf_data(const pagi_buf *b);
+size_t pagi_buf_len(const pagi_buf *b);
+
+/**
+ * pagi_send with b's bytes as the event's payload: body for
+ * http.response.body and *.http.response.body, text (is_text = 1) or bytes
+ * for websocket.send, data for sse.send; ev's own payload fields are ignored.
+ * Any other event type is rejected. Returns 0 when accepted, as pagi_send:
+ * for http.response.body, sse.http.response.body and an uncompressed
+ * websocket.send the server then holds its own reference to b until the
+ * bytes are written or the connection ends (any way: completed, error,
+ * client gone, worker stopping). Otherwise the bytes are copied (or dropped)
+ * during the call and no reference is kept: sse.send (data lines are
+ * formatted), websocket.send with permessage-deflate (compressed),
+ * websocket.http.response.body, a HEAD body, a send after a disconnect. Returns -1 when rejected (as
+ * pagi_send): no reference is taken. Either way the caller's reference is
+ * untouched: it drops it with pagi_buf_unref when done with it.
+ */
+int pagi_send_buf(pagi_scope *s, const pagi_event *ev, pagi_buf *b, pagi_send_cb cb, void *ud);
+
+/* ------------------------------------------------------------------ */
 /* pagi.connection (http scopes)                                       */
 /* ------------------------------------------------------------------ */
 

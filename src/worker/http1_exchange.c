@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "http1_conn.h"
 #include "http1_exchange.h"
+#include "pagi_buf.h"
 #include "reason.h"
 #include "scope.h"
 
@@ -188,9 +189,12 @@ int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb,
         if (cl >= 0 && h->body_sent + (int64_t)len > cl)
             return scope_fail(s, "http.response.body: body exceeds content-length");
         if (!h->plan.no_body && len > 0) {
+            /* pagi_send_buf: the body goes out from the app's buffer, framed
+             * by the chunk lines around it. */
+            pagi_buf *lent = scope_send_buf(s, ev->body.ptr, len);
             int rc = h->plan.chunked ? append_chunk_header(c, len) : 0;
             if (rc == 0)
-                rc = outq_append(&c->out, ev->body.ptr, len);
+                rc = lent ? pagi_buf_queue(lent, &c->out) : outq_append(&c->out, ev->body.ptr, len);
             if (rc == 0 && h->plan.chunked)
                 rc = outq_append(&c->out, "\r\n", 2);
             if (rc < 0)

@@ -11,7 +11,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/runq.c src/worker/runq.h \
 	src/worker/loop.c src/worker/loop.h \
 	src/worker/conn.c src/worker/conn.h \
-	src/worker/outq.c src/worker/outq.h \
+	src/worker/outq.c src/worker/outq.h src/worker/pagi_buf.c src/worker/pagi_buf.h \
 	src/worker/http1_conn.c src/worker/http1_conn.h \
 	src/worker/scope.c src/worker/scope.h src/worker/scope_api.c src/worker/scope_internal.h \
 	src/worker/state_table.c src/worker/state_table.h src/worker/worker_ctx.h \

@@ -12,11 +12,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Small enough that a segment with its header (48 B) is a 1 KiB malloc
+/* Small enough that a segment with its header (72 B) is a 1 KiB malloc
  * chunk, which glibc serves from its per-thread cache: a response's segment
  * is allocated and freed per response (an empty queue holds none) at the
  * cost of a few instructions. Bigger appends get a segment of their size. */
-#define SEG_MIN_CAP (1024 - 48)
+#define SEG_MIN_CAP (1024 - sizeof(outq_seg))
 #define IOV_MAX_BATCH 64
 
 struct outq_seg {
@@ -25,9 +25,15 @@ struct outq_seg {
     off_t foff;   /* file segment: next offset */
     size_t pos;   /* memory: first unwritten byte; file: unused */
     size_t len;   /* memory: bytes stored; file: bytes left */
-    size_t cap;   /* memory capacity */
+    size_t cap;   /* memory capacity; 0 for an external segment (never appended to) */
+    const char *ext;             /* external segment: the borrowed bytes, else NULL */
+    void (*release)(void *ud);   /* external segment: gives the bytes back */
+    void *rel_ud;
     char data[];
 };
+
+/* Where a memory segment's bytes are: its own storage or the borrowed buffer. */
+static inline const char *seg_bytes(const outq_seg *s) { return s->ext ? s->ext : s->data; }
 
 void outq_init(outq *q) { memset(q, 0, sizeof *q); }
 
@@ -35,6 +41,8 @@ static void seg_free(outq_seg *s)
 {
     if (s->fd >= 0)
         close(s->fd);
+    if (s->ext && s->release)
+        s->release(s->rel_ud);
     free(s);
 }
 
@@ -76,6 +84,9 @@ static outq_seg *mem_seg_new(outq *q, size_t need)
     s->fd = -1;
     s->foff = 0;
     s->pos = s->len = 0;
+    s->ext = NULL;
+    s->release = NULL;
+    s->rel_ud = NULL;
     outq_link(q, s);
     return s;
 }
@@ -83,7 +94,7 @@ static outq_seg *mem_seg_new(outq *q, size_t need)
 char *outq_reserve(outq *q, size_t n)
 {
     outq_seg *t = q->tail;
-    if (!t || t->fd >= 0 || t->cap - t->len < n) {
+    if (!t || t->fd >= 0 || t->ext || t->cap - t->len < n) {
         t = mem_seg_new(q, n);
         if (!t)
             return NULL;
@@ -103,7 +114,7 @@ int outq_append(outq *q, const void *data, size_t n)
         return 0;
     /* Fill the tail segment first, then one new segment for the rest. */
     outq_seg *t = q->tail;
-    if (t && t->fd < 0 && t->cap > t->len) {
+    if (t && t->fd < 0 && !t->ext && t->cap > t->len) {
         size_t room = t->cap - t->len;
         size_t k = n < room ? n : room;
         memcpy(t->data + t->len, data, k);
@@ -136,8 +147,34 @@ int outq_append_file(outq *q, int fd, off_t offset, size_t len)
     s->pos = 0;
     s->len = len;
     s->cap = 0;
+    s->ext = NULL;
+    s->release = NULL;
+    s->rel_ud = NULL;
     outq_link(q, s);
     q->buffered += len;
+    return 0;
+}
+
+int outq_append_ext(outq *q, const void *data, size_t n, void (*release)(void *ud), void *ud)
+{
+    if (n == 0) {
+        if (release)
+            release(ud);
+        return 0;
+    }
+    outq_seg *s = malloc(sizeof *s);
+    if (!s)
+        return -1;
+    s->fd = -1;
+    s->foff = 0;
+    s->pos = 0;
+    s->len = n;
+    s->cap = 0;
+    s->ext = data;
+    s->release = release;
+    s->rel_ud = ud;
+    outq_link(q, s);
+    q->buffered += n;
     return 0;
 }
 
@@ -148,7 +185,7 @@ static void outq_pop(outq *q)
     q->head = s->next;
     if (!q->head)
         q->tail = NULL;
-    if (s->fd < 0 && !q->spare && s->cap <= 4096)
+    if (s->fd < 0 && !s->ext && !q->spare && s->cap <= 4096)
         q->spare = s;
     else
         seg_free(s);
@@ -182,7 +219,7 @@ outq_result outq_write(outq *q, int sock, size_t *written)
         int cnt = 0;
         for (outq_seg *m = s; m && m->fd < 0 && cnt < IOV_MAX_BATCH; m = m->next) {
             if (m->len > m->pos) {
-                iov[cnt].iov_base = m->data + m->pos;
+                iov[cnt].iov_base = (void *)(seg_bytes(m) + m->pos);
                 iov[cnt].iov_len = m->len - m->pos;
                 cnt++;
             }

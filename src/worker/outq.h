@@ -1,7 +1,9 @@
 /*
  * outq.h - a connection's output queue: memory segments and file segments
  * (sent with sendfile), written in order. It owns the bytes and the file
- * descriptors queued in it; buffered() is what pagi.transport reports.
+ * descriptors queued in it, except external segments: bytes it only borrows
+ * and gives back through their release callback (zero-copy sends).
+ * buffered() is what pagi.transport reports.
  */
 #ifndef PAGID_OUTQ_H
 #define PAGID_OUTQ_H
@@ -31,6 +33,14 @@ int outq_append(outq *q, const void *data, size_t n);
 /** Reserve n bytes at the tail for direct formatting; commit with outq_commit. */
 char *outq_reserve(outq *q, size_t n);
 void outq_commit(outq *q, size_t n);
+/**
+ * Queue n bytes at data without copying them. release(ud) runs exactly once:
+ * when the bytes are written or when the queue is freed, whichever comes
+ * first (release may be NULL). Returns -1 (out of memory) without calling
+ * release: the caller keeps what it meant to hand over. n == 0 queues
+ * nothing and calls release at once.
+ */
+int outq_append_ext(outq *q, const void *data, size_t n, void (*release)(void *ud), void *ud);
 /** Queue len bytes of fd from offset; the queue takes ownership of fd. */
 int outq_append_file(outq *q, int fd, off_t offset, size_t len);
 static inline size_t outq_buffered(const outq *q) { return q->buffered; }

@@ -349,6 +349,54 @@ int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
     return s->ops->send(s, ev, cb, ud);
 }
 
+pagi_buf *scope_send_buf(const pagi_scope *s, const void *p, size_t n)
+{
+    pagi_buf *b = s->send_buf;
+    if (!b || n == 0 || p != pagi_buf_data(b) || n != pagi_buf_len(b))
+        return NULL;
+    return b;
+}
+
+int pagi_send_buf(pagi_scope *s, const pagi_event *ev, pagi_buf *b, pagi_send_cb cb, void *ud)
+{
+    if (!s)
+        return -1;
+    if (!ev)
+        return scope_fail(s, "send: no event");
+    if (!b)
+        return scope_fail(s, "pagi_send_buf: no buffer");
+    pagi_event e = *ev;
+    pagi_str payload = {pagi_buf_data(b), pagi_buf_len(b)};
+    if (!payload.ptr)
+        payload.ptr = ""; /* an empty buffer is an empty payload, not "none" */
+    switch (e.type) {
+    case PAGI_EV_HTTP_RESPONSE_BODY:
+    case PAGI_EV_WEBSOCKET_HTTP_RESPONSE_BODY:
+    case PAGI_EV_SSE_HTTP_RESPONSE_BODY:
+        e.body = payload;
+        break;
+    case PAGI_EV_WEBSOCKET_SEND:
+        e.text = e.bytes = (pagi_str){NULL, 0};
+        if (e.is_text)
+            e.text = payload;
+        else
+            e.bytes = payload;
+        break;
+    case PAGI_EV_SSE_SEND:
+        e.data = payload;
+        break;
+    default:
+        return scope_fail(s, "pagi_send_buf: '%s' carries no body",
+                          pagi_event_type_name(e.type) ? pagi_event_type_name(e.type) : "?");
+    }
+    /* Drivers that keep the bytes as they are see b (scope_send_buf) and
+     * queue a reference; the rest copy e's payload as in any send. */
+    s->send_buf = b;
+    int rc = pagi_send(s, &e, cb, ud);
+    s->send_buf = NULL;
+    return rc;
+}
+
 void pagi_scope_finish(pagi_scope *s, const char *error)
 {
     if (!s || s->finished)

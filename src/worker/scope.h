@@ -76,6 +76,11 @@ int scope_receive_waiting(const pagi_scope *s);
 /** Scope-owned storage for the bytes of the event being delivered. */
 buf *scope_delivery_buf(pagi_scope *s);
 
+/** During pagi_send_buf, the buffer whose bytes are the event's payload, if
+ * p/n are exactly those bytes (a driver queueing them as they are takes a
+ * reference, pagi_buf_queue); NULL in a plain pagi_send, and for bytes the
+ * driver made itself (an SSE event formatted from them). */
+pagi_buf *scope_send_buf(const pagi_scope *s, const void *p, size_t n);
 /** Queue a send completion for the app. */
 void scope_complete_send(pagi_scope *s, pagi_send_cb cb, void *ud, const char *err);
 /** Record a rejected call's message; returns -1 for convenience. */

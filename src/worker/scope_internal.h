@@ -56,6 +56,8 @@ struct pagi_scope {
 
     /* pagi.transport */
     scope_cb_list on_high, on_drain;
+
+    pagi_buf *send_buf; /* during pagi_send_buf only: the payload's buffer */
 };
 
 /* Shared by scope.c and scope_api.c. */

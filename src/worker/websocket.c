@@ -288,7 +288,10 @@ static int send_message(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_s
     if (ws->state != WS_OPEN)
         return scope_fail(s, "websocket.send: the connection was not accepted (send "
                              "websocket.accept first)");
-    if (ws_queue_frame(ws, text ? WS_OP_TEXT : WS_OP_BINARY, m.ptr ? m.ptr : "", m.len) < 0)
+    pagi_buf *lent = scope_send_buf(s, m.ptr, m.len);
+    unsigned op = text ? WS_OP_TEXT : WS_OP_BINARY;
+    if ((lent ? ws_queue_frame_buf(ws, op, lent)
+              : ws_queue_frame(ws, op, m.ptr ? m.ptr : "", m.len)) < 0)
         return scope_fail(s, "websocket.send: out of memory");
     h1_exchange_after_append(ws->c, cb, ud);
     return 0;

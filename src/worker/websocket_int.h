@@ -97,6 +97,9 @@ extern const scope_ops ws_scope_ops;
 void ws_timers_init(ws_conn *ws);
 /** Queue one frame (data messages compressed when negotiated). 0 or -1. */
 int ws_queue_frame(ws_conn *ws, unsigned opcode, const void *data, size_t len);
+/** A data frame whose payload is b's bytes, queued by reference; with
+ * permessage-deflate they are compressed (copied) and no reference is kept. */
+int ws_queue_frame_buf(ws_conn *ws, unsigned opcode, pagi_buf *b);
 /** Queue a Close frame with code (0 = no payload) and reason. */
 int ws_queue_close(ws_conn *ws, int code, const void *reason, size_t reason_len);
 /** Record how the connection ended, unless already recorded. */

@@ -13,6 +13,7 @@
 #include "../common/log.h"
 #include "access_log.h"
 #include "memtrim.h"
+#include "pagi_buf.h"
 #include "reason.h"
 #include "websocket_int.h"
 
@@ -43,6 +44,20 @@ int ws_queue_frame(ws_conn *ws, unsigned opcode, const void *data, size_t len)
     uint8_t hdr[WS_MAX_HEADER];
     size_t n = ws_frame_write_header(hdr, 1, rsv1, opcode, len);
     if (outq_append(&c->out, hdr, n) < 0 || (len && outq_append(&c->out, payload, len) < 0))
+        return -1;
+    conn_schedule_flush(c);
+    return 0;
+}
+
+int ws_queue_frame_buf(ws_conn *ws, unsigned opcode, pagi_buf *b)
+{
+    if (ws->pmd)
+        return ws_queue_frame(ws, opcode, pagi_buf_data(b) ? pagi_buf_data(b) : "",
+                              pagi_buf_len(b));
+    conn *c = ws->c;
+    uint8_t hdr[WS_MAX_HEADER];
+    size_t n = ws_frame_write_header(hdr, 1, 0, opcode, pagi_buf_len(b));
+    if (outq_append(&c->out, hdr, n) < 0 || pagi_buf_queue(b, &c->out) < 0)
         return -1;
     conn_schedule_flush(c);
     return 0;

@@ -1,7 +1,8 @@
 /*
  * test_outq.c - Check suite for src/worker/outq.c over real socketpairs: segment
  * boundaries, reserve/commit, sendfile segments in order, partial writes on a full
- * socket, buffered() accounting, fd ownership, errors.
+ * socket, buffered() accounting, fd ownership, errors, and external (borrowed)
+ * segments: written in place, released exactly once, also through pagi_buf.
  */
 #include <check.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "worker/outq.h"
+#include "worker/pagi_buf.h"
 
 /* Deterministic, position-dependent bytes: a reordering or gap shows. */
 static void pattern(char *p, size_t n, unsigned seed)
@@ -443,6 +445,172 @@ START_TEST(file_shrank_is_error)
 }
 END_TEST
 
+/* ---- external segments ---- */
+
+static int released[8]; /* release count per segment index */
+
+static void count_release(void *ud) { released[(size_t)ud]++; }
+
+START_TEST(ext_mixed_partial_released_once)
+{
+    memset(released, 0, sizeof released);
+    enum { BIG = 3 << 20, SMALL = 777, FLEN = 50000 };
+    char *big = malloc(BIG), *small = malloc(SMALL), *f = malloc(FLEN);
+    pattern(big, BIG, 3);
+    pattern(small, SMALL, 4);
+    pattern(f, FLEN, 5);
+    int fd = tmpfile_with(f, FLEN);
+    size_t total = 4 + BIG + 4 + FLEN + SMALL + 2 + SMALL;
+    char *want = malloc(total), *w = want;
+    outq q;
+    outq_init(&q);
+    /* owned, borrowed, owned, file, borrowed, owned, the same bytes again */
+    ck_assert_int_eq(outq_append(&q, "head", 4), 0);
+    ck_assert_int_eq(outq_append_ext(&q, big, BIG, count_release, (void *)0), 0);
+    ck_assert_int_eq(outq_append(&q, "mid!", 4), 0);
+    ck_assert_int_eq(outq_append_file(&q, fd, 0, FLEN), 0);
+    ck_assert_int_eq(outq_append_ext(&q, small, SMALL, count_release, (void *)1), 0);
+    ck_assert_int_eq(outq_append(&q, "\r\n", 2), 0);
+    ck_assert_int_eq(outq_append_ext(&q, small, SMALL, count_release, (void *)2), 0);
+    ck_assert_uint_eq(outq_buffered(&q), total);
+    memcpy(w, "head", 4), w += 4;
+    memcpy(w, big, BIG), w += BIG;
+    memcpy(w, "mid!", 4), w += 4;
+    memcpy(w, f, FLEN), w += FLEN;
+    memcpy(w, small, SMALL), w += SMALL;
+    memcpy(w, "\r\n", 2), w += 2;
+    memcpy(w, small, SMALL);
+
+    /* The socket takes far less than 3 MiB: the big segment is written in parts
+     * and stays borrowed (not released) until its last byte is out. */
+    sink k = {0};
+    size_t wr = 0;
+    ck_assert_int_eq(outq_write(&q, sp[0], &wr), OUTQ_AGAIN);
+    ck_assert_uint_gt(wr, 0);
+    ck_assert_uint_lt(wr, 4 + BIG);
+    ck_assert_int_eq(released[0], 0);
+    size_t rest = flush_all(&q, &k);
+    ck_assert_uint_eq(wr + rest, total);
+    sink_read(&k, sp[1]);
+    ck_assert_uint_eq(k.n, total);
+    ck_assert(memcmp(k.p, want, total) == 0);
+    ck_assert_int_eq(released[0], 1);
+    ck_assert_int_eq(released[1], 1);
+    ck_assert_int_eq(released[2], 1);
+    outq_free(&q);
+    ck_assert_int_eq(released[0] + released[1] + released[2], 3);
+    free(k.p);
+    free(want);
+    free(big);
+    free(small);
+    free(f);
+}
+END_TEST
+
+START_TEST(ext_released_by_free)
+{
+    memset(released, 0, sizeof released);
+    enum { BIG = 2 << 20 };
+    char *big = malloc(BIG);
+    pattern(big, BIG, 6);
+    outq q;
+    outq_init(&q);
+    ck_assert_int_eq(outq_append_ext(&q, big, BIG, count_release, (void *)0), 0);
+    ck_assert_int_eq(outq_append(&q, "x", 1), 0);
+    ck_assert_int_eq(outq_append_ext(&q, "never written", 13, count_release, (void *)1), 0);
+    size_t wr = 0;
+    ck_assert_int_eq(outq_write(&q, sp[0], &wr), OUTQ_AGAIN);
+    ck_assert_uint_lt(wr, BIG);
+    ck_assert_int_eq(released[0] + released[1], 0);
+    /* the connection ends mid-body: whatever was borrowed goes back, once */
+    outq_free(&q);
+    ck_assert_int_eq(released[0], 1);
+    ck_assert_int_eq(released[1], 1);
+    outq_free(&q);
+    ck_assert_int_eq(released[0] + released[1], 2);
+    free(big);
+}
+END_TEST
+
+START_TEST(ext_zero_length_and_appends_after)
+{
+    memset(released, 0, sizeof released);
+    outq q;
+    outq_init(&q);
+    ck_assert_int_eq(outq_append_ext(&q, "", 0, count_release, (void *)0), 0);
+    ck_assert_int_eq(released[0], 1); /* nothing queued: given back at once */
+    ck_assert_uint_eq(outq_buffered(&q), 0);
+    /* Appends after a borrowed tail go to a segment of their own, never into
+     * the app's bytes (they are const: a write there would fault). */
+    static const char lent[] = "borrowed";
+    ck_assert_int_eq(outq_append_ext(&q, lent, 8, count_release, (void *)1), 0);
+    ck_assert_int_eq(outq_append(&q, "+own", 4), 0);
+    char *r = outq_reserve(&q, 3);
+    ck_assert_ptr_nonnull(r);
+    memcpy(r, "!!!", 3);
+    outq_commit(&q, 3);
+    sink k = {0};
+    flush_all(&q, &k);
+    ck_assert_uint_eq(k.n, 15);
+    ck_assert(memcmp(k.p, "borrowed+own!!!", 15) == 0);
+    ck_assert_int_eq(released[1], 1);
+    outq_free(&q);
+    free(k.p);
+}
+END_TEST
+
+static int buf_freed;
+static void *buf_freed_ptr;
+
+static void note_free(void *ptr, void *ud)
+{
+    ck_assert_ptr_eq(ud, (void *)&buf_freed);
+    buf_freed++;
+    buf_freed_ptr = ptr;
+    free(ptr);
+}
+
+START_TEST(pagi_buf_shared_by_two_queues)
+{
+    buf_freed = 0;
+    enum { N = 1 << 20 };
+    char *p = malloc(N);
+    pattern(p, N, 7);
+    pagi_buf *b = pagi_buf_wrap(p, N, note_free, &buf_freed);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_eq(pagi_buf_data(b), p);
+    ck_assert_uint_eq(pagi_buf_len(b), N);
+    outq q1, q2;
+    outq_init(&q1);
+    outq_init(&q2);
+    ck_assert_int_eq(pagi_buf_queue(b, &q1), 0);
+    ck_assert_int_eq(pagi_buf_queue(b, &q2), 0);
+    pagi_buf_unref(b); /* the app is done with its handle; the queues still hold it */
+    ck_assert_int_eq(buf_freed, 0);
+    sink k = {0};
+    flush_all(&q1, &k); /* q1 written: q2 still borrows */
+    ck_assert_uint_eq(k.n, N);
+    ck_assert(memcmp(k.p, p, N) == 0);
+    ck_assert_int_eq(buf_freed, 0);
+    outq_free(&q1);
+    ck_assert_int_eq(buf_freed, 0);
+    outq_free(&q2); /* q2's connection ended unwritten: the last reference */
+    ck_assert_int_eq(buf_freed, 1);
+    ck_assert_ptr_eq(buf_freed_ptr, p);
+    free(k.p);
+
+    /* an empty buffer queues nothing and keeps no reference */
+    b = pagi_buf_wrap(NULL, 0, NULL, NULL);
+    ck_assert_ptr_nonnull(b);
+    outq_init(&q1);
+    ck_assert_int_eq(pagi_buf_queue(b, &q1), 0);
+    ck_assert_uint_eq(outq_buffered(&q1), 0);
+    pagi_buf_unref(b);
+    outq_free(&q1);
+    ck_assert_ptr_null(pagi_buf_wrap(NULL, 5, NULL, NULL));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("outq");
@@ -470,6 +638,14 @@ static Suite *suite(void)
     tcase_add_test(t, free_after_partial_file_write);
     tcase_add_test(t, closed_peer_is_error);
     tcase_add_test(t, closed_peer_file_is_error);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("external");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, ext_mixed_partial_released_once);
+    tcase_add_test(t, ext_released_by_free);
+    tcase_add_test(t, ext_zero_length_and_appends_after);
+    tcase_add_test(t, pagi_buf_shared_by_two_queues);
     suite_add_tcase(s, t);
     return s;
 }
