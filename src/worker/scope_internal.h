@@ -56,6 +56,9 @@ struct pagi_scope {
 
     /* pagi.transport */
     scope_cb_list on_high, on_drain;
+
+    /* the worker's drain notice (pagi_scope_on_server_drain) */
+    scope_cb_list on_server_drain;
 };
 
 /* Shared by scope.c and scope_api.c. */
