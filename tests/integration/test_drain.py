@@ -121,8 +121,8 @@ def ws_gets_1001_on_stop_while_http_drains(ctx):
 @test(timeout=60)
 def ws_gets_1001_on_reload(ctx):
     srv = ctx.start("echo", workers=1, config=LONG_SHUTDOWN)
+    check(wait_for(lambda: len(srv.workers()) == 1, 10), "workers: %r" % srv.workers())
     old = srv.workers()
-    check_eq(len(old), 1, "workers before the reload")
     ws = WS(srv.port)
     echo_roundtrip(ws)
     t0 = time.monotonic()
@@ -214,3 +214,45 @@ def echo_sse_ends_on_drain_when_asked(ctx):
     sse.close()
     check(srv.wait_exit(10), "pagid still running after the stream ended")
     check_eq(srv.returncode, 0, "exit status")
+
+
+@test(timeout=60)
+def perl_app_hears_the_drain(ctx):
+    import test_perl
+    srv = ctx.start(test_perl.app(ctx, "drain_notice"), workers=1, config=LONG_SHUTDOWN)
+    r = lib.request(srv.port, "GET", "/")
+    check_eq(r.body, b"draining=0", "pagid.server->draining before the stop")
+    ws = WS(srv.port)
+    echo_roundtrip(ws)
+    sse = Conn(srv.port, timeout=10)
+    sse.send("GET / HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
+    sse.read_until(b"data: draining=0\n")
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    code, reason = ws.expect_close()
+    check_eq((code, reason), (1001, "drain in perl"), "close after SIGTERM")
+    check(time.monotonic() - t0 < 1.0 * SLOW, "the 1001 close came late")
+    ws.close()
+    rest = sse.read_until(b"0\r\n\r\n")
+    check(b"event: bye\ndata: draining=1\n" in rest, "no final event: %r" % rest[-200:])
+    sse.close()
+    check(srv.wait_exit(10), "pagid still running after its streams ended")
+    check_eq(srv.returncode, 0, "exit status")
+
+
+@test(timeout=60)
+def ws_gets_1001_on_max_requests_recycle(ctx):
+    srv = ctx.start("echo", workers=1, config=LONG_SHUTDOWN + "max_requests: 2\n")
+    check(wait_for(lambda: len(srv.workers()) == 1, 10), "workers: %r" % srv.workers())
+    old = srv.workers()
+    ws = WS(srv.port)
+    echo_roundtrip(ws)
+    for _ in range(2):
+        check_eq(lib.request(srv.port, "GET", "/").status, 200, "status")
+    code, _ = ws.expect_close()
+    check_eq(code, 1001, "close code when the worker recycles")
+    ws.close()
+    check(wait_for(lambda: not any(lib.pid_alive(p) for p in old), 10),
+          "the recycled worker %r still runs" % old)
+    check(wait_for(lambda: lib.request(srv.port, "GET", "/").status == 200, 10),
+          "the replacement worker does not serve")
