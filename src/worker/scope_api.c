@@ -234,7 +234,10 @@ int pagi_transport_on_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
 
 /* ---- the worker's drain notice ---- */
 
-int pagi_server_draining(const pagi_scope *s) { return s && s->w->draining ? 1 : 0; }
+int pagi_server_draining(const pagi_scope *s)
+{
+    return s && s->w->draining ? 1 : 0;
+}
 
 int pagi_scope_on_server_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
 {
@@ -243,7 +246,8 @@ int pagi_scope_on_server_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
     if (!cb)
         return scope_fail(s, "on_server_drain: no callback");
     if (s->type == PAGI_SCOPE_LIFESPAN)
-        return scope_fail(s, "on_server_drain: not for the lifespan scope (it gets lifespan.shutdown)");
+        return scope_fail(
+            s, "on_server_drain: not for the lifespan scope (it gets lifespan.shutdown)");
     if (s->w->draining) {
         scope_queue_notify_cb(s, (runq_any_fn)cb, ud);
         return 0;

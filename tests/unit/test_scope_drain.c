@@ -20,7 +20,10 @@ static int chunks; /* body chunks the fake driver has for the app */
 static int n_recv, n_notice, n_release;
 static char last_body[16];
 
-static size_t drain(void) { return runq_drain(&w.loop.rq); }
+static size_t drain(void)
+{
+    return runq_drain(&w.loop.rq);
+}
 
 static int fake_send(pagi_scope *s, const pagi_event *e, pagi_send_cb cb, void *ud)
 {
@@ -88,8 +91,11 @@ static void teardown(void)
 
 static pagi_scope *new_scope(pagi_scope_type type)
 {
-    scope_request r = {.method = "GET", .http_version = "1.1", .path = {"/", 1},
-                       .raw_path = {"/", 1}, .query = {"", 0}};
+    scope_request r = {.method = "GET",
+                       .http_version = "1.1",
+                       .path = {"/", 1},
+                       .raw_path = {"/", 1},
+                       .query = {"", 0}};
     pagi_scope *s = scope_new(&w, type, &fake_ops, NULL, &r);
     ck_assert_ptr_nonnull(s);
     return s;
