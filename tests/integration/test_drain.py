@@ -256,3 +256,24 @@ def ws_gets_1001_on_max_requests_recycle(ctx):
           "the recycled worker %r still runs" % old)
     check(wait_for(lambda: lib.request(srv.port, "GET", "/").status == 200, 10),
           "the replacement worker does not serve")
+
+
+@test(timeout=60)
+def ws_handshake_during_the_drain_is_refused_quietly(ctx):
+    # A handshake reaching a draining worker on an open keep-alive
+    # connection: echo refuses it (403) instead of accepting a doomed stream.
+    srv = ctx.start("echo", workers=1, config=LONG_SHUTDOWN)
+    c = Conn(srv.port, timeout=10)
+    c.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+    check_eq(c.read_response().status, 200, "first request")
+    srv.signal(signal.SIGTERM)
+    check(wait_for(lambda: "draining" in srv.stderr(), 5), "the worker did not start draining")
+    key = base64.b64encode(os.urandom(16)).decode()
+    c.send("GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % key)
+    check_eq(c.read_response().status, 403, "handshake during the drain")
+    c.close()
+    check(srv.wait_exit(10), "pagid still running")
+    check_eq(srv.returncode, 0, "exit status")
+    check("app error" not in srv.stderr() and "app failed" not in srv.stderr(),
+          "an error was logged: %s" % srv.stderr()[-500:])

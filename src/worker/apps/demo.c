@@ -378,6 +378,10 @@ static void ws_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     demo_client *c = ud;
     switch (ev->type) {
     case PAGI_EV_WEBSOCKET_CONNECT: {
+        if (pagi_server_draining(s)) { /* a handshake caught by the drain: refused (403) */
+            pagi_scope_finish(s, NULL);
+            return;
+        }
         pagi_event acc = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_ACCEPT);
         if (pagi_send(s, &acc, NULL, NULL) < 0) {
             pagi_scope_finish(s, pagi_scope_error(s));

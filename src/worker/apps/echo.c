@@ -263,6 +263,10 @@ static void echo_ws_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
     pagi_event out;
     switch (ev->type) {
     case PAGI_EV_WEBSOCKET_CONNECT:
+        if (pagi_server_draining(s)) { /* a handshake caught by the drain: refused (403) */
+            pagi_scope_finish(s, NULL);
+            return;
+        }
         out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_ACCEPT);
         if (pagi_scope_subprotocol_count(s) > 0)
             out.subprotocol = pagi_scope_subprotocol(s, 0);
