@@ -321,6 +321,34 @@ int pagi_transport_on_high_water(pagi_scope *s, pagi_notify_cb cb, void *ud);
 int pagi_transport_on_drain(pagi_scope *s, pagi_notify_cb cb, void *ud);
 
 /* ------------------------------------------------------------------ */
+/* Server drain notice, cancelling a receive                           */
+/* ------------------------------------------------------------------ */
+
+/**
+ * The worker serving s has started draining (pagid stop or SIGTERM, a
+ * reload's old generation, a max_requests recycle): it accepts nothing new
+ * and waits up to timeouts.shutdown for open scopes to end. A long-lived
+ * scope (websocket, sse, a long poll) can end at once instead: send a
+ * websocket.close with code 1001, a final SSE event, a response. cb runs
+ * once, from the run queue, when the drain begins; registered after that,
+ * it is queued at once. Not run for a scope the app already finished.
+ * Any request scope (http, websocket, sse); -1 for lifespan (which gets
+ * lifespan.shutdown) or a NULL callback. Unrelated to
+ * pagi_transport_on_drain (the send buffer emptying).
+ */
+int pagi_scope_on_server_drain(pagi_scope *s, pagi_notify_cb cb, void *ud);
+/** 1 once the worker serving s has started draining, else 0. */
+int pagi_server_draining(const pagi_scope *s);
+
+/**
+ * Withdraw the pending pagi_receive: its callback will not run. An event
+ * already waiting for it is not lost: it stays for the next pagi_receive.
+ * Afterwards a new pagi_receive, and pagi_scope_finish, are allowed.
+ * Returns 0, or -1 (pagi_scope_error) when no receive was pending.
+ */
+int pagi_receive_cancel(pagi_scope *s);
+
+/* ------------------------------------------------------------------ */
 /* Loop services                                                       */
 /* ------------------------------------------------------------------ */
 

@@ -113,6 +113,21 @@ sub low_water_mark  { PAGI::Server::Pagid::XS::query($_[0]{h}, 6) }
 sub on_high_water   { PAGI::Server::Pagid::XS::watch($_[0]{h}, 2, $_[1]); return }
 sub on_drain        { PAGI::Server::Pagid::XS::watch($_[0]{h}, 3, $_[1]); return }
 
+# pagid.server (the same object): the worker's drain notice.
+sub draining        { PAGI::Server::Pagid::XS::query($_[0]{h}, 7) ? 1 : 0 }
+sub on_server_drain { PAGI::Server::Pagid::XS::watch($_[0]{h}, 4, $_[1]); return }
+
+sub server_drain_future {
+    my ($self) = @_;
+    return $self->{sdf} if $self->{sdf};
+    my $f = $self->{sdf} = Future->new;
+    Scalar::Util::weaken(my $weak = $f);
+    PAGI::Server::Pagid::XS::watch($self->{h}, 4, sub {
+        $weak->done if $weak && !$weak->is_ready;
+    });
+    return $f;
+}
+
 package PAGI::Server::Pagid::FutureIO;
 use Future::IO::ImplBase;
 our @ISA = ('Future::IO::ImplBase');

@@ -42,7 +42,8 @@
     X(EXTENSIONS, "extensions") \
     X(H, "h") \
     X(PAGI_TRANSPORT, "pagi.transport") \
-    X(PAGI_CONNECTION, "pagi.connection")
+    X(PAGI_CONNECTION, "pagi.connection") \
+    X(PAGID_SERVER, "pagid.server")
 #define KEY_ENUM(id, str) K_##id,
 enum { EVENT_KEYS(KEY_ENUM) K__COUNT };
 static SV *key_svs[K__COUNT];
@@ -443,5 +444,7 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
     KSTORE(hv, K_PAGI_TRANSPORT, obj);
     if (type == PAGI_SCOPE_HTTP)
         KSTORE(hv, K_PAGI_CONNECTION, SvREFCNT_inc(obj));
+    /* pagid.server (the drain notice) is the same object again: no new one per scope. */
+    KSTORE(hv, K_PAGID_SERVER, SvREFCNT_inc(obj));
     return newRV_noinc((SV *)hv);
 }

@@ -415,7 +415,7 @@ int perl_future_done(pTHX_ SV *f)
 
 /* ---- pagi.connection / pagi.transport --------------------------------- */
 
-enum { Q_CONNECTED, Q_REASON, Q_STARTED, Q_COMPLETE, Q_BUFFERED, Q_HIGH, Q_LOW };
+enum { Q_CONNECTED, Q_REASON, Q_STARTED, Q_COMPLETE, Q_BUFFERED, Q_HIGH, Q_LOW, Q_DRAINING };
 
 /* query($h, $what) */
 XS_INTERNAL(xs_query)
@@ -443,6 +443,7 @@ XS_INTERNAL(xs_query)
         case Q_BUFFERED: r = sv_2mortal(newSVuv(pagi_transport_buffered_amount(h->s))); break;
         case Q_HIGH: r = sv_2mortal(newSVuv(pagi_transport_high_water_mark(h->s))); break;
         case Q_LOW: r = sv_2mortal(newSVuv(pagi_transport_low_water_mark(h->s))); break;
+        case Q_DRAINING: r = sv_2mortal(newSViv(pagi_server_draining(h->s))); break;
         default: break;
         }
     }
@@ -468,7 +469,7 @@ static void on_notify_cb(pagi_scope *s, void *ud)
     SvREFCNT_dec(cb);
 }
 
-enum { W_DISCONNECT, W_COMPLETE, W_HIGH, W_DRAIN };
+enum { W_DISCONNECT, W_COMPLETE, W_HIGH, W_DRAIN, W_SERVER_DRAIN };
 
 /* watch($h, $what, $callback): registers a callback until the scope is released */
 XS_INTERNAL(xs_watch)
@@ -489,6 +490,7 @@ XS_INTERNAL(xs_watch)
     case W_COMPLETE: rc = pagi_conn_on_complete(h->s, on_notify_cb, n); break;
     case W_HIGH: rc = pagi_transport_on_high_water(h->s, on_notify_cb, n); break;
     case W_DRAIN: rc = pagi_transport_on_drain(h->s, on_notify_cb, n); break;
+    case W_SERVER_DRAIN: rc = pagi_scope_on_server_drain(h->s, on_notify_cb, n); break;
     default: break;
     }
     if (rc < 0) {

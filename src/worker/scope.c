@@ -138,6 +138,7 @@ static void scope_free(pagi_scope *s)
     cb_list_free(&s->on_complete);
     cb_list_free(&s->on_high);
     cb_list_free(&s->on_drain);
+    cb_list_free(&s->on_server_drain);
     buf_free(&s->delivery);
     free(s->req_block);
     free(s->error);
@@ -334,6 +335,26 @@ int pagi_receive(pagi_scope *s, pagi_receive_cb cb, void *ud)
     return 0;
 }
 
+/* The pending receive is withdrawn. A delivery job already queued has not
+ * taken its event yet (next_event runs at delivery time), so retiring the
+ * job through recv_gen leaves the event with the driver for the next
+ * receive: nothing is lost. */
+int pagi_receive_cancel(pagi_scope *s)
+{
+    if (!s)
+        return -1;
+    if (!s->recv_waiting)
+        return scope_fail(s, "receive cancel: no receive is pending");
+    s->recv_waiting = 0;
+    s->recv_cb = NULL;
+    s->recv_ud = NULL;
+    if (s->recv_queued) {
+        s->recv_gen++;
+        s->recv_queued = 0;
+    }
+    return 0;
+}
+
 /* ---- send / finish ---- */
 
 int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
@@ -466,6 +487,15 @@ void scope_detach(pagi_scope *s)
     if (s->complete)
         s->connected = 0;
     scope_unref(s);
+}
+
+void scope_notice_server_drain(worker_ctx *w)
+{
+    for (pagi_scope *s = w->scopes; s; s = s->next) {
+        if (!s->finished)
+            queue_all(s, &s->on_server_drain, notify_cb_job);
+        cb_list_free(&s->on_server_drain);
+    }
 }
 
 void scope_notify_high_water(pagi_scope *s) { queue_all(s, &s->on_high, notify_cb_job); }

@@ -111,6 +111,12 @@ void scope_abandon_all(worker_ctx *w);
  */
 int scope_any_past_response(const worker_ctx *w);
 
+/**
+ * The worker started draining: queue every unfinished request scope's
+ * server-drain callbacks (once; later registrations are queued at once).
+ */
+void scope_notice_server_drain(worker_ctx *w);
+
 /** Transport watermarks crossed (edge-triggered; hysteresis kept by caller). */
 void scope_notify_high_water(pagi_scope *s);
 void scope_notify_drain(pagi_scope *s);

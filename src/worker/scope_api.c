@@ -231,3 +231,26 @@ int pagi_transport_on_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
         return -1;
     return scope_cb_add(&s->on_drain, (runq_any_fn)cb, ud);
 }
+
+/* ---- the worker's drain notice ---- */
+
+int pagi_server_draining(const pagi_scope *s)
+{
+    return s && s->w->draining ? 1 : 0;
+}
+
+int pagi_scope_on_server_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
+{
+    if (!s)
+        return -1;
+    if (!cb)
+        return scope_fail(s, "on_server_drain: no callback");
+    if (s->type == PAGI_SCOPE_LIFESPAN)
+        return scope_fail(
+            s, "on_server_drain: not for the lifespan scope (it gets lifespan.shutdown)");
+    if (s->w->draining) {
+        scope_queue_notify_cb(s, (runq_any_fn)cb, ud);
+        return 0;
+    }
+    return scope_cb_add(&s->on_server_drain, (runq_any_fn)cb, ud);
+}

@@ -57,6 +57,9 @@ struct pagi_scope {
     /* pagi.transport */
     scope_cb_list on_high, on_drain;
 
+    /* the worker's drain notice (pagi_scope_on_server_drain) */
+    scope_cb_list on_server_drain;
+
     pagi_buf *send_buf; /* during pagi_send_buf only: the payload's buffer */
 };
 

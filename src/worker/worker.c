@@ -416,6 +416,9 @@ static void worker_drain(worker_run_ctx *r)
     if (w->stats)
         atomic_store(&w->stats->ready, 0); /* no longer accepting */
     gate_wake_peers(r); /* our share is theirs now */
+    /* Long-lived scopes hear of it now and may end at once (a 1001 close, a
+     * final event) rather than hold the stop for timeouts.shutdown. */
+    scope_notice_server_drain(w);
     /* Idle keep-alive connections have nothing in flight, but a client may
      * have its next request on the way: closing now would race it. They
      * get DRAIN_IDLE_GRACE; a request that comes is served with

@@ -3,6 +3,8 @@
  * scopes working in a browser: GET /stream (a chunked line every 200 ms),
  * GET /clock (SSE, `event: time` every second) and /ws (a WebSocket chat:
  * every message goes to every demo client of this worker, the sender too).
+ * When the worker starts draining (stop, reload), /clock sends a last
+ * `event: shutdown` and ends and /ws clients get a 1001 close.
  * It uses only pagi.h, like any module. Everything else is 404.
  */
 #include <stdio.h>
@@ -228,6 +230,35 @@ static void clock_tick(pagi_timer *tm, void *ud)
     clock_send(s, t);
 }
 
+static void clock_bye_sent(pagi_scope *s, const char *err, void *ud)
+{
+    timed_finish(s, ud, err);
+}
+
+/* Draining: a last event, then the end of the stream. The receive kept for
+ * the disconnect is withdrawn, so the scope may finish. */
+static void clock_bye(pagi_scope *s, demo_timed *t)
+{
+    if (t->timer) {
+        pagi_timer_stop(t->timer);
+        t->timer = NULL;
+    }
+    pagi_receive_cancel(s); /* -1 when none was pending: nothing to withdraw */
+    pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_SSE_SEND);
+    ev.event = S("shutdown");
+    ev.data = S("server shutting down");
+    if (pagi_send(s, &ev, clock_bye_sent, t) < 0)
+        timed_finish(s, t, pagi_scope_error(s));
+}
+
+static void clock_on_server_drain(pagi_scope *s, void *ud)
+{
+    demo_timed *t = ud;
+    /* Not started: the request's arrival sees the drain (clock_recv). */
+    if (!t->done && t->started)
+        clock_bye(s, t);
+}
+
 static void clock_recv(pagi_scope *s, const pagi_event *ev, void *ud)
 {
     demo_timed *t = ud;
@@ -251,6 +282,10 @@ static void clock_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     }
     t->started = 1;
     clock_send(s, t);
+    if (pagi_server_draining(s)) {
+        clock_bye(s, t);
+        return;
+    }
     t->timer = pagi_timer_start(pagi_scope_loop(s), CLOCK_INTERVAL, CLOCK_INTERVAL, clock_tick, s);
     /* Keep a receive pending: it is how the disconnect arrives. */
     if (pagi_receive(s, clock_recv, t) < 0)
@@ -260,7 +295,8 @@ static void clock_recv(pagi_scope *s, const pagi_event *ev, void *ud)
 static void route_clock(pagi_scope *s)
 {
     demo_timed *t = timed_new(s);
-    if (t && pagi_receive(s, clock_recv, t) < 0)
+    if (t && (pagi_scope_on_server_drain(s, clock_on_server_drain, t) < 0 ||
+              pagi_receive(s, clock_recv, t) < 0))
         timed_finish(s, t, pagi_scope_error(s));
 }
 
@@ -342,6 +378,10 @@ static void ws_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     demo_client *c = ud;
     switch (ev->type) {
     case PAGI_EV_WEBSOCKET_CONNECT: {
+        if (pagi_server_draining(s)) { /* a handshake caught by the drain: refused (403) */
+            pagi_scope_finish(s, NULL);
+            return;
+        }
         pagi_event acc = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_ACCEPT);
         if (pagi_send(s, &acc, NULL, NULL) < 0) {
             pagi_scope_finish(s, pagi_scope_error(s));
@@ -368,6 +408,15 @@ static void ws_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     }
 }
 
+/* Draining: every client gets a 1001 close; its disconnect finishes it. */
+static void ws_on_server_drain(pagi_scope *s, void *ud)
+{
+    pagi_event close = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_CLOSE);
+    close.code = 1001;
+    close.reason = S("server shutting down");
+    pagi_send(s, &close, NULL, NULL); /* refused only if already closed */
+}
+
 static void route_ws(pagi_scope *s, demo *d)
 {
     demo_client *c = calloc(1, sizeof *c);
@@ -379,7 +428,7 @@ static void route_ws(pagi_scope *s, demo *d)
     c->s = s;
     c->id = ++d->next_id;
     pagi_scope_set_userdata(s, c, client_release);
-    if (pagi_receive(s, ws_recv, c) < 0)
+    if (pagi_scope_on_server_drain(s, ws_on_server_drain, c) < 0 || pagi_receive(s, ws_recv, c) < 0)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 

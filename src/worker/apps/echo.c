@@ -5,7 +5,10 @@
  * (the mount prefix, "" when not mounted). sse: count ticks
  * (event tick, id i, data i), interval ms apart, or a decline with ?status.
  * websocket: accept with the first offered subprotocol, echo each message
- * with its own type until the disconnect.
+ * with its own type until the disconnect. When the worker starts draining,
+ * a websocket gets a 1001 close, so a stop or reload does not wait on it;
+ * an sse stream is a finite count and drains like a request, unless
+ * ?drain=1 asks it to end after its current event.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +97,7 @@ static void echo_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
     echo_respond(s, r);
 }
 
-/* ---- sse: ?count=N (3) &interval=MS (0) ticks, or ?status=NNN declines ---- */
+/* ---- sse: ?count=N (3) &interval=MS (0) ticks [&drain=1], or ?status=NNN declines ---- */
 
 typedef struct echo_sse {
     int count, interval_ms, status, sent;
@@ -204,6 +207,19 @@ static void echo_sse_on_request(pagi_scope *s, const pagi_event *ev, void *ud)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
+/* Draining: no more ticks. A tick in flight ends the stream from its
+ * completion (sent >= count); a tick waiting on its timer ends it now. */
+static void echo_sse_on_server_drain(pagi_scope *s, void *ud)
+{
+    echo_sse *e = ud;
+    e->count = e->sent;
+    if (e->timer) {
+        pagi_timer_stop(e->timer);
+        e->timer = NULL;
+        pagi_scope_finish(s, NULL);
+    }
+}
+
 static void echo_sse_handle(pagi_scope *s)
 {
     echo_sse *e = calloc(1, sizeof *e);
@@ -221,7 +237,9 @@ static void echo_sse_handle(pagi_scope *s)
     if (e->interval_ms < 0)
         e->interval_ms = 0;
     pagi_scope_set_userdata(s, e, echo_sse_release);
-    if (pagi_receive(s, echo_sse_on_request, e) < 0)
+    int end_on_drain = query_int(q, "drain", 0) == 1;
+    if ((end_on_drain && pagi_scope_on_server_drain(s, echo_sse_on_server_drain, e) < 0) ||
+        pagi_receive(s, echo_sse_on_request, e) < 0)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
@@ -245,11 +263,19 @@ static void echo_ws_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
     pagi_event out;
     switch (ev->type) {
     case PAGI_EV_WEBSOCKET_CONNECT:
+        if (pagi_server_draining(s)) { /* a handshake caught by the drain: refused (403) */
+            pagi_scope_finish(s, NULL);
+            return;
+        }
         out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_ACCEPT);
         if (pagi_scope_subprotocol_count(s) > 0)
             out.subprotocol = pagi_scope_subprotocol(s, 0);
         break;
     case PAGI_EV_WEBSOCKET_RECEIVE:
+        if (pagi_server_draining(s)) { /* our 1001 close is out: no more echoes */
+            echo_ws_next(s, NULL, NULL);
+            return;
+        }
         out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_SEND);
         out.is_text = ev->is_text;
         if (ev->is_text)
@@ -265,10 +291,21 @@ static void echo_ws_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
+/* Draining: close with 1001 (before the accept, that close is a refusal).
+ * The pending receive then gets the disconnect, which finishes the scope. */
+static void echo_ws_on_server_drain(pagi_scope *s, void *ud)
+{
+    pagi_event close = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_CLOSE);
+    close.code = 1001;
+    close.reason = (pagi_str){"server shutting down", 20};
+    pagi_send(s, &close, NULL, NULL); /* refused only if already closed */
+}
+
 static void echo_handle(pagi_scope *s, void *instance)
 {
     if (pagi_scope_type_of(s) == PAGI_SCOPE_WEBSOCKET) {
-        if (pagi_receive(s, echo_ws_on_event, NULL) < 0)
+        if (pagi_scope_on_server_drain(s, echo_ws_on_server_drain, NULL) < 0 ||
+            pagi_receive(s, echo_ws_on_event, NULL) < 0)
             pagi_scope_finish(s, pagi_scope_error(s));
         return;
     }

@@ -19,6 +19,10 @@
  *   /error-after               200 start, "partial" more=1, then finish "boom"
  *   /body                      reads the body, answers "got <total>"
  *   /bad-header                a start with "a\r\nb" in a value must be rejected
+ *   /long-poll                 like /never until the worker drains: logs
+ *                              server_drain, 0.3 s later cancels its pending
+ *                              receive (logs receive_cancel RC, twice) and
+ *                              answers 200 "drained"
  * Every http scope logs handle, on_complete / on_disconnect <reason>, release.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -43,6 +47,7 @@ typedef struct req {
     char *chunk;
     size_t total;         /* /body */
     int finished;
+    pagi_timer *timer;    /* /long-poll */
 } req;
 
 static unsigned long req_counter;
@@ -102,6 +107,8 @@ static void on_release(pagi_scope *s, void *data)
     (void)s;
     req *r = data;
     tlog(r, "release");
+    if (r->timer)
+        pagi_timer_stop(r->timer);
     free(r->chunk);
     free(r);
 }
@@ -262,6 +269,31 @@ static void never_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     }
 }
 
+/* ---- /long-poll: the drain notice on an http scope ---------------------- */
+
+static void long_poll_answer(pagi_timer *t, void *ud)
+{
+    req *r = ud;
+    pagi_timer_stop(t);
+    r->timer = NULL;
+    if (r->finished)
+        return;
+    tlog(r, "receive_cancel %d", pagi_receive_cancel(r->s));
+    tlog(r, "receive_cancel %d", pagi_receive_cancel(r->s)); /* none pending now: -1 */
+    respond(r, 200, "drained");
+}
+
+static void long_poll_drain(pagi_scope *s, void *ud)
+{
+    req *r = ud;
+    tlog(r, "server_drain draining=%d", pagi_server_draining(s));
+    if (r->finished || r->timer)
+        return;
+    r->timer = pagi_timer_start(pagi_scope_loop(s), 0.3, 0, long_poll_answer, r);
+    if (!r->timer)
+        finish(r, "no timer");
+}
+
 static void body_recv(pagi_scope *s, const pagi_event *ev, void *ud)
 {
     req *r = ud;
@@ -415,6 +447,11 @@ static void handle(pagi_scope *s, void *instance)
         route_stream(r);
     } else if (str_eq(path, "/never")) {
         if (pagi_receive(s, never_recv, r) != 0)
+            finish(r, NULL);
+    } else if (str_eq(path, "/long-poll")) {
+        tlog(r, "draining=%d", pagi_server_draining(s));
+        if (pagi_scope_on_server_drain(s, long_poll_drain, r) != 0 ||
+            pagi_receive(s, never_recv, r) != 0)
             finish(r, NULL);
     } else if (str_eq(path, "/body")) {
         if (pagi_receive(s, body_recv, r) != 0)
