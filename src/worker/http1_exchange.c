@@ -120,7 +120,7 @@ static int open_body_file(pagi_scope *s, const pagi_event *ev, int *fd_out, off_
 {
     if (ev->offset < 0)
         return scope_fail(s, "http.response.body: offset must be a non-negative integer");
-    if (ev->length < -1)
+    if (ev->length < 0)
         return scope_fail(s, "http.response.body: length must be a non-negative integer");
     int fd = ev->file ? open(ev->file, O_RDONLY | O_CLOEXEC) : fcntl(ev->fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
@@ -136,7 +136,7 @@ static int open_body_file(pagi_scope *s, const pagi_event *ev, int *fd_out, off_
     int64_t size = st.st_size;
     int64_t o = ev->offset > size ? size : ev->offset;
     int64_t l = size - o;
-    if (ev->length >= 0 && ev->length < l)
+    if (ev->length > 0 && ev->length < l) /* 0: to EOF */
         l = ev->length;
     *fd_out = fd;
     *off = (off_t)o;
@@ -151,7 +151,7 @@ int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb,
         return scope_fail(s, "http.response.body: http.response.start was not sent");
     if (h->resp != RESP_STARTED)
         return scope_fail(s, "http.response.body: the body was already finished");
-    int from_file = ev->file != NULL, from_fd = ev->fd >= 0;
+    int from_file = ev->file != NULL, from_fd = ev->use_fd != 0;
     if (from_file + from_fd > 1 || ((from_file || from_fd) && ev->body.len > 0))
         return scope_fail(s, "http.response.body: body, file and fd are mutually exclusive");
     if (ev->body.len && !ev->body.ptr)

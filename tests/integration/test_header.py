@@ -23,7 +23,9 @@ int use_events(pagi_loop *l)
     pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
     pagi_event ev2 = pagi_event_init(PAGI_EV_SSE_SEND);
     pagi_log(l, PAGI_LOG_INFO, "fd %d retry %lld", ev.fd, (long long)ev2.retry);
-    return ev.fd == -1 && ev.length == -1 && ev2.retry == -1 && ev.body.len == 0;
+    /* Zero means "not set" in every field (ABI 2): no sentinels to fill in. */
+    return ev.use_fd == 0 && ev.length == 0 && ev2.has_retry == 0 && ev.body.len == 0 &&
+           pagi_abi_version() >= PAGI_ABI(2, 0);
 }
 '''
 
