@@ -116,8 +116,9 @@ typedef enum pagi_event_type {
 /**
  * An event, received or sent. Only the fields of the event's type are
  * meaningful, and a zero field always means "not set": there are no sentinel
- * values, so `pagi_event ev = {0}` plus `ev.type`, `{.type = T, ...}`,
- * memset, PAGI_EVENT_INIT(T) and pagi_event_init(T) all make a correct event.
+ * values, so `pagi_event ev = {0}` plus `ev.type` (`= {}` in C++),
+ * `{.type = T, ...}`, memset, PAGI_EVENT_INIT(T) and pagi_event_init(T) all
+ * make a correct event.
  * An fd body needs use_fd = 1 (fd 0 is then really stdin); length 0 means "to
  * EOF"; an SSE retry: line needs has_retry = 1. Events the server delivers
  * are valid only during the receive callback; events the app sends are
