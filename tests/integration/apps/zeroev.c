@@ -31,7 +31,10 @@ static void *create(const char *arg, pagi_loop *loop, const char **err)
     return strdup(arg);
 }
 
-static void destroy(void *instance) { free(instance); }
+static void destroy(void *instance)
+{
+    free(instance);
+}
 
 static void sent(pagi_scope *s, const char *err, void *ud)
 {
