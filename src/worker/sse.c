@@ -95,6 +95,22 @@ static int format_comment(buf *b, pagi_str text)
     return append_lines(b, ":", text) < 0 || buf_append(b, "\n", 1) < 0 ? -1 : 0;
 }
 
+int sse_format_send(buf *b, const pagi_event *ev)
+{
+    int rc = 0;
+    if (ev->event.ptr && ev->event.len)
+        rc |= buf_append_str(b, "event: ") | buf_append(b, ev->event.ptr, ev->event.len) |
+              buf_append(b, "\n", 1);
+    if (ev->id.ptr)
+        rc |= buf_append_str(b, "id: ") | buf_append(b, ev->id.ptr, ev->id.len) |
+              buf_append(b, "\n", 1);
+    if (ev->has_retry) /* zero means no retry line: a {0} event sets none */
+        rc |= buf_printf(b, "retry: %lld\n", (long long)ev->retry);
+    rc |= append_lines(b, "data: ", ev->data);
+    rc |= buf_append(b, "\n", 1);
+    return rc ? -1 : 0;
+}
+
 static int send_dispatch(pagi_scope *s, conn *c, sse_stream *st, const pagi_event *ev,
                          pagi_send_cb cb, void *ud)
 {
@@ -106,18 +122,7 @@ static int send_dispatch(pagi_scope *s, conn *c, sse_stream *st, const pagi_even
         return scope_fail(s, "sse.send: retry must be a non-negative integer");
     buf *b = &c->w->scratch;
     buf_reset(b);
-    int rc = 0;
-    if (ev->event.ptr && ev->event.len)
-        rc |= buf_append_str(b, "event: ") | buf_append(b, ev->event.ptr, ev->event.len) |
-              buf_append(b, "\n", 1);
-    if (ev->id.ptr)
-        rc |= buf_append_str(b, "id: ") | buf_append(b, ev->id.ptr, ev->id.len) |
-              buf_append(b, "\n", 1);
-    if (ev->has_retry)
-        rc |= buf_printf(b, "retry: %lld\n", (long long)ev->retry);
-    rc |= append_lines(b, "data: ", ev->data);
-    rc |= buf_append(b, "\n", 1);
-    if (rc)
+    if (sse_format_send(b, ev) < 0)
         return scope_fail(s, "sse.send: out of memory");
     if (sse_write(s, c, buf_head(b), buf_size(b), 1, cb, ud) < 0)
         return -1;
