@@ -275,5 +275,4 @@ static void destroy(void *instance)
     free(instance);
 }
 
-const pagi_app pagi_module = {PAGI_ABI_VERSION, "counter", create, handle,
-                              destroy};
+const pagi_app pagi_module = PAGI_APP_INIT("counter", create, handle, destroy);

@@ -28,8 +28,21 @@
 extern "C" {
 #endif
 
-/** ABI version of this header; a module built against another is refused. */
-#define PAGI_ABI_VERSION 1
+/*
+ * ABI version, major.minor (see "Versioning" in pagi(3)). A minor adds
+ * functions, event types or fields carved out of the reserved space at the
+ * end of pagi_event and pagi_app, never changing a struct's size or the
+ * meaning of a zero field; anything else takes a new major. The server loads
+ * a module of its own major whose minor is at most its own, and refuses any
+ * other, naming both versions. pagi_app.abi_version stores PAGI_ABI_VERSION.
+ */
+#define PAGI_ABI(major, minor) (((major) << 16) | (minor))
+#define PAGI_ABI_MAJOR 2
+#define PAGI_ABI_MINOR 1
+#define PAGI_ABI_VERSION PAGI_ABI(PAGI_ABI_MAJOR, PAGI_ABI_MINOR)
+/** The parts of a PAGI_ABI() value (ABI 1 stored a bare 1: major 0 here). */
+#define PAGI_ABI_MAJOR_OF(v) (((unsigned)(v) >> 16) & 0xffffu)
+#define PAGI_ABI_MINOR_OF(v) ((unsigned)(v) & 0xffffu)
 /** The PAGI core and Www spec version this server implements. */
 #define PAGI_SPEC_VERSION "0.3"
 
@@ -99,9 +112,14 @@ typedef enum pagi_event_type {
 
 /**
  * An event, received or sent. Only the fields of the event's type are
- * meaningful; zero-initialise the struct (PAGI_EVENT_INIT) and set those.
- * Events the server delivers are valid only during the receive callback;
- * events the app sends are copied before pagi_send() returns.
+ * meaningful, and a zero field always means "not set": there are no sentinel
+ * values, so `pagi_event ev = {0}` plus `ev.type` (`= {}` in C++),
+ * `{.type = T, ...}`, memset, PAGI_EVENT_INIT(T) and pagi_event_init(T) all
+ * make a correct event.
+ * An fd body needs use_fd = 1 (fd 0 is then really stdin); length 0 means "to
+ * EOF"; an SSE retry: line needs has_retry = 1. Events the server delivers
+ * are valid only during the receive callback; events the app sends are
+ * copied before pagi_send() returns.
  */
 typedef struct pagi_event {
     pagi_event_type type;
@@ -111,10 +129,11 @@ typedef struct pagi_event {
     int trailers;               /* http.response.start: 1 = trailers follow */
     pagi_str body;              /* http.request, response body, sse.request */
     int more;                   /* 1 = more body follows */
-    const char *file;           /* response body from a file path (NUL-terminated) */
-    int fd;                     /* response body from an open fd; -1 = none */
+    const char *file;           /* response body from a file path (NUL-terminated); NULL = none */
+    int use_fd;                 /* 1 = response body from the open fd below; 0 = no fd */
+    int fd;                     /* with use_fd: the fd (duplicated; the app keeps its own) */
     int64_t offset;             /* file/fd: start offset */
-    int64_t length;             /* file/fd: bytes to send; -1 = to EOF */
+    int64_t length;             /* file/fd: bytes to send; 0 = to EOF */
     pagi_str bytes;             /* websocket binary message */
     pagi_str text;              /* websocket text message (UTF-8) */
     int is_text;                /* websocket receive/send: which of the two */
@@ -124,22 +143,23 @@ typedef struct pagi_event {
     pagi_str data;              /* sse.send */
     pagi_str event;             /* sse.send: event name (no newline) */
     pagi_str id;                /* sse.send: id (no newline) */
-    int64_t retry;              /* sse.send: retry ms; -1 = none */
+    int has_retry;              /* sse.send: 1 = write a retry: line; 0 = none */
+    int64_t retry;              /* sse.send, with has_retry: milliseconds (>= 0) */
     pagi_str comment;           /* sse.comment, sse.keepalive */
     double interval;            /* keepalive interval seconds; 0 = stop */
     double timeout;             /* websocket.keepalive pong timeout */
     pagi_str message;           /* lifespan *.failed */
+    /* Must be zero. Later minors take their fields from here, so the size
+     * stays the same and an older module's zeros mean "not set". */
+    uint64_t reserved[8];
 } pagi_event;
 
-/** An event of type t with every field "none": usable from C and C++. */
+/** An event of type t with every field "not set": usable from C and C++. */
 static inline pagi_event pagi_event_init(pagi_event_type t)
 {
     pagi_event e;
     memset(&e, 0, sizeof e);
     e.type = t;
-    e.fd = -1;
-    e.length = -1;
-    e.retry = -1;
     return e;
 }
 
@@ -147,8 +167,7 @@ static inline pagi_event pagi_event_init(pagi_event_type t)
 /* C++ before C++20 has no designated initializers. */
 #define PAGI_EVENT_INIT(t) pagi_event_init(t)
 #else
-#define PAGI_EVENT_INIT(t) \
-    ((pagi_event){.type = (t), .fd = -1, .length = -1, .retry = -1})
+#define PAGI_EVENT_INIT(t) ((pagi_event){.type = (t)})
 #endif
 
 /** The spec's name of an event type ("http.response.start"), or NULL. */
@@ -381,7 +400,7 @@ void pagi_log(pagi_loop *l, int level, const char *fmt, ...) PAGI_PRINTF_LIKE(3,
 /* ------------------------------------------------------------------ */
 
 typedef struct pagi_app {
-    int abi_version;   /* PAGI_ABI_VERSION */
+    int abi_version;   /* PAGI_ABI_VERSION: PAGI_ABI(major, minor) of the header built against */
     const char *name;
     /**
      * Once per worker, after fork, before lifespan: create the app's
@@ -394,10 +413,35 @@ typedef struct pagi_app {
     void (*handle)(pagi_scope *s, void *instance);
     /** Worker exit: free the instance (may be NULL). */
     void (*destroy)(void *instance);
+    /* Must be zero (a positional initializer leaves them so). Later minors
+     * take their members from here without changing the size. */
+    const void *reserved[8];
 } pagi_app;
 
 /** A .so module exports this symbol (see examples/). */
 #define PAGI_MODULE_SYMBOL "pagi_module"
+
+/**
+ * The app table's initializer, C and C++ alike:
+ *   const pagi_app pagi_module = PAGI_APP_INIT("name", create, handle, destroy);
+ * It names every member, so -Wextra's missing-initializer check stays quiet
+ * (a designated initializer, {.abi_version = PAGI_ABI_VERSION, ...}, too).
+ */
+#define PAGI_APP_INIT(name, create, handle, destroy) \
+    {PAGI_ABI_VERSION, (name), (create), (handle), (destroy), {0}}
+
+/* ------------------------------------------------------------------ */
+/* Versions (ABI 2.1)                                                  */
+/* ------------------------------------------------------------------ */
+
+/**
+ * What the running server offers, for a module that wants to know at run
+ * time (the loader already guarantees the same major and a minor at least
+ * the module's): PAGI_ABI(major, minor) of the server, and its version
+ * string ("pagid 1.2.3", static). Both are new in 2.1.
+ */
+unsigned pagi_abi_version(void);
+const char *pagi_server_version(void);
 
 #ifdef __cplusplus
 }

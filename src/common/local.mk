@@ -8,6 +8,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config_yaml_load.c src/common/config_yaml_include.c src/common/config_yaml_doc.c \
 	src/common/config_suggest.c src/common/config_suggest.h \
 	src/common/strtab.c src/common/strtab.h \
+	src/common/module_abi.c src/common/module_abi.h \
 	src/common/ydoc.c src/common/ydoc.h \
 	src/common/config_dump.c src/common/config_dump.h \
 	src/common/shm.c src/common/shm.h \

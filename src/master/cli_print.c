@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "../common/config_dump.h"
+#include "pagi/pagi.h"
 
 void cli_print_build(FILE *out)
 {
@@ -37,6 +38,9 @@ void cli_print_build(FILE *out)
         NULL,
     };
     fprintf(out, "pagid %s\n", PACKAGE_VERSION);
+    fprintf(out, "pagi ABI %d.%d (modules of ABI %d.0 to %d.%d load), PAGI spec %s\n",
+            PAGI_ABI_MAJOR, PAGI_ABI_MINOR, PAGI_ABI_MAJOR, PAGI_ABI_MAJOR, PAGI_ABI_MINOR,
+            PAGI_SPEC_VERSION);
 #ifdef __VERSION__
 #ifdef __clang__
     fprintf(out, "built by clang %s\n", __clang_version__);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/module_abi.h"
 #include "../common/path.h"
 #include "../common/pidfile.h"
 #include "../common/strtab.h"
@@ -281,6 +282,23 @@ static void check_worker_side_as(pf *p, const priv_identity *id)
     p->errors += WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* A module of another ABI would only fail in the workers: read its
+ * pagi_module.abi_version from the file (no code of it runs here). */
+static void check_module_abi(pf *p)
+{
+    const pagid_config *c = p->c;
+    for (size_t i = 0; i <= c->n_mounts; i++) {
+        const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
+        char file[4096], why[512];
+        int abi;
+        if (!app || config_module_path(app, file, sizeof file) <= 0 ||
+            module_abi_read(file, &abi) < 0)
+            continue; /* not a module, or unreadable: the loader says why */
+        if (module_abi_problem(abi, why, sizeof why))
+            say(p, 1, (pagid_pos){0}, "app module %s %s", file, why);
+    }
+}
+
 int preflight_check(const pagid_config *c, FILE *out, FILE *err)
 {
     pf p = {.c = c, .out = out, .err = err};
@@ -321,6 +339,7 @@ int preflight_check(const pagid_config *c, FILE *out, FILE *err)
     if (c->pid_file && *c->pid_file && pidfile_check(c->pid_file, why, sizeof why) < 0)
         say(&p, 1, c->pid_file_pos, "pid_file %s: %s", c->pid_file, why);
 
+    check_module_abi(&p);
     if (id.change)
         check_worker_side_as(&p, &id);
     else

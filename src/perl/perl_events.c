@@ -278,13 +278,24 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
         BOOL("more", ev->more);
         BYTES("file", file);
         INT("offset", ev->offset);
-        INT("length", ev->length);
+        /* Perl's length => 0 sends nothing; C's length 0 means "to EOF". */
+        int zero_length = 0;
+        if ((v = field(aTHX_ hv, "length"))) {
+            INT("length", ev->length); /* a negative one is refused by the server */
+            zero_length = ev->length == 0;
+        }
         if ((v = field(aTHX_ hv, "fh"))) {
             IO *io = sv_2io(v);
             PerlIO *pio = io ? IoIFP(io) : NULL;
             if (!pio)
                 BAD("'fh' must be an open file handle");
+            ev->use_fd = 1;
             ev->fd = PerlIO_fileno(pio);
+        }
+        if (zero_length && !ev->body.len && (file.ptr != NULL) + ev->use_fd == 1) {
+            ev->use_fd = 0; /* an empty body, as the spec's length => 0 asks */
+            ev->fd = 0;
+            file.ptr = NULL;
         }
         if (file.ptr) {
             char *f = malloc(file.len + 1);
@@ -333,7 +344,10 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
         TEXT("data", ev->data);
         TEXT("event", ev->event);
         TEXT("id", ev->id);
-        INT("retry", ev->retry);
+        if (field(aTHX_ hv, "retry")) {
+            INT("retry", ev->retry);
+            ev->has_retry = 1; /* Perl's retry => 0 writes "retry: 0" */
+        }
         break;
     case PAGI_EV_SSE_COMMENT:
         TEXT("comment", ev->comment);

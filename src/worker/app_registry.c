@@ -1,6 +1,7 @@
 /*
  * app_registry.c - built-in apps by name, modules by path (dlopen). A
- * module must export PAGI_MODULE_SYMBOL with a matching abi_version.
+ * module must export PAGI_MODULE_SYMBOL built against this server's ABI major
+ * and a minor no newer than its own.
  */
 #include "app_registry.h"
 
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "../common/config.h"
+#include "../common/module_abi.h"
 #include "apps/builtin.h"
 #ifdef PAGID_WITH_PERL
 #include "perl/perl_host.h"
@@ -40,22 +42,25 @@ static int load_module(const char *spec, app_handle *out, char *err, size_t errl
     if (!strchr(spec, '/') && snprintf(local, sizeof local, "./%s", spec) < (int)sizeof local)
         path = local;
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    char abi[256];
     if (!dl) {
+        /* A module of a newer minor fails here on a function this server
+         * lacks: a lazy look at its table names the versions instead. */
         snprintf(err, errlen, "cannot load app module %s: %s", spec, dlerror());
+        void *lazy = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+        const pagi_app *app = lazy ? dlsym(lazy, PAGI_MODULE_SYMBOL) : NULL;
+        if (app && module_abi_problem(app->abi_version, abi, sizeof abi))
+            snprintf(err, errlen, "app module %s %s", spec, abi);
+        if (lazy)
+            dlclose(lazy);
         return -1;
     }
     const pagi_app *app = dlsym(dl, PAGI_MODULE_SYMBOL);
     const char *problem = NULL;
-    char abi[128];
-    if (!app) {
+    if (!app)
         problem = "does not export '" PAGI_MODULE_SYMBOL "'";
-    } else if (app->abi_version != PAGI_ABI_VERSION) {
-        snprintf(abi, sizeof abi, "was built for PAGI ABI %d; this pagid has ABI %d",
-                 app->abi_version, PAGI_ABI_VERSION);
-        problem = abi;
-    } else if (!app->handle) {
+    else if (!(problem = module_abi_problem(app->abi_version, abi, sizeof abi)) && !app->handle)
         problem = "has no handle function";
-    }
     if (problem) {
         snprintf(err, errlen, "app module %s %s", spec, problem);
         dlclose(dl);

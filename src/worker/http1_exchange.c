@@ -121,7 +121,7 @@ static int open_body_file(pagi_scope *s, const pagi_event *ev, int *fd_out, off_
 {
     if (ev->offset < 0)
         return scope_fail(s, "http.response.body: offset must be a non-negative integer");
-    if (ev->length < -1)
+    if (ev->length < 0)
         return scope_fail(s, "http.response.body: length must be a non-negative integer");
     int fd = ev->file ? open(ev->file, O_RDONLY | O_CLOEXEC) : fcntl(ev->fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
@@ -137,12 +137,20 @@ static int open_body_file(pagi_scope *s, const pagi_event *ev, int *fd_out, off_
     int64_t size = st.st_size;
     int64_t o = ev->offset > size ? size : ev->offset;
     int64_t l = size - o;
-    if (ev->length >= 0 && ev->length < l)
+    if (ev->length > 0 && ev->length < l) /* 0: to EOF */
         l = ev->length;
     *fd_out = fd;
     *off = (off_t)o;
     *len = (size_t)l;
     return 0;
+}
+
+h1x_body_source h1x_body_source_of(const pagi_event *ev)
+{
+    int from_file = ev->file != NULL, from_fd = ev->use_fd != 0;
+    if (from_file + from_fd > 1 || ((from_file || from_fd) && ev->body.len > 0))
+        return H1X_BODY_CONFLICT;
+    return from_file ? H1X_BODY_FILE : from_fd ? H1X_BODY_FD : H1X_BODY_MEMORY;
 }
 
 int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud)
@@ -152,9 +160,10 @@ int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb,
         return scope_fail(s, "http.response.body: http.response.start was not sent");
     if (h->resp != RESP_STARTED)
         return scope_fail(s, "http.response.body: the body was already finished");
-    int from_file = ev->file != NULL, from_fd = ev->fd >= 0;
-    if (from_file + from_fd > 1 || ((from_file || from_fd) && ev->body.len > 0))
+    h1x_body_source src = h1x_body_source_of(ev);
+    if (src == H1X_BODY_CONFLICT)
         return scope_fail(s, "http.response.body: body, file and fd are mutually exclusive");
+    int from_file = src == H1X_BODY_FILE, from_fd = src == H1X_BODY_FD;
     if (ev->body.len && !ev->body.ptr)
         return scope_fail(s, "http.response.body: body length without data");
     int64_t cl = h->plan.content_length;

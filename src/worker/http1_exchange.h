@@ -14,6 +14,15 @@ typedef struct conn conn;
 int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud);
 /** http.response.body semantics (ev->type is not looked at). */
 int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud);
+/** Where a response body event's bytes come from. Zero fields name memory:
+ *  an fd only with use_fd (ABI 2), so a {0} event is never stdin. */
+typedef enum h1x_body_source {
+    H1X_BODY_MEMORY,
+    H1X_BODY_FILE,
+    H1X_BODY_FD,
+    H1X_BODY_CONFLICT /* more than one of body, file, fd */
+} h1x_body_source;
+h1x_body_source h1x_body_source_of(const pagi_event *ev);
 /** Body delivery with the scope type's event names. */
 int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type req_type,
                         pagi_event_type disc_type);

@@ -20,6 +20,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/lifespan.c src/worker/lifespan.h \
 	src/worker/reason.h \
 	src/worker/app_registry.c src/worker/app_registry.h \
+	src/worker/pagi_version.c \
 	src/worker/preload.c src/worker/preload.h \
 	src/worker/apps/hello.c src/worker/apps/echo.c src/worker/apps/builtin.h \
 	src/worker/apps/demo.c src/worker/apps/demo_page.h

@@ -95,17 +95,8 @@ static int format_comment(buf *b, pagi_str text)
     return append_lines(b, ":", text) < 0 || buf_append(b, "\n", 1) < 0 ? -1 : 0;
 }
 
-static int send_dispatch(pagi_scope *s, conn *c, sse_stream *st, const pagi_event *ev,
-                         pagi_send_cb cb, void *ud)
+int sse_format_send(buf *b, const pagi_event *ev)
 {
-    if (has_newline(ev->event))
-        return scope_fail(s, "sse.send: event must not contain a newline");
-    if (has_newline(ev->id))
-        return scope_fail(s, "sse.send: id must not contain a newline");
-    if (ev->retry < -1)
-        return scope_fail(s, "sse.send: retry must be a non-negative integer");
-    buf *b = &c->w->scratch;
-    buf_reset(b);
     int rc = 0;
     if (ev->event.ptr && ev->event.len)
         rc |= buf_append_str(b, "event: ") | buf_append(b, ev->event.ptr, ev->event.len) |
@@ -113,11 +104,25 @@ static int send_dispatch(pagi_scope *s, conn *c, sse_stream *st, const pagi_even
     if (ev->id.ptr)
         rc |= buf_append_str(b, "id: ") | buf_append(b, ev->id.ptr, ev->id.len) |
               buf_append(b, "\n", 1);
-    if (ev->retry >= 0)
+    if (ev->has_retry) /* zero means no retry line: a {0} event sets none */
         rc |= buf_printf(b, "retry: %lld\n", (long long)ev->retry);
     rc |= append_lines(b, "data: ", ev->data);
     rc |= buf_append(b, "\n", 1);
-    if (rc)
+    return rc ? -1 : 0;
+}
+
+static int send_dispatch(pagi_scope *s, conn *c, sse_stream *st, const pagi_event *ev,
+                         pagi_send_cb cb, void *ud)
+{
+    if (has_newline(ev->event))
+        return scope_fail(s, "sse.send: event must not contain a newline");
+    if (has_newline(ev->id))
+        return scope_fail(s, "sse.send: id must not contain a newline");
+    if (ev->has_retry && ev->retry < 0)
+        return scope_fail(s, "sse.send: retry must be a non-negative integer");
+    buf *b = &c->w->scratch;
+    buf_reset(b);
+    if (sse_format_send(b, ev) < 0)
         return scope_fail(s, "sse.send: out of memory");
     if (sse_write(s, c, buf_head(b), buf_size(b), 1, cb, ud) < 0)
         return -1;
@@ -255,7 +260,7 @@ static int sse_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *
     case PAGI_EV_SSE_HTTP_RESPONSE_BODY:
         if (st->mode != SSE_DECLINED)
             return scope_fail(s, "%s: needs sse.http.response.start first", name);
-        if (ev->file || ev->fd >= 0)
+        if (ev->file || ev->use_fd)
             return scope_fail(s, "%s: only the body form is allowed", name);
         return h1x_send_body(s, c, ev, cb, ud);
     case PAGI_EV_SSE_CLOSE:

@@ -6,6 +6,9 @@
 #ifndef PAGID_SSE_H
 #define PAGID_SSE_H
 
+#include "../common/buf.h"
+#include "pagi/pagi.h"
+
 typedef struct conn conn;
 typedef struct sse_stream sse_stream;
 struct scope_ops;
@@ -17,5 +20,9 @@ extern const struct scope_ops sse_exchange_ops;
 sse_stream *sse_stream_new(conn *c);
 /** Stop the stream's timers and free it (the exchange ended, any way). */
 void sse_stream_free(sse_stream *st);
+
+/** Append one validated sse.send event's wire form (event, id, retry: only
+ *  with has_retry, data lines, blank line) to b; 0, or -1 out of memory. */
+int sse_format_send(buf *b, const pagi_event *ev);
 
 #endif

@@ -398,7 +398,7 @@ static int send_denial_body(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pa
         return scope_fail(s, "websocket.http.response.body: %s",
                           ws->state == WS_HANDSHAKE ? "websocket.http.response.start was not sent"
                                                     : "the denial response is already complete");
-    if (ev->file || ev->fd >= 0)
+    if (ev->file || ev->use_fd)
         return scope_fail(s, "websocket.http.response.body: only body applies (no file or fd)");
     if (ev->body.len && !ev->body.ptr)
         return scope_fail(s, "websocket.http.response.body: body length without data");

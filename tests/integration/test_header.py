@@ -23,8 +23,21 @@ int use_events(pagi_loop *l)
     pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
     pagi_event ev2 = pagi_event_init(PAGI_EV_SSE_SEND);
     pagi_log(l, PAGI_LOG_INFO, "fd %d retry %lld", ev.fd, (long long)ev2.retry);
-    return ev.fd == -1 && ev.length == -1 && ev2.retry == -1 && ev.body.len == 0;
+    /* Zero means "not set" in every field (ABI 2): no sentinels to fill in. */
+#ifdef __cplusplus
+    pagi_event ev3 = {}; /* C++'s empty braces: {0} would convert 0 to the enum */
+#else
+    pagi_event ev3 = {0};
+#endif
+    return ev.use_fd == 0 && ev.length == 0 && ev2.has_retry == 0 && ev.body.len == 0 &&
+           ev3.type == PAGI_EV_NONE && pagi_abi_version() >= PAGI_ABI(2, 0);
 }
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+#ifdef __cplusplus
+extern "C" const pagi_app pagi_module;
+#endif
+/* names every member: no missing-initializer warning under -Wextra */
+const pagi_app pagi_module = PAGI_APP_INIT("user", NULL, h, NULL);
 '''
 
 

@@ -514,3 +514,26 @@ def no_leak_over_many_requests(ctx):
     if SLOW > 1:
         return  # sanitizer builds: ASan's quarantine grows RSS by design; this run checks crashes
     check(after - before < 4096, "RSS grew %d KiB over the requests" % (after - before))
+
+
+@test()
+def offset_length_and_retry_keep_their_perl_meaning(ctx):
+    """The C interface marks an fd body with use_fd and a retry line with
+    has_retry, and reads length 0 as "to EOF"; a Perl app still means
+    Www.pod's: length => 0 sends nothing, no length sends to EOF, retry => 0
+    writes "retry: 0", no retry key writes no retry line."""
+    path = os.path.join(ctx.tmpdir, "digits.txt")
+    with open(path, "wb") as f:
+        f.write(b"0123456789")
+    srv = ctx.start(app(ctx, "zero_fields"))
+    for route, want in (("/len0", b""), ("/fh0", b""), ("/range", b"234"),
+                        ("/tail", b"456789")):
+        r = request(srv.port, path=route + "?" + path)
+        check_eq((r.status, r.body), (200, want), route)
+    c = lib.Conn(srv.port)
+    c.send(b"GET /sse HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
+    raw = c.read_to_eof()
+    c.close()
+    check(b"data: no retry\n\n" in raw and b"retry: 0\ndata: retry zero\n\n" in raw,
+          "sse events: %r" % raw[-400:])
+    check_eq(raw.count(b"retry:"), 1, "retry: lines")

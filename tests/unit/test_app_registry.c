@@ -1,7 +1,8 @@
 /*
  * test_app_registry.c - Check suite for src/worker/app_registry.c: built-in
  * names (with and without ":arg"), unknown names, and .so modules compiled
- * at test time: a good one, a missing file, a wrong ABI, no symbol, no handle.
+ * at test time: a good one, a missing file, no symbol, no handle, and the ABI
+ * policy: an older minor loads; a newer minor, ABI 1 and another major do not.
  */
 #include <check.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 static char dir[64];
 static char path_good[128], path_badabi[128], path_nosym[128], path_nohandle[128];
+static char path_abi1[128], path_major3[128], path_minor0[128], path_newfn[128];
 
 static const char src_good[] =
     "#include <pagi/pagi.h>\n"
@@ -26,6 +28,25 @@ static const char src_badabi[] =
     "#include <pagi/pagi.h>\n"
     "static void h(pagi_scope *s, void *i) { (void)s; (void)i; }\n"
     "const pagi_app pagi_module = {PAGI_ABI_VERSION + 98, \"old\", 0, h, 0};\n";
+static const char src_abi1[] = /* what an ABI-1 module stored */
+    "#include <pagi/pagi.h>\n"
+    "static void h(pagi_scope *s, void *i) { (void)s; (void)i; }\n"
+    "const pagi_app pagi_module = {1, \"abi1\", 0, h, 0};\n";
+static const char src_major3[] =
+    "#include <pagi/pagi.h>\n"
+    "static void h(pagi_scope *s, void *i) { (void)s; (void)i; }\n"
+    "const pagi_app pagi_module = {PAGI_ABI(3, 0), \"m3\", 0, h, 0};\n";
+static const char src_minor0[] =
+    "#include <pagi/pagi.h>\n"
+    "static void h(pagi_scope *s, void *i) { pagi_scope_finish(s, 0); (void)i; }\n"
+    "const pagi_app pagi_module = {PAGI_ABI(PAGI_ABI_MAJOR, 0), \"m0\", 0, h, 0};\n";
+/* A newer minor's module calls a function this server lacks: dlopen fails,
+ * and the error must still name the versions, not only the symbol. */
+static const char src_newfn[] =
+    "#include <pagi/pagi.h>\n"
+    "void pagi_from_the_future(pagi_scope *s);\n"
+    "static void h(pagi_scope *s, void *i) { pagi_from_the_future(s); (void)i; }\n"
+    "const pagi_app pagi_module = {PAGI_ABI(PAGI_ABI_MAJOR, 99), \"nf\", 0, h, 0};\n";
 static const char src_nosym[] =
     "#include <pagi/pagi.h>\n"
     "const pagi_app not_the_module = {PAGI_ABI_VERSION, \"x\", 0, 0, 0};\n";
@@ -57,13 +78,18 @@ static void build_modules(void)
     build_module("badabi", src_badabi, path_badabi, sizeof path_badabi);
     build_module("nosym", src_nosym, path_nosym, sizeof path_nosym);
     build_module("nohandle", src_nohandle, path_nohandle, sizeof path_nohandle);
+    build_module("abi1", src_abi1, path_abi1, sizeof path_abi1);
+    build_module("major3", src_major3, path_major3, sizeof path_major3);
+    build_module("minor0", src_minor0, path_minor0, sizeof path_minor0);
+    build_module("newfn", src_newfn, path_newfn, sizeof path_newfn);
 }
 
 static void remove_modules(void)
 {
-    static const char *const names[] = {"good", "badabi", "nosym", "nohandle"};
+    static const char *const names[] = {"good",   "badabi", "nosym",  "nohandle",
+                                        "abi1",   "major3", "minor0", "newfn"};
     char p[160];
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(p, sizeof p, "%s/%s.c", dir, names[i]);
         unlink(p);
         snprintf(p, sizeof p, "%s/%s.so", dir, names[i]);
@@ -195,10 +221,40 @@ END_TEST
 
 START_TEST(module_wrong_abi)
 {
-    expect_error(path_badabi, "ABI");
-    char want[64];
-    snprintf(want, sizeof want, "ABI %d", PAGI_ABI_VERSION + 98);
+    /* PAGI_ABI_VERSION + 98: this major, minor 99, newer than the server's. */
+    char want[600];
+    snprintf(want, sizeof want, "needs pagi ABI %d.%d, this server speaks %d.%d", PAGI_ABI_MAJOR,
+             PAGI_ABI_MINOR + 98, PAGI_ABI_MAJOR, PAGI_ABI_MINOR);
     expect_error(path_badabi, want);
+    snprintf(want, sizeof want, "built against pagi ABI 1.x, this server speaks %d.%d: rebuild "
+             "against the installed pagi.h", PAGI_ABI_MAJOR, PAGI_ABI_MINOR);
+    expect_error(path_abi1, want);
+    snprintf(want, sizeof want, "built against pagi ABI 3.0, this server speaks %d.%d",
+             PAGI_ABI_MAJOR, PAGI_ABI_MINOR);
+    expect_error(path_major3, want);
+    snprintf(want, sizeof want, "app module %s needs pagi ABI %d.99, this server speaks %d.%d",
+             path_newfn, PAGI_ABI_MAJOR, PAGI_ABI_MAJOR, PAGI_ABI_MINOR);
+    expect_error(path_newfn, want);
+}
+END_TEST
+
+START_TEST(module_older_minor_loads)
+{
+    app_handle h;
+    char err[256] = "";
+    ck_assert_msg(app_registry_load(path_minor0, &h, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(h.app->abi_version, PAGI_ABI(PAGI_ABI_MAJOR, 0));
+    ck_assert_str_eq(h.app->name, "m0");
+    app_registry_unload(&h);
+}
+END_TEST
+
+START_TEST(runtime_version_calls)
+{
+    ck_assert_uint_eq(pagi_abi_version(), PAGI_ABI_VERSION);
+    ck_assert_uint_eq(PAGI_ABI_MAJOR_OF(pagi_abi_version()), PAGI_ABI_MAJOR);
+    ck_assert_uint_eq(PAGI_ABI_MINOR_OF(pagi_abi_version()), PAGI_ABI_MINOR);
+    ck_assert_int_eq(strncmp(pagi_server_version(), "pagid ", 6), 0);
 }
 END_TEST
 
@@ -233,6 +289,8 @@ static Suite *suite(void)
     tcase_add_test(t, module_missing_file);
     tcase_add_test(t, module_not_a_library);
     tcase_add_test(t, module_wrong_abi);
+    tcase_add_test(t, module_older_minor_loads);
+    tcase_add_test(t, runtime_version_calls);
     tcase_add_test(t, module_without_symbol);
     tcase_add_test(t, module_without_handle);
     suite_add_tcase(s, t);

@@ -68,7 +68,7 @@ static void h_default(pagi_scope *s, void *i)
     record(s, i);
 }
 
-static const pagi_app rec_app = {PAGI_ABI_VERSION, "rec", NULL, h_default, NULL};
+static const pagi_app rec_app = PAGI_APP_INIT("rec", NULL, h_default, NULL);
 
 static int nop_send(pagi_scope *s, const pagi_event *e, pagi_send_cb cb, void *ud)
 {
@@ -201,7 +201,7 @@ static void ls_handle(pagi_scope *s, void *instance)
     ck_assert_int_eq(pagi_receive(s, ls_recv, instance), 0);
 }
 
-static const pagi_app ls_app = {PAGI_ABI_VERSION, "ls", NULL, ls_handle, NULL};
+static const pagi_app ls_app = PAGI_APP_INIT("ls", NULL, ls_handle, NULL);
 
 static int started = -1, stopped;
 static char start_msg[128];

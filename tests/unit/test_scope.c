@@ -758,6 +758,77 @@ START_TEST(send_after_finish_fails)
 }
 END_TEST
 
+/* ---- zero-initialised events (ABI 2: no sentinel fields) ---- */
+
+static const pagi_event *last_sent;
+
+static int keep_send(pagi_scope *s, const pagi_event *e, pagi_send_cb cb, void *ud)
+{
+    last_sent = e;
+    scope_complete_send(s, cb, ud, NULL);
+    return 0;
+}
+
+START_TEST(event_init_is_zero_and_type)
+{
+    pagi_event zero;
+    memset(&zero, 0, sizeof zero);
+    zero.type = PAGI_EV_SSE_SEND;
+    pagi_event a = pagi_event_init(PAGI_EV_SSE_SEND), b = PAGI_EVENT_INIT(PAGI_EV_SSE_SEND);
+    pagi_event c = {0}, d = {.type = PAGI_EV_SSE_SEND};
+    c.type = PAGI_EV_SSE_SEND;
+    ck_assert_mem_eq(&a, &zero, sizeof zero);
+    const pagi_event *all[] = {&b, &c, &d};
+    for (size_t i = 0; i < 3; i++) {
+        const pagi_event *e = all[i];
+        ck_assert_int_eq(e->type, PAGI_EV_SSE_SEND);
+        ck_assert_int_eq(e->use_fd, 0);
+        ck_assert_int_eq(e->fd, 0);
+        ck_assert_int_eq(e->length, 0);
+        ck_assert_int_eq(e->has_retry, 0);
+        ck_assert_ptr_null(e->file);
+        for (size_t k = 0; k < sizeof e->reserved / sizeof e->reserved[0]; k++)
+            ck_assert_uint_eq(e->reserved[k], 0);
+    }
+}
+END_TEST
+
+START_TEST(zero_body_event_reaches_the_driver_as_is)
+{
+    /* pagi_send hands the app's event to the protocol driver unchanged: a
+     * {0} body event carries its body and no fd (sse.c and http1_exchange.c
+     * pick an fd body only on use_fd, a retry: line only on has_retry). */
+    static const scope_ops keep_ops = {
+        .send = keep_send,
+        .next_event = fake_next_event,
+        .receive_wanted = fake_receive_wanted,
+        .finished = fake_finished,
+        .buffered = fake_buffered,
+        .above_high = fake_above_high,
+    };
+    scope_request r = {.method = "GET", .http_version = "1.1", .path = {"/", 1},
+                       .raw_path = {"/", 1}, .query = {"", 0}};
+    pagi_scope *s = scope_new(&w, PAGI_SCOPE_HTTP, &keep_ops, &fp, &r);
+    ck_assert_ptr_nonnull(s);
+    pagi_event e = {0};
+    e.type = PAGI_EV_HTTP_RESPONSE_BODY;
+    e.body = (pagi_str){"only this", 9};
+    ck_assert_int_eq(pagi_send(s, &e, NULL, NULL), 0);
+    ck_assert_ptr_nonnull(last_sent);
+    ck_assert_int_eq(last_sent->use_fd, 0);
+    ck_assert_ptr_null(last_sent->file);
+    ck_assert_uint_eq(last_sent->body.len, 9);
+    ck_assert_int_eq(last_sent->has_retry, 0);
+    /* stdin stays reachable: use_fd = 1 with fd 0. */
+    pagi_event in = {.type = PAGI_EV_HTTP_RESPONSE_BODY, .use_fd = 1, .fd = 0};
+    ck_assert_int_eq(pagi_send(s, &in, NULL, NULL), 0);
+    ck_assert_int_eq(last_sent->use_fd, 1);
+    ck_assert_int_eq(last_sent->fd, 0);
+    drain();
+    end_scope(s);
+}
+END_TEST
+
 /* ---- lifespan state ---- */
 
 static int v1, v2, v3;
@@ -937,6 +1008,8 @@ static Suite *suite(void)
     tcase_add_test(t, send_completes_from_queue);
     tcase_add_test(t, send_bad_type_fails);
     tcase_add_test(t, send_after_finish_fails);
+    tcase_add_test(t, event_init_is_zero_and_type);
+    tcase_add_test(t, zero_body_event_reaches_the_driver_as_is);
     suite_add_tcase(s, t);
 
     t = tcase_create("state");

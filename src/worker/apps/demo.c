@@ -210,8 +210,10 @@ static void clock_send(pagi_scope *s, demo_timed *t)
     ev.event = S("time");
     ev.id = (pagi_str){id, (size_t)k};
     ev.data = (pagi_str){now, (size_t)n};
-    if (t->n == 1)
+    if (t->n == 1) {
+        ev.has_retry = 1;
         ev.retry = 2000; /* a dropped clock comes back after 2 s */
+    }
     /* A client that fell behind skips ticks rather than piling them up. */
     if (pagi_transport_buffered_amount(s) >= pagi_transport_high_water_mark(s))
         return;

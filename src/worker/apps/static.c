@@ -190,9 +190,12 @@ static void serve_file(pagi_scope *s, static_app *a, int fd, const struct stat *
     h[n++] = HDR("content-length", ((pagi_str){clen, (size_t)k}));
     h[n++] = HDR("content-type", str_of(static_mime_lookup(a->mime, name, strlen(name))));
     pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
-    body.fd = fd;
-    body.offset = first;
-    body.length = len;
+    if (len > 0) { /* length 0 would mean "to EOF": an empty file sends the empty body */
+        body.use_fd = 1;
+        body.fd = fd;
+        body.offset = first;
+        body.length = len;
+    }
     /* The engine takes its own duplicate of fd during the send: ours closes now. */
     respond(s, status, h, n, &body);
     close(fd);

@@ -471,4 +471,4 @@ static void handle(pagi_scope *s, void *instance)
     }
 }
 
-const pagi_app pagi_module = {PAGI_ABI_VERSION, "lifecycle", create, handle, destroy};
+const pagi_app pagi_module = PAGI_APP_INIT("lifecycle", create, handle, destroy);

@@ -104,4 +104,4 @@ static void handle(pagi_scope *s, void *instance)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
-const pagi_app pagi_module = {PAGI_ABI_VERSION, "opsapp", NULL, handle, NULL};
+const pagi_app pagi_module = PAGI_APP_INIT("opsapp", NULL, handle, NULL);

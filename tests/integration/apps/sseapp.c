@@ -232,6 +232,7 @@ static void route_format(req *r)
     pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_SSE_SEND);
     ev.event = S("update");
     ev.id = S("7");
+    ev.has_retry = 1;
     ev.retry = 1500;
     ev.data = S("payload");
     send_event(r, &ev, "full", NULL);
@@ -250,6 +251,7 @@ static void route_format(req *r)
 
     ev = PAGI_EVENT_INIT(PAGI_EV_SSE_SEND);
     ev.data = S("h\xc3\xa9llo \xe2\x9c\x93");
+    ev.has_retry = 1; /* retry 0 is a real value once has_retry says so */
     ev.retry = 0;
     send_event(r, &ev, "utf8", NULL);
 
@@ -258,11 +260,11 @@ static void route_format(req *r)
         const char *what, *event, *id;
         long retry;
     } bad[] = {
-        {"event_lf", "a\nb", NULL, -1},
-        {"event_cr", "a\rdata: forged", NULL, -1},
-        {"event_crlf", "a\r\n", NULL, -1},
-        {"id_lf", NULL, "1\n2", -1},
-        {"id_cr", NULL, "1\r", -1},
+        {"event_lf", "a\nb", NULL, 0},
+        {"event_cr", "a\rdata: forged", NULL, 0},
+        {"event_crlf", "a\r\n", NULL, 0},
+        {"id_lf", NULL, "1\n2", 0},
+        {"id_cr", NULL, "1\r", 0},
         {"retry_negative", NULL, NULL, -2},
         {"retry_very_negative", NULL, NULL, -1000},
     };
@@ -273,6 +275,7 @@ static void route_format(req *r)
             ev.event = S(bad[k].event);
         if (bad[k].id)
             ev.id = S(bad[k].id);
+        ev.has_retry = bad[k].retry != 0;
         ev.retry = bad[k].retry;
         expect_reject(r, &ev, bad[k].what);
     }
@@ -707,4 +710,4 @@ static void handle(pagi_scope *s, void *instance)
         finish(r, pagi_scope_error(s));
 }
 
-const pagi_app pagi_module = {PAGI_ABI_VERSION, "sseapp", NULL, handle, NULL};
+const pagi_app pagi_module = PAGI_APP_INIT("sseapp", NULL, handle, NULL);

@@ -1,0 +1,366 @@
+/*
+ * pagi.h - the C form of the PAGI application interface (see pagi(3)).
+ *
+ * FROZEN COPY of ABI 2.0 (tests/abi/pagi-2.0.h): never edit; the ABI test
+ * builds tests/abi/old_minor.c against it to show a 2.0 module still loads.
+ *
+ * An application is a pagi_app table. The server calls app->handle once per
+ * scope (an HTTP request, a WebSocket session, an SSE stream, the worker's
+ * lifespan). The app pulls events with pagi_receive(), pushes events with
+ * pagi_send(), and says it is done with pagi_scope_finish(). Every callback
+ * the server makes runs from the worker's run queue, never inside the
+ * interface call that caused it, so callbacks never nest.
+ *
+ * Nothing in this header exposes a server-internal type: every object is an
+ * opaque handle that is valid until the scope's release callback runs.
+ */
+#ifndef PAGI_PAGI_H
+#define PAGI_PAGI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PAGI_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define PAGI_PRINTF_LIKE(fmt, args)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * ABI version, major.minor (see "Versioning" in pagi(3)). A minor adds
+ * functions, event types or fields carved out of the reserved space at the
+ * end of pagi_event and pagi_app, never changing a struct's size or the
+ * meaning of a zero field; anything else takes a new major. The server loads
+ * a module of its own major whose minor is at most its own, and refuses any
+ * other, naming both versions. pagi_app.abi_version stores PAGI_ABI_VERSION.
+ */
+#define PAGI_ABI(major, minor) (((major) << 16) | (minor))
+#define PAGI_ABI_MAJOR 2
+#define PAGI_ABI_MINOR 0
+#define PAGI_ABI_VERSION PAGI_ABI(PAGI_ABI_MAJOR, PAGI_ABI_MINOR)
+/** The parts of a PAGI_ABI() value (ABI 1 stored a bare 1: major 0 here). */
+#define PAGI_ABI_MAJOR_OF(v) (((unsigned)(v) >> 16) & 0xffffu)
+#define PAGI_ABI_MINOR_OF(v) ((unsigned)(v) & 0xffffu)
+/** The PAGI core and Www spec version this server implements. */
+#define PAGI_SPEC_VERSION "0.3"
+
+/** Opaque handles. */
+typedef struct pagi_scope pagi_scope;
+typedef struct pagi_loop pagi_loop;
+typedef struct pagi_timer pagi_timer;
+typedef struct pagi_io pagi_io;
+
+/** A byte string: not NUL-terminated unless said otherwise. */
+typedef struct pagi_str {
+    const char *ptr;
+    size_t len;
+} pagi_str;
+
+/** One header: lower-case name, opaque value bytes. */
+typedef struct pagi_header {
+    pagi_str name;
+    pagi_str value;
+} pagi_header;
+
+typedef enum pagi_scope_type {
+    PAGI_SCOPE_HTTP = 1,
+    PAGI_SCOPE_WEBSOCKET,
+    PAGI_SCOPE_SSE,
+    PAGI_SCOPE_LIFESPAN
+} pagi_scope_type;
+
+/** Event types, in the spec's names (pagi_event_type_name gives the string). */
+typedef enum pagi_event_type {
+    PAGI_EV_NONE = 0,
+    /* http */
+    PAGI_EV_HTTP_REQUEST,          /* receive: body, more */
+    PAGI_EV_HTTP_DISCONNECT,       /* receive */
+    PAGI_EV_HTTP_RESPONSE_START,   /* send: status, headers, trailers */
+    PAGI_EV_HTTP_RESPONSE_BODY,    /* send: body+more | file | fd (+offset, length) */
+    PAGI_EV_HTTP_RESPONSE_TRAILERS,/* send: headers */
+    /* websocket */
+    PAGI_EV_WEBSOCKET_CONNECT,     /* receive */
+    PAGI_EV_WEBSOCKET_ACCEPT,      /* send: subprotocol, headers */
+    PAGI_EV_WEBSOCKET_RECEIVE,     /* receive: bytes | text */
+    PAGI_EV_WEBSOCKET_SEND,        /* send: bytes | text */
+    PAGI_EV_WEBSOCKET_KEEPALIVE,   /* send: interval, timeout */
+    PAGI_EV_WEBSOCKET_CLOSE,       /* send: code, reason */
+    PAGI_EV_WEBSOCKET_DISCONNECT,  /* receive: code, reason */
+    PAGI_EV_WEBSOCKET_HTTP_RESPONSE_START, /* send (extension) */
+    PAGI_EV_WEBSOCKET_HTTP_RESPONSE_BODY,  /* send (extension) */
+    /* sse */
+    PAGI_EV_SSE_REQUEST,           /* receive: body, more */
+    PAGI_EV_SSE_START,             /* send: status, headers */
+    PAGI_EV_SSE_SEND,              /* send: data, event, id, retry */
+    PAGI_EV_SSE_COMMENT,           /* send: comment */
+    PAGI_EV_SSE_KEEPALIVE,         /* send: interval, comment */
+    PAGI_EV_SSE_CLOSE,             /* send */
+    PAGI_EV_SSE_DISCONNECT,        /* receive: reason */
+    PAGI_EV_SSE_HTTP_RESPONSE_START, /* send: decline */
+    PAGI_EV_SSE_HTTP_RESPONSE_BODY,  /* send: decline body */
+    /* lifespan */
+    PAGI_EV_LIFESPAN_STARTUP,          /* receive */
+    PAGI_EV_LIFESPAN_STARTUP_COMPLETE, /* send */
+    PAGI_EV_LIFESPAN_STARTUP_FAILED,   /* send: message */
+    PAGI_EV_LIFESPAN_SHUTDOWN,         /* receive */
+    PAGI_EV_LIFESPAN_SHUTDOWN_COMPLETE,/* send */
+    PAGI_EV_LIFESPAN_SHUTDOWN_FAILED,  /* send: message */
+    PAGI_EV__COUNT
+} pagi_event_type;
+
+/**
+ * An event, received or sent. Only the fields of the event's type are
+ * meaningful, and a zero field always means "not set": there are no sentinel
+ * values, so `pagi_event ev = {0}` plus `ev.type` (`= {}` in C++),
+ * `{.type = T, ...}`, memset, PAGI_EVENT_INIT(T) and pagi_event_init(T) all
+ * make a correct event.
+ * An fd body needs use_fd = 1 (fd 0 is then really stdin); length 0 means "to
+ * EOF"; an SSE retry: line needs has_retry = 1. Events the server delivers
+ * are valid only during the receive callback; events the app sends are
+ * copied before pagi_send() returns.
+ */
+typedef struct pagi_event {
+    pagi_event_type type;
+    int status;                 /* response/decline start */
+    const pagi_header *headers; /* start, trailers, accept */
+    size_t header_count;
+    int trailers;               /* http.response.start: 1 = trailers follow */
+    pagi_str body;              /* http.request, response body, sse.request */
+    int more;                   /* 1 = more body follows */
+    const char *file;           /* response body from a file path (NUL-terminated); NULL = none */
+    int use_fd;                 /* 1 = response body from the open fd below; 0 = no fd */
+    int fd;                     /* with use_fd: the fd (duplicated; the app keeps its own) */
+    int64_t offset;             /* file/fd: start offset */
+    int64_t length;             /* file/fd: bytes to send; 0 = to EOF */
+    pagi_str bytes;             /* websocket binary message */
+    pagi_str text;              /* websocket text message (UTF-8) */
+    int is_text;                /* websocket receive/send: which of the two */
+    int code;                   /* websocket close/disconnect code */
+    pagi_str reason;            /* websocket close reason; disconnect reason word */
+    pagi_str subprotocol;       /* websocket.accept */
+    pagi_str data;              /* sse.send */
+    pagi_str event;             /* sse.send: event name (no newline) */
+    pagi_str id;                /* sse.send: id (no newline) */
+    int has_retry;              /* sse.send: 1 = write a retry: line; 0 = none */
+    int64_t retry;              /* sse.send, with has_retry: milliseconds (>= 0) */
+    pagi_str comment;           /* sse.comment, sse.keepalive */
+    double interval;            /* keepalive interval seconds; 0 = stop */
+    double timeout;             /* websocket.keepalive pong timeout */
+    pagi_str message;           /* lifespan *.failed */
+    /* Must be zero. Later minors take their fields from here, so the size
+     * stays the same and an older module's zeros mean "not set". */
+    uint64_t reserved[8];
+} pagi_event;
+
+/** An event of type t with every field "not set": usable from C and C++. */
+static inline pagi_event pagi_event_init(pagi_event_type t)
+{
+    pagi_event e;
+    memset(&e, 0, sizeof e);
+    e.type = t;
+    return e;
+}
+
+#ifdef __cplusplus
+/* C++ before C++20 has no designated initializers. */
+#define PAGI_EVENT_INIT(t) pagi_event_init(t)
+#else
+#define PAGI_EVENT_INIT(t) ((pagi_event){.type = (t)})
+#endif
+
+/** The spec's name of an event type ("http.response.start"), or NULL. */
+const char *pagi_event_type_name(pagi_event_type type);
+
+/* ------------------------------------------------------------------ */
+/* Scope                                                               */
+/* ------------------------------------------------------------------ */
+
+pagi_scope_type pagi_scope_type_of(const pagi_scope *s);
+/** "http", "websocket", "sse" or "lifespan". */
+const char *pagi_scope_type_name(const pagi_scope *s);
+/** "1.0" or "1.1" (NUL-terminated). */
+const char *pagi_scope_http_version(const pagi_scope *s);
+/** Upper-case method, NUL-terminated. */
+const char *pagi_scope_method(const pagi_scope *s);
+/** "http" (or "https", "ws", "wss"). */
+const char *pagi_scope_scheme(const pagi_scope *s);
+/** Percent-decoded path, the mount prefix included (see root_path); a %00 is refused with 400. */
+pagi_str pagi_scope_path(const pagi_scope *s);
+/** Path bytes exactly as the client sent them. */
+pagi_str pagi_scope_raw_path(const pagi_scope *s);
+/** Query string without the '?', still percent-encoded. */
+pagi_str pagi_scope_query_string(const pagi_scope *s);
+/** Mount path ("" by default): the matched prefix, which path still starts with. */
+pagi_str pagi_scope_root_path(const pagi_scope *s);
+/** Request headers, names lower-cased, Cookie headers merged into one. */
+const pagi_header *pagi_scope_headers(const pagi_scope *s, size_t *count);
+/** First header with that name, compared case-insensitively; 1 when found, else 0. */
+int pagi_scope_header(const pagi_scope *s, const char *name, pagi_str *value);
+/** Client address ("127.0.0.1", port); host is NULL when unknown. */
+const char *pagi_scope_client(const pagi_scope *s, int *port);
+/** Server address; port is -1 for a unix socket (host is then the path). */
+const char *pagi_scope_server(const pagi_scope *s, int *port);
+/** WebSocket subprotocols offered by the client, in order. */
+size_t pagi_scope_subprotocol_count(const pagi_scope *s);
+pagi_str pagi_scope_subprotocol(const pagi_scope *s, size_t i);
+/** 1 if the server advertises that extension ("websocket.http.response"). */
+int pagi_scope_has_extension(const pagi_scope *s, const char *name);
+/** For lifespan scopes: worker number (1..N) and whether it runs under a master. */
+int pagi_scope_worker_num(const pagi_scope *s, int *is_worker);
+/** The worker's event loop, for the loop services below. */
+pagi_loop *pagi_scope_loop(const pagi_scope *s);
+
+/**
+ * Lifespan state: a namespace of key -> pointer. The lifespan scope owns the
+ * worker's table; every later request scope receives a shallow copy (keys
+ * private to the scope, pointed-to values shared). Keys are copied. Returns
+ * 0, or -1 on allocation failure.
+ */
+int pagi_state_set(pagi_scope *s, const char *key, void *value);
+void *pagi_state_get(const pagi_scope *s, const char *key);
+
+/**
+ * Per-scope application data and its release function. release runs exactly
+ * once, after both the server side (connection gone) and the app side
+ * (pagi_scope_finish) are done with the scope; the handle is invalid after.
+ */
+void pagi_scope_set_userdata(pagi_scope *s, void *data,
+                             void (*release)(pagi_scope *s, void *data));
+void *pagi_scope_userdata(const pagi_scope *s);
+
+/* ------------------------------------------------------------------ */
+/* Events                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef void (*pagi_receive_cb)(pagi_scope *s, const pagi_event *ev, void *ud);
+/** err is NULL on success, else a short message; runs from the run queue. */
+typedef void (*pagi_send_cb)(pagi_scope *s, const char *err, void *ud);
+
+/**
+ * Ask for the next event. Exactly one event is delivered per call, through
+ * cb, never before pagi_receive returns. Returns 0, or -1 (with
+ * pagi_scope_error) if a receive is already pending or the scope finished.
+ */
+int pagi_receive(pagi_scope *s, pagi_receive_cb cb, void *ud);
+
+/**
+ * Send an event. The event is validated and its bytes copied before return.
+ * Returns 0 when accepted: cb (may be NULL) then runs once, with err NULL when
+ * the bytes are below the high watermark (at once) or once the buffer drains,
+ * or with an error (file unreadable, ...). Returns -1 when rejected (unknown
+ * type, wrong order, CR/LF/NUL in a header, newline in an SSE id/event, ...):
+ * nothing is written, cb never runs, pagi_scope_error() says why.
+ * After a disconnect a send is a no-op that returns 0 and completes cb.
+ */
+int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud);
+
+/** The message of the last rejected call on this scope (never NULL). */
+const char *pagi_scope_error(const pagi_scope *s);
+
+/**
+ * The app's handler for this scope is done: error NULL for normal
+ * completion (the spec's Future resolved), or a message (Future failed).
+ * The server then applies the 500 backstop, finishes the stream or closes.
+ * Call exactly once; no event call is valid on the scope afterwards.
+ */
+void pagi_scope_finish(pagi_scope *s, const char *error);
+
+/* ------------------------------------------------------------------ */
+/* pagi.connection (http scopes)                                       */
+/* ------------------------------------------------------------------ */
+
+typedef void (*pagi_disconnect_cb)(pagi_scope *s, const char *reason, void *ud);
+typedef void (*pagi_notify_cb)(pagi_scope *s, void *ud);
+
+int pagi_conn_is_connected(const pagi_scope *s);
+/** Abnormal-end reason word ("client_closed", ...), or NULL. */
+const char *pagi_conn_disconnect_reason(const pagi_scope *s);
+/** Register callbacks; a late registration after the fact runs (from the run queue). */
+int pagi_conn_on_disconnect(pagi_scope *s, pagi_disconnect_cb cb, void *ud);
+int pagi_conn_on_complete(pagi_scope *s, pagi_notify_cb cb, void *ud);
+int pagi_conn_response_started(const pagi_scope *s);
+int pagi_conn_response_complete(const pagi_scope *s);
+
+/* ------------------------------------------------------------------ */
+/* pagi.transport (http, websocket, sse)                               */
+/* ------------------------------------------------------------------ */
+
+size_t pagi_transport_buffered_amount(const pagi_scope *s);
+size_t pagi_transport_high_water_mark(const pagi_scope *s);
+size_t pagi_transport_low_water_mark(const pagi_scope *s);
+/** Edge-triggered, hysteresis; on_high_water runs at once (queued) if already high. */
+int pagi_transport_on_high_water(pagi_scope *s, pagi_notify_cb cb, void *ud);
+int pagi_transport_on_drain(pagi_scope *s, pagi_notify_cb cb, void *ud);
+
+/* ------------------------------------------------------------------ */
+/* Loop services                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef void (*pagi_timer_cb)(pagi_timer *t, void *ud);
+typedef void (*pagi_io_cb)(pagi_io *w, int fd, int events, void *ud);
+typedef void (*pagi_defer_cb)(void *ud);
+
+#define PAGI_IO_READ 1
+#define PAGI_IO_WRITE 2
+
+/** One-shot (repeat 0) or repeating timer, seconds. Stop it to free it. */
+pagi_timer *pagi_timer_start(pagi_loop *l, double after, double repeat,
+                             pagi_timer_cb cb, void *ud);
+/** Stop and free; safe inside its own callback. */
+void pagi_timer_stop(pagi_timer *t);
+/** Watch fd for PAGI_IO_READ and/or PAGI_IO_WRITE until stopped. */
+pagi_io *pagi_io_watch(pagi_loop *l, int fd, int events, pagi_io_cb cb, void *ud);
+void pagi_io_stop(pagi_io *w);
+/** Run cb from the run queue at the next safe point. Returns 0 or -1. */
+int pagi_defer(pagi_loop *l, pagi_defer_cb cb, void *ud);
+/** Seconds since an arbitrary origin, cached once per loop iteration. */
+double pagi_loop_now(const pagi_loop *l);
+/** pagi_log() levels (lines below error_log.level in pagid.yaml are dropped). */
+enum { PAGI_LOG_ERROR = 0, PAGI_LOG_WARN = 1, PAGI_LOG_INFO = 2, PAGI_LOG_DEBUG = 3 };
+/** Log a line to the server's error log at a PAGI_LOG_* level. */
+void pagi_log(pagi_loop *l, int level, const char *fmt, ...) PAGI_PRINTF_LIKE(3, 4);
+
+/* ------------------------------------------------------------------ */
+/* Applications                                                        */
+/* ------------------------------------------------------------------ */
+
+typedef struct pagi_app {
+    int abi_version;   /* PAGI_ABI_VERSION: PAGI_ABI(major, minor) of the header built against */
+    const char *name;
+    /**
+     * Once per worker, after fork, before lifespan: create the app's
+     * instance. arg is what followed ':' in the app spec (or NULL). Return
+     * the instance (may be NULL when the app has no state) and set *err
+     * (static string) on failure; create may be NULL.
+     */
+    void *(*create)(const char *arg, pagi_loop *loop, const char **err);
+    /** Start handling a scope; call pagi_scope_finish when done. */
+    void (*handle)(pagi_scope *s, void *instance);
+    /** Worker exit: free the instance (may be NULL). */
+    void (*destroy)(void *instance);
+    /* Must be zero (a positional initializer leaves them so). Later minors
+     * take their members from here without changing the size. */
+    const void *reserved[8];
+} pagi_app;
+
+/** A .so module exports this symbol (see examples/). */
+#define PAGI_MODULE_SYMBOL "pagi_module"
+
+/**
+ * The app table's initializer, C and C++ alike:
+ *   const pagi_app pagi_module = PAGI_APP_INIT("name", create, handle, destroy);
+ * It names every member, so -Wextra's missing-initializer check stays quiet
+ * (a designated initializer, {.abi_version = PAGI_ABI_VERSION, ...}, too).
+ */
+#define PAGI_APP_INIT(name, create, handle, destroy) \
+    {PAGI_ABI_VERSION, (name), (create), (handle), (destroy), {0}}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PAGI_PAGI_H */

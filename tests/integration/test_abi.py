@@ -1,0 +1,120 @@
+"""The C interface's ABI 2 (issue 12): events where zero means "not set"
+(a {0} body event sends that body, not stdin; an SSE event without has_retry
+writes no retry: line; use_fd = 1, fd = 0 still sends stdin; length 0 sends
+to EOF), and major.minor versioning: a module built against the frozen 2.0
+header (tests/abi/pagi-2.0.h) loads on this 2.1 server; one claiming a newer
+minor or ABI 1 is refused by pagid -t and at start, naming both versions."""
+
+import os
+import shutil
+import subprocess
+
+import lib
+from lib import Conn, check, check_eq, request, test
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ABI_DIR = os.path.join(lib.REPO, "tests", "abi")
+INCLUDE = os.path.join(lib.REPO, "include")
+SERVER_ABI = "2.1"
+
+
+def build(ctx, name, source, include):
+    src = os.path.join(ctx.tmpdir, name + ".c")
+    if not os.path.exists(src):
+        with open(src, "w") as f:
+            f.write(source)
+    so = os.path.join(ctx.tmpdir, name + ".so")
+    cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared",
+           "-fPIC", "-I", include, "-o", so, src]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check_eq(p.returncode, 0, "building %s.so: %s" % (name, p.stdout.decode()))
+    return so
+
+
+def check_t(ctx, so):
+    """pagid -t on a module: (exit status, output)."""
+    p = subprocess.run([ctx.pagid, "-t", "-a", so, "-l", "127.0.0.1:1"] + lib.root_user_args(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    return p.returncode, p.stdout.decode()
+
+
+def start_refused(ctx, so):
+    """pagid started on a module: it must exit non-zero; returns its output."""
+    port = lib.free_port()
+    p = subprocess.run([ctx.pagid, "-a", so, "-l", "127.0.0.1:%d" % port, "-w", "1"]
+                       + lib.root_user_args(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60 * lib.SLOW)
+    out = p.stdout.decode()
+    check(p.returncode != 0, "pagid started on a refused module: %r" % out[-600:])
+    return out
+
+
+@test(timeout=180)
+def zero_initialised_events_mean_nothing_set(ctx):
+    data = os.path.join(ctx.tmpdir, "stdin.txt")
+    with open(data, "wb") as f:
+        f.write(b"0123456789 from stdin\n")
+    so = build(ctx, "zeroev", open(os.path.join(HERE, "apps", "zeroev.c")).read(), INCLUDE)
+    srv = ctx.start(so + ":" + data, workers=1)
+    r = request(srv.port, "GET", "/body")
+    check_eq((r.status, r.body), (200, b"exactly this body"), "a {0} body event")
+    r = request(srv.port, "GET", "/stdin")
+    check_eq((r.status, r.body), (200, b"0123456789 from stdin\n"), "use_fd = 1, fd = 0")
+    r = request(srv.port, "GET", "/file")
+    check_eq((r.status, r.body), (200, b"0123456789 from stdin\n"), "file, length 0 = to EOF")
+    r = request(srv.port, "GET", "/file?11")
+    check_eq((r.status, r.body), (200, b"from stdin\n"), "file from offset 11 to EOF")
+    c = Conn(srv.port)
+    c.send(b"GET /sse HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
+    raw = c.read_to_eof()
+    c.close()
+    check(b"data: no retry\n\n" in raw and b"retry: 0\ndata: retry zero\n\n" in raw,
+          "sse events: %r" % raw[-400:])
+    check_eq(raw.count(b"retry:"), 1, "retry: lines (only the has_retry event)")
+
+
+@test(timeout=180)
+def module_of_an_older_minor_loads(ctx):
+    inc = os.path.join(ctx.tmpdir, "inc20")
+    os.makedirs(os.path.join(inc, "pagi"))
+    shutil.copy(os.path.join(ABI_DIR, "pagi-2.0.h"), os.path.join(inc, "pagi", "pagi.h"))
+    shutil.copy(os.path.join(ABI_DIR, "old_minor.c"), os.path.join(ctx.tmpdir, "old_minor.c"))
+    so = build(ctx, "old_minor", None, inc)
+    rc, out = check_t(ctx, so)
+    check_eq(rc, 0, "pagid -t on a 2.0 module: %s" % out)
+    srv = ctx.start(so, workers=1)
+    r = request(srv.port, "GET", "/")
+    check_eq((r.status, r.body), (200, b"built against 2.0\n"), "the 2.0 module's response")
+
+
+NEWER = r'''
+#include <pagi/pagi.h>
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+const pagi_app pagi_module = {.abi_version = PAGI_ABI(2, 99), .name = "newer", .handle = h};
+'''
+ABI1 = r'''
+#include <pagi/pagi.h>
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+const pagi_app pagi_module = {.abi_version = 1, .name = "abi1", .handle = h}; /* ABI 1's value */
+'''
+
+
+@test(timeout=180)
+def newer_minor_and_abi1_modules_are_refused(ctx):
+    for name, src, want in (
+            ("newer", NEWER, "needs pagi ABI 2.99, this server speaks %s" % SERVER_ABI),
+            ("abi1", ABI1, "was built against pagi ABI 1.x, this server speaks %s: rebuild against "
+                           "the installed pagi.h" % SERVER_ABI)):
+        so = build(ctx, name, src, INCLUDE)
+        rc, out = check_t(ctx, so)
+        check(rc != 0 and ("app module %s %s" % (so, want)) in out,
+              "pagid -t on %s: rc %d: %r" % (name, rc, out))
+        out = start_refused(ctx, so)
+        check(want in out, "pagid started on %s: %r" % (name, out[-600:]))
+
+
+@test(timeout=60)
+def build_info_prints_the_abi(ctx):
+    p = subprocess.run([ctx.pagid, "-V"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=30)
+    check("pagi ABI %s" % SERVER_ABI in p.stdout.decode(), "pagid -V: %r" % p.stdout)
