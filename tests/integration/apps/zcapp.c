@@ -338,4 +338,4 @@ static void destroy(void *instance)
     free(app);
 }
 
-const pagi_app pagi_module = {PAGI_ABI_VERSION, "zcapp", create, handle, destroy};
+const pagi_app pagi_module = PAGI_APP_INIT("zcapp", create, handle, destroy);
