@@ -45,9 +45,9 @@ int pagi_respond_text(pagi_scope *s, int status, const char *text);
  * holds all len bytes plus a terminating NUL (the layer owns body and frees
  * it when the callback returns); the app answers, e.g. with pagi_respond.
  * Otherwise body is NULL and err says why ("request body too large",
- * "client disconnected", ...): the layer has then finished the scope (after
- * answering 413 when the limit was exceeded) and the app must not use s
- * again, only free what it owns.
+ * "client disconnected", ...): the layer finishes the scope when cb returns
+ * (answering 413 when the limit was exceeded), so the app must not use s
+ * after cb, only free what it owns.
  */
 typedef void (*pagi_body_cb)(pagi_scope *s, const char *body, size_t len,
                              const char *err, void *ud);
