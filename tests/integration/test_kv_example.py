@@ -142,8 +142,9 @@ def kv_slow_clients_do_not_hold_up_the_others(ctx):
     p = srv.port
     fast = RawWS(p, "/ws")
     slow = RawWS(p, "/ws", rcvbuf=4096)
-    watch = socket.create_connection(("127.0.0.1", p))
-    watch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    watch = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    watch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+    watch.connect(("127.0.0.1", p))
     watch.sendall(b"GET /watch HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
     time.sleep(0.2 * SLOW)
     n, value = 1500, "x" * 4000  # 6 MB to each member, far above the 64 KiB mark
