@@ -52,8 +52,8 @@ static void *counter_start(pagi_scope *s, void *ud, const char **err)
 static void counter_stop(void *obj, void *ud)
 {
     counter_app *app = ud;
-    pagi_log(app->loop, PAGI_LOG_INFO,
-             "counter: shutting down after %" PRIu64 " requests", *(uint64_t *)obj);
+    pagi_log(app->loop, PAGI_LOG_INFO, "counter: shutting down after %" PRIu64 " requests",
+             *(uint64_t *)obj);
 }
 
 /* ------------------------------------------------------------------ */

@@ -28,11 +28,10 @@ extern "C" {
  * the websocket.http.response extension. Returns 0, or -1 when a send was
  * rejected (the scope is then already finished).
  */
-int pagi_respond(pagi_scope *s, int status, const char *content_type,
-                 const void *body, size_t len);
+int pagi_respond(pagi_scope *s, int status, const char *content_type, const void *body, size_t len);
 int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
-                         const pagi_header *headers, size_t header_count,
-                         const void *body, size_t len);
+                         const pagi_header *headers, size_t header_count, const void *body,
+                         size_t len);
 /** pagi_respond with a NUL-terminated text/plain body. */
 int pagi_respond_text(pagi_scope *s, int status, const char *text);
 
@@ -49,8 +48,8 @@ int pagi_respond_text(pagi_scope *s, int status, const char *text);
  * (answering 413 when the limit was exceeded), so the app must not use s
  * after cb, only free what it owns.
  */
-typedef void (*pagi_body_cb)(pagi_scope *s, const char *body, size_t len,
-                             const char *err, void *ud);
+typedef void (*pagi_body_cb)(pagi_scope *s, const char *body, size_t len, const char *err,
+                             void *ud);
 
 /**
  * Read the whole request body of an http (or sse) scope incrementally, at
@@ -84,8 +83,8 @@ typedef enum pagi_group_policy {
 } pagi_group_policy;
 
 /** A websocket text (is_text 1) or binary message from a member. */
-typedef void (*pagi_group_msg_cb)(pagi_group *g, pagi_scope *member,
-                                  pagi_str msg, int is_text, void *ud);
+typedef void (*pagi_group_msg_cb)(pagi_group *g, pagi_scope *member, pagi_str msg, int is_text,
+                                  void *ud);
 
 /** A new, empty group owned by the caller (free with pagi_group_free); NULL on OOM. */
 pagi_group *pagi_group_new(pagi_group_policy policy);
@@ -107,12 +106,10 @@ void pagi_group_free(pagi_group *g);
  * it may send to it through the group only. Returns 0, or -1 (s finished
  * with the error) for another scope type or a refused call.
  */
-int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message,
-                    void *ud);
+int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud);
 
 /** Close one member (websocket code and reason, sse: end the stream); it leaves at once. */
-void pagi_group_close(pagi_group *g, pagi_scope *member, int code,
-                      const char *reason);
+void pagi_group_close(pagi_group *g, pagi_scope *member, int code, const char *reason);
 
 /** Members currently in the group (joined and not yet disconnected). */
 size_t pagi_group_size(const pagi_group *g);
@@ -126,11 +123,10 @@ size_t pagi_group_size(const pagi_group *g);
  */
 int pagi_group_send_text(pagi_group *g, const char *data, size_t len);
 int pagi_group_send_bytes(pagi_group *g, const void *data, size_t len);
-int pagi_group_send_event(pagi_group *g, const char *event, const char *data,
-                          size_t len);
+int pagi_group_send_event(pagi_group *g, const char *event, const char *data, size_t len);
 /** The same to one member only (the policy applies): e.g. a snapshot for a newcomer. */
-int pagi_group_send_to(pagi_group *g, pagi_scope *member, const char *event,
-                       const char *data, size_t len);
+int pagi_group_send_to(pagi_group *g, pagi_scope *member, const char *event, const char *data,
+                       size_t len);
 
 /** Messages dropped (DROP), replaced (CONFLATE) or members closed (DISCONNECT) so far. */
 unsigned long pagi_group_slow_count(const pagi_group *g);
@@ -155,8 +151,7 @@ typedef void (*pagi_lifespan_destroy_fn)(void *obj, void *ud);
  * destroy, answer shutdown.complete and finish the scope. Returns 0, or -1
  * when the first receive was refused (the scope is then finished).
  */
-int pagi_lifespan_run(pagi_scope *s, const char *key,
-                      pagi_lifespan_create_fn create,
+int pagi_lifespan_run(pagi_scope *s, const char *key, pagi_lifespan_create_fn create,
                       pagi_lifespan_destroy_fn destroy, void *ud);
 
 #ifdef __cplusplus

@@ -26,8 +26,8 @@ static int finish_refused(pagi_scope *s)
 /* ---- responses ---- */
 
 int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
-                         const pagi_header *headers, size_t header_count,
-                         const void *body, size_t len)
+                         const pagi_header *headers, size_t header_count, const void *body,
+                         size_t len)
 {
     pagi_event_type start_t = PAGI_EV_HTTP_RESPONSE_START;
     pagi_event_type body_t = PAGI_EV_HTTP_RESPONSE_BODY;
@@ -68,8 +68,7 @@ int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
     return 0;
 }
 
-int pagi_respond(pagi_scope *s, int status, const char *content_type,
-                 const void *body, size_t len)
+int pagi_respond(pagi_scope *s, int status, const char *content_type, const void *body, size_t len)
 {
     return pagi_respond_headers(s, status, content_type, NULL, 0, body, len);
 }

@@ -86,8 +86,7 @@ static void member_maybe_done(member *m)
 static void member_sent(pagi_scope *s, const char *err, void *ud);
 
 /* Put one message on the member's connection; counted until its callback. */
-static int member_write(member *m, msg_kind kind, const char *event, const char *data,
-                        size_t len)
+static int member_write(member *m, msg_kind kind, const char *event, const char *data, size_t len)
 {
     pagi_event ev;
     if (m->is_ws) {
@@ -139,8 +138,7 @@ static int member_is_slow(const member *m)
     return pagi_transport_buffered_amount(m->s) >= pagi_transport_high_water_mark(m->s);
 }
 
-static int pending_set(member *m, msg_kind kind, const char *event, const char *data,
-                       size_t len)
+static int pending_set(member *m, msg_kind kind, const char *event, const char *data, size_t len)
 {
     char *d = malloc(len ? len : 1);
     char *e = event ? strdup(event) : NULL;
@@ -161,8 +159,7 @@ static int pending_set(member *m, msg_kind kind, const char *event, const char *
 }
 
 /* 1 when sent or held for the member, 0 when skipped, -1 on OOM. */
-static int member_offer(member *m, msg_kind kind, const char *event, const char *data,
-                        size_t len)
+static int member_offer(member *m, msg_kind kind, const char *event, const char *data, size_t len)
 {
     pagi_group *g = m->g;
     if (!m->ready || m->closing || m->disconnected || (kind == MSG_BYTES && !m->is_ws))
@@ -327,9 +324,15 @@ void pagi_group_close(pagi_group *g, pagi_scope *member_scope, int code, const c
         member_close(m, code, reason);
 }
 
-size_t pagi_group_size(const pagi_group *g) { return g->count; }
+size_t pagi_group_size(const pagi_group *g)
+{
+    return g->count;
+}
 
-unsigned long pagi_group_slow_count(const pagi_group *g) { return g->slow; }
+unsigned long pagi_group_slow_count(const pagi_group *g)
+{
+    return g->slow;
+}
 
 static int group_offer(pagi_group *g, msg_kind kind, const char *event, const char *data,
                        size_t len)
@@ -363,8 +366,8 @@ int pagi_group_send_event(pagi_group *g, const char *event, const char *data, si
     return group_offer(g, MSG_EVENT, event, data, len);
 }
 
-int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *event,
-                       const char *data, size_t len)
+int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *event, const char *data,
+                       size_t len)
 {
     member *m = find_member(g, member_scope);
     if (m == NULL)

@@ -9,10 +9,10 @@
 #include <pagi/pagi_easy.h>
 
 typedef enum easy_action {
-    EASY_SEND,  /* write it now */
-    EASY_HOLD,  /* keep it as the member's one pending message (replacing any) */
-    EASY_DROP,  /* lose it */
-    EASY_CLOSE  /* close the member */
+    EASY_SEND, /* write it now */
+    EASY_HOLD, /* keep it as the member's one pending message (replacing any) */
+    EASY_DROP, /* lose it */
+    EASY_CLOSE /* close the member */
 } easy_action;
 
 /* slow: the member's send buffer is at or above its high water mark;

@@ -106,7 +106,10 @@ static int fake_next_event(pagi_scope *s, pagi_event *e, int take)
     return 1;
 }
 
-static void fake_receive_wanted(pagi_scope *s) { (void)s; }
+static void fake_receive_wanted(pagi_scope *s)
+{
+    (void)s;
+}
 
 static void fake_finished(pagi_scope *s, const char *error)
 {
@@ -114,8 +117,15 @@ static void fake_finished(pagi_scope *s, const char *error)
     ((fake_ws *)scope_proto(s))->finished++;
 }
 
-static size_t fake_buffered(const pagi_scope *s) { return ((fake_ws *)scope_proto(s))->buffered; }
-static int fake_above_high(const pagi_scope *s) { (void)s; return 0; }
+static size_t fake_buffered(const pagi_scope *s)
+{
+    return ((fake_ws *)scope_proto(s))->buffered;
+}
+static int fake_above_high(const pagi_scope *s)
+{
+    (void)s;
+    return 0;
+}
 
 static const scope_ops fake_ops = {
     .send = fake_send,
@@ -131,8 +141,11 @@ static void join(pagi_group *g, fake_ws *f)
 {
     memset(f, 0, sizeof *f);
     f->connect_pending = 1;
-    scope_request r = {.method = "GET", .http_version = "1.1", .path = {"/ws", 3},
-                       .raw_path = {"/ws", 3}, .query = {"", 0}};
+    scope_request r = {.method = "GET",
+                       .http_version = "1.1",
+                       .path = {"/ws", 3},
+                       .raw_path = {"/ws", 3},
+                       .query = {"", 0}};
     f->s = scope_new(&w, PAGI_SCOPE_WEBSOCKET, &fake_ops, f, &r);
     ck_assert_ptr_nonnull(f->s);
     ck_assert_int_eq(pagi_group_join(g, f->s, NULL, NULL), 0);
