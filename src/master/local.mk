@@ -1,6 +1,9 @@
 # src/master: command line, listeners, the supervisor; main().
 sbin_PROGRAMS += pagid
-pagid_SOURCES = src/master/main.c
+# The pagi_easy(3) layer is linked in directly: nothing in the server calls
+# it, so from a static library it would be left out; modules find it through
+# --export-dynamic like every pagi_* function.
+pagid_SOURCES = src/master/main.c $(PAGI_EASY_SOURCES)
 pagid_LDADD = $(PAGID_LIBS)
 pagid_LDFLAGS = $(AM_LDFLAGS) -Wl,--export-dynamic
 

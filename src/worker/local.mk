@@ -45,3 +45,6 @@ libpagid_worker_a_SOURCES += \
 libpagid_worker_a_SOURCES += \
 	src/worker/access_log.c src/worker/access_log.h \
 	src/worker/apps/metrics.c src/worker/apps/metrics.h
+
+# pagi_easy(3): the convenience layer over pagi.h (linked into pagid itself, see src/master/local.mk).
+PAGI_EASY_SOURCES = src/worker/pagi_easy.c src/worker/pagi_easy_group.c src/worker/pagi_easy_policy.h

@@ -1,5 +1,5 @@
 """The public interface is enough: install pagid into a staging prefix, build
-examples/counter.c with examples/Makefile against the INSTALLED <pagi/pagi.h>
+examples/counter.c with examples/Makefile against the INSTALLED <pagi/*.h>
 only, and serve requests with the resulting module."""
 
 import os

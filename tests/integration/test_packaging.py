@@ -103,7 +103,8 @@ def debian_packages(ctx):
                   "mandoc %s:\n%s%s" % (os.path.basename(page), p.stdout, p.stderr))
 
     dev = deb_files(debs["pagid-dev"])
-    for f in ("/usr/include/pagi/pagi.h", "/usr/share/man/man3/pagi.3.gz"):
+    for f in ("/usr/include/pagi/pagi.h", "/usr/share/man/man3/pagi.3.gz",
+              "/usr/include/pagi/pagi_easy.h", "/usr/share/man/man3/pagi_easy.3.gz"):
         check(f in dev, "%s not in pagid-dev: %r" % (f, sorted(dev)))
 
     root = os.path.join(ctx.tmpdir, "root")

@@ -46,3 +46,11 @@ tests_unit_test_app_registry_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_
 tests_unit_test_app_registry_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_app_registry_LDFLAGS = $(AM_LDFLAGS) -Wl,--export-dynamic
 tests_unit_test_app_registry_LDADD = $(WORKER_LIBS) $(CHECK_LIBS) -ldl
+
+# pagi_easy(3): broadcast groups over a fake websocket driver (the layer is
+# not in a library: it is linked into pagid directly, so here too).
+check_PROGRAMS += tests/unit/test_pagi_easy
+TESTS += tests/unit/test_pagi_easy
+tests_unit_test_pagi_easy_SOURCES = tests/unit/test_pagi_easy.c $(PAGI_EASY_SOURCES)
+tests_unit_test_pagi_easy_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pagi_easy_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)

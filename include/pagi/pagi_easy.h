@@ -1,0 +1,160 @@
+/*
+ * pagi_easy.h - a convenience layer over pagi.h (see pagi_easy(3)): one-call
+ * responses, a bounded body reader, broadcast groups with flow control for
+ * slow members, and lifespan with one create/destroy pair. Built only on the
+ * public pagi.h calls; nothing here can do what an app could not do itself.
+ */
+#ifndef PAGI_PAGI_EASY_H
+#define PAGI_PAGI_EASY_H
+
+#include <pagi/pagi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* One-call responses                                                  */
+/* ------------------------------------------------------------------ */
+
+/**
+ * Answer the request and finish the scope: response start (status,
+ * content-type unless NULL, content-length, then the extra headers) and the
+ * whole body, copied before return (the caller keeps its buffers). The scope
+ * is finished from the body's send callback, with its error if any; a
+ * rejected send finishes it at once with pagi_scope_error(). Either way the
+ * app must not use s afterwards, and must have no receive pending. On an
+ * sse scope this is the decline (sse.http.response.*), on a websocket scope
+ * the websocket.http.response extension. Returns 0, or -1 when a send was
+ * rejected (the scope is then already finished).
+ */
+int pagi_respond(pagi_scope *s, int status, const char *content_type, const void *body, size_t len);
+int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
+                         const pagi_header *headers, size_t header_count, const void *body,
+                         size_t len);
+/** pagi_respond with a NUL-terminated text/plain body. */
+int pagi_respond_text(pagi_scope *s, int status, const char *text);
+
+/* ------------------------------------------------------------------ */
+/* Request body                                                        */
+/* ------------------------------------------------------------------ */
+
+/**
+ * Called exactly once by pagi_read_body. On success err is NULL and body
+ * holds all len bytes plus a terminating NUL (the layer owns body and frees
+ * it when the callback returns); the app answers, e.g. with pagi_respond.
+ * Otherwise body is NULL and err says why ("request body too large",
+ * "client disconnected", ...): the layer finishes the scope when cb returns
+ * (answering 413 when the limit was exceeded), so the app must not use s
+ * after cb, only free what it owns.
+ */
+typedef void (*pagi_body_cb)(pagi_scope *s, const char *body, size_t len, const char *err,
+                             void *ud);
+
+/**
+ * Read the whole request body of an http (or sse) scope incrementally, at
+ * most limit bytes. A Content-Length above limit is refused at once, a
+ * chunked body as soon as it passes limit: 413 and the scope finished, then
+ * cb with the error. Returns 0, or -1 when the first receive was refused
+ * (the scope is finished with the error and cb is not called).
+ */
+int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud);
+
+/* ------------------------------------------------------------------ */
+/* Broadcast groups                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct pagi_group pagi_group;
+
+/**
+ * What happens to a member that cannot keep up: a member is "slow" while its
+ * send buffer is at or above the transport's high water mark.
+ *   CONFLATE    keep only the latest message for it, sent once it drains
+ *               (a state feed: the newest value is all that matters);
+ *   DROP        drop messages while it is slow (a lossy feed);
+ *   DISCONNECT  close it: websocket close 1008 "too slow", sse stream ended
+ *               (a feed where a gap is worse than a reconnect).
+ * Fast members are never held up by slow ones in any policy.
+ */
+typedef enum pagi_group_policy {
+    PAGI_GROUP_CONFLATE = 1,
+    PAGI_GROUP_DROP,
+    PAGI_GROUP_DISCONNECT
+} pagi_group_policy;
+
+/** A websocket text (is_text 1) or binary message from a member. */
+typedef void (*pagi_group_msg_cb)(pagi_group *g, pagi_scope *member, pagi_str msg, int is_text,
+                                  void *ud);
+
+/** A new, empty group owned by the caller (free with pagi_group_free); NULL on OOM. */
+pagi_group *pagi_group_new(pagi_group_policy policy);
+
+/**
+ * Free the group. Remaining members are closed (websocket 1001, sse stream
+ * ended) and finish on their own as their disconnects arrive.
+ */
+void pagi_group_free(pagi_group *g);
+
+/**
+ * Hand a fresh websocket or sse scope to the group (call it from the app's
+ * handle, before any receive on s). From then on the group owns the scope's
+ * event loop: it accepts the websocket (or sends sse.start, 200), keeps a
+ * receive pending, passes each websocket message to on_message (may be
+ * NULL; msg is valid during the call), counts the member's sends in flight,
+ * and on the disconnect leaves the group and finishes the scope after the
+ * last send callback ran. The app must not receive on or finish s itself;
+ * it may send to it through the group only. Returns 0, or -1 (s finished
+ * with the error) for another scope type or a refused call.
+ */
+int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud);
+
+/** Close one member (websocket code and reason, sse: end the stream); it leaves at once. */
+void pagi_group_close(pagi_group *g, pagi_scope *member, int code, const char *reason);
+
+/** Members currently in the group (joined and not yet disconnected). */
+size_t pagi_group_size(const pagi_group *g);
+
+/**
+ * Send to every member, applying the policy to slow ones. text: a websocket
+ * text message, an sse "data:" event. bytes: a websocket binary message
+ * (sse members are skipped). event: an sse event named event (NULL: none)
+ * with data; websocket members get data as text. The bytes are copied.
+ * Returns how many members it was sent or queued to, or -1 on OOM.
+ */
+int pagi_group_send_text(pagi_group *g, const char *data, size_t len);
+int pagi_group_send_bytes(pagi_group *g, const void *data, size_t len);
+int pagi_group_send_event(pagi_group *g, const char *event, const char *data, size_t len);
+/** The same to one member only (the policy applies): e.g. a snapshot for a newcomer. */
+int pagi_group_send_to(pagi_group *g, pagi_scope *member, const char *event, const char *data,
+                       size_t len);
+
+/** Messages dropped (DROP), replaced (CONFLATE) or members closed (DISCONNECT) so far. */
+unsigned long pagi_group_slow_count(const pagi_group *g);
+
+/* ------------------------------------------------------------------ */
+/* Lifespan                                                            */
+/* ------------------------------------------------------------------ */
+
+/**
+ * Create the app's worker-wide object. Return it, or set *err (a static
+ * string) to fail the startup; s is the lifespan scope (for pagi_scope_loop).
+ */
+typedef void *(*pagi_lifespan_create_fn)(pagi_scope *s, void *ud, const char **err);
+/** Free what create returned (called on shutdown; not after a failed create). */
+typedef void (*pagi_lifespan_destroy_fn)(void *obj, void *ud);
+
+/**
+ * Run a whole lifespan scope: wait for lifespan.startup, call create, store
+ * its result in the lifespan state under key (when key is not NULL, so every
+ * request finds it with pagi_state_get), answer startup.complete (or
+ * startup.failed with create's error), wait for lifespan.shutdown, call
+ * destroy, answer shutdown.complete and finish the scope. Returns 0, or -1
+ * when the first receive was refused (the scope is then finished).
+ */
+int pagi_lifespan_run(pagi_scope *s, const char *key, pagi_lifespan_create_fn create,
+                      pagi_lifespan_destroy_fn destroy, void *ud);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PAGI_PAGI_EASY_H */

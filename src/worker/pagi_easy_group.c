@@ -1,0 +1,376 @@
+/*
+ * pagi_easy_group.c - broadcast groups of pagi_easy.h: a group owns each
+ * member scope's receive loop and counts its sends in flight, so a member is
+ * finished only after its disconnect arrived and its last send callback ran.
+ * Slow members (send buffer at the high water mark) get the group's policy.
+ */
+#include <pagi/pagi_easy.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pagi_easy_policy.h"
+
+typedef enum msg_kind { MSG_TEXT, MSG_BYTES, MSG_EVENT } msg_kind;
+
+/*
+ * One member. Owned by the group layer itself, not by the group: it lives
+ * from join until its scope is finished (disconnect seen, no send in flight),
+ * which may be after it left the group or the group was freed.
+ */
+typedef struct member {
+    pagi_group *g; /* NULL once it left (closed, disconnected, group freed) */
+    pagi_scope *s;
+    struct member *prev, *next;
+    pagi_group_msg_cb on_message;
+    void *ud;
+    int is_ws;
+    int ready;        /* accepted (websocket) or started (sse) */
+    int closing;      /* a close was sent: nothing more goes out */
+    int disconnected; /* the receive loop ended */
+    const char *finish_err;
+    unsigned in_flight; /* sends whose callback has not run yet */
+    /* CONFLATE: the latest message held back while the member is slow. */
+    int has_pending;
+    msg_kind pend_kind;
+    char *pend_event, *pend_data; /* owned */
+    size_t pend_len;
+} member;
+
+struct pagi_group {
+    pagi_group_policy policy;
+    member *head;
+    size_t count;
+    unsigned long slow;
+};
+
+static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud);
+
+static void pending_clear(member *m)
+{
+    free(m->pend_event);
+    free(m->pend_data);
+    m->pend_event = m->pend_data = NULL;
+    m->has_pending = 0;
+}
+
+static void member_leave(member *m)
+{
+    pagi_group *g = m->g;
+    if (g == NULL)
+        return;
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        g->head = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    m->prev = m->next = NULL;
+    m->g = NULL;
+    g->count--;
+}
+
+/* The end of a member: the core rule is no finish before the last send callback. */
+static void member_maybe_done(member *m)
+{
+    if (!m->disconnected || m->in_flight > 0)
+        return;
+    pagi_scope *s = m->s;
+    const char *err = m->finish_err;
+    member_leave(m);
+    pending_clear(m);
+    free(m);
+    pagi_scope_finish(s, err);
+}
+
+static void member_sent(pagi_scope *s, const char *err, void *ud);
+
+/* Put one message on the member's connection; counted until its callback. */
+static int member_write(member *m, msg_kind kind, const char *event, const char *data, size_t len)
+{
+    pagi_event ev;
+    if (m->is_ws) {
+        ev = pagi_event_init(PAGI_EV_WEBSOCKET_SEND);
+        if (kind == MSG_BYTES)
+            ev.bytes = (pagi_str){data, len};
+        else {
+            ev.is_text = 1;
+            ev.text = (pagi_str){data, len};
+        }
+    } else {
+        ev = pagi_event_init(PAGI_EV_SSE_SEND);
+        ev.data = (pagi_str){data, len};
+        if (kind == MSG_EVENT && event != NULL)
+            ev.event = (pagi_str){event, strlen(event)};
+    }
+    m->in_flight++;
+    if (pagi_send(m->s, &ev, member_sent, m) != 0) {
+        m->in_flight--;
+        return -1; /* e.g. invalid UTF-8 or a newline in the event name: this member only */
+    }
+    return 0;
+}
+
+static void member_close(member *m, int code, const char *reason)
+{
+    member_leave(m);
+    pending_clear(m);
+    if (m->closing || m->disconnected)
+        return;
+    m->closing = 1;
+    pagi_event ev;
+    if (m->is_ws) {
+        ev = pagi_event_init(PAGI_EV_WEBSOCKET_CLOSE);
+        ev.code = code;
+        if (reason != NULL)
+            ev.reason = (pagi_str){reason, strlen(reason)};
+    } else {
+        ev = pagi_event_init(PAGI_EV_SSE_CLOSE);
+    }
+    m->in_flight++;
+    if (pagi_send(m->s, &ev, member_sent, m) != 0)
+        m->in_flight--;
+    /* The pending receive delivers the disconnect, which ends the member. */
+}
+
+static int member_is_slow(const member *m)
+{
+    return pagi_transport_buffered_amount(m->s) >= pagi_transport_high_water_mark(m->s);
+}
+
+static int pending_set(member *m, msg_kind kind, const char *event, const char *data, size_t len)
+{
+    char *d = malloc(len ? len : 1);
+    char *e = event ? strdup(event) : NULL;
+    if (d == NULL || (event && e == NULL)) {
+        free(d);
+        free(e);
+        return -1;
+    }
+    if (len)
+        memcpy(d, data, len);
+    pending_clear(m);
+    m->has_pending = 1;
+    m->pend_kind = kind;
+    m->pend_event = e;
+    m->pend_data = d;
+    m->pend_len = len;
+    return 0;
+}
+
+/* 1 when sent or held for the member, 0 when skipped, -1 on OOM. */
+static int member_offer(member *m, msg_kind kind, const char *event, const char *data, size_t len)
+{
+    pagi_group *g = m->g;
+    if (!m->ready || m->closing || m->disconnected || (kind == MSG_BYTES && !m->is_ws))
+        return 0;
+    switch (easy_policy_decide(g->policy, member_is_slow(m), m->has_pending)) {
+    case EASY_SEND:
+        return member_write(m, kind, event, data, len) == 0;
+    case EASY_HOLD:
+        if (!member_is_slow(m) && m->in_flight == 0) {
+            /* Nothing left to trigger a flush: the newer message wins now. */
+            g->slow++;
+            pending_clear(m);
+            return member_write(m, kind, event, data, len) == 0;
+        }
+        if (m->has_pending)
+            g->slow++; /* the held message is replaced: one lost */
+        return pending_set(m, kind, event, data, len) == 0 ? 1 : -1;
+    case EASY_DROP:
+        g->slow++;
+        return 0;
+    case EASY_CLOSE:
+        g->slow++;
+        member_close(m, 1008, "too slow");
+        return 0;
+    }
+    return 0;
+}
+
+static void member_sent(pagi_scope *s, const char *err, void *ud)
+{
+    (void)s;
+    (void)err; /* a failed send ends in a disconnect, which the receive loop sees */
+    member *m = ud;
+    m->in_flight--;
+    if (m->has_pending && !m->closing && !m->disconnected && !member_is_slow(m)) {
+        /* Drained: the latest held message goes out now. */
+        msg_kind k = m->pend_kind;
+        char *e = m->pend_event, *d = m->pend_data;
+        size_t n = m->pend_len;
+        m->pend_event = m->pend_data = NULL;
+        m->has_pending = 0;
+        member_write(m, k, e, d, n);
+        free(e);
+        free(d);
+    }
+    member_maybe_done(m);
+}
+
+static void member_end(member *m, const char *err)
+{
+    member_leave(m);
+    pending_clear(m);
+    m->disconnected = 1;
+    m->finish_err = err;
+    member_maybe_done(m);
+}
+
+static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud)
+{
+    member *m = ud;
+
+    switch (ev->type) {
+    case PAGI_EV_WEBSOCKET_DISCONNECT:
+    case PAGI_EV_SSE_DISCONNECT:
+        member_end(m, NULL);
+        return;
+    case PAGI_EV_WEBSOCKET_CONNECT:
+        if (!m->closing) {
+            pagi_event acc = pagi_event_init(PAGI_EV_WEBSOCKET_ACCEPT);
+            if (pagi_send(s, &acc, NULL, NULL) != 0) {
+                member_end(m, "pagi_group_join: websocket.accept refused");
+                return;
+            }
+            m->ready = 1;
+        }
+        break;
+    case PAGI_EV_WEBSOCKET_RECEIVE:
+        /* The callback may close this member or free the group: m stays
+         * valid because only the disconnect (below, later) can free it. */
+        if (m->g != NULL && m->on_message != NULL)
+            m->on_message(m->g, s, ev->is_text ? ev->text : ev->bytes, ev->is_text, m->ud);
+        break;
+    default: /* sse.request body: not for a group */
+        break;
+    }
+    if (pagi_receive(s, member_recv, m) != 0)
+        member_end(m, "pagi_group: receive refused");
+}
+
+pagi_group *pagi_group_new(pagi_group_policy policy)
+{
+    if (policy != PAGI_GROUP_CONFLATE && policy != PAGI_GROUP_DROP &&
+        policy != PAGI_GROUP_DISCONNECT)
+        return NULL;
+    pagi_group *g = calloc(1, sizeof *g);
+    if (g != NULL)
+        g->policy = policy;
+    return g;
+}
+
+void pagi_group_free(pagi_group *g)
+{
+    if (g == NULL)
+        return;
+    while (g->head != NULL)
+        member_close(g->head, 1001, "going away");
+    free(g);
+}
+
+int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud)
+{
+    pagi_scope_type t = pagi_scope_type_of(s);
+    if (t != PAGI_SCOPE_WEBSOCKET && t != PAGI_SCOPE_SSE) {
+        pagi_scope_finish(s, "pagi_group_join: not a websocket or sse scope");
+        return -1;
+    }
+    member *m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        pagi_scope_finish(s, "pagi_group_join: out of memory");
+        return -1;
+    }
+    m->s = s;
+    m->on_message = on_message;
+    m->ud = ud;
+    m->is_ws = t == PAGI_SCOPE_WEBSOCKET;
+    if (!m->is_ws) {
+        pagi_event start = pagi_event_init(PAGI_EV_SSE_START);
+        start.status = 200;
+        if (pagi_send(s, &start, NULL, NULL) != 0) {
+            free(m);
+            pagi_scope_finish(s, pagi_scope_error(s));
+            return -1;
+        }
+        m->ready = 1;
+    }
+    if (pagi_receive(s, member_recv, m) != 0) {
+        free(m);
+        pagi_scope_finish(s, pagi_scope_error(s));
+        return -1;
+    }
+    m->g = g;
+    m->next = g->head;
+    if (m->next)
+        m->next->prev = m;
+    g->head = m;
+    g->count++;
+    return 0;
+}
+
+static member *find_member(pagi_group *g, pagi_scope *s)
+{
+    for (member *m = g->head; m != NULL; m = m->next)
+        if (m->s == s)
+            return m;
+    return NULL;
+}
+
+void pagi_group_close(pagi_group *g, pagi_scope *member_scope, int code, const char *reason)
+{
+    member *m = find_member(g, member_scope);
+    if (m != NULL)
+        member_close(m, code, reason);
+}
+
+size_t pagi_group_size(const pagi_group *g)
+{
+    return g->count;
+}
+
+unsigned long pagi_group_slow_count(const pagi_group *g)
+{
+    return g->slow;
+}
+
+static int group_offer(pagi_group *g, msg_kind kind, const char *event, const char *data,
+                       size_t len)
+{
+    int n = 0, oom = 0;
+    member *next;
+    /* A DISCONNECT close unlinks the member: walk with the next saved. */
+    for (member *m = g->head; m != NULL; m = next) {
+        next = m->next;
+        int r = member_offer(m, kind, event, data, len);
+        if (r < 0)
+            oom = 1;
+        else
+            n += r;
+    }
+    return oom ? -1 : n;
+}
+
+int pagi_group_send_text(pagi_group *g, const char *data, size_t len)
+{
+    return group_offer(g, MSG_TEXT, NULL, data, len);
+}
+
+int pagi_group_send_bytes(pagi_group *g, const void *data, size_t len)
+{
+    return group_offer(g, MSG_BYTES, NULL, data, len);
+}
+
+int pagi_group_send_event(pagi_group *g, const char *event, const char *data, size_t len)
+{
+    return group_offer(g, MSG_EVENT, event, data, len);
+}
+
+int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *event, const char *data,
+                       size_t len)
+{
+    member *m = find_member(g, member_scope);
+    if (m == NULL)
+        return 0;
+    return member_offer(m, event ? MSG_EVENT : MSG_TEXT, event, data, len);
+}

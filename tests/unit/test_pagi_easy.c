@@ -1,0 +1,299 @@
+/*
+ * test_pagi_easy.c - Check suite for the broadcast groups of pagi_easy.h
+ * (src/worker/pagi_easy_group.c) on websocket scopes with a fake driver
+ * whose sends can be held in flight: the slow-member policy table, DROP,
+ * CONFLATE and DISCONNECT, and no member finished before its last send.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/pagi_easy_policy.h"
+#include "worker/reason.h"
+#include "worker/scope.h"
+#include "worker/state_table.h"
+#include "worker/worker_ctx.h"
+
+static pagid_config cfg;
+static struct ev_loop *ev;
+static worker_ctx w;
+
+static void setup(void)
+{
+    config_init_defaults(&cfg);
+    memset(&w, 0, sizeof w);
+    w.cfg = &cfg;
+    ev = ev_loop_new(0);
+    ck_assert_ptr_nonnull(ev);
+    loop_init(&w.loop, ev);
+}
+
+static void teardown(void)
+{
+    loop_drain_all(&w.loop);
+    loop_destroy(&w.loop);
+    ev_loop_destroy(ev);
+    state_table_unref(w.state);
+    config_free(&cfg);
+}
+
+static void drain(void)
+{
+    while (runq_drain(&w.loop.rq) > 0)
+        ;
+}
+
+/* ---- a fake websocket driver: one per member ---- */
+
+#define MAX_HELD 16
+
+typedef struct fake_ws {
+    pagi_scope *s;
+    int connect_pending; /* websocket.connect not yet delivered */
+    int hold;            /* 1: websocket.send completions wait for release_held */
+    size_t buffered;
+    int sends, closes, close_code, finished;
+    char last[64];
+    pagi_send_cb held_cb[MAX_HELD];
+    void *held_ud[MAX_HELD];
+    int held;
+} fake_ws;
+
+static int fake_send(pagi_scope *s, const pagi_event *e, pagi_send_cb cb, void *ud)
+{
+    fake_ws *f = scope_proto(s);
+    if (e->type == PAGI_EV_WEBSOCKET_SEND) {
+        f->sends++;
+        snprintf(f->last, sizeof f->last, "%.*s", (int)e->text.len, e->text.ptr);
+        if (f->hold && f->held < MAX_HELD) {
+            f->held_cb[f->held] = cb;
+            f->held_ud[f->held++] = ud;
+            return 0;
+        }
+    } else if (e->type == PAGI_EV_WEBSOCKET_CLOSE) {
+        f->closes++;
+        f->close_code = e->code;
+    }
+    scope_complete_send(s, cb, ud, NULL);
+    return 0;
+}
+
+static void release_held(fake_ws *f)
+{
+    for (int i = 0; i < f->held; i++)
+        scope_complete_send(f->s, f->held_cb[i], f->held_ud[i], NULL);
+    f->held = 0;
+    drain();
+}
+
+static int fake_next_event(pagi_scope *s, pagi_event *e, int take)
+{
+    fake_ws *f = scope_proto(s);
+    if (!scope_is_connected(s)) {
+        if (take) {
+            e->type = PAGI_EV_WEBSOCKET_DISCONNECT;
+            e->code = 1006;
+        }
+        return 1;
+    }
+    if (!f->connect_pending)
+        return 0;
+    if (take) {
+        e->type = PAGI_EV_WEBSOCKET_CONNECT;
+        f->connect_pending = 0;
+    }
+    return 1;
+}
+
+static void fake_receive_wanted(pagi_scope *s)
+{
+    (void)s;
+}
+
+static void fake_finished(pagi_scope *s, const char *error)
+{
+    (void)error;
+    ((fake_ws *)scope_proto(s))->finished++;
+}
+
+static size_t fake_buffered(const pagi_scope *s)
+{
+    return ((fake_ws *)scope_proto(s))->buffered;
+}
+static int fake_above_high(const pagi_scope *s)
+{
+    (void)s;
+    return 0;
+}
+
+static const scope_ops fake_ops = {
+    .send = fake_send,
+    .next_event = fake_next_event,
+    .receive_wanted = fake_receive_wanted,
+    .finished = fake_finished,
+    .buffered = fake_buffered,
+    .above_high = fake_above_high,
+};
+
+/* A member: a websocket scope joined to g and accepted. */
+static void join(pagi_group *g, fake_ws *f)
+{
+    memset(f, 0, sizeof *f);
+    f->connect_pending = 1;
+    scope_request r = {.method = "GET",
+                       .http_version = "1.1",
+                       .path = {"/ws", 3},
+                       .raw_path = {"/ws", 3},
+                       .query = {"", 0}};
+    f->s = scope_new(&w, PAGI_SCOPE_WEBSOCKET, &fake_ops, f, &r);
+    ck_assert_ptr_nonnull(f->s);
+    ck_assert_int_eq(pagi_group_join(g, f->s, NULL, NULL), 0);
+    drain(); /* websocket.connect delivered, accept sent */
+}
+
+/* The client goes away: the member leaves and (sends done) finishes. */
+static void hang_up(fake_ws *f)
+{
+    scope_disconnect(f->s, reason_client_closed);
+    drain();
+}
+
+static void gone(fake_ws *f)
+{
+    scope_detach(f->s);
+    drain();
+}
+
+static const size_t slow_bytes = 1u << 30; /* far above any high water mark */
+
+START_TEST(policy_table)
+{
+    ck_assert_int_eq(easy_policy_decide(PAGI_GROUP_DROP, 0, 0), EASY_SEND);
+    ck_assert_int_eq(easy_policy_decide(PAGI_GROUP_DROP, 1, 0), EASY_DROP);
+    ck_assert_int_eq(easy_policy_decide(PAGI_GROUP_CONFLATE, 0, 0), EASY_SEND);
+    ck_assert_int_eq(easy_policy_decide(PAGI_GROUP_CONFLATE, 1, 0), EASY_HOLD);
+    /* Behind a held message a newer one replaces it, even once drained. */
+    ck_assert_int_eq(easy_policy_decide(PAGI_GROUP_CONFLATE, 0, 1), EASY_HOLD);
+    ck_assert_int_eq(easy_policy_decide(PAGI_GROUP_DISCONNECT, 0, 0), EASY_SEND);
+    ck_assert_int_eq(easy_policy_decide(PAGI_GROUP_DISCONNECT, 1, 0), EASY_CLOSE);
+}
+END_TEST
+
+START_TEST(drop_skips_only_the_slow_member)
+{
+    pagi_group *g = pagi_group_new(PAGI_GROUP_DROP);
+    fake_ws a, b;
+    join(g, &a);
+    join(g, &b);
+    ck_assert_uint_eq(pagi_group_size(g), 2);
+    b.buffered = slow_bytes;
+    ck_assert_int_eq(pagi_group_send_text(g, "one", 3), 1);
+    drain();
+    ck_assert_int_eq(a.sends, 1);
+    ck_assert_int_eq(b.sends, 0);
+    ck_assert_uint_eq(pagi_group_slow_count(g), 1);
+    b.buffered = 0;
+    ck_assert_int_eq(pagi_group_send_text(g, "two", 3), 2);
+    ck_assert_str_eq(b.last, "two");
+    hang_up(&a);
+    hang_up(&b);
+    ck_assert_uint_eq(pagi_group_size(g), 0);
+    ck_assert_int_eq(a.finished + b.finished, 2);
+    pagi_group_free(g);
+    gone(&a);
+    gone(&b);
+}
+END_TEST
+
+START_TEST(conflate_sends_the_latest_once_drained)
+{
+    pagi_group *g = pagi_group_new(PAGI_GROUP_CONFLATE);
+    fake_ws a;
+    join(g, &a);
+    a.hold = 1;
+    pagi_group_send_text(g, "v1", 2); /* goes out, completion held */
+    a.buffered = slow_bytes;
+    pagi_group_send_text(g, "v2", 2);
+    pagi_group_send_text(g, "v3", 2);
+    ck_assert_int_eq(a.sends, 1);
+    ck_assert_str_eq(a.last, "v1");
+    a.buffered = 0;
+    a.hold = 0;
+    release_held(&a); /* the drain: only the latest follows */
+    ck_assert_int_eq(a.sends, 2);
+    ck_assert_str_eq(a.last, "v3");
+    ck_assert_uint_eq(pagi_group_slow_count(g), 1); /* v2 was replaced */
+    hang_up(&a);
+    ck_assert_int_eq(a.finished, 1);
+    pagi_group_free(g);
+    gone(&a);
+}
+END_TEST
+
+START_TEST(disconnect_closes_the_slow_member_with_1008)
+{
+    pagi_group *g = pagi_group_new(PAGI_GROUP_DISCONNECT);
+    fake_ws a, b;
+    join(g, &a);
+    join(g, &b);
+    b.buffered = slow_bytes;
+    ck_assert_int_eq(pagi_group_send_text(g, "x", 1), 1);
+    drain();
+    ck_assert_int_eq(b.closes, 1);
+    ck_assert_int_eq(b.close_code, 1008);
+    ck_assert_uint_eq(pagi_group_size(g), 1);
+    ck_assert_int_eq(b.finished, 0); /* until its disconnect arrives */
+    hang_up(&b);
+    ck_assert_int_eq(b.finished, 1);
+    /* Freeing the group closes the rest with 1001; they finish on their own. */
+    pagi_group_free(g);
+    drain();
+    ck_assert_int_eq(a.close_code, 1001);
+    hang_up(&a);
+    ck_assert_int_eq(a.finished, 1);
+    gone(&a);
+    gone(&b);
+}
+END_TEST
+
+START_TEST(no_finish_before_the_last_send_callback)
+{
+    pagi_group *g = pagi_group_new(PAGI_GROUP_DROP);
+    fake_ws a;
+    join(g, &a);
+    a.hold = 1;
+    pagi_group_send_text(g, "m1", 2);
+    pagi_group_send_text(g, "m2", 2);
+    hang_up(&a);
+    ck_assert_uint_eq(pagi_group_size(g), 0); /* left at the disconnect */
+    ck_assert_int_eq(a.finished, 0);          /* but two sends are in flight */
+    pagi_group_free(g);                       /* the member outlives its group */
+    release_held(&a);
+    ck_assert_int_eq(a.finished, 1);
+    gone(&a);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("pagi_easy");
+    TCase *tc = tcase_create("group");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, policy_table);
+    tcase_add_test(tc, drop_skips_only_the_slow_member);
+    tcase_add_test(tc, conflate_sends_the_latest_once_drained);
+    tcase_add_test(tc, disconnect_closes_the_slow_member_with_1008);
+    tcase_add_test(tc, no_finish_before_the_last_send_callback);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
