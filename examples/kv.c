@@ -242,4 +242,4 @@ static void handle(pagi_scope *s, void *instance)
     }
 }
 
-const pagi_app pagi_module = {PAGI_ABI_VERSION, "kv", NULL, handle, NULL};
+const pagi_app pagi_module = PAGI_APP_INIT("kv", NULL, handle, NULL);
