@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define HSTORE(hv, k, v) (void)hv_store((hv), (k), (I32)strlen(k), (v), 0)
 
@@ -293,7 +296,18 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
             ev->fd = PerlIO_fileno(pio);
         }
         if (zero_length && !ev->body.len && (file.ptr != NULL) + ev->use_fd == 1) {
-            ev->use_fd = 0; /* an empty body, as the spec's length => 0 asks */
+            /* An empty body, as the spec's length => 0 asks; a file that
+             * can't be read still fails the send, as it would with a length. */
+            if (file.ptr) {
+                char path[4096];
+                struct stat st;
+                snprintf(path, sizeof path, "%.*s", (int)file.len, file.ptr);
+                if (stat(path, &st) < 0 || access(path, R_OK) < 0) {
+                    snprintf(err, errlen, "%s: cannot open %s: %s", tname, path, strerror(errno));
+                    return err;
+                }
+            }
+            ev->use_fd = 0;
             ev->fd = 0;
             file.ptr = NULL;
         }

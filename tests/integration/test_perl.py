@@ -530,6 +530,13 @@ def offset_length_and_retry_keep_their_perl_meaning(ctx):
                         ("/tail", b"456789")):
         r = request(srv.port, path=route + "?" + path)
         check_eq((r.status, r.body), (200, want), route)
+    # length => 0 sends nothing, but a file that isn't there still fails the send
+    try:
+        request(srv.port, path="/len0-missing?" + path)
+    except Exception:
+        pass  # the response started, then the app died: the connection is cut
+    check(wait_for(lambda: "cannot open %s.missing" % path in srv.stderr(), 5),
+          "the missing file's send refused: %s" % srv.stderr()[-400:])
     c = lib.Conn(srv.port)
     c.send(b"GET /sse HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
     raw = c.read_to_eof()

@@ -19,6 +19,7 @@ async sub {
     my $file = $scope->{query_string};
     my %body = (
         '/len0'  => {file => $file, length => 0},
+        '/len0-missing' => {file => "$file.missing", length => 0},
         '/range' => {file => $file, offset => 2, length => 3},
         '/tail'  => {file => $file, offset => 4},
     );
