@@ -32,8 +32,8 @@ typedef struct member {
     int ready;        /* accepted (websocket) or started (sse) */
     int closing;      /* a close was sent: nothing more goes out */
     int disconnected; /* the receive loop ended */
-    int in_message; /* on_message is running: leave must not free m yet */
-    int leaving;    /* pagi_group_leave: handed back once nothing is in flight */
+    int in_message;   /* on_message is running: leave must not free m yet */
+    int leaving;      /* pagi_group_leave: handed back once nothing is in flight */
     pagi_group_left_cb left_cb;
     void *left_ud;
     const char *finish_err;
@@ -41,7 +41,7 @@ typedef struct member {
     /* CONFLATE: the latest message held back while the member is slow. */
     int has_pending;
     msg_kind pend_kind;
-    char *pend_event; /* owned */
+    char *pend_event;   /* owned */
     pagi_buf *pend_buf; /* one reference, shared with the broadcast */
 } member;
 

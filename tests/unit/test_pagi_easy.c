@@ -288,7 +288,7 @@ START_TEST(broadcast_shares_one_buffer)
     ck_assert_int_eq(pagi_group_send_text(g, msg, 6), 2);
     ck_assert_str_eq(a.last, "shared");
     ck_assert_ptr_eq(a.last_ptr, b.last_ptr); /* one copy for both members */
-    ck_assert_ptr_ne(a.last_ptr, msg);       /* ... and not the caller's bytes */
+    ck_assert_ptr_ne(a.last_ptr, msg);        /* ... and not the caller's bytes */
     hang_up(&a);
     hang_up(&b);
     pagi_group_free(g);
