@@ -139,6 +139,8 @@ static void *kv_create(pagi_scope *s, void *ud, const char **err)
         *err = "kv: out of memory";
         return NULL;
     }
+    /* A drain (stop, reload) closes every client at once; watchers hear why. */
+    pagi_group_set_drain_event(k->watch, "shutdown", "server shutting down", 20);
     return k;
 }
 

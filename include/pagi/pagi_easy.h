@@ -103,10 +103,31 @@ void pagi_group_free(pagi_group *g);
  * NULL; msg is valid during the call), counts the member's sends in flight,
  * and on the disconnect leaves the group and finishes the scope after the
  * last send callback ran. The app must not receive on or finish s itself;
- * it may send to it through the group only. Returns 0, or -1 (s finished
- * with the error) for another scope type or a refused call.
+ * it may send to it through the group only (or take it back with
+ * pagi_group_leave). When the worker starts draining (stop, reload,
+ * max_requests) every member of every group is closed at once: websocket
+ * 1001 "server shutting down", sse stream ended (after the group's drain
+ * event, if set); a scope joining while the worker drains is refused the
+ * same way (a websocket not yet accepted gets a 403). Returns 0, or -1 (s
+ * finished with the error) for another scope type or a refused call.
  */
 int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud);
+
+/** Called once when a member handed back by pagi_group_leave is the app's again. */
+typedef void (*pagi_group_left_cb)(pagi_scope *s, void *ud);
+
+/**
+ * Take a member back from the group without closing it: it leaves at once
+ * (no more messages, a held CONFLATE message is dropped), its pending
+ * receive is withdrawn (pagi_receive_cancel), and cb runs once the group's
+ * sends to it in flight have completed; it may run before this returns.
+ * From cb on the app owns s again as if it had never joined: it receives
+ * (an event not yet delivered, e.g. websocket.connect, is not lost), sends
+ * and finishes it, and the group no longer closes it on a drain. Callable
+ * from on_message. Returns 0, or -1 when s is not a member of g (already
+ * closed or disconnected) or cb is NULL.
+ */
+int pagi_group_leave(pagi_group *g, pagi_scope *member, pagi_group_left_cb cb, void *ud);
 
 /** Close one member (websocket code and reason, sse: end the stream); it leaves at once. */
 void pagi_group_close(pagi_group *g, pagi_scope *member, int code, const char *reason);
@@ -118,7 +139,9 @@ size_t pagi_group_size(const pagi_group *g);
  * Send to every member, applying the policy to slow ones. text: a websocket
  * text message, an sse "data:" event. bytes: a websocket binary message
  * (sse members are skipped). event: an sse event named event (NULL: none)
- * with data; websocket members get data as text. The bytes are copied.
+ * with data; websocket members get data as text. The bytes are copied
+ * once, into one pagi_buf that every websocket member's send (and a held
+ * CONFLATE message) references: N members hold the message once.
  * Returns how many members it was sent or queued to, or -1 on OOM.
  */
 int pagi_group_send_text(pagi_group *g, const char *data, size_t len);
@@ -127,6 +150,13 @@ int pagi_group_send_event(pagi_group *g, const char *event, const char *data, si
 /** The same to one member only (the policy applies): e.g. a snapshot for a newcomer. */
 int pagi_group_send_to(pagi_group *g, pagi_scope *member, const char *event, const char *data,
                        size_t len);
+
+/**
+ * The last sse event the members get when the worker drains, before their
+ * stream ends (event NULL: a data-only event); copied. Websocket members
+ * get their 1001 close only. Returns 0, or -1 on OOM.
+ */
+int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *data, size_t len);
 
 /** Messages dropped (DROP), replaced (CONFLATE) or members closed (DISCONNECT) so far. */
 unsigned long pagi_group_slow_count(const pagi_group *g);

@@ -3,6 +3,8 @@
  * member scope's receive loop and counts its sends in flight, so a member is
  * finished only after its disconnect arrived and its last send callback ran.
  * Slow members (send buffer at the high water mark) get the group's policy.
+ * A broadcast is one refcounted pagi_buf shared by every websocket member;
+ * the worker's drain notice closes every member of every group at once.
  */
 #include <pagi/pagi_easy.h>
 
@@ -21,20 +23,26 @@ typedef enum msg_kind { MSG_TEXT, MSG_BYTES, MSG_EVENT } msg_kind;
 typedef struct member {
     pagi_group *g; /* NULL once it left (closed, disconnected, group freed) */
     pagi_scope *s;
-    struct member *prev, *next;
+    struct member *prev, *next;   /* in g */
+    struct member *aprev, *anext; /* in live_members while the layer drives s */
+    int in_live;
     pagi_group_msg_cb on_message;
     void *ud;
     int is_ws;
     int ready;        /* accepted (websocket) or started (sse) */
     int closing;      /* a close was sent: nothing more goes out */
     int disconnected; /* the receive loop ended */
+    int in_message;   /* on_message is running: leave must not free m yet */
+    int leaving;      /* pagi_group_leave: handed back once nothing is in flight */
+    pagi_group_left_cb left_cb;
+    void *left_ud;
     const char *finish_err;
     unsigned in_flight; /* sends whose callback has not run yet */
     /* CONFLATE: the latest message held back while the member is slow. */
     int has_pending;
     msg_kind pend_kind;
-    char *pend_event, *pend_data; /* owned */
-    size_t pend_len;
+    char *pend_event;   /* owned */
+    pagi_buf *pend_buf; /* one reference, shared with the broadcast */
 } member;
 
 struct pagi_group {
@@ -42,16 +50,52 @@ struct pagi_group {
     member *head;
     size_t count;
     unsigned long slow;
+    char *drain_event, *drain_data; /* owned; the sse members' last event on a drain */
+    size_t drain_len;
+    int has_drain_event;
 };
+
+/*
+ * Every member whose events the layer drives, in any group or closing: the
+ * worker's drain notice is per scope, but it must close all of them at once,
+ * and a notice queued for a member that has since ended or left finds it
+ * gone from here. One list per process is enough: a worker runs one loop.
+ */
+static member *live_members;
 
 static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud);
 
 static void pending_clear(member *m)
 {
     free(m->pend_event);
-    free(m->pend_data);
-    m->pend_event = m->pend_data = NULL;
+    pagi_buf_unref(m->pend_buf);
+    m->pend_event = NULL;
+    m->pend_buf = NULL;
     m->has_pending = 0;
+}
+
+static void live_link(member *m)
+{
+    m->aprev = NULL;
+    m->anext = live_members;
+    if (live_members)
+        live_members->aprev = m;
+    live_members = m;
+    m->in_live = 1;
+}
+
+static void live_unlink(member *m)
+{
+    if (!m->in_live)
+        return;
+    if (m->aprev)
+        m->aprev->anext = m->anext;
+    else
+        live_members = m->anext;
+    if (m->anext)
+        m->anext->aprev = m->aprev;
+    m->aprev = m->anext = NULL;
+    m->in_live = 0;
 }
 
 static void member_leave(member *m)
@@ -78,33 +122,50 @@ static void member_maybe_done(member *m)
     pagi_scope *s = m->s;
     const char *err = m->finish_err;
     member_leave(m);
+    live_unlink(m);
     pending_clear(m);
     free(m);
     pagi_scope_finish(s, err);
 }
 
+/* pagi_group_leave's end: the scope goes back to the app once the group's
+ * last send on it completed (the app may then finish it at once). */
+static void member_handback_maybe(member *m)
+{
+    if (!m->leaving || m->in_flight > 0 || m->in_message)
+        return;
+    pagi_scope *s = m->s;
+    pagi_group_left_cb cb = m->left_cb;
+    void *ud = m->left_ud;
+    free(m);
+    cb(s, ud);
+}
+
 static void member_sent(pagi_scope *s, const char *err, void *ud);
 
-/* Put one message on the member's connection; counted until its callback. */
-static int member_write(member *m, msg_kind kind, const char *event, const char *data, size_t len)
+/*
+ * Put one message on the member's connection; counted until its callback.
+ * A websocket member queues b itself (a reference, not a copy), so every
+ * member of a broadcast shares the one buffer; an sse event is formatted.
+ */
+static int member_write(member *m, msg_kind kind, const char *event, pagi_buf *b)
 {
     pagi_event ev;
+    int rc;
+    m->in_flight++;
     if (m->is_ws) {
         ev = pagi_event_init(PAGI_EV_WEBSOCKET_SEND);
-        if (kind == MSG_BYTES)
-            ev.bytes = (pagi_str){data, len};
-        else {
-            ev.is_text = 1;
-            ev.text = (pagi_str){data, len};
-        }
+        ev.is_text = kind != MSG_BYTES;
+        rc = pagi_send_buf(m->s, &ev, b, member_sent, m);
     } else {
+        const char *data = pagi_buf_data(b);
         ev = pagi_event_init(PAGI_EV_SSE_SEND);
-        ev.data = (pagi_str){data, len};
+        ev.data = (pagi_str){data ? data : "", pagi_buf_len(b)};
         if (kind == MSG_EVENT && event != NULL)
             ev.event = (pagi_str){event, strlen(event)};
+        rc = pagi_send(m->s, &ev, member_sent, m);
     }
-    m->in_flight++;
-    if (pagi_send(m->s, &ev, member_sent, m) != 0) {
+    if (rc != 0) {
         m->in_flight--;
         return -1; /* e.g. invalid UTF-8 or a newline in the event name: this member only */
     }
@@ -138,45 +199,39 @@ static int member_is_slow(const member *m)
     return pagi_transport_buffered_amount(m->s) >= pagi_transport_high_water_mark(m->s);
 }
 
-static int pending_set(member *m, msg_kind kind, const char *event, const char *data, size_t len)
+/* CONFLATE holds the latest message by reference: no copy per member. */
+static int pending_set(member *m, msg_kind kind, const char *event, pagi_buf *b)
 {
-    char *d = malloc(len ? len : 1);
     char *e = event ? strdup(event) : NULL;
-    if (d == NULL || (event && e == NULL)) {
-        free(d);
-        free(e);
+    if (event && e == NULL)
         return -1;
-    }
-    if (len)
-        memcpy(d, data, len);
     pending_clear(m);
     m->has_pending = 1;
     m->pend_kind = kind;
     m->pend_event = e;
-    m->pend_data = d;
-    m->pend_len = len;
+    m->pend_buf = pagi_buf_ref(b);
     return 0;
 }
 
 /* 1 when sent or held for the member, 0 when skipped, -1 on OOM. */
-static int member_offer(member *m, msg_kind kind, const char *event, const char *data, size_t len)
+static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b)
 {
     pagi_group *g = m->g;
     if (!m->ready || m->closing || m->disconnected || (kind == MSG_BYTES && !m->is_ws))
         return 0;
     switch (easy_policy_decide(g->policy, member_is_slow(m), m->has_pending)) {
     case EASY_SEND:
-        return member_write(m, kind, event, data, len) == 0;
+        return member_write(m, kind, event, b) == 0;
     case EASY_HOLD:
         if (!member_is_slow(m) && m->in_flight == 0) {
             /* Nothing left to trigger a flush: the newer message wins now. */
             g->slow++;
             pending_clear(m);
-            return member_write(m, kind, event, data, len) == 0;
+            return member_write(m, kind, event, b) == 0;
         }
         if (m->has_pending)
             g->slow++; /* the held message is replaced: one lost */
-        return pending_set(m, kind, event, data, len) == 0 ? 1 : -1;
+        return pending_set(m, kind, event, b) == 0 ? 1 : -1;
     case EASY_DROP:
         g->slow++;
         return 0;
@@ -194,18 +249,46 @@ static void member_sent(pagi_scope *s, const char *err, void *ud)
     (void)err; /* a failed send ends in a disconnect, which the receive loop sees */
     member *m = ud;
     m->in_flight--;
+    if (m->leaving) {
+        member_handback_maybe(m);
+        return;
+    }
     if (m->has_pending && !m->closing && !m->disconnected && !member_is_slow(m)) {
         /* Drained: the latest held message goes out now. */
         msg_kind k = m->pend_kind;
-        char *e = m->pend_event, *d = m->pend_data;
-        size_t n = m->pend_len;
-        m->pend_event = m->pend_data = NULL;
+        char *e = m->pend_event;
+        pagi_buf *b = m->pend_buf;
+        m->pend_event = NULL;
+        m->pend_buf = NULL;
         m->has_pending = 0;
-        member_write(m, k, e, d, n);
+        member_write(m, k, e, b);
         free(e);
-        free(d);
+        pagi_buf_unref(b);
     }
     member_maybe_done(m);
+}
+
+/* The drain notice's close: 1001, or the group's last sse event then the end. */
+static void member_drain_close(member *m)
+{
+    pagi_group *g = m->g;
+    if (g != NULL && g->has_drain_event && !m->is_ws && m->ready && !m->closing) {
+        pagi_buf *b = pagi_buf_wrap(g->drain_data, g->drain_len, NULL, NULL);
+        if (b != NULL) /* sse data is formatted during the send: b is not kept */
+            member_write(m, MSG_EVENT, g->drain_event, b);
+        pagi_buf_unref(b);
+    }
+    member_close(m, 1001, "server shutting down");
+}
+
+/* The worker started draining: every member of every group, at once. */
+static void member_on_server_drain(pagi_scope *s, void *ud)
+{
+    (void)s;
+    (void)ud;
+    for (member *m = live_members; m != NULL; m = m->anext)
+        if (!m->closing && !m->disconnected)
+            member_drain_close(m);
 }
 
 static void member_end(member *m, const char *err)
@@ -237,10 +320,18 @@ static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud)
         }
         break;
     case PAGI_EV_WEBSOCKET_RECEIVE:
-        /* The callback may close this member or free the group: m stays
-         * valid because only the disconnect (below, later) can free it. */
-        if (m->g != NULL && m->on_message != NULL)
+        /* The callback may close this member, free the group or leave: m
+         * stays valid because only the disconnect (below, later) can free
+         * it, and a leave waits for in_message to clear. */
+        if (m->g != NULL && m->on_message != NULL) {
+            m->in_message = 1;
             m->on_message(m->g, s, ev->is_text ? ev->text : ev->bytes, ev->is_text, m->ud);
+            m->in_message = 0;
+            if (m->leaving) {
+                member_handback_maybe(m); /* no receive: the scope is the app's */
+                return;
+            }
+        }
         break;
     default: /* sse.request body: not for a group */
         break;
@@ -266,7 +357,29 @@ void pagi_group_free(pagi_group *g)
         return;
     while (g->head != NULL)
         member_close(g->head, 1001, "going away");
+    free(g->drain_event);
+    free(g->drain_data);
     free(g);
+}
+
+int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *data, size_t len)
+{
+    char *e = event ? strdup(event) : NULL;
+    char *d = malloc(len ? len : 1);
+    if ((event && e == NULL) || d == NULL) {
+        free(e);
+        free(d);
+        return -1;
+    }
+    if (len)
+        memcpy(d, data, len);
+    free(g->drain_event);
+    free(g->drain_data);
+    g->drain_event = e;
+    g->drain_data = d;
+    g->drain_len = len;
+    g->has_drain_event = 1;
+    return 0;
 }
 
 int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud)
@@ -306,6 +419,13 @@ int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, 
         m->next->prev = m;
     g->head = m;
     g->count++;
+    live_link(m);
+    /* Joining a draining worker: refused at once (a websocket close before
+     * the accept is a 403; an sse stream ends), like every other member. */
+    if (pagi_server_draining(s))
+        member_drain_close(m);
+    else
+        pagi_scope_on_server_drain(s, member_on_server_drain, NULL);
     return 0;
 }
 
@@ -324,6 +444,23 @@ void pagi_group_close(pagi_group *g, pagi_scope *member_scope, int code, const c
         member_close(m, code, reason);
 }
 
+int pagi_group_leave(pagi_group *g, pagi_scope *member_scope, pagi_group_left_cb cb, void *ud)
+{
+    member *m = find_member(g, member_scope);
+    if (m == NULL || cb == NULL)
+        return -1;
+    member_leave(m);
+    live_unlink(m);
+    pending_clear(m);
+    m->leaving = 1;
+    m->left_cb = cb;
+    m->left_ud = ud;
+    if (!m->in_message)
+        pagi_receive_cancel(m->s); /* inside on_message none is pending */
+    member_handback_maybe(m);
+    return 0;
+}
+
 size_t pagi_group_size(const pagi_group *g)
 {
     return g->count;
@@ -334,20 +471,46 @@ unsigned long pagi_group_slow_count(const pagi_group *g)
     return g->slow;
 }
 
+static void buf_free(void *ptr, void *ud)
+{
+    (void)ud;
+    free(ptr);
+}
+
+/* One copy of the message for every member: freed with its last reference. */
+static pagi_buf *buf_copy(const char *data, size_t len)
+{
+    char *copy = malloc(len ? len : 1);
+    if (copy == NULL)
+        return NULL;
+    if (len)
+        memcpy(copy, data, len);
+    pagi_buf *b = pagi_buf_wrap(copy, len, buf_free, NULL);
+    if (b == NULL)
+        free(copy);
+    return b;
+}
+
 static int group_offer(pagi_group *g, msg_kind kind, const char *event, const char *data,
                        size_t len)
 {
     int n = 0, oom = 0;
     member *next;
+    if (g->head == NULL)
+        return 0;
+    pagi_buf *b = buf_copy(data, len);
+    if (b == NULL)
+        return -1;
     /* A DISCONNECT close unlinks the member: walk with the next saved. */
     for (member *m = g->head; m != NULL; m = next) {
         next = m->next;
-        int r = member_offer(m, kind, event, data, len);
+        int r = member_offer(m, kind, event, b);
         if (r < 0)
             oom = 1;
         else
             n += r;
     }
+    pagi_buf_unref(b); /* the members' queued sends hold their own references */
     return oom ? -1 : n;
 }
 
@@ -372,5 +535,10 @@ int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *even
     member *m = find_member(g, member_scope);
     if (m == NULL)
         return 0;
-    return member_offer(m, event ? MSG_EVENT : MSG_TEXT, event, data, len);
+    pagi_buf *b = buf_copy(data, len);
+    if (b == NULL)
+        return -1;
+    int r = member_offer(m, event ? MSG_EVENT : MSG_TEXT, event, b);
+    pagi_buf_unref(b);
+    return r;
 }

@@ -6,11 +6,12 @@ an SSE /watch client. Under the ASan build the same tests are the leak check."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
 
-from lib import SLOW, check, check_eq, test
+from lib import SLOW, Conn, check, check_eq, test
 from test_examples import build_dir_of
 from test_sse import SSEClient
 from test_websocket import RawWS
@@ -191,8 +192,8 @@ def kv_slow_clients_do_not_hold_up_the_others(ctx):
 
 @test(timeout=300)
 def kv_stop_with_clients_open_is_clean(ctx):
-    """Clients still open at SIGTERM: the drain closes them after
-    timeouts.shutdown, the store and its groups are freed in lifespan.shutdown
+    """Clients still open at SIGTERM: the drain notice closes them at once,
+    the store and its groups are freed in lifespan.shutdown
     (members still in a group are closed by pagi_group_free), the worker exits
     0, and under the ASan build nothing leaks."""
     srv = ctx.start(build_kv(ctx), config="timeouts:\n  shutdown: 2s\n")
@@ -206,3 +207,54 @@ def kv_stop_with_clients_open_is_clean(ctx):
     check_eq(srv.stop(timeout=20), 0, "exit status with clients open")
     for c in (a, w):
         c.close()
+
+
+@test(timeout=120)
+def kv_drain_closes_group_members_at_once(ctx):
+    """SIGTERM to the master with 2 ws clients and a /watch client open and a
+    PUT half uploaded: the groups hear the drain notice, the ws clients get
+    1001 at once, the watch client its "shutdown" event and the end of the
+    stream, the PUT still completes, and the master exits long before
+    timeouts.shutdown (60 s: above every bound here, even slowed down)."""
+    srv = ctx.start(build_kv(ctx), workers=1, config="timeouts:\n  shutdown: 60\n")
+    p = srv.port
+    a, b = RawWS(p, "/ws"), RawWS(p, "/ws")
+    w = SSEClient(p, "/watch")
+    w.read_head()
+    time.sleep(0.2 * SLOW)  # the groups join on websocket.connect
+    a.send_frame(0x1, "set k v")
+    for c in (a, b):
+        check_eq(c.recv_message(), (0x1, b"set k v"), "broadcast before the stop")
+    check_eq(w.wait_events(1)[0].data, "set k v", "watch before the stop")
+    # A slow upload in flight: half its body now, the rest after the signal.
+    up = Conn(p, timeout=10)
+    up.send("PUT /kv/slow HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabcde")
+    time.sleep(0.2 * SLOW)
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    for name, c in (("a", a), ("b", b)):
+        f = c.expect_close(1001, timeout=5)
+        took = time.monotonic() - t0
+        check_eq(f.close_reason(), "server shutting down", "ws %s close reason" % name)
+        check(took < 1.0 * SLOW, "ws %s: 1001 came %.2f s after SIGTERM (want < 1 s)" % (name, took))
+        c.send_close(1001)
+    w.read_to_end(timeout=5)
+    took = time.monotonic() - t0
+    ctx.note("ws clients closed and watch stream ended %.2f s after SIGTERM" % took)
+    check(took < 2.0 * SLOW, "the watch stream ended %.2f s after SIGTERM" % took)
+    last = w.events[-1]
+    check_eq((last.type, last.data), ("shutdown", "server shutting down"), "the last watch event")
+    # The PUT that spanned the signal is not cut.
+    time.sleep(0.5)
+    check(srv.alive(), "pagid exited with an upload in flight")
+    up.send("fghij")
+    r = up.read_response("PUT")
+    check_eq(r.status, 200, "status of the PUT that spanned the stop")
+    up.close()
+    check(srv.wait_exit(10), "pagid still running 10 s after its last client left")
+    took = time.monotonic() - t0
+    check_eq(srv.returncode, 0, "exit status")
+    check(took < 10 * SLOW, "stop took %.1f s: it waited for timeouts.shutdown (60 s)" % took)
+    for c in (a, b):
+        c.close()
+    w.close()

@@ -2,7 +2,8 @@
  * test_pagi_easy.c - Check suite for the broadcast groups of pagi_easy.h
  * (src/worker/pagi_easy_group.c) on websocket scopes with a fake driver
  * whose sends can be held in flight: the slow-member policy table, DROP,
- * CONFLATE and DISCONNECT, and no member finished before its last send.
+ * CONFLATE and DISCONNECT, no member finished before its last send, one
+ * shared buffer per broadcast, pagi_group_leave, and the drain notice.
  */
 #include <check.h>
 #include <stdio.h>
@@ -55,6 +56,7 @@ typedef struct fake_ws {
     size_t buffered;
     int sends, closes, close_code, finished;
     char last[64];
+    const char *last_ptr; /* the payload's address: shared across members? */
     pagi_send_cb held_cb[MAX_HELD];
     void *held_ud[MAX_HELD];
     int held;
@@ -66,6 +68,7 @@ static int fake_send(pagi_scope *s, const pagi_event *e, pagi_send_cb cb, void *
     if (e->type == PAGI_EV_WEBSOCKET_SEND) {
         f->sends++;
         snprintf(f->last, sizeof f->last, "%.*s", (int)e->text.len, e->text.ptr);
+        f->last_ptr = e->text.ptr;
         if (f->hold && f->held < MAX_HELD) {
             f->held_cb[f->held] = cb;
             f->held_ud[f->held++] = ud;
@@ -275,6 +278,127 @@ START_TEST(no_finish_before_the_last_send_callback)
 }
 END_TEST
 
+START_TEST(broadcast_shares_one_buffer)
+{
+    pagi_group *g = pagi_group_new(PAGI_GROUP_DROP);
+    fake_ws a, b;
+    join(g, &a);
+    join(g, &b);
+    char msg[] = "shared";
+    ck_assert_int_eq(pagi_group_send_text(g, msg, 6), 2);
+    ck_assert_str_eq(a.last, "shared");
+    ck_assert_ptr_eq(a.last_ptr, b.last_ptr); /* one copy for both members */
+    ck_assert_ptr_ne(a.last_ptr, msg);        /* ... and not the caller's bytes */
+    hang_up(&a);
+    hang_up(&b);
+    pagi_group_free(g);
+    gone(&a);
+    gone(&b);
+}
+END_TEST
+
+static int left_calls;
+static pagi_scope *left_scope;
+
+static void on_left(pagi_scope *s, void *ud)
+{
+    ck_assert_ptr_eq(ud, &left_calls);
+    left_calls++;
+    left_scope = s;
+}
+
+static int app_disconnects;
+
+static void app_recv(pagi_scope *s, const pagi_event *e, void *ud)
+{
+    (void)ud;
+    if (e->type == PAGI_EV_WEBSOCKET_DISCONNECT) {
+        app_disconnects++;
+        pagi_scope_finish(s, NULL);
+    }
+}
+
+START_TEST(leave_hands_the_member_back_after_its_sends)
+{
+    pagi_group *g = pagi_group_new(PAGI_GROUP_CONFLATE);
+    fake_ws a, b;
+    join(g, &a);
+    join(g, &b);
+    left_calls = app_disconnects = 0;
+    left_scope = NULL;
+    a.hold = 1;
+    pagi_group_send_text(g, "m1", 2); /* a's completion held: in flight */
+    ck_assert_int_eq(pagi_group_leave(g, a.s, on_left, &left_calls), 0);
+    ck_assert_uint_eq(pagi_group_size(g), 1);
+    drain();
+    ck_assert_int_eq(left_calls, 0); /* not before the group's send completed */
+    ck_assert_int_eq(pagi_group_leave(g, a.s, on_left, &left_calls), -1); /* no longer a member */
+    a.hold = 0;
+    release_held(&a);
+    ck_assert_int_eq(left_calls, 1);
+    ck_assert_ptr_eq(left_scope, a.s);
+    /* The app's again: the group's receive was withdrawn, broadcasts skip it. */
+    ck_assert_int_eq(pagi_receive(a.s, app_recv, NULL), 0);
+    ck_assert_int_eq(pagi_group_send_text(g, "m2", 2), 1);
+    ck_assert_str_eq(a.last, "m1");
+    pagi_event snd = pagi_event_init(PAGI_EV_WEBSOCKET_SEND);
+    snd.is_text = 1;
+    snd.text = (pagi_str){"mine", 4};
+    ck_assert_int_eq(pagi_send(a.s, &snd, NULL, NULL), 0);
+    ck_assert_str_eq(a.last, "mine");
+    drain(); /* b's m2 completes */
+    /* Nothing in flight: handed back before pagi_group_leave returns. */
+    ck_assert_int_eq(pagi_group_leave(g, b.s, on_left, &left_calls), 0);
+    ck_assert_int_eq(left_calls, 2);
+    ck_assert_uint_eq(pagi_group_size(g), 0);
+    ck_assert_int_eq(pagi_receive(b.s, app_recv, NULL), 0);
+    hang_up(&a);
+    hang_up(&b);
+    ck_assert_int_eq(app_disconnects, 2);
+    ck_assert_int_eq(a.finished + b.finished, 2);
+    /* A drain now is the app's business: the group closes neither. */
+    ck_assert_int_eq(a.closes + b.closes, 0);
+    pagi_group_free(g);
+    gone(&a);
+    gone(&b);
+}
+END_TEST
+
+START_TEST(drain_closes_every_member_of_every_group)
+{
+    pagi_group *g1 = pagi_group_new(PAGI_GROUP_DROP);
+    pagi_group *g2 = pagi_group_new(PAGI_GROUP_CONFLATE);
+    ck_assert_int_eq(pagi_group_set_drain_event(g2, "bye", "x", 1), 0);
+    fake_ws a, b, c;
+    join(g1, &a);
+    join(g2, &b);
+    w.draining = 1;
+    scope_notice_server_drain(&w);
+    drain();
+    ck_assert_int_eq(a.closes, 1);
+    ck_assert_int_eq(a.close_code, 1001);
+    ck_assert_int_eq(b.closes, 1);
+    ck_assert_int_eq(b.close_code, 1001);
+    ck_assert_int_eq(b.sends, 0); /* the drain event is for sse members only */
+    ck_assert_uint_eq(pagi_group_size(g1) + pagi_group_size(g2), 0);
+    /* Joining while draining: closed the same way, never accepted. */
+    join(g1, &c);
+    ck_assert_int_eq(c.closes, 1);
+    ck_assert_int_eq(c.close_code, 1001);
+    ck_assert_uint_eq(pagi_group_size(g1), 0);
+    hang_up(&a);
+    hang_up(&b);
+    hang_up(&c);
+    ck_assert_int_eq(a.finished + b.finished + c.finished, 3);
+    pagi_group_free(g1);
+    pagi_group_free(g2);
+    gone(&a);
+    gone(&b);
+    gone(&c);
+    w.draining = 0;
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pagi_easy");
@@ -285,6 +409,9 @@ static Suite *suite(void)
     tcase_add_test(tc, conflate_sends_the_latest_once_drained);
     tcase_add_test(tc, disconnect_closes_the_slow_member_with_1008);
     tcase_add_test(tc, no_finish_before_the_last_send_callback);
+    tcase_add_test(tc, broadcast_shares_one_buffer);
+    tcase_add_test(tc, leave_hands_the_member_back_after_its_sends);
+    tcase_add_test(tc, drain_closes_every_member_of_every_group);
     suite_add_tcase(s, tc);
     return s;
 }
