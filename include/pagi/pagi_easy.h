@@ -147,7 +147,8 @@ size_t pagi_group_size(const pagi_group *g);
 int pagi_group_send_text(pagi_group *g, const char *data, size_t len);
 int pagi_group_send_bytes(pagi_group *g, const void *data, size_t len);
 int pagi_group_send_event(pagi_group *g, const char *event, const char *data, size_t len);
-/** The same to one member only (the policy applies): e.g. a snapshot for a newcomer. */
+/** The same to one member only (the policy applies): e.g. a snapshot for a
+ * newcomer; a websocket member's messages before its accept wait for it. */
 int pagi_group_send_to(pagi_group *g, pagi_scope *member, const char *event, const char *data,
                        size_t len);
 

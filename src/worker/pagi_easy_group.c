@@ -43,7 +43,18 @@ typedef struct member {
     msg_kind pend_kind;
     char *pend_event;   /* owned */
     pagi_buf *pend_buf; /* one reference, shared with the broadcast */
+    /* A websocket member's messages offered before its accept (e.g. a
+     * snapshot sent right after join), sent in order once accepted. */
+    struct early_msg *early_head, *early_tail;
+    unsigned early_count;
 } member;
+
+typedef struct early_msg {
+    struct early_msg *next;
+    msg_kind kind;
+    char *event;  /* owned */
+    pagi_buf *buf; /* one reference */
+} early_msg;
 
 struct pagi_group {
     pagi_group_policy policy;
@@ -72,6 +83,48 @@ static void pending_clear(member *m)
     m->pend_event = NULL;
     m->pend_buf = NULL;
     m->has_pending = 0;
+}
+
+static void early_clear(member *m)
+{
+    while (m->early_head != NULL) {
+        early_msg *e = m->early_head;
+        m->early_head = e->next;
+        free(e->event);
+        pagi_buf_unref(e->buf);
+        free(e);
+    }
+    m->early_tail = NULL;
+    m->early_count = 0;
+}
+
+/* The accept comes within a loop turn of the join: this bound is only for a
+ * flood in between, dropped (and counted) like a slow member's. */
+#define EARLY_MAX 256
+
+static int early_add(member *m, msg_kind kind, const char *event, pagi_buf *b)
+{
+    early_msg *e = calloc(1, sizeof *e);
+    if (e == NULL || (event != NULL && (e->event = strdup(event)) == NULL)) {
+        free(e);
+        return -1;
+    }
+    e->kind = kind;
+    e->buf = pagi_buf_ref(b);
+    if (m->early_tail)
+        m->early_tail->next = e;
+    else
+        m->early_head = e;
+    m->early_tail = e;
+    m->early_count++;
+    return 0;
+}
+
+/* Everything held for the member: the CONFLATE slot and the pre-accept queue. */
+static void held_clear(member *m)
+{
+    pending_clear(m);
+    early_clear(m);
 }
 
 static void live_link(member *m)
@@ -123,7 +176,7 @@ static void member_maybe_done(member *m)
     const char *err = m->finish_err;
     member_leave(m);
     live_unlink(m);
-    pending_clear(m);
+    held_clear(m);
     free(m);
     pagi_scope_finish(s, err);
 }
@@ -175,7 +228,7 @@ static int member_write(member *m, msg_kind kind, const char *event, pagi_buf *b
 static void member_close(member *m, int code, const char *reason)
 {
     member_leave(m);
-    pending_clear(m);
+    held_clear(m);
     if (m->closing || m->disconnected)
         return;
     m->closing = 1;
@@ -217,8 +270,15 @@ static int pending_set(member *m, msg_kind kind, const char *event, pagi_buf *b)
 static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b)
 {
     pagi_group *g = m->g;
-    if (!m->ready || m->closing || m->disconnected || (kind == MSG_BYTES && !m->is_ws))
+    if (m->closing || m->disconnected || (kind == MSG_BYTES && !m->is_ws))
         return 0;
+    if (!m->ready) { /* a websocket not accepted yet: its messages wait */
+        if (m->early_count >= EARLY_MAX) {
+            m->g->slow++;
+            return 0;
+        }
+        return early_add(m, kind, event, b) == 0 ? 1 : -1;
+    }
     switch (easy_policy_decide(g->policy, member_is_slow(m), m->has_pending)) {
     case EASY_SEND:
         return member_write(m, kind, event, b) == 0;
@@ -294,7 +354,7 @@ static void member_on_server_drain(pagi_scope *s, void *ud)
 static void member_end(member *m, const char *err)
 {
     member_leave(m);
-    pending_clear(m);
+    held_clear(m);
     m->disconnected = 1;
     m->finish_err = err;
     member_maybe_done(m);
@@ -317,6 +377,17 @@ static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud)
                 return;
             }
             m->ready = 1;
+            while (m->early_head != NULL && !m->closing) {
+                early_msg *e = m->early_head;
+                m->early_head = e->next;
+                if (m->early_head == NULL)
+                    m->early_tail = NULL;
+                m->early_count--;
+                member_write(m, e->kind, e->event, e->buf);
+                free(e->event);
+                pagi_buf_unref(e->buf);
+                free(e);
+            }
         }
         break;
     case PAGI_EV_WEBSOCKET_RECEIVE:
@@ -451,7 +522,7 @@ int pagi_group_leave(pagi_group *g, pagi_scope *member_scope, pagi_group_left_cb
         return -1;
     member_leave(m);
     live_unlink(m);
-    pending_clear(m);
+    held_clear(m);
     m->leaving = 1;
     m->left_cb = cb;
     m->left_ud = ud;

@@ -399,6 +399,34 @@ START_TEST(drain_closes_every_member_of_every_group)
 }
 END_TEST
 
+/* A message for a websocket member offered before its accept (the snapshot
+ * sent right after join) waits for the accept instead of being dropped. */
+START_TEST(send_to_before_the_accept_waits_for_it)
+{
+    pagi_group *g = pagi_group_new(PAGI_GROUP_DROP);
+    fake_ws a;
+    memset(&a, 0, sizeof a);
+    a.connect_pending = 1;
+    scope_request r = {.method = "GET",
+                       .http_version = "1.1",
+                       .path = {"/ws", 3},
+                       .raw_path = {"/ws", 3},
+                       .query = {"", 0}};
+    a.s = scope_new(&w, PAGI_SCOPE_WEBSOCKET, &fake_ops, &a, &r);
+    ck_assert_ptr_nonnull(a.s);
+    ck_assert_int_eq(pagi_group_join(g, a.s, NULL, NULL), 0);
+    ck_assert_int_eq(pagi_group_send_to(g, a.s, NULL, "snapshot", 8), 1);
+    ck_assert_int_eq(pagi_group_send_text(g, "second", 6), 1);
+    ck_assert_int_eq(a.sends, 0); /* not accepted yet: nothing on the wire */
+    drain();                      /* websocket.connect delivered, accept sent */
+    ck_assert_int_eq(a.sends, 2);
+    ck_assert_str_eq(a.last, "second"); /* in order: snapshot, then second */
+    hang_up(&a);
+    pagi_group_free(g);
+    gone(&a);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pagi_easy");
@@ -412,6 +440,7 @@ static Suite *suite(void)
     tcase_add_test(tc, broadcast_shares_one_buffer);
     tcase_add_test(tc, leave_hands_the_member_back_after_its_sends);
     tcase_add_test(tc, drain_closes_every_member_of_every_group);
+    tcase_add_test(tc, send_to_before_the_accept_waits_for_it);
     suite_add_tcase(s, tc);
     return s;
 }
