@@ -6,8 +6,10 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../common/log.h"
+#include "crash.h"
 #include "memtrim.h"
 
 /* Run-queue items kept between rounds (40 B each): what a busy worker reuses. */
@@ -32,10 +34,61 @@ static void loop_on_idle(struct ev_loop *ev, ev_idle *w, int revents)
     /* Nothing to do: being active is what keeps the poll from blocking. */
 }
 
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double loop_hold_begin(pagi_loop *l)
+{
+    if (!l->debug)
+        return 0;
+    l->hold_depth++;
+    return mono_now();
+}
+
+double loop_hold_end(pagi_loop *l, double t0)
+{
+    if (t0 == 0)
+        return 0;
+    double ms = (mono_now() - t0) * 1000.0;
+    int report = ms >= LOOP_HOLD_WARN_MS && !l->hold_reported;
+    if (report)
+        l->hold_reported = 1;
+    if (--l->hold_depth == 0)
+        l->hold_reported = 0;
+    return report ? ms : 0;
+}
+
+static void defer_run(const runq_item *it);
+
+/* Debug mode: each job timed. A scope's callbacks report themselves (with
+ * the request); what is left is a server job or one the timing missed. */
+static void loop_round(pagi_loop *l)
+{
+    if (!l->debug) {
+        runq_drain(&l->rq);
+        return;
+    }
+    for (size_t n = runq_pending(&l->rq); n > 0; n--) {
+        runq_item it;
+        if (!runq_pop(&l->rq, &it))
+            break;
+        double t0 = loop_hold_begin(l);
+        it.fn(&it);
+        double ms = loop_hold_end(l, t0);
+        if (ms > 0)
+            log_warn("debug: %s held the loop for %.0f ms",
+                     it.fn == defer_run ? "an app's defer callback" : "a run-queue job", ms);
+    }
+}
+
 static void loop_on_prepare(struct ev_loop *ev, ev_prepare *w, int revents)
 {
     pagi_loop *l = w->data;
-    runq_drain(&l->rq);
+    loop_round(l);
     if (l->flush)
         l->flush(l->flush_ud);
     if (runq_pending(&l->rq)) {
@@ -56,6 +109,9 @@ int loop_init(pagi_loop *l, struct ev_loop *ev)
     runq_init(&l->rq);
     l->flush = NULL;
     l->flush_ud = NULL;
+    l->debug = 0;
+    l->hold_depth = 0;
+    l->hold_reported = 0;
     ev_prepare_init(&l->prepare, loop_on_prepare);
     l->prepare.data = l;
     ev_prepare_start(ev, &l->prepare);
@@ -85,7 +141,7 @@ int loop_queue(pagi_loop *l, runq_fn fn, runq_any_fn cb, void *a, void *b, void 
 void loop_drain_all(pagi_loop *l)
 {
     for (int rounds = 0; runq_pending(&l->rq) && rounds < 10000; rounds++) {
-        runq_drain(&l->rq);
+        loop_round(l);
         if (l->flush)
             l->flush(l->flush_ud);
     }
@@ -96,7 +152,14 @@ void loop_drain_all(pagi_loop *l)
 static void timer_on_fire(struct ev_loop *ev, ev_timer *w, int revents)
 {
     pagi_timer *t = w->data;
-    t->cb(t, t->ud);
+    pagi_loop *l = t->loop;
+    double t0 = loop_hold_begin(l);
+    crash_enter("timer", NULL, NULL, 0, NULL, 0);
+    t->cb(t, t->ud); /* may stop t: freed later, at the safe point */
+    crash_leave();
+    double ms = loop_hold_end(l, t0);
+    if (ms > 0)
+        log_warn("debug: an app's timer callback held the loop for %.0f ms", ms);
 }
 
 pagi_timer *pagi_timer_start(pagi_loop *l, double after, double repeat, pagi_timer_cb cb,
@@ -132,7 +195,14 @@ static void io_on_ready(struct ev_loop *ev, ev_io *w, int revents)
 {
     pagi_io *io = w->data;
     int ev_mask = ((revents & EV_READ) ? PAGI_IO_READ : 0) | ((revents & EV_WRITE) ? PAGI_IO_WRITE : 0);
+    pagi_loop *l = io->loop;
+    double t0 = loop_hold_begin(l);
+    crash_enter("io watch", NULL, NULL, 0, NULL, 0);
     io->cb(io, io->w.fd, ev_mask, io->ud);
+    crash_leave();
+    double ms = loop_hold_end(l, t0);
+    if (ms > 0)
+        log_warn("debug: an app's io watch callback held the loop for %.0f ms", ms);
 }
 
 pagi_io *pagi_io_watch(pagi_loop *l, int fd, int events, pagi_io_cb cb, void *ud)
@@ -161,7 +231,12 @@ void pagi_io_stop(pagi_io *io)
         free(io);
 }
 
-static void defer_run(const runq_item *it) { ((pagi_defer_cb)it->cb)(it->a); }
+static void defer_run(const runq_item *it)
+{
+    crash_enter("defer", NULL, NULL, 0, NULL, 0);
+    ((pagi_defer_cb)it->cb)(it->a);
+    crash_leave();
+}
 
 int pagi_defer(pagi_loop *l, pagi_defer_cb cb, void *ud)
 {
