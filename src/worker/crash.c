@@ -39,7 +39,10 @@ void crash_enter(const char *kind, const char *method, const char *path, size_t 
     current.kind = kind;
 }
 
-void crash_leave(void) { current.kind = NULL; }
+void crash_leave(void)
+{
+    current.kind = NULL;
+}
 
 typedef struct line {
     char b[1024];

@@ -1,9 +1,9 @@
 # tests/unit for the worker engine (runq, loop, outq, state_table, scope, app_registry):
 # one Check suite per source file, named after it.
 check_PROGRAMS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
-	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_app_registry
+	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_debug tests/unit/test_app_registry
 TESTS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
-	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_app_registry
+	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_debug tests/unit/test_app_registry
 
 tests_unit_test_runq_SOURCES = tests/unit/test_runq.c
 tests_unit_test_runq_CFLAGS = $(UNIT_TEST_CFLAGS)
@@ -24,6 +24,10 @@ tests_unit_test_state_table_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 tests_unit_test_scope_SOURCES = tests/unit/test_scope.c
 tests_unit_test_scope_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_scope_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
+tests_unit_test_scope_debug_SOURCES = tests/unit/test_scope_debug.c
+tests_unit_test_scope_debug_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_scope_debug_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
 # The test compiles small .so modules at run time against the public header;
 # like pagid, it exports its symbols so a module can call the pagi_* functions.
