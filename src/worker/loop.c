@@ -15,7 +15,14 @@
 /* Run-queue items kept between rounds (40 B each): what a busy worker reuses. */
 #define LOOP_RUNQ_KEEP 4096
 
+/* A live timer or fd watch; a stopped one has HANDLE_STOPPED until it is
+ * freed (at the next safe point, or later in debug mode). */
+#define TIMER_MAGIC 0x71AE4u
+#define IO_MAGIC 0x10AA7u
+#define HANDLE_STOPPED 0xDEAD71u
+
 struct pagi_timer {
+    unsigned magic;
     ev_timer w;
     pagi_loop *loop;
     pagi_timer_cb cb;
@@ -23,6 +30,7 @@ struct pagi_timer {
 };
 
 struct pagi_io {
+    unsigned magic;
     ev_io w;
     pagi_loop *loop;
     pagi_io_cb cb;
@@ -112,6 +120,8 @@ int loop_init(pagi_loop *l, struct ev_loop *ev)
     l->debug = 0;
     l->hold_depth = 0;
     l->hold_reported = 0;
+    l->kept = NULL;
+    l->kept_head = l->kept_n = 0;
     ev_prepare_init(&l->prepare, loop_on_prepare);
     l->prepare.data = l;
     ev_prepare_start(ev, &l->prepare);
@@ -128,6 +138,11 @@ void loop_destroy(pagi_loop *l)
     ev_prepare_stop(l->ev, &l->prepare);
     ev_idle_stop(l->ev, &l->idle);
     runq_free(&l->rq);
+    for (size_t i = 0; i < l->kept_n; i++)
+        free(l->kept[(l->kept_head + i) % LOOP_KEPT_MAX]);
+    free(l->kept);
+    l->kept = NULL;
+    l->kept_n = 0;
 }
 
 int loop_queue(pagi_loop *l, runq_fn fn, runq_any_fn cb, void *a, void *b, void *c)
@@ -170,6 +185,7 @@ pagi_timer *pagi_timer_start(pagi_loop *l, double after, double repeat, pagi_tim
     pagi_timer *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
+    t->magic = TIMER_MAGIC;
     t->loop = l;
     t->cb = cb;
     t->ud = ud;
@@ -179,15 +195,46 @@ pagi_timer *pagi_timer_start(pagi_loop *l, double after, double repeat, pagi_tim
     return t;
 }
 
-static void free_job(const runq_item *it) { free(it->a); }
+/* A stopped timer or watch: freed, or in debug mode kept a while longer. */
+static void free_job(const runq_item *it)
+{
+    pagi_loop *l = it->b;
+    if (!l || !l->debug) {
+        free(it->a);
+        return;
+    }
+    if (!l->kept && !(l->kept = calloc(LOOP_KEPT_MAX, sizeof *l->kept))) {
+        free(it->a);
+        return;
+    }
+    if (l->kept_n == LOOP_KEPT_MAX) {
+        free(l->kept[l->kept_head]);
+        l->kept_head = (l->kept_head + 1) % LOOP_KEPT_MAX;
+        l->kept_n--;
+    }
+    l->kept[(l->kept_head + l->kept_n++) % LOOP_KEPT_MAX] = it->a;
+}
+
+/* A second stop (or a stop of something else): refused, logged. Seen in
+ * any mode until the handle is freed at the safe point; in debug mode for
+ * the last LOOP_KEPT_MAX stopped handles. */
+static int stale(unsigned magic, unsigned want, const char *fn, const void *h)
+{
+    if (magic == want)
+        return 0;
+    log_error("%s: stale handle %p (%s)", fn, h,
+              magic == HANDLE_STOPPED ? "already stopped" : "not a live handle");
+    return 1;
+}
 
 void pagi_timer_stop(pagi_timer *t)
 {
-    if (!t)
+    if (!t || stale(t->magic, TIMER_MAGIC, __func__, t))
         return;
+    t->magic = HANDLE_STOPPED;
     ev_timer_stop(t->loop->ev, &t->w);
     /* Freed at the safe point: the caller may be inside this timer's callback. */
-    if (loop_queue(t->loop, free_job, NULL, t, NULL, NULL) < 0)
+    if (loop_queue(t->loop, free_job, NULL, t, t->loop, NULL) < 0)
         free(t);
 }
 
@@ -212,6 +259,7 @@ pagi_io *pagi_io_watch(pagi_loop *l, int fd, int events, pagi_io_cb cb, void *ud
     pagi_io *io = calloc(1, sizeof *io);
     if (!io)
         return NULL;
+    io->magic = IO_MAGIC;
     io->loop = l;
     io->cb = cb;
     io->ud = ud;
@@ -224,10 +272,11 @@ pagi_io *pagi_io_watch(pagi_loop *l, int fd, int events, pagi_io_cb cb, void *ud
 
 void pagi_io_stop(pagi_io *io)
 {
-    if (!io)
+    if (!io || stale(io->magic, IO_MAGIC, __func__, io))
         return;
+    io->magic = HANDLE_STOPPED;
     ev_io_stop(io->loop->ev, &io->w);
-    if (loop_queue(io->loop, free_job, NULL, io, NULL, NULL) < 0)
+    if (loop_queue(io->loop, free_job, NULL, io, io->loop, NULL) < 0)
         free(io);
 }
 

@@ -27,7 +27,13 @@ struct pagi_loop {
     int debug;
     unsigned hold_depth; /* timed callbacks now running (nested) */
     int hold_reported;   /* an inner one was reported: the outer ones are not */
+    /* Debug mode: stopped timers and fd watches kept (not freed) so a stale
+     * handle is recognised; the oldest is freed past LOOP_KEPT_MAX. */
+    void **kept;
+    size_t kept_head, kept_n;
 };
+
+#define LOOP_KEPT_MAX 256
 
 /* A callback holding the loop this long is reported in debug mode. */
 #define LOOP_HOLD_WARN_MS 100.0

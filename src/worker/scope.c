@@ -511,4 +511,7 @@ void scope_notify_high_water(pagi_scope *s)
 {
     queue_all(s, &s->on_high, notify_cb_job, "on_high_water");
 }
-void scope_notify_drain(pagi_scope *s) { queue_all(s, &s->on_drain, notify_cb_job, "on_drain"); }
+void scope_notify_drain(pagi_scope *s)
+{
+    queue_all(s, &s->on_drain, notify_cb_job, "on_drain");
+}

@@ -197,7 +197,10 @@ int pagi_scope_worker_num(const pagi_scope *s, int *is_worker)
     return s->w->worker_num;
 }
 
-pagi_loop *pagi_scope_loop(const pagi_scope *s) { return SCOPE_LIVE(s) ? &s->w->loop : NULL; }
+pagi_loop *pagi_scope_loop(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? &s->w->loop : NULL;
+}
 
 int pagi_state_set(pagi_scope *s, const char *key, void *value)
 {
@@ -228,7 +231,10 @@ void pagi_scope_set_userdata(pagi_scope *s, void *data, void (*release)(pagi_sco
     s->release = release;
 }
 
-void *pagi_scope_userdata(const pagi_scope *s) { return SCOPE_LIVE(s) ? s->userdata : NULL; }
+void *pagi_scope_userdata(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->userdata : NULL;
+}
 
 const char *pagi_scope_error(const pagi_scope *s)
 {
@@ -239,13 +245,22 @@ const char *pagi_scope_error(const pagi_scope *s)
 
 /* ---- pagi.connection ---- */
 
-int pagi_conn_is_connected(const pagi_scope *s) { return SCOPE_LIVE(s) ? s->connected : 0; }
+int pagi_conn_is_connected(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->connected : 0;
+}
 const char *pagi_conn_disconnect_reason(const pagi_scope *s)
 {
     return SCOPE_LIVE(s) ? s->reason : NULL;
 }
-int pagi_conn_response_started(const pagi_scope *s) { return SCOPE_LIVE(s) ? s->started : 0; }
-int pagi_conn_response_complete(const pagi_scope *s) { return SCOPE_LIVE(s) ? s->complete : 0; }
+int pagi_conn_response_started(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->started : 0;
+}
+int pagi_conn_response_complete(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->complete : 0;
+}
 
 int pagi_conn_on_disconnect(pagi_scope *s, pagi_disconnect_cb cb, void *ud)
 {

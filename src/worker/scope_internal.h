@@ -78,7 +78,10 @@ void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud, const char *
 #define SCOPE_LIVE(s) (__builtin_expect((s)->magic == SCOPE_MAGIC, 1) || scope_stale((s), __func__))
 /* Log fn's use of a handle that is no live scope; returns 0. */
 int scope_stale(const pagi_scope *s, const char *fn);
-static inline int scope_debug(const pagi_scope *s) { return s->w->loop.debug; }
+static inline int scope_debug(const pagi_scope *s)
+{
+    return s->w->loop.debug;
+}
 /* "GET /path" (printable, bounded), or the scope type for lifespan. */
 const char *scope_label(const pagi_scope *s, char *out, size_t n);
 /* Debug mode: log a misuse of the interface on s. */

@@ -573,7 +573,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->loop.debug = cfg->debug;
     if (cfg->debug)
         log_info("debug mode: app interface misuse, stale handles and callbacks holding the loop "
-                 "over %.0f ms are logged", LOOP_HOLD_WARN_MS);
+                 "over %.0f ms are logged",
+                 LOOP_HOLD_WARN_MS);
     w->loop.flush = worker_flush;
     w->loop.flush_ud = w;
     r->exit_code = EXIT_OK;
