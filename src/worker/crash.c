@@ -11,38 +11,13 @@
 
 #include "../common/log.h"
 
-/* What the worker is doing: written on entering/leaving app code, read only
- * by the handler (same thread), so volatile stores are enough. */
-static struct {
-    const char *volatile kind;
-    const char *volatile method;
-    const char *volatile path;
-    volatile size_t path_len;
-    const char *volatile client;
-    volatile int port;
-} current;
+crash_note crash_current;
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL};
 #define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
 static struct sigaction previous[N_FATAL];
 /* A stack overflow must still be able to run the handler. */
 static char alt_stack[64 * 1024];
-
-void crash_enter(const char *kind, const char *method, const char *path, size_t path_len,
-                 const char *client, int port)
-{
-    current.method = method;
-    current.path = path;
-    current.path_len = path_len;
-    current.client = client;
-    current.port = port;
-    current.kind = kind;
-}
-
-void crash_leave(void)
-{
-    current.kind = NULL;
-}
 
 typedef struct line {
     char b[1024];
@@ -98,22 +73,23 @@ static void on_fatal(int sig)
     put(&l, " (signal ", 16);
     put_int(&l, sig);
     put(&l, ")", 2);
-    const char *kind = current.kind;
+    const char *kind = crash_current.kind;
     if (kind) {
         put(&l, " in an app's ", 16);
         put(&l, kind, 64);
         put(&l, " callback", 16);
-        if (current.method && current.path) {
+        if (crash_current.method && crash_current.path) {
             put(&l, " serving ", 16);
-            put(&l, current.method, 32);
+            put(&l, crash_current.method, 32);
             put(&l, " ", 2);
-            put(&l, current.path, current.path_len < 512 ? current.path_len : 512);
+            put(&l, crash_current.path,
+                crash_current.path_len < 512 ? crash_current.path_len : 512);
         }
-        if (current.client) {
+        if (crash_current.client) {
             put(&l, " for ", 8);
-            put(&l, current.client, 64);
+            put(&l, crash_current.client, 64);
             put(&l, ":", 2);
-            put_int(&l, current.port);
+            put_int(&l, crash_current.port);
         }
     } else {
         put(&l, " outside app code", 32);

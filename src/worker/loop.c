@@ -49,18 +49,14 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-double loop_hold_begin(pagi_loop *l)
+double loop_hold_start(pagi_loop *l)
 {
-    if (!l->debug)
-        return 0;
     l->hold_depth++;
     return mono_now();
 }
 
-double loop_hold_end(pagi_loop *l, double t0)
+double loop_hold_finish(pagi_loop *l, double t0)
 {
-    if (t0 == 0)
-        return 0;
     double ms = (mono_now() - t0) * 1000.0;
     int report = ms >= LOOP_HOLD_WARN_MS && !l->hold_reported;
     if (report)

@@ -55,7 +55,15 @@ struct ev_loop *loop_ev(pagi_loop *l);
  * a warning (>= LOOP_HOLD_WARN_MS, the innermost timed call only), else 0.
  * The clock is CLOCK_MONOTONIC, not ev_now (frozen during a callback).
  */
-double loop_hold_begin(pagi_loop *l);
-double loop_hold_end(pagi_loop *l, double t0);
+double loop_hold_start(pagi_loop *l);
+double loop_hold_finish(pagi_loop *l, double t0);
+static inline double loop_hold_begin(pagi_loop *l)
+{
+    return l->debug ? loop_hold_start(l) : 0;
+}
+static inline double loop_hold_end(pagi_loop *l, double t0)
+{
+    return t0 == 0 ? 0 : loop_hold_finish(l, t0);
+}
 
 #endif

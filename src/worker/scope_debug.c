@@ -113,16 +113,8 @@ void scope_misuse(const pagi_scope *s, const char *fmt, ...)
              scope_label(s, label, sizeof label));
 }
 
-double scope_app_enter(pagi_scope *s, const char *kind)
+void scope_hold_check(pagi_scope *s, double t0, const char *kind)
 {
-    crash_enter(kind, s->req.method, s->req.path.ptr, s->req.path.len, s->req.client_host,
-                s->req.client_port);
-    return loop_hold_begin(&s->w->loop);
-}
-
-void scope_app_leave(pagi_scope *s, double t0, const char *kind)
-{
-    crash_leave();
     double ms = loop_hold_end(&s->w->loop, t0);
     if (ms > 0) {
         char label[256];

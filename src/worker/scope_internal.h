@@ -5,6 +5,7 @@
 #ifndef PAGID_SCOPE_INTERNAL_H
 #define PAGID_SCOPE_INTERNAL_H
 
+#include "crash.h"
 #include "scope.h"
 #include "state_table.h"
 
@@ -89,8 +90,23 @@ void scope_misuse(const pagi_scope *s, const char *fmt, ...) __attribute__((form
 /* Debug mode: keep a released scope's memory (req_block included) so a
  * stale handle stays recognisable; the oldest is freed past the bound. */
 void scope_quarantine_put(pagi_scope *s);
-/* Around a call into app code: the crash line's note and the loop-hold timer. */
-double scope_app_enter(pagi_scope *s, const char *kind);
-void scope_app_leave(pagi_scope *s, double t0, const char *kind);
+/* Debug mode: the callback of kind held the loop since t0; warn if too long. */
+void scope_hold_check(pagi_scope *s, double t0, const char *kind);
+
+/* Around a call into app code: the crash line's note (a few stores) and,
+ * in debug mode only, the loop-hold timer. */
+static inline double scope_app_enter(pagi_scope *s, const char *kind)
+{
+    crash_enter(kind, s->req.method, s->req.path.ptr, s->req.path.len, s->req.client_host,
+                s->req.client_port);
+    return loop_hold_begin(&s->w->loop);
+}
+
+static inline void scope_app_leave(pagi_scope *s, double t0, const char *kind)
+{
+    crash_leave();
+    if (t0 != 0)
+        scope_hold_check(s, t0, kind);
+}
 
 #endif
