@@ -81,6 +81,7 @@ typedef struct pagid_config {
     int workers;                  /* 0 = single process; CONFIG_WORKERS_AUTO = nproc */
     size_t max_requests;          /* a worker recycles itself after this many requests; 0 = never */
     int preload;                  /* apps loaded once, by a zygote: 1, 0, CONFIG_PRELOAD_AUTO */
+    int debug;                    /* debug mode: app-interface misuse checked and logged */
     char *app;                    /* app spec: hello, echo, demo, static:DIR, /x.so */
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
     char *perl_lib;               /* app: {perl: FILE, lib: [...]}: ':'-joined dirs, or NULL */

@@ -276,6 +276,8 @@ static void dump_body(dumper *d, const pagid_config *c)
     /* The effective value: what `auto` decides for this config. */
     word(d, "preload");
     word(d, config_preload_wanted(c) ? "true" : "false");
+    word(d, "debug");
+    word(d, c->debug ? "true" : "false");
 
     /* perl_lib is one list for the whole config; it travels with the first
      * Perl app (without any, nothing would use it). */

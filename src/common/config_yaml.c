@@ -467,6 +467,7 @@ static const key_def top_keys[] = {
     STRING_KEY(workers, set_workers, workers),
     COUNT_KEY(max_requests, max_requests, 0, SIZE_MAX),
     STRING_KEY(preload, set_preload, preload),
+    STRING_KEY(debug, set_debug, debug),
     STRING_KEY(app, set_app, app),
     STRING_KEY(mounts, set_mounts, mounts),
     SECTION_KEY(limits, limits_keys),

@@ -47,6 +47,14 @@ void set_preload(load_ctx *x, const key_def *k, const ynode *n, const char *path
         x->c->preload = on;
 }
 
+void set_debug(load_ctx *x, const key_def *k, const ynode *n, const char *path)
+{
+    (void)k;
+    int on;
+    if (parse_bool(x, n, path, &on) == 0)
+        x->c->debug = on;
+}
+
 /*
  * Add one @INC directory to the load's perl_lib (config_yaml_load.c joins it
  * to the config at the end). A directory already there is skipped: it adds

@@ -164,6 +164,7 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
 void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_mounts(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_preload(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+void set_debug(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /** Release what the app keys remembered about x's document. */
 void app_memo_free(load_ctx *x);
 

@@ -179,6 +179,47 @@ void log_vmsg(log_level level, const char *fmt, va_list ap)
     errno = saved;
 }
 
+static size_t put_str(char *out, size_t at, size_t cap, const char *s)
+{
+    while (*s && at < cap)
+        out[at++] = *s++;
+    return at;
+}
+
+void log_write_signal_safe(log_level level, const char *msg, size_t len)
+{
+    char line[1200];
+    size_t n = 0, cap = sizeof line - 1;
+    char num[16];
+    size_t k = sizeof num;
+    num[--k] = '\0';
+    for (unsigned long p = (unsigned long)getpid(); p || k == sizeof num - 1; p /= 10)
+        num[--k] = (char)('0' + p % 10);
+    if (log_path[0]) {
+        n = put_str(line, n, cap, "[");
+        n = put_str(line, n, cap, level_names[level]);
+        n = put_str(line, n, cap, "] ");
+        n = put_str(line, n, cap, log_role);
+        n = put_str(line, n, cap, "[");
+        n = put_str(line, n, cap, num + k);
+        n = put_str(line, n, cap, "]: ");
+    } else {
+        char prio[4] = {'<', (char)('0' + syslog_prio[level]), '>', '\0'};
+        n = put_str(line, n, cap, prio);
+        n = put_str(line, n, cap, log_role);
+        n = put_str(line, n, cap, "[");
+        n = put_str(line, n, cap, num + k);
+        n = put_str(line, n, cap, "]: ");
+        n = put_str(line, n, cap, level_names[level]);
+        n = put_str(line, n, cap, ": ");
+    }
+    for (size_t i = 0; i < len && n < cap; i++)
+        line[n++] = msg[i];
+    line[n++] = '\n';
+    ssize_t w = write(log_fd, line, n);
+    (void)w;
+}
+
 void log_msg(log_level level, const char *fmt, ...)
 {
     va_list ap;

@@ -17,6 +17,11 @@ void log_set_role(const char *role);
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(log_level level, const char *fmt, va_list ap);
 int log_reopen(void);
+/**
+ * Write one line (msg has no newline) with the usual prefix, minus the
+ * timestamp: async-signal-safe, for a fatal signal's handler.
+ */
+void log_write_signal_safe(log_level level, const char *msg, size_t len);
 
 /**
  * Open path to append log lines (create: O_CREAT, mode 0640; extra_flags

@@ -27,6 +27,7 @@ static const struct option long_options[] = {
     {"user", required_argument, NULL, 'u'},
     {"preload", no_argument, NULL, 'P'},
     {"no-preload", no_argument, NULL, 'N'},
+    {"debug", no_argument, NULL, 'D'},
     {NULL, 0, NULL, 0},
 };
 
@@ -53,6 +54,9 @@ void cli_usage(FILE *out)
           "      --preload, --no-preload  load the apps once before the workers fork (a zygote "
           "per\n"
           "                       generation), or in each worker; replaces the file's preload\n"
+          "  -D, --debug          debug mode: check the apps' use of the C interface (stale "
+          "handles,\n"
+          "                       misuse) and warn of callbacks holding the loop over 100 ms\n"
           "  -s, --signal SIGNAL  signal the running master (the pid_file of the configuration): "
           "reload,\n"
           "                       reopen (logs), quit (graceful stop), stop (fast stop), or "
@@ -111,7 +115,7 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     optind = 0;
     opterr = 0;
     for (;;) {
-        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:u:", long_options, NULL);
+        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:u:D", long_options, NULL);
         if (ch == -1)
             break;
         switch (ch) {
@@ -140,6 +144,9 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
             break;
         case 'u':
             o->user = optarg;
+            break;
+        case 'D':
+            o->debug = 1;
             break;
         case 'P':
         case 'N':
@@ -309,6 +316,8 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
         errors++;
     if (o->preload)
         c->preload = o->preload > 0;
+    if (o->debug)
+        c->debug = 1;
     if (config_finalize(c, err) < 0)
         errors++;
     else

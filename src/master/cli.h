@@ -19,6 +19,7 @@ typedef struct cli_options {
     const char *app;        /* -a */
     const char *user;       /* -u USER[:GROUP] */
     int preload;            /* --preload 1, --no-preload -1, 0: the file's */
+    int debug;              /* -D/--debug: debug mode on (else the file's `debug`) */
     const char **perl_libs; /* -I, repeatable (owned array, borrowed strings) */
     size_t n_perl_libs;
     int show_build;          /* -V: version, build features, configure arguments */

@@ -23,7 +23,20 @@ struct pagi_loop {
     ev_idle idle;
     void (*flush)(void *ud); /* runs after each run-queue round */
     void *flush_ud;
+    /* Debug mode (pagid --debug): app callbacks are timed. */
+    int debug;
+    unsigned hold_depth; /* timed callbacks now running (nested) */
+    int hold_reported;   /* an inner one was reported: the outer ones are not */
+    /* Debug mode: stopped timers and fd watches kept (not freed) so a stale
+     * handle is recognised; the oldest is freed past LOOP_KEPT_MAX. */
+    void **kept;
+    size_t kept_head, kept_n;
 };
+
+#define LOOP_KEPT_MAX 256
+
+/* A callback holding the loop this long is reported in debug mode. */
+#define LOOP_HOLD_WARN_MS 100.0
 
 int loop_init(pagi_loop *l, struct ev_loop *ev);
 void loop_destroy(pagi_loop *l);
@@ -34,5 +47,23 @@ void loop_drain_all(pagi_loop *l);
 /** The libev loop under l: the Perl host's IO::Async/AnyEvent watchers
  * (signals, child processes) go on it directly. */
 struct ev_loop *loop_ev(pagi_loop *l);
+
+/**
+ * Debug mode's loop-hold check, around each call into app code:
+ * loop_hold_begin gives a start time (0 when debug mode is off), and
+ * loop_hold_end the milliseconds the call held the loop when that is worth
+ * a warning (>= LOOP_HOLD_WARN_MS, the innermost timed call only), else 0.
+ * The clock is CLOCK_MONOTONIC, not ev_now (frozen during a callback).
+ */
+double loop_hold_start(pagi_loop *l);
+double loop_hold_finish(pagi_loop *l, double t0);
+static inline double loop_hold_begin(pagi_loop *l)
+{
+    return l->debug ? loop_hold_start(l) : 0;
+}
+static inline double loop_hold_end(pagi_loop *l, double t0)
+{
+    return t0 == 0 ? 0 : loop_hold_finish(l, t0);
+}
 
 #endif

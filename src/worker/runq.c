@@ -71,6 +71,16 @@ size_t runq_drain(runq *q)
     return n;
 }
 
+int runq_pop(runq *q, runq_item *out)
+{
+    if (!q->count)
+        return 0;
+    *out = q->items[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->count--;
+    return 1;
+}
+
 size_t runq_shrink(runq *q, size_t keep_cap)
 {
     if (q->count || q->cap <= keep_cap)

@@ -35,6 +35,8 @@ int runq_push(runq *q, runq_fn fn, runq_any_fn cb, void *a, void *b, void *c);
  * queue), so I/O gets its turn between rounds. Returns how many ran.
  */
 size_t runq_drain(runq *q);
+/** Take the oldest item into *out: 1, or 0 when empty. */
+int runq_pop(runq *q, runq_item *out);
 static inline size_t runq_pending(const runq *q) { return q->count; }
 /**
  * An empty ring over keep_cap items is freed (the next push starts small

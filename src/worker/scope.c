@@ -95,6 +95,7 @@ pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops,
     pagi_scope *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    s->magic = SCOPE_MAGIC;
     s->type = type;
     s->refs = 2; /* connection side + app side */
     s->w = w;
@@ -131,8 +132,11 @@ static void cb_list_free(scope_cb_list *l)
 static void scope_free(pagi_scope *s)
 {
     worker_ctx *w = s->w;
-    if (s->release)
+    if (s->release) {
+        double t0 = scope_app_enter(s, "release");
         s->release(s, s->userdata);
+        scope_app_leave(s, t0, "release");
+    }
     state_table_unref(s->state);
     cb_list_free(&s->on_disconnect);
     cb_list_free(&s->on_complete);
@@ -140,8 +144,8 @@ static void scope_free(pagi_scope *s)
     cb_list_free(&s->on_drain);
     cb_list_free(&s->on_server_drain);
     buf_free(&s->delivery);
-    free(s->req_block);
     free(s->error);
+    s->error = NULL;
     pagi_scope_type type = s->type;
     if (type != PAGI_SCOPE_LIFESPAN) {
         if (s->prev)
@@ -151,7 +155,13 @@ static void scope_free(pagi_scope *s)
         if (s->next)
             s->next->prev = s->prev;
     }
-    free(s);
+    if (w->loop.debug) {
+        scope_quarantine_put(s); /* its request copy too: stale-handle messages name it */
+    } else {
+        s->magic = 0;
+        free(s->req_block);
+        free(s);
+    }
     if (type != PAGI_SCOPE_LIFESPAN) {
         w->n_scopes--;
         if (w->stats)
@@ -182,7 +192,12 @@ void scope_set_mount(pagi_scope *s, size_t prefix_len)
     s->mount_len = prefix_len <= s->req.path.len ? prefix_len : s->req.path.len;
 }
 
-void scope_start_app(pagi_scope *s) { s->w->app->handle(s, s->w->app_instance); }
+void scope_start_app(pagi_scope *s)
+{
+    double t0 = scope_app_enter(s, "handle");
+    s->w->app->handle(s, s->w->app_instance);
+    scope_app_leave(s, t0, "handle");
+}
 
 int scope_fail(pagi_scope *s, const char *fmt, ...)
 {
@@ -214,8 +229,11 @@ static int scope_queue(pagi_scope *s, runq_fn fn, runq_any_fn cb, void *b, void 
 static void send_done_job(const runq_item *it)
 {
     pagi_scope *s = it->a;
-    if (it->cb)
-        ((pagi_send_cb)it->cb)(s, (const char *)it->c, it->b);
+    if (s->sends_pending)
+        s->sends_pending--;
+    double t0 = scope_app_enter(s, "send");
+    ((pagi_send_cb)it->cb)(s, (const char *)it->c, it->b);
+    scope_app_leave(s, t0, "send");
     scope_unref(s);
 }
 
@@ -229,21 +247,26 @@ void scope_complete_send(pagi_scope *s, pagi_send_cb cb, void *ud, const char *e
 static void disconnect_cb_job(const runq_item *it)
 {
     pagi_scope *s = it->a;
+    double t0 = scope_app_enter(s, "on_disconnect");
     ((pagi_disconnect_cb)it->cb)(s, s->reason, it->b);
+    scope_app_leave(s, t0, "on_disconnect");
     scope_unref(s);
 }
 
 static void notify_cb_job(const runq_item *it)
 {
     pagi_scope *s = it->a;
+    const char *kind = it->c ? (const char *)it->c : "notify";
+    double t0 = scope_app_enter(s, kind);
     ((pagi_notify_cb)it->cb)(s, it->b);
+    scope_app_leave(s, t0, kind);
     scope_unref(s);
 }
 
-static void queue_all(pagi_scope *s, const scope_cb_list *l, runq_fn job)
+static void queue_all(pagi_scope *s, const scope_cb_list *l, runq_fn job, const char *kind)
 {
     for (size_t i = 0; i < l->n; i++)
-        scope_queue(s, job, l->v[i].fn, l->v[i].ud, NULL);
+        scope_queue(s, job, l->v[i].fn, l->v[i].ud, (void *)kind);
 }
 
 int scope_cb_add(scope_cb_list *l, runq_any_fn fn, void *ud)
@@ -268,9 +291,9 @@ void scope_queue_disconnect_cb(pagi_scope *s, runq_any_fn fn, void *ud)
     scope_queue(s, disconnect_cb_job, fn, ud, NULL);
 }
 
-void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud)
+void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud, const char *kind)
 {
-    scope_queue(s, notify_cb_job, fn, ud, NULL);
+    scope_queue(s, notify_cb_job, fn, ud, (void *)kind);
 }
 
 /* ---- receive ---- */
@@ -291,7 +314,9 @@ static void deliver_job(const runq_item *it)
             void *ud = s->recv_ud;
             s->recv_waiting = 0;
             s->recv_cb = NULL;
+            double t0 = scope_app_enter(s, "receive");
             cb(s, &ev, ud);
+            scope_app_leave(s, t0, "receive");
             /* The event was valid only during cb: with nothing more to
              * deliver, its bytes' copy is not kept (an idle connection holds
              * none); a stream of events reuses it. */
@@ -316,10 +341,8 @@ void scope_poke_receive(pagi_scope *s)
 
 int scope_receive_waiting(const pagi_scope *s) { return s->recv_waiting; }
 
-int pagi_receive(pagi_scope *s, pagi_receive_cb cb, void *ud)
+static int receive_checked(pagi_scope *s, pagi_receive_cb cb, void *ud)
 {
-    if (!s)
-        return -1;
     if (!cb)
         return scope_fail(s, "receive: no callback");
     if (s->finished)
@@ -335,13 +358,23 @@ int pagi_receive(pagi_scope *s, pagi_receive_cb cb, void *ud)
     return 0;
 }
 
+int pagi_receive(pagi_scope *s, pagi_receive_cb cb, void *ud)
+{
+    if (!s || !SCOPE_LIVE(s))
+        return -1;
+    int rc = receive_checked(s, cb, ud);
+    if (rc != 0 && scope_debug(s))
+        scope_misuse(s, "pagi_receive refused: %s", pagi_scope_error(s));
+    return rc;
+}
+
 /* The pending receive is withdrawn. A delivery job already queued has not
  * taken its event yet (next_event runs at delivery time), so retiring the
  * job through recv_gen leaves the event with the driver for the next
  * receive: nothing is lost. */
 int pagi_receive_cancel(pagi_scope *s)
 {
-    if (!s)
+    if (!s || !SCOPE_LIVE(s))
         return -1;
     if (!s->recv_waiting)
         return scope_fail(s, "receive cancel: no receive is pending");
@@ -357,10 +390,8 @@ int pagi_receive_cancel(pagi_scope *s)
 
 /* ---- send / finish ---- */
 
-int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
+static int send_checked(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
-    if (!s)
-        return -1;
     if (!ev)
         return scope_fail(s, "send: no event");
     if (s->finished)
@@ -368,6 +399,34 @@ int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
     if (ev->type <= PAGI_EV_NONE || ev->type >= PAGI_EV__COUNT)
         return scope_fail(s, "send: unknown event type %d", (int)ev->type);
     return s->ops->send(s, ev, cb, ud);
+}
+
+int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
+{
+    if (!s || !SCOPE_LIVE(s))
+        return -1;
+    int rc = send_checked(s, ev, cb, ud);
+    if (rc == 0 && cb)
+        s->sends_pending++;
+    else if (rc != 0 && scope_debug(s))
+        scope_misuse(s, "pagi_send%s%s refused: %s", ev ? " of " : "",
+                     ev && pagi_event_type_name(ev->type) ? pagi_event_type_name(ev->type) : "",
+                     pagi_scope_error(s));
+    return rc;
+}
+
+/* Debug mode: what a finish says about the app's bookkeeping. */
+static void finish_checks(pagi_scope *s)
+{
+    if (s->finished) {
+        scope_misuse(s, "pagi_scope_finish called twice");
+        return;
+    }
+    if (s->recv_waiting)
+        scope_misuse(s, "pagi_scope_finish with a receive pending (its callback will not run)");
+    if (s->sends_pending)
+        scope_misuse(s, "pagi_scope_finish before %u send callback%s ran", s->sends_pending,
+                     s->sends_pending == 1 ? "" : "s");
 }
 
 pagi_buf *scope_send_buf(const pagi_scope *s, const void *p, size_t n)
@@ -380,7 +439,7 @@ pagi_buf *scope_send_buf(const pagi_scope *s, const void *p, size_t n)
 
 int pagi_send_buf(pagi_scope *s, const pagi_event *ev, pagi_buf *b, pagi_send_cb cb, void *ud)
 {
-    if (!s)
+    if (!s || !SCOPE_LIVE(s))
         return -1;
     if (!ev)
         return scope_fail(s, "send: no event");
@@ -420,7 +479,11 @@ int pagi_send_buf(pagi_scope *s, const pagi_event *ev, pagi_buf *b, pagi_send_cb
 
 void pagi_scope_finish(pagi_scope *s, const char *error)
 {
-    if (!s || s->finished)
+    if (!s || !SCOPE_LIVE(s))
+        return;
+    if (scope_debug(s))
+        finish_checks(s);
+    if (s->finished)
         return;
     s->finished = 1;
     s->recv_waiting = 0;
@@ -436,8 +499,16 @@ void scope_abandon_all(worker_ctx *w)
 {
     for (pagi_scope *s = w->scopes, *next; s; s = next) {
         next = s->next;
-        if (!s->finished)
-            pagi_scope_finish(s, NULL);
+        if (s->finished)
+            continue;
+        if (scope_debug(s))
+            scope_misuse(s, "the worker is exiting and the app never finished this scope: "
+                            "finished on its behalf");
+        s->finished = 1; /* the app's own finish: the abandoned scope's checks would mislead */
+        s->recv_waiting = 0;
+        s->recv_cb = NULL;
+        s->ops->finished(s, NULL);
+        scope_unref(s);
     }
 }
 
@@ -458,7 +529,7 @@ void scope_disconnect(pagi_scope *s, const char *reason)
     s->connected = 0;
     s->reason = reason;
     shm_count_disconnect(s->w->stats, reason);
-    queue_all(s, &s->on_disconnect, disconnect_cb_job);
+    queue_all(s, &s->on_disconnect, disconnect_cb_job, NULL);
     /* The spec's order: callbacks first, then the receive gets the disconnect. */
     s->recv_gen++;
     s->recv_queued = 0;
@@ -470,7 +541,7 @@ void scope_mark_complete(pagi_scope *s)
     if (s->complete || !s->connected)
         return;
     s->complete = 1;
-    queue_all(s, &s->on_complete, notify_cb_job);
+    queue_all(s, &s->on_complete, notify_cb_job, "on_complete");
     scope_poke_receive(s);
 }
 
@@ -480,8 +551,24 @@ int scope_is_finished(const pagi_scope *s) { return s->finished; }
 int scope_is_complete(const pagi_scope *s) { return s->complete; }
 int scope_is_started(const pagi_scope *s) { return s->started; }
 
+/* Debug mode: the exchange ended and nothing the app waits for will tell
+ * it so (no receive, send callback, on_disconnect or on_complete pending):
+ * unless something else of the app's finishes the scope, it is leaked. */
+static void detach_checks(pagi_scope *s)
+{
+    if (s->finished || s->type == PAGI_SCOPE_LIFESPAN)
+        return;
+    if (s->recv_waiting || s->sends_pending || s->on_disconnect.n || s->on_complete.n)
+        return;
+    scope_misuse(s, "the connection is done with this scope but the app never finished it, and "
+                    "has no receive, send callback, on_disconnect or on_complete pending "
+                    "(leaked unless the app finishes it later)");
+}
+
 void scope_detach(pagi_scope *s)
 {
+    if (scope_debug(s))
+        detach_checks(s);
     s->proto = NULL;
     /* A completed request's connection is no longer its own: report it closed, with no reason. */
     if (s->complete)
@@ -493,10 +580,16 @@ void scope_notice_server_drain(worker_ctx *w)
 {
     for (pagi_scope *s = w->scopes; s; s = s->next) {
         if (!s->finished)
-            queue_all(s, &s->on_server_drain, notify_cb_job);
+            queue_all(s, &s->on_server_drain, notify_cb_job, "on_server_drain");
         cb_list_free(&s->on_server_drain);
     }
 }
 
-void scope_notify_high_water(pagi_scope *s) { queue_all(s, &s->on_high, notify_cb_job); }
-void scope_notify_drain(pagi_scope *s) { queue_all(s, &s->on_drain, notify_cb_job); }
+void scope_notify_high_water(pagi_scope *s)
+{
+    queue_all(s, &s->on_high, notify_cb_job, "on_high_water");
+}
+void scope_notify_drain(pagi_scope *s)
+{
+    queue_all(s, &s->on_drain, notify_cb_job, "on_drain");
+}

@@ -104,6 +104,8 @@ int scope_is_started(const pagi_scope *s);
 void scope_detach(pagi_scope *s);
 /* At exit: pagi_scope_finish every request scope its app never finished. */
 void scope_abandon_all(worker_ctx *w);
+/** Debug mode: free the released scopes kept to recognise stale handles (at exit). */
+void scope_quarantine_free(worker_ctx *w);
 /**
  * Is a handler still running whose exchange completed normally (work after
  * the response: it was never told of a disconnect)? The drain's short grace

@@ -46,10 +46,15 @@ const char *pagi_event_type_name(pagi_event_type type)
     return event_names[type];
 }
 
-pagi_scope_type pagi_scope_type_of(const pagi_scope *s) { return s->type; }
+pagi_scope_type pagi_scope_type_of(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->type : PAGI_SCOPE_HTTP;
+}
 
 const char *pagi_scope_type_name(const pagi_scope *s)
 {
+    if (!SCOPE_LIVE(s))
+        return "unknown";
     switch (s->type) {
     case PAGI_SCOPE_HTTP:
         return "http";
@@ -65,18 +70,39 @@ const char *pagi_scope_type_name(const pagi_scope *s)
 
 static const char *or_empty(const char *p) { return p ? p : ""; }
 
-const char *pagi_scope_http_version(const pagi_scope *s) { return or_empty(s->req.http_version); }
-const char *pagi_scope_method(const pagi_scope *s) { return or_empty(s->req.method); }
+#define EMPTY_STR ((pagi_str){"", 0})
+
+const char *pagi_scope_http_version(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? or_empty(s->req.http_version) : "";
+}
+const char *pagi_scope_method(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? or_empty(s->req.method) : "";
+}
 const char *pagi_scope_scheme(const pagi_scope *s)
 {
+    if (!SCOPE_LIVE(s))
+        return "";
     return s->req.scheme ? s->req.scheme : "http";
 }
 /* The whole decoded path, also under a mount: PSGI's PATH_INFO is path minus root_path (Www.pod). */
-pagi_str pagi_scope_path(const pagi_scope *s) { return s->req.path; }
-pagi_str pagi_scope_raw_path(const pagi_scope *s) { return s->req.raw_path; }
-pagi_str pagi_scope_query_string(const pagi_scope *s) { return s->req.query; }
+pagi_str pagi_scope_path(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->req.path : EMPTY_STR;
+}
+pagi_str pagi_scope_raw_path(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->req.raw_path : EMPTY_STR;
+}
+pagi_str pagi_scope_query_string(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->req.query : EMPTY_STR;
+}
 pagi_str pagi_scope_root_path(const pagi_scope *s)
 {
+    if (!SCOPE_LIVE(s))
+        return EMPTY_STR;
     if (!s->mount_len)
         return (pagi_str){"", 0};
     return (pagi_str){s->req.path.ptr, s->mount_len};
@@ -84,6 +110,11 @@ pagi_str pagi_scope_root_path(const pagi_scope *s)
 
 const pagi_header *pagi_scope_headers(const pagi_scope *s, size_t *count)
 {
+    if (!SCOPE_LIVE(s)) {
+        if (count)
+            *count = 0;
+        return NULL;
+    }
     if (count)
         *count = s->req.header_count;
     return s->req.headers;
@@ -91,6 +122,8 @@ const pagi_header *pagi_scope_headers(const pagi_scope *s, size_t *count)
 
 int pagi_scope_header(const pagi_scope *s, const char *name, pagi_str *value)
 {
+    if (!SCOPE_LIVE(s))
+        return 0;
     size_t n = strlen(name);
     for (size_t i = 0; i < s->req.header_count; i++) {
         const pagi_header *h = &s->req.headers[i];
@@ -105,6 +138,11 @@ int pagi_scope_header(const pagi_scope *s, const char *name, pagi_str *value)
 
 const char *pagi_scope_client(const pagi_scope *s, int *port)
 {
+    if (!SCOPE_LIVE(s)) {
+        if (port)
+            *port = 0;
+        return NULL;
+    }
     if (port)
         *port = s->req.client_port;
     return s->req.client_host;
@@ -112,15 +150,25 @@ const char *pagi_scope_client(const pagi_scope *s, int *port)
 
 const char *pagi_scope_server(const pagi_scope *s, int *port)
 {
+    if (!SCOPE_LIVE(s)) {
+        if (port)
+            *port = 0;
+        return NULL;
+    }
     if (port)
         *port = s->req.server_port;
     return s->req.server_host;
 }
 
-size_t pagi_scope_subprotocol_count(const pagi_scope *s) { return s->req.subprotocol_count; }
+size_t pagi_scope_subprotocol_count(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->req.subprotocol_count : 0;
+}
 
 pagi_str pagi_scope_subprotocol(const pagi_scope *s, size_t i)
 {
+    if (!SCOPE_LIVE(s))
+        return (pagi_str){NULL, 0};
     if (i >= s->req.subprotocol_count)
         return (pagi_str){NULL, 0};
     return s->req.subprotocols[i];
@@ -128,6 +176,8 @@ pagi_str pagi_scope_subprotocol(const pagi_scope *s, size_t i)
 
 int pagi_scope_has_extension(const pagi_scope *s, const char *name)
 {
+    if (!SCOPE_LIVE(s))
+        return 0;
     if (!name)
         return 0;
     if (strcmp(name, "websocket.http.response") == 0)
@@ -137,16 +187,24 @@ int pagi_scope_has_extension(const pagi_scope *s, const char *name)
 
 int pagi_scope_worker_num(const pagi_scope *s, int *is_worker)
 {
+    if (!SCOPE_LIVE(s)) {
+        if (is_worker)
+            *is_worker = 0;
+        return -1;
+    }
     if (is_worker)
         *is_worker = s->w->under_master;
     return s->w->worker_num;
 }
 
-pagi_loop *pagi_scope_loop(const pagi_scope *s) { return &s->w->loop; }
+pagi_loop *pagi_scope_loop(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? &s->w->loop : NULL;
+}
 
 int pagi_state_set(pagi_scope *s, const char *key, void *value)
 {
-    if (!s || !key)
+    if (!s || !SCOPE_LIVE(s) || !key)
         return -1;
     state_table *t = state_table_set(s->state, key, value);
     if (!t)
@@ -160,31 +218,53 @@ int pagi_state_set(pagi_scope *s, const char *key, void *value)
     return 0;
 }
 
-void *pagi_state_get(const pagi_scope *s, const char *key) { return state_table_get(s->state, key); }
+void *pagi_state_get(const pagi_scope *s, const char *key)
+{
+    return SCOPE_LIVE(s) ? state_table_get(s->state, key) : NULL;
+}
 
 void pagi_scope_set_userdata(pagi_scope *s, void *data, void (*release)(pagi_scope *, void *))
 {
+    if (!s || !SCOPE_LIVE(s))
+        return;
     s->userdata = data;
     s->release = release;
 }
 
-void *pagi_scope_userdata(const pagi_scope *s) { return s->userdata; }
+void *pagi_scope_userdata(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->userdata : NULL;
+}
 
 const char *pagi_scope_error(const pagi_scope *s)
 {
+    if (!SCOPE_LIVE(s))
+        return "stale handle";
     return s->error ? s->error : "";
 }
 
 /* ---- pagi.connection ---- */
 
-int pagi_conn_is_connected(const pagi_scope *s) { return s->connected; }
-const char *pagi_conn_disconnect_reason(const pagi_scope *s) { return s->reason; }
-int pagi_conn_response_started(const pagi_scope *s) { return s->started; }
-int pagi_conn_response_complete(const pagi_scope *s) { return s->complete; }
+int pagi_conn_is_connected(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->connected : 0;
+}
+const char *pagi_conn_disconnect_reason(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->reason : NULL;
+}
+int pagi_conn_response_started(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->started : 0;
+}
+int pagi_conn_response_complete(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->complete : 0;
+}
 
 int pagi_conn_on_disconnect(pagi_scope *s, pagi_disconnect_cb cb, void *ud)
 {
-    if (!s || !cb)
+    if (!s || !SCOPE_LIVE(s) || !cb)
         return -1;
     if (!s->connected) {
         scope_queue_disconnect_cb(s, (runq_any_fn)cb, ud);
@@ -195,10 +275,10 @@ int pagi_conn_on_disconnect(pagi_scope *s, pagi_disconnect_cb cb, void *ud)
 
 int pagi_conn_on_complete(pagi_scope *s, pagi_notify_cb cb, void *ud)
 {
-    if (!s || !cb)
+    if (!s || !SCOPE_LIVE(s) || !cb)
         return -1;
     if (s->complete) {
-        scope_queue_notify_cb(s, (runq_any_fn)cb, ud);
+        scope_queue_notify_cb(s, (runq_any_fn)cb, ud, "on_complete");
         return 0;
     }
     return scope_cb_add(&s->on_complete, (runq_any_fn)cb, ud);
@@ -208,26 +288,34 @@ int pagi_conn_on_complete(pagi_scope *s, pagi_notify_cb cb, void *ud)
 
 size_t pagi_transport_buffered_amount(const pagi_scope *s)
 {
+    if (!SCOPE_LIVE(s))
+        return 0;
     return (s->proto && s->ops->buffered) ? s->ops->buffered(s) : 0;
 }
 
-size_t pagi_transport_high_water_mark(const pagi_scope *s) { return s->w->cfg->high_watermark; }
-size_t pagi_transport_low_water_mark(const pagi_scope *s) { return s->w->cfg->low_watermark; }
+size_t pagi_transport_high_water_mark(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->w->cfg->high_watermark : 0;
+}
+size_t pagi_transport_low_water_mark(const pagi_scope *s)
+{
+    return SCOPE_LIVE(s) ? s->w->cfg->low_watermark : 0;
+}
 
 int pagi_transport_on_high_water(pagi_scope *s, pagi_notify_cb cb, void *ud)
 {
-    if (!s || !cb)
+    if (!s || !SCOPE_LIVE(s) || !cb)
         return -1;
     if (scope_cb_add(&s->on_high, (runq_any_fn)cb, ud) < 0)
         return -1;
     if (s->proto && s->ops->above_high && s->ops->above_high(s))
-        scope_queue_notify_cb(s, (runq_any_fn)cb, ud);
+        scope_queue_notify_cb(s, (runq_any_fn)cb, ud, "on_high_water");
     return 0;
 }
 
 int pagi_transport_on_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
 {
-    if (!s || !cb)
+    if (!s || !SCOPE_LIVE(s) || !cb)
         return -1;
     return scope_cb_add(&s->on_drain, (runq_any_fn)cb, ud);
 }
@@ -236,12 +324,12 @@ int pagi_transport_on_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
 
 int pagi_server_draining(const pagi_scope *s)
 {
-    return s && s->w->draining ? 1 : 0;
+    return s && SCOPE_LIVE(s) && s->w->draining ? 1 : 0;
 }
 
 int pagi_scope_on_server_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
 {
-    if (!s)
+    if (!s || !SCOPE_LIVE(s))
         return -1;
     if (!cb)
         return scope_fail(s, "on_server_drain: no callback");
@@ -249,7 +337,7 @@ int pagi_scope_on_server_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
         return scope_fail(
             s, "on_server_drain: not for the lifespan scope (it gets lifespan.shutdown)");
     if (s->w->draining) {
-        scope_queue_notify_cb(s, (runq_any_fn)cb, ud);
+        scope_queue_notify_cb(s, (runq_any_fn)cb, ud, "on_server_drain");
         return 0;
     }
     return scope_cb_add(&s->on_server_drain, (runq_any_fn)cb, ud);

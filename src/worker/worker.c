@@ -25,6 +25,7 @@
 #include "access_log.h"
 #include "app_registry.h"
 #include "conn.h"
+#include "crash.h"
 #include "lifespan.h"
 #include "memtrim.h"
 #include "mount.h"
@@ -548,6 +549,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         signal(SIGUSR2, SIG_IGN); /* a binary upgrade needs a master; -s upgrade must not kill us */
     /* Reload is the master's (a new generation); a worker, or -w 0, must not die of SIGHUP. */
     signal(SIGHUP, SIG_IGN);
+    crash_install(); /* a fatal signal in app code names the request it was serving */
     char err[512];
     struct ev_loop *ev = ev_default_loop(EVFLAG_AUTO);
     if (!ev) {
@@ -571,6 +573,11 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     if (shm && !w->stats)
         log_warn("no free slot in the shared region: this worker is not monitored");
     loop_init(&w->loop, ev);
+    w->loop.debug = cfg->debug;
+    if (cfg->debug)
+        log_info("debug mode: app interface misuse, stale handles and callbacks holding the loop "
+                 "over %.0f ms are logged",
+                 LOOP_HOLD_WARN_MS);
     w->loop.flush = worker_flush;
     w->loop.flush_ud = w;
     r->exit_code = EXIT_OK;
@@ -684,6 +691,7 @@ out:;
     mount_table_free(&r->mounts);
     loop_drain_all(&w->loop); /* what the apps' teardown queued (timers they stopped) */
     state_table_unref(w->state);
+    scope_quarantine_free(w);
     buf_free(&w->scratch);
     buf_free(&w->rbuf);
     memtrim_stop();

@@ -32,6 +32,7 @@ typedef struct worker_ctx {
     size_t n_conns;
     size_t n_scopes;      /* request scopes not yet released (lifespan excluded) */
     struct pagi_scope *scopes; /* those scopes (intrusive list) */
+    struct scope_quarantine *quarantine; /* debug mode: released scopes kept (scope_debug.c) */
     conn *flush_list;     /* connections with output to write at the safe point */
     buf scratch;          /* reusable space for formatting response heads */
     buf rbuf;             /* the read buffer, lent to a connection with no buffered input */

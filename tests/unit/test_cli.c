@@ -494,6 +494,56 @@ START_TEST(test_preload_options)
 }
 END_TEST
 
+/* debug: in the file, -D/--debug on the command line; a bad value is an
+ * error at its FILE:LINE:COLUMN. */
+START_TEST(test_debug_key_and_option)
+{
+    char path[64];
+    cli_options o;
+    pagid_config c;
+    write_file(path, "debug: true\n");
+    char *a1[] = {"pagid", "-c", path, NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.debug, 1);
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    char *a2[] = {"pagid", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.debug, 0);
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a3[] = {"pagid", "-D", NULL};
+    char *a4[] = {"pagid", "--debug", NULL};
+    char **both[] = {a3, a4};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cli_parse(2, both[i], &o, stderr), 0);
+        ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+        ck_assert_int_eq(c.debug, 1);
+        config_free(&c);
+        cli_options_free(&o);
+    }
+
+    write_file(path, "app: hello\ndebug: sure\n");
+    char *a5[] = {"pagid", "-c", path, NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a5), a5, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(out_text, ":2:8: 'debug' must be true or false, not 'sure'"));
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    char *a6[] = {"pagid", "--debug=yes", NULL};
+    expect_usage_error(a6, ARGC(a6), "pagid: option takes no argument '--debug'");
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -501,6 +551,7 @@ static Suite *cli_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_parse_nothing);
     tcase_add_test(tc, test_preload_options);
+    tcase_add_test(tc, test_debug_key_and_option);
     tcase_add_test(tc, test_parse_short);
     tcase_add_test(tc, test_parse_long_and_clustered);
     tcase_add_test(tc, test_parse_errors);

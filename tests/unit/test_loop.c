@@ -7,8 +7,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "worker/loop.h"
 
 static struct ev_loop *ev;
@@ -298,6 +300,124 @@ START_TEST(defer_chain_constant_stack_no_starvation)
 }
 END_TEST
 
+/* ---- stale handles and loop holds (debug mode) ---- */
+
+static char log_path[64];
+
+static void log_to_file(void)
+{
+    snprintf(log_path, sizeof log_path, "/tmp/pagid-test-loop-XXXXXX");
+    int fd = mkstemp(log_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(log_open(log_path, LOG_LVL_DEBUG), 0);
+}
+
+static const char *logged(void)
+{
+    static char text[8192];
+    FILE *f = fopen(log_path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+static void log_done(void)
+{
+    log_open(NULL, LOG_LVL_ERROR);
+    unlink(log_path);
+}
+
+static void never(pagi_timer *t, void *ud)
+{
+    ck_abort_msg("timer fired");
+}
+static void never_io(pagi_io *w, int fd, int events, void *ud)
+{
+    ck_abort_msg("io fired");
+}
+
+/* Without debug mode, a second stop in the same round is still caught. */
+START_TEST(timer_double_stop_refused)
+{
+    log_to_file();
+    pagi_timer *t = pagi_timer_start(&L, 10, 0, never, NULL);
+    ck_assert_ptr_nonnull(t);
+    pagi_timer_stop(t);
+    pagi_timer_stop(t);
+    ck_assert_ptr_nonnull(strstr(logged(), "pagi_timer_stop: stale handle"));
+    ck_assert_ptr_nonnull(strstr(logged(), "(already stopped)"));
+    loop_drain_all(&L); /* freed once */
+    log_done();
+}
+END_TEST
+
+/* In debug mode, also after the stopped handle's memory would be freed. */
+START_TEST(debug_stop_after_free_refused)
+{
+    log_to_file();
+    L.debug = 1;
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pagi_timer *t = pagi_timer_start(&L, 10, 0, never, NULL);
+    pagi_io *io = pagi_io_watch(&L, fds[0], PAGI_IO_READ, never_io, NULL);
+    pagi_timer_stop(t);
+    pagi_io_stop(io);
+    loop_drain_all(&L);
+    pagi_timer_stop(t);
+    pagi_io_stop(io);
+    ck_assert_ptr_nonnull(strstr(logged(), "pagi_timer_stop: stale handle"));
+    ck_assert_ptr_nonnull(strstr(logged(), "pagi_io_stop: stale handle"));
+    /* Bounded: more stops than kept free the oldest (ASan checks the rest). */
+    for (int i = 0; i < LOOP_KEPT_MAX + 10; i++)
+        pagi_timer_stop(pagi_timer_start(&L, 10, 0, never, NULL));
+    loop_drain_all(&L);
+    ck_assert_uint_eq(L.kept_n, LOOP_KEPT_MAX);
+    close(fds[0]);
+    close(fds[1]);
+    log_done();
+}
+END_TEST
+
+static void slow_timer(pagi_timer *t, void *ud)
+{
+    struct timespec ts = {0, 150 * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    pagi_timer_stop(t);
+    *(int *)ud = 1;
+}
+
+START_TEST(debug_timer_holding_loop_reported)
+{
+    log_to_file();
+    L.debug = 1;
+    int fired = 0;
+    pagi_timer_start(&L, 0.001, 0, slow_timer, &fired);
+    while (!fired)
+        ev_run(ev, EVRUN_ONCE);
+    const char *t = strstr(logged(), "debug: an app's timer callback held the loop for ");
+    ck_assert_msg(t, "no warning: %s", logged());
+    ck_assert_int_ge(
+        strtol(t + strlen("debug: an app's timer callback held the loop for "), NULL, 10), 100);
+    log_done();
+}
+END_TEST
+
+START_TEST(plain_timer_holding_loop_quiet)
+{
+    log_to_file();
+    int fired = 0;
+    pagi_timer_start(&L, 0.001, 0, slow_timer, &fired);
+    while (!fired)
+        ev_run(ev, EVRUN_ONCE);
+    ck_assert_ptr_null(strstr(logged(), "held the loop"));
+    log_done();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("loop");
@@ -320,6 +440,14 @@ static Suite *suite(void)
     tcase_add_test(t, io_watch_pipe_read);
     tcase_add_test(t, io_watch_pipe_write);
     tcase_add_test(t, io_watch_bad_args);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("debug");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, timer_double_stop_refused);
+    tcase_add_test(t, debug_stop_after_free_refused);
+    tcase_add_test(t, debug_timer_holding_loop_reported);
+    tcase_add_test(t, plain_timer_holding_loop_quiet);
     suite_add_tcase(s, t);
 
     t = tcase_create("chain");

@@ -1,11 +1,13 @@
-# tests/unit for the worker engine (runq, loop, outq, state_table, scope, scope_drain, app_registry,
+# tests/unit for the worker engine (runq, loop, outq, state_table, scope, scope_drain, scope_debug, app_registry,
 # sse, http1_exchange): one Check suite per source file, named after it.
 check_PROGRAMS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
 	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_drain \
-	tests/unit/test_app_registry tests/unit/test_sse tests/unit/test_http1_exchange
+	tests/unit/test_scope_debug tests/unit/test_app_registry tests/unit/test_sse \
+	tests/unit/test_http1_exchange
 TESTS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
 	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_drain \
-	tests/unit/test_app_registry tests/unit/test_sse tests/unit/test_http1_exchange
+	tests/unit/test_scope_debug tests/unit/test_app_registry tests/unit/test_sse \
+	tests/unit/test_http1_exchange
 
 tests_unit_test_runq_SOURCES = tests/unit/test_runq.c
 tests_unit_test_runq_CFLAGS = $(UNIT_TEST_CFLAGS)
@@ -38,6 +40,10 @@ tests_unit_test_sse_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 tests_unit_test_http1_exchange_SOURCES = tests/unit/test_http1_exchange.c
 tests_unit_test_http1_exchange_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_http1_exchange_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
+tests_unit_test_scope_debug_SOURCES = tests/unit/test_scope_debug.c
+tests_unit_test_scope_debug_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_scope_debug_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
 # The test compiles small .so modules at run time against the public header;
 # like pagid, it exports its symbols so a module can call the pagi_* functions.
