@@ -115,4 +115,4 @@ static void handle(pagi_scope *s, void *instance)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
-const pagi_app pagi_module = {PAGI_ABI_VERSION, "debugapp", NULL, handle, NULL};
+const pagi_app pagi_module = PAGI_APP_INIT("debugapp", NULL, handle, NULL);
