@@ -240,6 +240,17 @@ static void notify_cb_job(const runq_item *it)
     scope_unref(s);
 }
 
+/* The drain notice is promised only to scopes the app has not finished:
+ * the app may finish (and free its context) between the queueing and the
+ * run. The job's reference keeps the handle itself alive meanwhile. */
+static void server_drain_cb_job(const runq_item *it)
+{
+    pagi_scope *s = it->a;
+    if (!s->finished)
+        ((pagi_notify_cb)it->cb)(s, it->b);
+    scope_unref(s);
+}
+
 static void queue_all(pagi_scope *s, const scope_cb_list *l, runq_fn job)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -271,6 +282,11 @@ void scope_queue_disconnect_cb(pagi_scope *s, runq_any_fn fn, void *ud)
 void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud)
 {
     scope_queue(s, notify_cb_job, fn, ud, NULL);
+}
+
+void scope_queue_server_drain_cb(pagi_scope *s, runq_any_fn fn, void *ud)
+{
+    scope_queue(s, server_drain_cb_job, fn, ud, NULL);
 }
 
 /* ---- receive ---- */
@@ -493,7 +509,7 @@ void scope_notice_server_drain(worker_ctx *w)
 {
     for (pagi_scope *s = w->scopes; s; s = s->next) {
         if (!s->finished)
-            queue_all(s, &s->on_server_drain, notify_cb_job);
+            queue_all(s, &s->on_server_drain, server_drain_cb_job);
         cb_list_free(&s->on_server_drain);
     }
 }

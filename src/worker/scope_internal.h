@@ -67,5 +67,6 @@ struct pagi_scope {
 int scope_cb_add(scope_cb_list *l, runq_any_fn fn, void *ud);
 void scope_queue_disconnect_cb(pagi_scope *s, runq_any_fn fn, void *ud);
 void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud);
+void scope_queue_server_drain_cb(pagi_scope *s, runq_any_fn fn, void *ud);
 
 #endif
