@@ -383,6 +383,11 @@ int pagi_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
         return scope_fail(s, "send after the scope finished");
     if (ev->type <= PAGI_EV_NONE || ev->type >= PAGI_EV__COUNT)
         return scope_fail(s, "send: unknown event type %d", (int)ev->type);
+    /* Refused now so that a later minor can give these words a meaning
+     * without an older module's leftovers being taken for it. */
+    for (size_t i = 0; i < sizeof ev->reserved / sizeof ev->reserved[0]; i++)
+        if (ev->reserved[i])
+            return scope_fail(s, "event: reserved fields must be zero (see VERSIONING in pagi(3))");
     return s->ops->send(s, ev, cb, ud);
 }
 
