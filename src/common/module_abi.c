@@ -7,6 +7,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +40,14 @@ const char *module_abi_problem(int v, char *err, size_t errlen)
     return err;
 }
 
+const char *module_reserved_problem(const void *const reserved[], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (reserved[i])
+            return MODULE_RESERVED_PROBLEM;
+    return NULL;
+}
+
 #if UINTPTR_MAX == UINT64_MAX
 typedef Elf64_Ehdr ehdr;
 typedef Elf64_Shdr shdr;
@@ -57,7 +66,7 @@ static int in_file(size_t size, uint64_t off, uint64_t len)
     return off <= size && len <= size - off;
 }
 
-static int find_abi(const unsigned char *f, size_t size, int *abi)
+static int find_abi(const unsigned char *f, size_t size, module_table_info *info)
 {
     const ehdr *eh = (const ehdr *)f;
     if (!in_file(size, 0, sizeof *eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
@@ -85,16 +94,20 @@ static int find_abi(const unsigned char *f, size_t size, int *abi)
             if (in->sh_type == SHT_NOBITS || syms[k].st_value < in->sh_addr)
                 return -1; /* zero-filled: abi_version 0 is refused by the loader anyway */
             uint64_t off = in->sh_offset + (syms[k].st_value - in->sh_addr);
-            if (!in_file(size, off, sizeof(int)))
+            if (!in_file(size, off, sizeof(pagi_app)))
                 return -1;
-            memcpy(abi, f + off, sizeof(int)); /* abi_version is the table's first member */
+            memcpy(&info->abi, f + off + offsetof(pagi_app, abi_version), sizeof info->abi);
+            const unsigned char *r = f + off + offsetof(pagi_app, reserved);
+            info->reserved_set = 0;
+            for (size_t b = 0; b < sizeof ((pagi_app *)0)->reserved; b++)
+                info->reserved_set |= r[b] != 0;
             return 0;
         }
     }
     return -1;
 }
 
-int module_abi_read(const char *path, int *abi)
+int module_abi_read(const char *path, module_table_info *info)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -106,7 +119,7 @@ int module_abi_read(const char *path, int *abi)
     close(fd);
     if (map == MAP_FAILED)
         return -1;
-    int rc = find_abi(map, (size_t)st.st_size, abi);
+    int rc = find_abi(map, (size_t)st.st_size, info);
     munmap(map, (size_t)st.st_size);
     return rc;
 }

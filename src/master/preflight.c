@@ -290,12 +290,14 @@ static void check_module_abi(pf *p)
     for (size_t i = 0; i <= c->n_mounts; i++) {
         const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
         char file[4096], why[512];
-        int abi;
+        module_table_info t;
         if (!app || config_module_path(app, file, sizeof file) <= 0 ||
-            module_abi_read(file, &abi) < 0)
+            module_abi_read(file, &t) < 0)
             continue; /* not a module, or unreadable: the loader says why */
-        if (module_abi_problem(abi, why, sizeof why))
+        if (module_abi_problem(t.abi, why, sizeof why))
             say(p, 1, (pagid_pos){0}, "app module %s %s", file, why);
+        else if (t.reserved_set)
+            say(p, 1, (pagid_pos){0}, "app module %s " MODULE_RESERVED_PROBLEM, file);
     }
 }
 

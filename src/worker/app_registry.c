@@ -59,7 +59,10 @@ static int load_module(const char *spec, app_handle *out, char *err, size_t errl
     const char *problem = NULL;
     if (!app)
         problem = "does not export '" PAGI_MODULE_SYMBOL "'";
-    else if (!(problem = module_abi_problem(app->abi_version, abi, sizeof abi)) && !app->handle)
+    else if (!(problem = module_abi_problem(app->abi_version, abi, sizeof abi)) &&
+             !(problem = module_reserved_problem(app->reserved, sizeof app->reserved /
+                                                                    sizeof app->reserved[0])) &&
+             !app->handle)
         problem = "has no handle function";
     if (problem) {
         snprintf(err, errlen, "app module %s %s", spec, problem);

@@ -113,6 +113,36 @@ def newer_minor_and_abi1_modules_are_refused(ctx):
         check(want in out, "pagid started on %s: %r" % (name, out[-600:]))
 
 
+RESERVED = r'''
+#include <pagi/pagi.h>
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+const pagi_app pagi_module = {.abi_version = PAGI_ABI_VERSION, .name = "resv", .handle = h,
+                              .reserved = {0, 0, (const void *)RESERVED_VALUE}};
+'''
+RESERVED_PTR = r'''
+#include <pagi/pagi.h>
+static int x;
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+const pagi_app pagi_module = {.abi_version = PAGI_ABI_VERSION, .name = "resvp", .handle = h,
+                              .reserved = {[7] = &x}};
+'''
+
+
+@test(timeout=180)
+def module_with_reserved_members_set_is_refused(ctx):
+    want = "has non-zero reserved members in its pagi_app table: they must be zero (see VERSIONING"
+    so = build(ctx, "resv", RESERVED.replace("RESERVED_VALUE", "0x100"), INCLUDE)
+    rc, out = check_t(ctx, so)
+    check(rc != 0 and ("app module %s %s" % (so, want)) in out,
+          "pagid -t on a table with a reserved constant: rc %d: %r" % (rc, out))
+    out = start_refused(ctx, so)
+    check(want in out, "pagid started on it: %r" % out[-600:])
+    # A relocated pointer is only known once loaded: the loader refuses it.
+    so = build(ctx, "resvp", RESERVED_PTR, INCLUDE)
+    out = start_refused(ctx, so)
+    check(want in out, "pagid started on a table with a reserved pointer: %r" % out[-600:])
+
+
 @test(timeout=60)
 def build_info_prints_the_abi(ctx):
     p = subprocess.run([ctx.pagid, "-V"], stdout=subprocess.PIPE,
