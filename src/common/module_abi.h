@@ -27,8 +27,11 @@ typedef struct module_table_info {
                        * relocated pointer is only seen by the loader) */
 } module_table_info;
 
-/* 0 and *info set, or -1 when it cannot be told (not a native ELF shared
- * object, no such symbol, unreadable): the loader then has the last word. */
-int module_abi_read(const char *path, module_table_info *info);
+/* Reads the table without running any code of the module: 0 and *info set;
+ * -1 when it cannot be told (unreadable: the loader then has the last word,
+ * or no PAGI_MODULE_SYMBOL: *why says so); -2 when the file is not a valid
+ * module (empty, not ELF, another class, truncated or corrupt: *why says
+ * which). *why is a static string to follow "app module PATH ". */
+int module_abi_read(const char *path, module_table_info *info, const char **why);
 
 #endif

@@ -291,9 +291,14 @@ static void check_module_abi(pf *p)
         const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
         char file[4096], why[512];
         module_table_info t;
-        if (!app || config_module_path(app, file, sizeof file) <= 0 ||
-            module_abi_read(file, &t) < 0)
-            continue; /* not a module, or unreadable: the loader says why */
+        const char *bad;
+        if (!app || config_module_path(app, file, sizeof file) <= 0)
+            continue;
+        int rc = module_abi_read(file, &t, &bad);
+        if (rc < 0 && bad)
+            say(p, 1, (pagid_pos){0}, "app module %s %s", file, bad);
+        if (rc < 0)
+            continue; /* else unreadable: said elsewhere, and by the loader */
         if (module_abi_problem(t.abi, why, sizeof why))
             say(p, 1, (pagid_pos){0}, "app module %s %s", file, why);
         else if (t.reserved_set)
