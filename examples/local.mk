@@ -1,3 +1,6 @@
 # examples: built only against the installed header (see examples/Makefile);
-# shipped in the tarball, not built by the top-level build.
-EXTRA_DIST += examples/counter.c examples/kv.c examples/Makefile examples/README.md
+# shipped in the tarball and installed as source into $(docdir)/examples for
+# app authors (pagi(3), pagi_easy(3) point there), not built by the top-level
+# build.
+examplesdir = $(docdir)/examples
+dist_examples_DATA = examples/counter.c examples/kv.c examples/Makefile examples/README.md

@@ -107,6 +107,8 @@ typedef enum pagi_event_type {
     PAGI_EV_LIFESPAN_SHUTDOWN,         /* receive */
     PAGI_EV_LIFESPAN_SHUTDOWN_COMPLETE,/* send */
     PAGI_EV_LIFESPAN_SHUTDOWN_FAILED,  /* send: message */
+    /* Not an event: grows when a minor adds event types, so an array sized
+     * by it is sized for the header built against, not the server's. */
     PAGI_EV__COUNT
 } pagi_event_type;
 

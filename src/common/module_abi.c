@@ -7,6 +7,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +40,14 @@ const char *module_abi_problem(int v, char *err, size_t errlen)
     return err;
 }
 
+const char *module_reserved_problem(const void *const reserved[], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (reserved[i])
+            return MODULE_RESERVED_PROBLEM;
+    return NULL;
+}
+
 #if UINTPTR_MAX == UINT64_MAX
 typedef Elf64_Ehdr ehdr;
 typedef Elf64_Shdr shdr;
@@ -50,63 +59,119 @@ typedef Elf32_Shdr shdr;
 typedef Elf32_Sym sym;
 #define NATIVE_CLASS ELFCLASS32
 #endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define NATIVE_DATA ELFDATA2LSB
+#else
+#define NATIVE_DATA ELFDATA2MSB
+#endif
 
-/* Every offset read from the file is checked against its size. */
+/* Every offset read from the file is checked against its size, and every
+ * struct is copied out (a file offset need not be aligned for it): a
+ * truncated or crafted file is "not a valid module", never a bad read. */
 static int in_file(size_t size, uint64_t off, uint64_t len)
 {
     return off <= size && len <= size - off;
 }
 
-static int find_abi(const unsigned char *f, size_t size, int *abi)
+static int copy_out(const unsigned char *f, size_t size, uint64_t off, void *out, size_t n)
 {
-    const ehdr *eh = (const ehdr *)f;
-    if (!in_file(size, 0, sizeof *eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != NATIVE_CLASS || eh->e_shentsize != sizeof(shdr) ||
-        !in_file(size, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(shdr)))
+    if (!in_file(size, off, n))
         return -1;
-    const shdr *sh = (const shdr *)(f + eh->e_shoff);
-    for (size_t i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum ||
-            !in_file(size, sh[i].sh_offset, sh[i].sh_size))
+    memcpy(out, f + off, n);
+    return 0;
+}
+
+/* A string of the table strs (already known to lie in the file) at at,
+ * NUL-terminated inside it; else NULL. */
+static const char *str_at(const unsigned char *f, const shdr *strs, uint64_t at)
+{
+    if (at >= strs->sh_size)
+        return NULL;
+    const char *p = (const char *)f + strs->sh_offset + at;
+    return memchr(p, 0, strs->sh_size - at) ? p : NULL;
+}
+
+/* 0: the table was read; -1: no such symbol (why says so); -2: not a
+ * well-formed native ELF shared object. */
+static int find_abi(const unsigned char *f, size_t size, module_table_info *info,
+                    const char **why)
+{
+    ehdr eh;
+    *why = "is not a valid module: not an ELF file";
+    if (copy_out(f, size, 0, &eh, sizeof eh) < 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+        return -2;
+    *why = "is not a valid module: an ELF file of another class or byte order than pagid";
+    if (eh.e_ident[EI_CLASS] != NATIVE_CLASS || eh.e_ident[EI_DATA] != NATIVE_DATA)
+        return -2;
+    *why = "is not a valid module: truncated or corrupt ELF file (section headers)";
+    if (eh.e_shentsize != sizeof(shdr) || eh.e_shnum == 0 ||
+        !in_file(size, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(shdr)))
+        return -2;
+    int dynsyms = 0;
+    for (size_t i = 0; i < eh.e_shnum; i++) {
+        shdr sec, strs;
+        copy_out(f, size, eh.e_shoff + i * sizeof(shdr), &sec, sizeof sec);
+        if (sec.sh_type != SHT_DYNSYM)
             continue;
-        const shdr *strs = &sh[sh[i].sh_link];
-        if (!in_file(size, strs->sh_offset, strs->sh_size))
-            continue;
-        const sym *syms = (const sym *)(f + sh[i].sh_offset);
-        const char *names = (const char *)(f + strs->sh_offset);
-        size_t n = sh[i].sh_size / sizeof(sym);
-        for (size_t k = 0; k < n; k++) {
-            size_t at = syms[k].st_name;
-            if (syms[k].st_shndx == SHN_UNDEF || syms[k].st_shndx >= eh->e_shnum ||
-                at >= strs->sh_size || !memchr(names + at, 0, strs->sh_size - at) ||
-                strcmp(names + at, PAGI_MODULE_SYMBOL) != 0)
+        *why = "is not a valid module: truncated or corrupt ELF file (dynamic symbols)";
+        if (sec.sh_link >= eh.e_shnum || !in_file(size, sec.sh_offset, sec.sh_size) ||
+            sec.sh_entsize != sizeof(sym))
+            return -2;
+        copy_out(f, size, eh.e_shoff + (uint64_t)sec.sh_link * sizeof(shdr), &strs, sizeof strs);
+        if (strs.sh_type != SHT_STRTAB || !in_file(size, strs.sh_offset, strs.sh_size))
+            return -2;
+        dynsyms = 1;
+        for (uint64_t k = 0; k < sec.sh_size / sizeof(sym); k++) {
+            sym y;
+            copy_out(f, size, sec.sh_offset + k * sizeof(sym), &y, sizeof y);
+            const char *name = str_at(f, &strs, y.st_name);
+            if (y.st_shndx == SHN_UNDEF || !name || strcmp(name, PAGI_MODULE_SYMBOL) != 0)
                 continue;
-            const shdr *in = &sh[syms[k].st_shndx];
-            if (in->sh_type == SHT_NOBITS || syms[k].st_value < in->sh_addr)
-                return -1; /* zero-filled: abi_version 0 is refused by the loader anyway */
-            uint64_t off = in->sh_offset + (syms[k].st_value - in->sh_addr);
-            if (!in_file(size, off, sizeof(int)))
-                return -1;
-            memcpy(abi, f + off, sizeof(int)); /* abi_version is the table's first member */
+            shdr in;
+            *why = "is not a valid module: truncated or corrupt ELF file (the " PAGI_MODULE_SYMBOL
+                   " symbol)";
+            if (y.st_shndx >= eh.e_shnum)
+                return -2;
+            copy_out(f, size, eh.e_shoff + (uint64_t)y.st_shndx * sizeof(shdr), &in, sizeof in);
+            /* The whole table must lie inside its section, and the section in the file. */
+            if (in.sh_type == SHT_NOBITS || y.st_value < in.sh_addr ||
+                y.st_value - in.sh_addr > in.sh_size ||
+                in.sh_size - (y.st_value - in.sh_addr) < sizeof(pagi_app) ||
+                !in_file(size, in.sh_offset, in.sh_size))
+                return -2;
+            uint64_t off = in.sh_offset + (y.st_value - in.sh_addr);
+            copy_out(f, size, off + offsetof(pagi_app, abi_version), &info->abi,
+                     sizeof info->abi);
+            const unsigned char *r = f + off + offsetof(pagi_app, reserved);
+            info->reserved_set = 0;
+            for (size_t b = 0; b < sizeof((pagi_app *)0)->reserved; b++)
+                info->reserved_set |= r[b] != 0;
             return 0;
         }
     }
-    return -1;
+    *why = dynsyms ? "does not export '" PAGI_MODULE_SYMBOL "'"
+                   : "is not a valid module: no dynamic symbol table (not a shared object)";
+    return dynsyms ? -1 : -2;
 }
 
-int module_abi_read(const char *path, int *abi)
+int module_abi_read(const char *path, module_table_info *info, const char **why)
 {
+    *why = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     struct stat st;
     void *map = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (st.st_size == 0)
+            *why = "is not a valid module: an empty file";
+        else
+            map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
     close(fd);
     if (map == MAP_FAILED)
-        return -1;
-    int rc = find_abi(map, (size_t)st.st_size, abi);
+        return *why ? -2 : -1;
+    int rc = find_abi(map, (size_t)st.st_size, info, why);
     munmap(map, (size_t)st.st_size);
     return rc;
 }

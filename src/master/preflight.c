@@ -287,16 +287,31 @@ static void check_worker_side_as(pf *p, const priv_identity *id)
 static void check_module_abi(pf *p)
 {
     const pagid_config *c = p->c;
+    strtab seen = STRTAB_INIT; /* each file once, as in the readability check */
     for (size_t i = 0; i <= c->n_mounts; i++) {
         const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
         char file[4096], why[512];
-        int abi;
-        if (!app || config_module_path(app, file, sizeof file) <= 0 ||
-            module_abi_read(file, &abi) < 0)
-            continue; /* not a module, or unreadable: the loader says why */
-        if (module_abi_problem(abi, why, sizeof why))
+        module_table_info t;
+        const char *bad;
+        int mlen = app ? config_module_path(app, file, sizeof file) : 0;
+        if (mlen <= 0)
+            continue;
+        int added = 1;
+        if (!strtab_get(&seen, file, (size_t)mlen, 1, &added))
+            added = 1; /* out of memory: checked again, no harm */
+        if (!added)
+            continue;
+        int rc = module_abi_read(file, &t, &bad);
+        if (rc < 0 && bad)
+            say(p, 1, (pagid_pos){0}, "app module %s %s", file, bad);
+        if (rc < 0)
+            continue; /* else unreadable: said elsewhere, and by the loader */
+        if (module_abi_problem(t.abi, why, sizeof why))
             say(p, 1, (pagid_pos){0}, "app module %s %s", file, why);
+        else if (t.reserved_set)
+            say(p, 1, (pagid_pos){0}, "app module %s " MODULE_RESERVED_PROBLEM, file);
     }
+    strtab_free(&seen);
 }
 
 int preflight_check(const pagid_config *c, FILE *out, FILE *err)

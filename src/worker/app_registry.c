@@ -45,21 +45,24 @@ static int load_module(const char *spec, app_handle *out, char *err, size_t errl
     char abi[256];
     if (!dl) {
         /* A module of a newer minor fails here on a function this server
-         * lacks: a lazy look at its table names the versions instead. */
+         * lacks: its table, read from the file (a second dlopen would run
+         * its constructors again), names the versions instead. */
         snprintf(err, errlen, "cannot load app module %s: %s", spec, dlerror());
-        void *lazy = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
-        const pagi_app *app = lazy ? dlsym(lazy, PAGI_MODULE_SYMBOL) : NULL;
-        if (app && module_abi_problem(app->abi_version, abi, sizeof abi))
+        module_table_info t;
+        const char *why;
+        if (module_abi_read(path, &t, &why) == 0 &&
+            module_abi_problem(t.abi, abi, sizeof abi))
             snprintf(err, errlen, "app module %s %s", spec, abi);
-        if (lazy)
-            dlclose(lazy);
         return -1;
     }
     const pagi_app *app = dlsym(dl, PAGI_MODULE_SYMBOL);
     const char *problem = NULL;
     if (!app)
         problem = "does not export '" PAGI_MODULE_SYMBOL "'";
-    else if (!(problem = module_abi_problem(app->abi_version, abi, sizeof abi)) && !app->handle)
+    else if (!(problem = module_abi_problem(app->abi_version, abi, sizeof abi)) &&
+             !(problem = module_reserved_problem(app->reserved, sizeof app->reserved /
+                                                                    sizeof app->reserved[0])) &&
+             !app->handle)
         problem = "has no handle function";
     if (problem) {
         snprintf(err, errlen, "app module %s %s", spec, problem);

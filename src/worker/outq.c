@@ -68,6 +68,19 @@ static void outq_link(outq *q, outq_seg *s)
     q->tail = s;
 }
 
+/* A file or external segment (no storage of its own) of len bytes, linked at
+ * the tail: the caller sets what the bytes are. */
+static outq_seg *seg_new(outq *q, size_t len)
+{
+    outq_seg *s = malloc(sizeof *s);
+    if (!s)
+        return NULL;
+    *s = (outq_seg){.fd = -1, .len = len};
+    outq_link(q, s);
+    q->buffered += len;
+    return s;
+}
+
 static outq_seg *mem_seg_new(outq *q, size_t need)
 {
     size_t cap = need > SEG_MIN_CAP ? need : SEG_MIN_CAP;
@@ -139,19 +152,11 @@ int outq_append_file(outq *q, int fd, off_t offset, size_t len)
         close(fd);
         return 0;
     }
-    outq_seg *s = malloc(sizeof *s);
+    outq_seg *s = seg_new(q, len);
     if (!s)
         return -1;
     s->fd = fd;
     s->foff = offset;
-    s->pos = 0;
-    s->len = len;
-    s->cap = 0;
-    s->ext = NULL;
-    s->release = NULL;
-    s->rel_ud = NULL;
-    outq_link(q, s);
-    q->buffered += len;
     return 0;
 }
 
@@ -162,19 +167,12 @@ int outq_append_ext(outq *q, const void *data, size_t n, void (*release)(void *u
             release(ud);
         return 0;
     }
-    outq_seg *s = malloc(sizeof *s);
+    outq_seg *s = seg_new(q, n);
     if (!s)
         return -1;
-    s->fd = -1;
-    s->foff = 0;
-    s->pos = 0;
-    s->len = n;
-    s->cap = 0;
     s->ext = data;
     s->release = release;
     s->rel_ud = ud;
-    outq_link(q, s);
-    q->buffered += n;
     return 0;
 }
 

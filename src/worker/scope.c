@@ -263,6 +263,20 @@ static void notify_cb_job(const runq_item *it)
     scope_unref(s);
 }
 
+/* The drain notice is promised only to scopes the app has not finished:
+ * the app may finish (and free its context) between the queueing and the
+ * run. The job's reference keeps the handle itself alive meanwhile. */
+static void server_drain_cb_job(const runq_item *it)
+{
+    pagi_scope *s = it->a;
+    if (!s->finished) {
+        double t0 = scope_app_enter(s, "on_server_drain");
+        ((pagi_notify_cb)it->cb)(s, it->b);
+        scope_app_leave(s, t0, "on_server_drain");
+    }
+    scope_unref(s);
+}
+
 static void queue_all(pagi_scope *s, const scope_cb_list *l, runq_fn job, const char *kind)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -294,6 +308,11 @@ void scope_queue_disconnect_cb(pagi_scope *s, runq_any_fn fn, void *ud)
 void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud, const char *kind)
 {
     scope_queue(s, notify_cb_job, fn, ud, (void *)kind);
+}
+
+void scope_queue_server_drain_cb(pagi_scope *s, runq_any_fn fn, void *ud)
+{
+    scope_queue(s, server_drain_cb_job, fn, ud, NULL);
 }
 
 /* ---- receive ---- */
@@ -398,6 +417,11 @@ static int send_checked(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, vo
         return scope_fail(s, "send after the scope finished");
     if (ev->type <= PAGI_EV_NONE || ev->type >= PAGI_EV__COUNT)
         return scope_fail(s, "send: unknown event type %d", (int)ev->type);
+    /* Refused now so that a later minor can give these words a meaning
+     * without an older module's leftovers being taken for it. */
+    for (size_t i = 0; i < sizeof ev->reserved / sizeof ev->reserved[0]; i++)
+        if (ev->reserved[i])
+            return scope_fail(s, "event: reserved fields must be zero (see VERSIONING in pagi(3))");
     return s->ops->send(s, ev, cb, ud);
 }
 
@@ -580,7 +604,7 @@ void scope_notice_server_drain(worker_ctx *w)
 {
     for (pagi_scope *s = w->scopes; s; s = s->next) {
         if (!s->finished)
-            queue_all(s, &s->on_server_drain, notify_cb_job, "on_server_drain");
+            queue_all(s, &s->on_server_drain, server_drain_cb_job, "on_server_drain");
         cb_list_free(&s->on_server_drain);
     }
 }

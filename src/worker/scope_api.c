@@ -337,7 +337,7 @@ int pagi_scope_on_server_drain(pagi_scope *s, pagi_notify_cb cb, void *ud)
         return scope_fail(
             s, "on_server_drain: not for the lifespan scope (it gets lifespan.shutdown)");
     if (s->w->draining) {
-        scope_queue_notify_cb(s, (runq_any_fn)cb, ud, "on_server_drain");
+        scope_queue_server_drain_cb(s, (runq_any_fn)cb, ud);
         return 0;
     }
     return scope_cb_add(&s->on_server_drain, (runq_any_fn)cb, ud);

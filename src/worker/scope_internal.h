@@ -76,6 +76,7 @@ int scope_cb_add(scope_cb_list *l, runq_any_fn fn, void *ud);
 void scope_queue_disconnect_cb(pagi_scope *s, runq_any_fn fn, void *ud);
 /* kind names the callback in debug mode's messages ("on_complete", ...). */
 void scope_queue_notify_cb(pagi_scope *s, runq_any_fn fn, void *ud, const char *kind);
+void scope_queue_server_drain_cb(pagi_scope *s, runq_any_fn fn, void *ud);
 
 /* ---- scope_debug.c: debug mode (pagid --debug) ---- */
 

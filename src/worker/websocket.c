@@ -343,8 +343,11 @@ static int send_close(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_sen
     case WS_OPEN:
         ws_close_from_app(ws, code, ev->reason.ptr, ev->reason.len);
         break;
+    case WS_CLOSE_SENT:
+        /* Like a send after the close: the app's own misuse, not the peer's doing. */
+        return scope_fail(s, "websocket.close: already closed");
     default:
-        break; /* already closing: nothing more to say */
+        break; /* a refused handshake: nothing more to say */
     }
     scope_complete_send(s, cb, ud, NULL);
     return 0;

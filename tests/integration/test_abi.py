@@ -7,6 +7,7 @@ minor or ABI 1 is refused by pagid -t and at start, naming both versions."""
 
 import os
 import shutil
+import struct
 import subprocess
 
 import lib
@@ -111,6 +112,141 @@ def newer_minor_and_abi1_modules_are_refused(ctx):
               "pagid -t on %s: rc %d: %r" % (name, rc, out))
         out = start_refused(ctx, so)
         check(want in out, "pagid started on %s: %r" % (name, out[-600:]))
+
+
+RESERVED = r'''
+#include <pagi/pagi.h>
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+const pagi_app pagi_module = {.abi_version = PAGI_ABI_VERSION, .name = "resv", .handle = h,
+                              .reserved = {0, 0, (const void *)RESERVED_VALUE}};
+'''
+RESERVED_PTR = r'''
+#include <pagi/pagi.h>
+static int x;
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+const pagi_app pagi_module = {.abi_version = PAGI_ABI_VERSION, .name = "resvp", .handle = h,
+                              .reserved = {[7] = &x}};
+'''
+
+
+@test(timeout=180)
+def module_with_reserved_members_set_is_refused(ctx):
+    want = "has non-zero reserved members in its pagi_app table: they must be zero (see VERSIONING"
+    so = build(ctx, "resv", RESERVED.replace("RESERVED_VALUE", "0x100"), INCLUDE)
+    rc, out = check_t(ctx, so)
+    check(rc != 0 and ("app module %s %s" % (so, want)) in out,
+          "pagid -t on a table with a reserved constant: rc %d: %r" % (rc, out))
+    out = start_refused(ctx, so)
+    check(want in out, "pagid started on it: %r" % out[-600:])
+    # A relocated pointer is only known once loaded: the loader refuses it.
+    so = build(ctx, "resvp", RESERVED_PTR, INCLUDE)
+    out = start_refused(ctx, so)
+    check(want in out, "pagid started on a table with a reserved pointer: %r" % out[-600:])
+
+
+NEWER_CALLS = r'''
+#include <fcntl.h>
+#include <unistd.h>
+#include <pagi/pagi.h>
+void pagi_from_the_future(pagi_scope *s); /* a function of ABI 2.99: not in this server */
+__attribute__((constructor)) static void ran(void)
+{
+    int fd = open("MARKER", O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (fd >= 0) {
+        (void)!write(fd, "x", 1);
+        close(fd);
+    }
+}
+static void h(pagi_scope *s, void *i) { (void)i; pagi_from_the_future(s); }
+const pagi_app pagi_module = {.abi_version = PAGI_ABI(2, 99), .name = "future", .handle = h};
+'''
+
+
+@test(timeout=180)
+def newer_minor_calling_a_missing_function_is_named_without_running_it(ctx):
+    marker = os.path.join(ctx.tmpdir, "constructor-ran")
+    so = build(ctx, "future", NEWER_CALLS.replace("MARKER", marker), INCLUDE)
+    rc, out = check_t(ctx, so)
+    check(rc != 0 and "needs pagi ABI 2.99, this server speaks %s" % SERVER_ABI in out,
+          "pagid -t: rc %d: %r" % (rc, out))
+    out = start_refused(ctx, so)
+    check("needs pagi ABI 2.99, this server speaks %s" % SERVER_ABI in out,
+          "the loader names the versions: %r" % out[-600:])
+    # The version comes from the file, not from a second (lazy) dlopen that
+    # would run the module's constructors.
+    check(not os.path.exists(marker), "the module's constructor ran in pagid")
+
+
+GOOD = r'''
+#include <pagi/pagi.h>
+static void h(pagi_scope *s, void *i) { (void)i; pagi_scope_finish(s, 0); }
+const pagi_app pagi_module = PAGI_APP_INIT("good", 0, h, 0);
+'''
+
+
+def elf_variants(data):
+    """(label, bytes) of truncated and corrupted copies of a 64-bit LE module."""
+    out = [("truncated to %d" % n, data[:n])
+           for n in (1, 4, 16, 63, 64, 200, len(data) // 2, len(data) - 1)]
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3a)
+
+    def patched(at, fmt, value):
+        b = bytearray(data)
+        struct.pack_into(fmt, b, at, value)
+        return bytes(b)
+
+    out += [("e_shoff + 1 (unaligned)", patched(0x28, "<Q", shoff + 1)),
+            ("e_shoff huge", patched(0x28, "<Q", 1 << 63)),
+            ("e_shnum 0xffff", patched(0x3c, "<H", 0xffff)),
+            ("32-bit class", patched(4, "B", 1)),
+            ("big-endian", patched(5, "B", 2))]
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        sh_type, = struct.unpack_from("<I", data, sh + 4)
+        if sh_type != 11:  # SHT_DYNSYM
+            continue
+        off, size = struct.unpack_from("<QQ", data, sh + 0x18)
+        link, = struct.unpack_from("<I", data, sh + 0x28)
+        out += [("dynsym offset + 1 (unaligned)", patched(sh + 0x18, "<Q", off + 1)),
+                ("dynsym size huge", patched(sh + 0x20, "<Q", 1 << 62)),
+                ("dynsym link out of range", patched(sh + 0x28, "<I", 0xffff))]
+        strs = shoff + link * shentsize
+        stroff, = struct.unpack_from("<Q", data, strs + 0x18)
+        for k in range(size // 24):
+            sym = off + k * 24
+            name, = struct.unpack_from("<I", data, sym)
+            if data[stroff + name:stroff + name + 12] == b"pagi_module\0":
+                value, = struct.unpack_from("<Q", data, sym + 8)
+                out += [("pagi_module value + 1 (unaligned)", patched(sym + 8, "<Q", value + 1)),
+                        ("pagi_module value huge", patched(sym + 8, "<Q", (1 << 64) - 8)),
+                        ("pagi_module section out of range", patched(sym + 6, "<H", 0xfff0)),
+                        ("pagi_module name out of range", patched(sym, "<I", 0xfffffff0))]
+    check(len(out) > 15, "the module's dynamic symbols were not found (%d variants)" % len(out))
+    return out
+
+
+@test(timeout=180)
+def truncated_and_corrupt_modules_are_not_valid_modules(ctx):
+    so = build(ctx, "good", GOOD, INCLUDE)
+    rc, out = check_t(ctx, so)
+    check_eq(rc, 0, "pagid -t on the intact module: %s" % out)
+    with open(so, "rb") as f:
+        data = f.read()
+    if data[4:6] != b"\x02\x01":
+        ctx.note("not a 64-bit little-endian build: corrupted copies not checked")
+        return
+    bad = os.path.join(ctx.tmpdir, "bad.so")
+    for label, variant in elf_variants(data):
+        with open(bad, "wb") as f:
+            f.write(variant)
+        rc, out = check_t(ctx, bad)
+        check(0 < rc < 128, "pagid -t on %s: rc %d (a crash?): %r" % (label, rc, out[-600:]))
+        check(not any(w in out for w in ("runtime error", "AddressSanitizer", "Sanitizer")),
+              "pagid -t on %s: sanitizer report: %r" % (label, out[-1500:]))
+        check("app module %s is not a valid module" % bad in out
+              or "app module %s does not export 'pagi_module'" % bad in out,
+              "pagid -t on %s: %r" % (label, out[-600:]))
 
 
 @test(timeout=60)

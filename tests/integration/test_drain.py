@@ -277,3 +277,84 @@ def ws_handshake_during_the_drain_is_refused_quietly(ctx):
     check_eq(srv.returncode, 0, "exit status")
     check("app error" not in srv.stderr() and "app failed" not in srv.stderr(),
           "an error was logged: %s" % srv.stderr()[-500:])
+
+
+# The app's drain callback for one scope finishes every waiting scope and
+# frees their contexts: the notices already queued for the others must not
+# run (pagi(3): "not run for a scope the app already finished"), or they
+# would run on freed memory (ASan: heap-use-after-free).
+FINISH_ALL = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include <pagi/pagi.h>
+typedef struct waiter { pagi_scope *s; struct waiter *next; } waiter;
+static waiter *waiting;
+static void note(const char *what)
+{
+    FILE *f = fopen("MARKER", "a");
+    if (f) { fprintf(f, "%s\n", what); fclose(f); }
+}
+static void on_drain(pagi_scope *s, void *ud)
+{
+    waiter *me = ud;
+    note(me->s == s ? "drain" : "drain on a stale context");
+    while (waiting) {
+        waiter *w = waiting;
+        waiting = w->next;
+        pagi_scope_finish(w->s, "drained");
+        free(w);
+    }
+}
+static void handle(pagi_scope *s, void *inst)
+{
+    (void)inst;
+    if (pagi_scope_type_of(s) != PAGI_SCOPE_HTTP) {
+        pagi_scope_finish(s, "http only");
+        return;
+    }
+    waiter *w = calloc(1, sizeof *w);
+    w->s = s;
+    w->next = waiting;
+    waiting = w;
+    pagi_scope_on_server_drain(s, on_drain, w);
+    note("waiting");
+}
+const pagi_app pagi_module = PAGI_APP_INIT("finishall", 0, handle, 0);
+'''
+
+
+@test(timeout=90)
+def drain_notice_skips_scopes_another_notice_finished(ctx):
+    import subprocess
+    marker = os.path.join(ctx.tmpdir, "finishall.log")
+    src = os.path.join(ctx.tmpdir, "finishall.c")
+    with open(src, "w") as f:
+        f.write(FINISH_ALL.replace("MARKER", marker))
+    so = os.path.join(ctx.tmpdir, "finishall.so")
+    p = subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
+                        "-shared", "-fPIC", "-I", os.path.join(lib.REPO, "include"), "-o", so, src],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check_eq(p.returncode, 0, "building finishall.so: %s" % p.stdout.decode())
+    srv = ctx.start(so, workers=1, config=LONG_SHUTDOWN)
+    conns = []
+    for i in range(2):
+        c = Conn(srv.port, timeout=10)
+        c.send("GET /wait/%d HTTP/1.1\r\nHost: t\r\n\r\n" % i)
+        conns.append(c)
+
+    def lines():
+        try:
+            with open(marker) as f:
+                return f.read().split()
+        except FileNotFoundError:
+            return []
+    check(wait_for(lambda: lines().count("waiting") == 2, 5 * SLOW),
+          "both requests waiting: %r" % lines())
+    srv.signal(signal.SIGTERM)
+    for c in conns:
+        r = c.read_response()
+        check_eq(r.status, 500, "a request the app finished with an error")
+        c.close()
+    check(srv.wait_exit(10 * SLOW), "pagid still running")
+    check_eq(srv.returncode, 0, "exit status (a worker crash makes it non-zero)")
+    check_eq(lines(), ["waiting", "waiting", "drain"], "app log")

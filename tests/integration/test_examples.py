@@ -43,3 +43,36 @@ def counter_module_from_installed_header(ctx):
     check_eq(r1.status, 200, "status")
     check_eq(r1.body, b"request #1, 0 body bytes\n", "first body")
     check_eq(r2.body, b"request #2, 6 body bytes\n", "second body")
+
+
+EXAMPLE_FILES = ("counter.c", "kv.c", "Makefile", "README.md")
+
+
+@test(timeout=240)
+def examples_installed_into_docdir_build_there(ctx):
+    """make install puts the examples' sources into $(docdir)/examples, where
+    pagi(3) and pagi_easy(3) send app authors, and they build from there."""
+    build = build_dir_of(ctx.pagid)
+    check(build is not None, "no build tree next to %s to install from" % ctx.pagid)
+    stage = os.path.join(ctx.tmpdir, "stage-doc")
+    p = subprocess.run(["make", "-C", build, "install-dist_examplesDATA",
+                        "install-pagiincludeHEADERS", "DESTDIR=" + stage],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+    check_eq(p.returncode, 0, "make install (%s)" % p.stdout.decode()[-400:])
+    found = {}
+    for root, dirs, files in os.walk(stage):
+        if root.endswith(os.path.join("share", "doc", "pagid", "examples")):
+            found = {f: os.path.join(root, f) for f in files}
+            examples = root
+    check(sorted(found) == sorted(EXAMPLE_FILES),
+          "installed examples under %s: %r" % (stage, sorted(found)))
+    for f in EXAMPLE_FILES:
+        with open(found[f], "rb") as a, open(os.path.join(REPO, "examples", f), "rb") as b:
+            check(a.read() == b.read(), "installed %s differs from the source" % f)
+    prefix = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(examples))))
+    p = subprocess.run(["make", "-C", examples, "PREFIX=" + prefix,
+                        "CFLAGS=-std=c11 -O2 -Wall -Wextra -Werror"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    check_eq(p.returncode, 0, "building the installed examples (%s)" % p.stdout.decode()[-400:])
+    for so in ("counter.so", "kv.so"):
+        check(os.path.exists(os.path.join(examples, so)), "%s was not built" % so)

@@ -103,8 +103,14 @@ def debian_packages(ctx):
                   "mandoc %s:\n%s%s" % (os.path.basename(page), p.stdout, p.stderr))
 
     dev = deb_files(debs["pagid-dev"])
+    # The examples pagi(3) and pagi_easy(3) point at, as plain source (dh_compress
+    # leaves a package's own examples/ alone).
     for f in ("/usr/include/pagi/pagi.h", "/usr/share/man/man3/pagi.3.gz",
-              "/usr/include/pagi/pagi_easy.h", "/usr/share/man/man3/pagi_easy.3.gz"):
+              "/usr/include/pagi/pagi_easy.h", "/usr/share/man/man3/pagi_easy.3.gz",
+              "/usr/share/doc/pagid-dev/examples/kv.c",
+              "/usr/share/doc/pagid-dev/examples/counter.c",
+              "/usr/share/doc/pagid-dev/examples/Makefile",
+              "/usr/share/doc/pagid-dev/examples/README.md"):
         check(f in dev, "%s not in pagid-dev: %r" % (f, sorted(dev)))
 
     root = os.path.join(ctx.tmpdir, "root")

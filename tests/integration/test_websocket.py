@@ -686,6 +686,21 @@ def app_close_then_peer_answers(ctx):
 
 
 @test()
+def second_close_and_send_after_close_are_rejected(ctx):
+    srv = ctx.start(wsapp(ctx))
+    ws = RawWS(srv.port, "/close?id=again&code=4002&again=1")
+    ws.expect_close(4002)  # one close frame, nothing after it
+    ws.send_close(4002)
+    ws.expect_eof()
+    ws.close()
+    ev = check_disconnect(ctx, "again", 4002, "")
+    rej = [e for e in ev if e.startswith("rejected")]
+    check_eq(len(rej), 2, "rejections (%r)" % rej)
+    check("websocket.close: already closed" in rej[0], "second close: %r" % rej[0])
+    check("after websocket.close" in rej[1], "send after close: %r" % rej[1])
+
+
+@test()
 def app_close_with_python_client(ctx):
     need_websockets()
     srv = ctx.start(wsapp(ctx))

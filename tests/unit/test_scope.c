@@ -744,6 +744,29 @@ START_TEST(send_bad_type_fails)
 }
 END_TEST
 
+START_TEST(send_with_reserved_set_fails)
+{
+    pagi_scope *s = new_http();
+    for (size_t i = 0; i < 8; i++) {
+        pagi_event e = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+        e.reserved[i] = 1;
+        ck_assert_int_eq(pagi_send(s, &e, send_cb, NULL), -1);
+        ck_assert_str_eq(pagi_scope_error(s),
+                         "event: reserved fields must be zero (see VERSIONING in pagi(3))");
+        pagi_buf *b = pagi_buf_wrap("x", 1, NULL, NULL);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_int_eq(pagi_send_buf(s, &e, b, send_cb, NULL), -1);
+        ck_assert_str_eq(pagi_scope_error(s),
+                         "event: reserved fields must be zero (see VERSIONING in pagi(3))");
+        pagi_buf_unref(b);
+    }
+    ck_assert_int_eq(fp.sends, 0); /* never reached the driver */
+    drain();
+    ck_assert_int_eq(n_sent, 0);
+    end_scope(s);
+}
+END_TEST
+
 START_TEST(send_after_finish_fails)
 {
     pagi_scope *s = new_http();
@@ -1007,6 +1030,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, reset_counters, teardown);
     tcase_add_test(t, send_completes_from_queue);
     tcase_add_test(t, send_bad_type_fails);
+    tcase_add_test(t, send_with_reserved_set_fails);
     tcase_add_test(t, send_after_finish_fails);
     tcase_add_test(t, event_init_is_zero_and_type);
     tcase_add_test(t, zero_body_event_reaches_the_driver_as_is);

@@ -249,6 +249,43 @@ START_TEST(notice_skips_finished_scopes_and_lifespan)
 }
 END_TEST
 
+/* The app finishes a scope after the notice was queued but before it ran:
+ * the notice must not run (the app may have freed what ud points at). */
+START_TEST(notice_not_run_for_scope_finished_after_queueing)
+{
+    pagi_scope *a = new_scope(PAGI_SCOPE_WEBSOCKET), *b = new_scope(PAGI_SCOPE_SSE);
+    pagi_scope_set_userdata(a, &n_release, release_cb);
+    ck_assert_int_eq(pagi_scope_on_server_drain(a, notice_cb, &n_notice), 0);
+    ck_assert_int_eq(pagi_scope_on_server_drain(b, notice_cb, &n_notice), 0);
+    w.draining = 1;
+    scope_notice_server_drain(&w);
+    pagi_scope_finish(a, NULL);
+    scope_detach(a); /* only the queued job still holds it */
+    drain();
+    ck_assert_int_eq(n_notice, 1); /* b's only */
+    while (drain())
+        ;
+    ck_assert_int_eq(n_release, 1); /* the job's reference was dropped */
+    end_scope(b);
+}
+END_TEST
+
+START_TEST(notice_registered_during_drain_not_run_once_finished)
+{
+    pagi_scope *a = new_scope(PAGI_SCOPE_WEBSOCKET);
+    w.draining = 1;
+    scope_notice_server_drain(&w);
+    drain();
+    ck_assert_int_eq(pagi_scope_on_server_drain(a, notice_cb, &n_notice), 0);
+    pagi_scope_finish(a, NULL);
+    drain();
+    ck_assert_int_eq(n_notice, 0);
+    scope_detach(a);
+    while (drain())
+        ;
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("scope_drain");
@@ -263,6 +300,8 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, notice_runs_once_from_the_queue);
     tcase_add_test(t, notice_skips_finished_scopes_and_lifespan);
+    tcase_add_test(t, notice_not_run_for_scope_finished_after_queueing);
+    tcase_add_test(t, notice_registered_during_drain_not_run_once_finished);
     suite_add_tcase(s, t);
     return s;
 }

@@ -8,7 +8,8 @@
  *   /noreceive             accept, never receive (the queue overflows)
  *   /reject                websocket.close before accept (403)
  *   /deny                  denial response: 401 + www-authenticate, body in two events
- *   /close?code=N&reason=R accept, close with N/R at once, then receive until the disconnect
+ *   /close?code=N&reason=R[&again=1] accept, close with N/R at once (again=1: then a second
+ *                          close and a send, both logged as rejected), receive until the disconnect
  *   /keepalive?interval=S&timeout=T   accept, websocket.keepalive, receive until the disconnect
  *   /badsends              invalid sends are rejected with clear errors; then accept and echo
  *   /finish[?error=1]      accept, then finish (normally or with an error)
@@ -41,6 +42,7 @@ typedef struct wsr {
     double interval, timeout;
     long size;
     int error;
+    int again;
     char *big;
 } wsr;
 
@@ -251,6 +253,13 @@ static void on_connect(pagi_scope *s, wsr *r)
         ev.code = r->code;
         ev.reason = (pagi_str){r->reason, strlen(r->reason)};
         send_or_log(s, r, &ev, log_send);
+        if (r->again) {
+            send_or_log(s, r, &ev, log_send);
+            ev = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_SEND);
+            ev.is_text = 1;
+            ev.text = (pagi_str){"late", 4};
+            send_or_log(s, r, &ev, log_send);
+        }
     } else if (strcmp(r->route, "keepalive") == 0) {
         ev = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_KEEPALIVE);
         ev.interval = r->interval;
@@ -345,6 +354,8 @@ static void handle(pagi_scope *s, UNUSED void *instance)
     r->size = atol(buf);
     qparam(q, "error", buf, sizeof buf);
     r->error = atoi(buf);
+    qparam(q, "again", buf, sizeof buf);
+    r->again = atoi(buf);
     pagi_scope_set_userdata(s, r, release);
     pagi_conn_on_disconnect(s, on_disconnect, r);
     size_t n = pagi_scope_subprotocol_count(s);
