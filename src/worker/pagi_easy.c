@@ -1,7 +1,9 @@
 /*
  * pagi_easy.c - the one-call parts of pagi_easy.h: responses that finish the
  * scope, the bounded body reader and the lifespan runner. A layer on top of
- * pagi.h: only public calls, so it behaves exactly like app code would.
+ * pagi.h, behaving like app code would; from scope.h it uses only a slot for
+ * its per-scope state (released with the scope, however the scope ends), a
+ * scope reference across a deferral, and the refusal message of misuse.
  */
 #include <pagi/pagi_easy.h>
 
