@@ -203,7 +203,8 @@ static void reader_done(pagi_scope *s, easy_scope *e, const char *err, int statu
     }
     e->hold = 1;
     if (status != 0)
-        pagi_respond_text(s, status, status == 413 ? "request body too large\n" : "out of memory\n");
+        pagi_respond_text(s, status,
+                          status == 413 ? "request body too large\n" : "out of memory\n");
     r->cb(s, NULL, 0, err, r->ud);
     reader_free(r);
     easy_finish(s, e, finish_err);

@@ -55,7 +55,7 @@ typedef struct fake {
     const char *chunks[4]; /* request body chunks, delivered in order */
     int nchunks, next_chunk, lifespan_step;
     int stall_at; /* > 0: chunk number stall_at never arrives */
-    int hold; /* 1: send completions wait for release_held */
+    int hold;     /* 1: send completions wait for release_held */
     pagi_send_cb held_cb[MAX_HELD];
     void *held_ud[MAX_HELD];
     int held;
@@ -104,7 +104,8 @@ static int fake_next_event(pagi_scope *s, pagi_event *e, int take)
         if (f->lifespan_step != 0 && f->lifespan_step != 2)
             return 0;
         if (take)
-            e->type = f->lifespan_step++ == 0 ? PAGI_EV_LIFESPAN_STARTUP : PAGI_EV_LIFESPAN_SHUTDOWN;
+            e->type =
+                f->lifespan_step++ == 0 ? PAGI_EV_LIFESPAN_STARTUP : PAGI_EV_LIFESPAN_SHUTDOWN;
         return 1;
     }
     if (!scope_is_connected(s)) {
@@ -123,7 +124,10 @@ static int fake_next_event(pagi_scope *s, pagi_event *e, int take)
     return 1;
 }
 
-static void fake_receive_wanted(pagi_scope *s) { (void)s; }
+static void fake_receive_wanted(pagi_scope *s)
+{
+    (void)s;
+}
 
 static void fake_finished(pagi_scope *s, const char *error)
 {
@@ -159,7 +163,8 @@ static void open_scope(fake *f, pagi_scope_type type, const char *content_length
 {
     memset(f, 0, sizeof *f);
     f->type = type;
-    pagi_header h[1] = {{{"content-length", 14}, {content_length, content_length ? strlen(content_length) : 0}}};
+    pagi_header h[1] = {
+        {{"content-length", 14}, {content_length, content_length ? strlen(content_length) : 0}}};
     scope_request r = {.method = "PUT",
                        .http_version = "1.1",
                        .path = {"/kv/a", 5},
@@ -278,7 +283,8 @@ START_TEST(second_respond_is_refused_and_finishes_once_after_the_sends)
     f.hold = 1;
     ck_assert_int_eq(pagi_respond_text(f.s, 200, "one"), 0);
     ck_assert_int_eq(pagi_respond_text(f.s, 200, "two"), -1);
-    ck_assert_str_eq(pagi_scope_error(f.s), "pagi_respond: a response was already sent on this scope");
+    ck_assert_str_eq(pagi_scope_error(f.s),
+                     "pagi_respond: a response was already sent on this scope");
     drain();
     ck_assert_int_eq(f.finished, 0); /* the first body's callback has not run */
     ck_assert_int_eq(f.sends, 2);
