@@ -160,7 +160,7 @@ static pagi_str key_of(const pagi_scope *s)
 static void put_body(pagi_scope *s, const char *body, size_t len, const char *err, void *ud)
 {
     if (err != NULL)
-        return; /* the layer finished the scope */
+        return; /* the layer finishes the scope */
     if (kv_set(ud, key_of(s), body, len) != 0)
         pagi_respond_text(s, 500, "out of memory\n");
     else

@@ -1,8 +1,9 @@
 /*
  * pagi_easy.h - a convenience layer over pagi.h (see pagi_easy(3)): one-call
  * responses, a bounded body reader, broadcast groups with flow control for
- * slow members, and lifespan with one create/destroy pair. Built only on the
- * public pagi.h calls; nothing here can do what an app could not do itself.
+ * slow members, and lifespan with one create/destroy pair. Built on the
+ * public pagi.h calls, plus a per-scope slot of the server's own for the
+ * layer's state (it never uses the app's pagi_scope_set_userdata).
  */
 #ifndef PAGI_PAGI_EASY_H
 #define PAGI_PAGI_EASY_H
@@ -22,11 +23,14 @@ extern "C" {
  * content-type unless NULL, content-length, then the extra headers) and the
  * whole body, copied before return (the caller keeps its buffers). The scope
  * is finished from the body's send callback, with its error if any; a
- * rejected send finishes it at once with pagi_scope_error(). Either way the
- * app must not use s afterwards, and must have no receive pending. On an
- * sse scope this is the decline (sse.http.response.*), on a websocket scope
- * the websocket.http.response extension. Returns 0, or -1 when a send was
- * rejected (the scope is then already finished).
+ * rejected send finishes it with pagi_scope_error(), after the callbacks of
+ * the layer's sends still in flight. Either way the app must not use s
+ * afterwards, and must have no receive pending. On an sse scope this is the
+ * decline (sse.http.response.*), on a websocket scope the
+ * websocket.http.response extension. Returns 0, or -1 when a send was
+ * rejected (the scope is then finished, or will be once the layer's sends
+ * in flight complete), or -1 without finishing for a second response on s
+ * ("pagi_respond: a response was already sent on this scope").
  */
 int pagi_respond(pagi_scope *s, int status, const char *content_type, const void *body, size_t len);
 int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
@@ -44,19 +48,24 @@ int pagi_respond_text(pagi_scope *s, int status, const char *text);
  * holds all len bytes plus a terminating NUL (the layer owns body and frees
  * it when the callback returns); the app answers, e.g. with pagi_respond.
  * Otherwise body is NULL and err says why ("request body too large",
- * "client disconnected", ...): the layer finishes the scope when cb returns
- * (answering 413 when the limit was exceeded), so the app must not use s
- * after cb, only free what it owns.
+ * "client disconnected", ...): over the limit the layer has queued a 413
+ * before cb; it finishes the scope after cb returns (and after the 413's
+ * send callback), so the app must not use s after cb, only free what it
+ * owns. cb never runs inside pagi_read_body, and not at all when the server
+ * ends the scope first (a worker stopping at once).
  */
 typedef void (*pagi_body_cb)(pagi_scope *s, const char *body, size_t len, const char *err,
                              void *ud);
 
 /**
  * Read the whole request body of an http (or sse) scope incrementally, at
- * most limit bytes. A Content-Length above limit is refused at once, a
- * chunked body as soon as it passes limit: 413 and the scope finished, then
- * cb with the error. Returns 0, or -1 when the first receive was refused
- * (the scope is finished with the error and cb is not called).
+ * most limit bytes. A Content-Length above limit is refused before any
+ * byte is read (from the run queue), a chunked body as soon as it passes
+ * limit: 413 queued, then cb with the error, then the scope finished.
+ * Returns 0; or -1 without finishing (pagi_scope_error says why) for a scope
+ * that is not http or sse, or while another reader is active on s; or -1
+ * when the first receive was refused or memory ran out (the scope is then
+ * finished with the error and cb is not called).
  */
 int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud);
 
@@ -171,7 +180,11 @@ unsigned long pagi_group_slow_count(const pagi_group *g);
  * string) to fail the startup; s is the lifespan scope (for pagi_scope_loop).
  */
 typedef void *(*pagi_lifespan_create_fn)(pagi_scope *s, void *ud, const char **err);
-/** Free what create returned (called on shutdown; not after a failed create). */
+/**
+ * Free what create returned: once, on lifespan.shutdown, or when the server
+ * releases the lifespan scope without one (a worker stopping at once); not
+ * after a failed create.
+ */
 typedef void (*pagi_lifespan_destroy_fn)(void *obj, void *ud);
 
 /**

@@ -1,7 +1,9 @@
 /*
  * pagi_easy.c - the one-call parts of pagi_easy.h: responses that finish the
  * scope, the bounded body reader and the lifespan runner. A layer on top of
- * pagi.h: only public calls, so it behaves exactly like app code would.
+ * pagi.h, behaving like app code would; from scope.h it uses only a slot for
+ * its per-scope state (released with the scope, however the scope ends), a
+ * scope reference across a deferral, and the refusal message of misuse.
  */
 #include <pagi/pagi_easy.h>
 
@@ -10,16 +12,93 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void finish_after_send(pagi_scope *s, const char *err, void *ud)
+#include "scope.h"
+
+/*
+ * What the layer keeps per scope, in the scope's layer slot (never the app's
+ * userdata): its own sends in flight, so it never finishes a scope before
+ * the last of their callbacks, the active body reader and the lifespan
+ * runner. Freed by easy_release however the scope ends, also when the
+ * server finishes it on the app's behalf with a receive still pending.
+ */
+typedef struct body_reader body_reader;
+typedef struct lifespan_run lifespan_run;
+
+typedef struct easy_scope {
+    unsigned inflight;  /* the layer's accepted sends whose callback has not run */
+    int responded;      /* pagi_respond was accepted once */
+    int finish_pending; /* finish once inflight is 0 and hold is 0 */
+    int hold;           /* an app callback is running: finish after it */
+    char *finish_err;   /* owned; the error to finish with */
+    body_reader *reader;
+    lifespan_run *life;
+} easy_scope;
+
+static void reader_free(body_reader *r);
+static void lifespan_release(lifespan_run *l);
+
+static void easy_release(void *data)
 {
-    (void)ud;
-    pagi_scope_finish(s, err);
+    easy_scope *e = data;
+    reader_free(e->reader);
+    lifespan_release(e->life);
+    free(e->finish_err);
+    free(e);
 }
 
-/* Finish with the reason of the refused call; the caller returns -1. */
-static int finish_refused(pagi_scope *s)
+static easy_scope *easy_of(pagi_scope *s)
 {
-    pagi_scope_finish(s, pagi_scope_error(s));
+    easy_scope *e = scope_layer_data(s);
+    if (e == NULL && (e = calloc(1, sizeof *e)) != NULL)
+        scope_set_layer_data(s, e, easy_release);
+    return e;
+}
+
+/* Finish with err (first one wins) once nothing of the layer's is in flight. */
+static void easy_finish(pagi_scope *s, easy_scope *e, const char *err)
+{
+    if (e == NULL) {
+        pagi_scope_finish(s, err);
+        return;
+    }
+    if (err != NULL && e->finish_err == NULL)
+        e->finish_err = strdup(err);
+    e->finish_pending = 1;
+    if (e->inflight > 0 || e->hold)
+        return;
+    e->finish_pending = 0;
+    pagi_scope_finish(s, e->finish_err ? e->finish_err : err);
+}
+
+static void easy_release_hold(pagi_scope *s, easy_scope *e)
+{
+    e->hold = 0;
+    if (e->finish_pending)
+        easy_finish(s, e, NULL);
+}
+
+static void easy_sent(pagi_scope *s, const char *err, void *ud)
+{
+    easy_scope *e = ud;
+    e->inflight--;
+    if (err != NULL)
+        easy_finish(s, e, err);
+    else if (e->finish_pending)
+        easy_finish(s, e, NULL);
+}
+
+static int easy_send(pagi_scope *s, easy_scope *e, const pagi_event *ev)
+{
+    if (pagi_send(s, ev, easy_sent, e) != 0)
+        return -1;
+    e->inflight++;
+    return 0;
+}
+
+/* Finish with the reason of the refused call (after the layer's sends in flight). */
+static int finish_refused(pagi_scope *s, easy_scope *e)
+{
+    easy_finish(s, e, pagi_scope_error(s));
     return -1;
 }
 
@@ -29,6 +108,14 @@ int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
                          const pagi_header *headers, size_t header_count, const void *body,
                          size_t len)
 {
+    easy_scope *e = easy_of(s);
+    if (e == NULL) {
+        pagi_scope_finish(s, "pagi_respond: out of memory");
+        return -1;
+    }
+    /* The first response's sends may still be in flight: refuse without finishing. */
+    if (e->responded)
+        return scope_fail(s, "pagi_respond: a response was already sent on this scope");
     pagi_event_type start_t = PAGI_EV_HTTP_RESPONSE_START;
     pagi_event_type body_t = PAGI_EV_HTTP_RESPONSE_BODY;
     if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE) {
@@ -40,7 +127,7 @@ int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
     }
     pagi_header *h = malloc((header_count + 2) * sizeof *h);
     if (h == NULL) {
-        pagi_scope_finish(s, "pagi_respond: out of memory");
+        easy_finish(s, e, "pagi_respond: out of memory");
         return -1;
     }
     char clen[24];
@@ -57,14 +144,16 @@ int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
     start.headers = h;
     start.header_count = n;
     /* Both events are copied by pagi_send: the body may follow at once. */
-    int rc = pagi_send(s, &start, NULL, NULL);
+    int rc = easy_send(s, e, &start);
     free(h);
     if (rc != 0)
-        return finish_refused(s);
+        return finish_refused(s, e);
+    e->responded = 1;
     pagi_event ev = PAGI_EVENT_INIT(body_t);
     ev.body = (pagi_str){body, len};
-    if (pagi_send(s, &ev, finish_after_send, NULL) != 0)
-        return finish_refused(s);
+    if (easy_send(s, e, &ev) != 0)
+        return finish_refused(s, e);
+    easy_finish(s, e, NULL); /* from the last send callback */
     return 0;
 }
 
@@ -80,30 +169,46 @@ int pagi_respond_text(pagi_scope *s, int status, const char *text)
 
 /* ---- body reader ---- */
 
-typedef struct body_reader {
+struct body_reader {
     pagi_body_cb cb;
     void *ud;
     size_t limit;
     char *buf; /* owned; len bytes + NUL */
     size_t len, cap;
-} body_reader;
+};
 
-/* Hand the outcome to the app once, then drop the reader. */
-static void reader_done(pagi_scope *s, body_reader *r, const char *err)
+static void reader_free(body_reader *r)
 {
-    if (err == NULL)
-        r->cb(s, r->buf ? r->buf : "", r->len, NULL, r->ud);
-    else
-        r->cb(s, NULL, 0, err, r->ud);
+    if (r == NULL)
+        return;
     free(r->buf);
     free(r);
 }
 
-static void reader_too_large(pagi_scope *s, body_reader *r)
+/*
+ * Hand the outcome to the app once (never inside one of its calls: from a
+ * receive callback or a deferred job), then drop the reader. On an error,
+ * answer first (status, 0 for none), then cb, then finish the scope: the
+ * finish waits for cb and for the answer's send callback.
+ */
+static void reader_done(pagi_scope *s, easy_scope *e, const char *err, int status,
+                        const char *finish_err)
 {
-    static const char msg[] = "request body too large";
-    reader_done(s, r, msg);
-    pagi_respond_text(s, 413, "request body too large\n");
+    body_reader *r = e->reader;
+    e->reader = NULL;
+    if (err == NULL) {
+        r->cb(s, r->buf ? r->buf : "", r->len, NULL, r->ud);
+        reader_free(r);
+        return;
+    }
+    e->hold = 1;
+    if (status != 0)
+        pagi_respond_text(s, status,
+                          status == 413 ? "request body too large\n" : "out of memory\n");
+    r->cb(s, NULL, 0, err, r->ud);
+    reader_free(r);
+    easy_finish(s, e, finish_err);
+    easy_release_hold(s, e);
 }
 
 static int reader_append(body_reader *r, pagi_str chunk)
@@ -127,35 +232,45 @@ static int reader_append(body_reader *r, pagi_str chunk)
 
 static void reader_event(pagi_scope *s, const pagi_event *ev, void *ud)
 {
-    body_reader *r = ud;
+    easy_scope *e = ud;
+    body_reader *r = e->reader;
 
     if (ev->type != PAGI_EV_HTTP_REQUEST && ev->type != PAGI_EV_SSE_REQUEST) {
         /* A disconnect: nobody to answer, and no 500 backstop either. */
-        reader_done(s, r, "client disconnected");
-        pagi_scope_finish(s, NULL);
+        reader_done(s, e, "client disconnected", 0, NULL);
         return;
     }
     if (r->len + ev->body.len > r->limit) {
-        reader_too_large(s, r);
+        reader_done(s, e, "request body too large", 413, NULL);
         return;
     }
     if (reader_append(r, ev->body) != 0) {
-        reader_done(s, r, "out of memory");
-        pagi_respond_text(s, 500, "out of memory\n");
+        reader_done(s, e, "out of memory", 500, NULL);
         return;
     }
     if (!ev->more) {
-        reader_done(s, r, NULL);
+        reader_done(s, e, NULL, 0, NULL);
         return;
     }
-    if (pagi_receive(s, reader_event, r) != 0) {
-        const char *err = pagi_scope_error(s);
-        reader_done(s, r, err);
-        pagi_scope_finish(s, err);
-    }
+    if (pagi_receive(s, reader_event, e) != 0)
+        reader_done(s, e, pagi_scope_error(s), 0, pagi_scope_error(s));
 }
 
-/* The announced length, or -1 when absent or not a plain decimal. */
+/* A Content-Length over the limit, answered from the run queue (the scope
+ * reference taken at the deferral keeps s valid until then). */
+static void reader_refuse_announced(void *ud)
+{
+    pagi_scope *s = ud;
+    easy_scope *e = scope_layer_data(s);
+    /* Finished meanwhile by the server (worker exiting): easy_release frees the reader. */
+    if (!scope_is_finished(s) && e != NULL && e->reader != NULL)
+        reader_done(s, e, "request body too large", 413, NULL);
+    scope_unref(s);
+}
+
+/* The announced length, or -1 when absent. pagi.h has no parsed value; the
+ * HTTP/1.1 parser already refused a malformed one with 400, so a strict
+ * decimal parse here only guards against what cannot arrive. */
 static long long content_length(const pagi_scope *s)
 {
     pagi_str v;
@@ -172,7 +287,15 @@ static long long content_length(const pagi_scope *s)
 
 int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud)
 {
-    body_reader *r = calloc(1, sizeof *r);
+    pagi_scope_type t = pagi_scope_type_of(s);
+    if (t != PAGI_SCOPE_HTTP && t != PAGI_SCOPE_SSE)
+        return scope_fail(s, "pagi_read_body: not an http or sse scope");
+    if (cb == NULL)
+        return scope_fail(s, "pagi_read_body: no callback");
+    easy_scope *e = easy_of(s);
+    if (e != NULL && e->reader != NULL)
+        return scope_fail(s, "pagi_read_body: a body reader is already active");
+    body_reader *r = e ? calloc(1, sizeof *r) : NULL;
     if (r == NULL) {
         pagi_scope_finish(s, "pagi_read_body: out of memory");
         return -1;
@@ -180,50 +303,69 @@ int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud)
     r->cb = cb;
     r->ud = ud;
     r->limit = limit;
+    e->reader = r;
     long long announced = content_length(s);
     if (announced >= 0 && (unsigned long long)announced > limit) {
-        reader_too_large(s, r);
-        return 0;
+        /* Not from inside this call: callbacks never nest (pagi_easy(3)). */
+        scope_ref(s);
+        if (pagi_defer(pagi_scope_loop(s), reader_refuse_announced, s) == 0)
+            return 0;
+        scope_unref(s);
+        e->reader = NULL;
+        reader_free(r);
+        pagi_scope_finish(s, "pagi_read_body: out of memory");
+        return -1;
     }
-    if (pagi_receive(s, reader_event, r) != 0) {
-        free(r);
-        return finish_refused(s);
+    if (pagi_receive(s, reader_event, e) != 0) {
+        e->reader = NULL;
+        reader_free(r);
+        return finish_refused(s, e);
     }
     return 0;
 }
 
 /* ---- lifespan ---- */
 
-typedef struct lifespan_run {
+struct lifespan_run {
     char *key; /* owned copy, or NULL */
     pagi_lifespan_create_fn create;
     pagi_lifespan_destroy_fn destroy;
     void *ud;
     void *obj;
-    int created;
-} lifespan_run;
+    int created; /* obj made by create and not yet destroyed */
+};
 
 static void lifespan_event(pagi_scope *s, const pagi_event *ev, void *ud);
 
-static void lifespan_free(lifespan_run *l)
+static void lifespan_destroy(lifespan_run *l)
 {
+    if (l->created && l->destroy)
+        l->destroy(l->obj, l->ud);
+    l->created = 0;
+}
+
+/* From easy_release: the scope is gone however it ended (a worker exiting
+ * with lifespan.shutdown never delivered included): destroy what was made. */
+static void lifespan_release(lifespan_run *l)
+{
+    if (l == NULL)
+        return;
+    lifespan_destroy(l);
     free(l->key);
     free(l);
 }
 
 static void lifespan_last_sent(pagi_scope *s, const char *err, void *ud)
 {
-    lifespan_free(ud);
+    (void)ud;
     pagi_scope_finish(s, err);
 }
 
 static void lifespan_send(pagi_scope *s, lifespan_run *l, pagi_event *ev, pagi_send_cb cb)
 {
     if (pagi_send(s, ev, cb, l) != 0) {
-        if (l->created && l->destroy)
-            l->destroy(l->obj, l->ud);
-        lifespan_free(l);
-        finish_refused(s);
+        lifespan_destroy(l);
+        pagi_scope_finish(s, pagi_scope_error(s));
     }
 }
 
@@ -232,9 +374,7 @@ static void lifespan_started(pagi_scope *s, const char *err, void *ud)
     lifespan_run *l = ud;
     if (err == NULL && pagi_receive(s, lifespan_event, l) == 0)
         return;
-    if (l->destroy)
-        l->destroy(l->obj, l->ud);
-    lifespan_free(l);
+    lifespan_destroy(l);
     pagi_scope_finish(s, err ? err : pagi_scope_error(s));
 }
 
@@ -268,36 +408,37 @@ static void lifespan_event(pagi_scope *s, const pagi_event *ev, void *ud)
         return;
     }
     if (ev->type == PAGI_EV_LIFESPAN_SHUTDOWN) {
-        if (l->created && l->destroy)
-            l->destroy(l->obj, l->ud);
-        l->created = 0;
+        lifespan_destroy(l);
         pagi_event done = PAGI_EVENT_INIT(PAGI_EV_LIFESPAN_SHUTDOWN_COMPLETE);
         lifespan_send(s, l, &done, lifespan_last_sent);
         return;
     }
     if (pagi_receive(s, lifespan_event, l) != 0) {
-        if (l->created && l->destroy)
-            l->destroy(l->obj, l->ud);
-        lifespan_free(l);
-        finish_refused(s);
+        lifespan_destroy(l);
+        pagi_scope_finish(s, pagi_scope_error(s));
     }
 }
 
 int pagi_lifespan_run(pagi_scope *s, const char *key, pagi_lifespan_create_fn create,
                       pagi_lifespan_destroy_fn destroy, void *ud)
 {
-    lifespan_run *l = calloc(1, sizeof *l);
+    easy_scope *e = easy_of(s);
+    lifespan_run *l = e && !e->life ? calloc(1, sizeof *l) : NULL;
     if (l == NULL || (key != NULL && (l->key = strdup(key)) == NULL)) {
         free(l);
+        if (e != NULL && e->life != NULL)
+            return scope_fail(s, "pagi_lifespan_run: already running on this scope");
         pagi_scope_finish(s, "pagi_lifespan_run: out of memory");
         return -1;
     }
+    /* Owned by the scope's layer slot from here: freed (and destroy run) at its release. */
+    e->life = l;
     l->create = create;
     l->destroy = destroy;
     l->ud = ud;
     if (pagi_receive(s, lifespan_event, l) != 0) {
-        lifespan_free(l);
-        return finish_refused(s);
+        pagi_scope_finish(s, pagi_scope_error(s));
+        return -1;
     }
     return 0;
 }

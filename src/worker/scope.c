@@ -132,6 +132,9 @@ static void cb_list_free(scope_cb_list *l)
 static void scope_free(pagi_scope *s)
 {
     worker_ctx *w = s->w;
+    /* The layer first: what it calls back (a lifespan destroy) may use the app's data. */
+    if (s->layer_release)
+        s->layer_release(s->layer);
     if (s->release) {
         double t0 = scope_app_enter(s, "release");
         s->release(s, s->userdata);
@@ -184,6 +187,14 @@ void scope_unref(pagi_scope *s)
 }
 
 void *scope_proto(const pagi_scope *s) { return s->proto; }
+
+void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data))
+{
+    s->layer = data;
+    s->layer_release = release;
+}
+
+void *scope_layer_data(const pagi_scope *s) { return s->layer; }
 buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
 worker_ctx *scope_worker(const pagi_scope *s) { return s->w; }
 

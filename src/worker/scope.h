@@ -60,6 +60,15 @@ void scope_unref(pagi_scope *s);
 void *scope_proto(const pagi_scope *s);
 worker_ctx *scope_worker(const pagi_scope *s);
 /**
+ * The convenience layer's per-scope data (pagi_easy.c): a slot of its own,
+ * so it never clashes with the app's pagi_scope_set_userdata, and freed
+ * however the scope ends (also when the server finishes it on the app's
+ * behalf). release(data) runs once, when the scope is freed, before the
+ * app's release.
+ */
+void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data));
+void *scope_layer_data(const pagi_scope *s);
+/**
  * The mount dispatcher matched the first prefix_len bytes of the decoded
  * path: they become root_path, the rest (or "/") becomes path. raw_path is
  * untouched.

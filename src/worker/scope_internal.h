@@ -44,6 +44,8 @@ struct pagi_scope {
     int finished;
     void *userdata;
     void (*release)(pagi_scope *s, void *data);
+    void *layer; /* the convenience layer's slot (scope_set_layer_data) */
+    void (*layer_release)(void *layer);
     state_table *state;
     char *error; /* the last refusal's message (SCOPE_ERROR_MAX), allocated at the first */
 

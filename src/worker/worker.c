@@ -659,6 +659,11 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     /* Whatever is still open ends now; queued callbacks get their turn. */
     while (w->conns)
         conn_close(w->conns, reason_server_shutdown);
+    /* First the disconnects just queued: a handler with a receive pending
+     * hears its client go and ends as it would any time (a finish would
+     * withdraw that receive unheard, and whatever the handler keeps for the
+     * scope would outlive it, e.g. a broadcast group's member). */
+    loop_drain_all(&w->loop);
     scope_abandon_all(w); /* handlers past the grace: released while their app is loaded */
     loop_drain_all(&w->loop);
     lifespan_free(w);

@@ -60,3 +60,10 @@ TESTS += tests/unit/test_pagi_easy
 tests_unit_test_pagi_easy_SOURCES = tests/unit/test_pagi_easy.c $(PAGI_EASY_SOURCES)
 tests_unit_test_pagi_easy_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pagi_easy_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
+# pagi_easy(3): responses, the body reader and lifespan over a fake http driver.
+check_PROGRAMS += tests/unit/test_pagi_easy_body
+TESTS += tests/unit/test_pagi_easy_body
+tests_unit_test_pagi_easy_body_SOURCES = tests/unit/test_pagi_easy_body.c $(PAGI_EASY_SOURCES)
+tests_unit_test_pagi_easy_body_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pagi_easy_body_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
