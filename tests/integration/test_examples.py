@@ -15,8 +15,9 @@ def build_dir_of(pagid):
     return d if os.path.exists(os.path.join(d, "Makefile")) else None
 
 
-@test(timeout=240)
-def counter_module_from_installed_header(ctx):
+def stage_examples(ctx, header):
+    """Install the binary and the headers into a stage and copy examples/ beside
+    it: (the stage's prefix, where header was installed; the examples' copy)."""
     build = build_dir_of(ctx.pagid)
     check(build is not None, "no build tree next to %s to install from" % ctx.pagid)
     stage = os.path.join(ctx.tmpdir, "stage")
@@ -26,11 +27,17 @@ def counter_module_from_installed_header(ctx):
     check_eq(p.returncode, 0, "make install (%s)" % p.stdout.decode()[-400:])
     prefix = None
     for root, dirs, files in os.walk(stage):
-        if "pagi.h" in files and root.endswith(os.path.join("include", "pagi")):
+        if header in files and root.endswith(os.path.join("include", "pagi")):
             prefix = os.path.dirname(os.path.dirname(root))
-    check(prefix is not None, "pagi.h was not installed under %s" % stage)
+    check(prefix is not None, "%s was not installed under %s" % (header, stage))
     src = os.path.join(ctx.tmpdir, "examples")
     shutil.copytree(os.path.join(REPO, "examples"), src)
+    return prefix, src
+
+
+@test(timeout=240)
+def counter_module_from_installed_header(ctx):
+    prefix, src = stage_examples(ctx, "pagi.h")
     # No -I into the source tree: only the installed header is visible.
     p = subprocess.run(["make", "-C", src, "PREFIX=" + prefix, "CFLAGS=-std=c11 -O2 -Wall -Wextra -Werror"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)

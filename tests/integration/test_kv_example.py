@@ -5,14 +5,13 @@ driven with curl (PUT/GET/DELETE, 413 over 1 MiB), raw WebSocket clients and
 an SSE /watch client. Under the ASan build the same tests are the leak check."""
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import time
 
 from lib import SLOW, Conn, check, check_eq, test
-from test_examples import build_dir_of
+from test_examples import stage_examples
 from test_sse import SSEClient
 from test_websocket import RawWS
 
@@ -31,21 +30,7 @@ def build_kv(ctx):
 
 def _build_kv(ctx):
     """Install headers + binary into a stage, build examples/ against it; the kv.so path."""
-    build = build_dir_of(ctx.pagid)
-    check(build is not None, "no build tree next to %s to install from" % ctx.pagid)
-    stage = os.path.join(ctx.tmpdir, "stage")
-    p = subprocess.run(["make", "-C", build, "install-sbinPROGRAMS", "install-pagiincludeHEADERS",
-                        "DESTDIR=" + stage], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=180)
-    check_eq(p.returncode, 0, "make install (%s)" % p.stdout.decode()[-400:])
-    prefix = None
-    for root, dirs, files in os.walk(stage):
-        if "pagi_easy.h" in files and root.endswith(os.path.join("include", "pagi")):
-            prefix = os.path.dirname(os.path.dirname(root))
-    check(prefix is not None, "pagi_easy.h was not installed under %s" % stage)
-    src = os.path.join(ctx.tmpdir, "examples")
-    shutil.copytree(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "examples"), src)
+    prefix, src = stage_examples(ctx, "pagi_easy.h")
     # No -I into the source tree: only the installed headers are visible.
     p = subprocess.run(["make", "-C", src, "PREFIX=" + prefix, "kv.so",
                         "CFLAGS=-std=c11 -O2 -g -Wall -Wextra -Werror"],
