@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
-#include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #define HSTORE(hv, k, v) (void)hv_store((hv), (k), (I32)strlen(k), (v), 0)
@@ -300,12 +300,13 @@ const char *perl_event_from_sv(pTHX_ SV *ref, pagi_event *ev, pagi_header **hdrs
              * can't be read still fails the send, as it would with a length. */
             if (file.ptr) {
                 char path[4096];
-                struct stat st;
                 snprintf(path, sizeof path, "%.*s", (int)file.len, file.ptr);
-                if (stat(path, &st) < 0 || access(path, R_OK) < 0) {
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
                     snprintf(err, errlen, "%s: cannot open %s: %s", tname, path, strerror(errno));
                     return err;
                 }
+                close(fd);
             }
             ev->use_fd = 0;
             ev->fd = 0;
