@@ -342,6 +342,10 @@ def listen_overlap_refused_at_start_and_reload(ctx):
     check(wait_for(lambda: serves(p), 10), "not serving")
     put(ctx, "pagid.yaml", "app: hello\nlisten: ['127.0.0.1:%d']\nstatus:\n"
                            "  listen: localhost:%d\n" % (p, p))
+    # Every worker up (one per CPU): one that is still being forked has no
+    # worker title yet and would look like a new one after the reload.
+    check(wait_for(lambda: len(srv.workers()) == (os.cpu_count() or 1), 10),
+          "workers before the reload: %s" % srv.workers())
     workers = sorted(srv.workers())
     os.kill(srv.pid, signal.SIGHUP)
     check(wait_for(lambda: want in srv.stderr(), 10), "no %r in the error log:\n%s"
