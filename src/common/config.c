@@ -214,8 +214,53 @@ static int numeric_host_ok(const char *h, size_t len)
     return inet_aton(tmp, &a) != 0;
 }
 
+pagid_tls *config_tls_new(void)
+{
+    pagid_tls *t = calloc(1, sizeof *t);
+    if (t)
+        t->session_tickets = 1;
+    return t;
+}
+
+int config_tls_add_cert(pagid_tls *t, const char *cert, const char *key, pagid_pos pos)
+{
+    pagid_tls_cert *v = realloc(t->certs, (t->n_certs + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    t->certs = v;
+    pagid_tls_cert *e = &v[t->n_certs];
+    *e = (pagid_tls_cert){.cert = strdup(cert), .key = strdup(key), .pos = pos};
+    if (!e->cert || !e->key) {
+        free(e->cert);
+        free(e->key);
+        return -1;
+    }
+    t->n_certs++;
+    return 0;
+}
+
+void config_tls_free(pagid_tls *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n_certs; i++) {
+        free(t->certs[i].cert);
+        free(t->certs[i].key);
+    }
+    free(t->certs);
+    free(t->protocols);
+    free(t->ciphers);
+    free(t->ciphersuites);
+    free(t->client_ca);
+    for (size_t i = 0; i < t->n_ticket_keys; i++)
+        free(t->ticket_keys[i]);
+    free(t->ticket_keys);
+    free(t);
+}
+
 void config_listen_free(pagid_listen *l)
 {
+    config_tls_free(l->tls);
     free(l->spec);
     free(l->host);
     free(l->path);

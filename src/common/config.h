@@ -24,6 +24,31 @@ typedef struct pagid_pos {
     const char *file;
 } pagid_pos;
 
+/* One certificate and its private key (PEM files; the chain follows the
+ * leaf in cert). Read by the master, as root, when the listeners open. */
+typedef struct pagid_tls_cert {
+    char *cert, *key;
+    pagid_pos pos; /* the entry in the file */
+} pagid_tls_cert;
+
+typedef enum tls_client_auth { TLS_CLIENT_NONE, TLS_CLIENT_OPTIONAL, TLS_CLIENT_REQUIRE } tls_client_auth;
+
+/* A listener's `tls:` mapping. certs[0] is the default certificate; the
+ * others are chosen by SNI. Strings NULL mean pagid's defaults. */
+typedef struct pagid_tls {
+    pagid_tls_cert *certs;
+    size_t n_certs;
+    char *protocols;    /* "TLSv1.2 TLSv1.3": the versions offered, or NULL */
+    char *ciphers;      /* TLS 1.2 cipher list (OpenSSL syntax), or NULL */
+    char *ciphersuites; /* TLS 1.3 suites, or NULL */
+    tls_client_auth client_auth;
+    char *client_ca; /* CA file clients are verified against */
+    int session_tickets; /* 1 (default) or 0 */
+    char **ticket_keys;  /* session_ticket_key files, the first encrypts; NULL: generated */
+    size_t n_ticket_keys;
+    pagid_pos pos; /* the `tls` key of the listen entry */
+} pagid_tls;
+
 typedef struct pagid_listen {
     listen_kind kind;
     char *spec; /* as written: "127.0.0.1:8080", "[::1]:80", "unix:/run/p.sock" */
@@ -39,6 +64,7 @@ typedef struct pagid_listen {
     uid_t uid;
     gid_t gid;
     pagid_pos pos; /* the address in the file */
+    pagid_tls *tls; /* NULL: cleartext (owned) */
 } pagid_listen;
 
 typedef enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level;
@@ -130,6 +156,11 @@ int config_load_string(pagid_config *c, const char *yaml, const char *name, FILE
  */
 int config_parse_listen(const char *spec, pagid_listen *out, const char **msg);
 void config_listen_free(pagid_listen *l);
+/** A zeroed tls mapping with the defaults (session tickets on); NULL when out of memory. */
+pagid_tls *config_tls_new(void);
+/** Add a certificate/key pair (copied); 0 or -1 (out of memory). */
+int config_tls_add_cert(pagid_tls *t, const char *cert, const char *key, pagid_pos pos);
+void config_tls_free(pagid_tls *t);
 /**
  * Append one listener (a duplicate of an existing one is an error). -l
  * replaces the file's list by calling config_clear_listens first.

@@ -170,6 +170,9 @@ void app_memo_free(load_ctx *x);
 
 /* config_yaml_listen.c: `listen` (addresses, or {address, mode, owner, group} mappings). */
 void set_listen(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+/* A listen entry's `tls:` mapping (config_yaml_tls.c); 0 with *out owned by
+ * the caller, or -1 after reporting. */
+int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out);
 
 /* config_yaml_include.c: `include` (paths and globs of files merged into this one). */
 void set_include(load_ctx *x, const key_def *k, const ynode *n, const char *path);

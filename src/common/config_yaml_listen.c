@@ -97,11 +97,12 @@ static int resolve_id(load_ctx *x, const ynode *n, const char *path, int is_grou
     }
 }
 
-/* The mapping form: {address: ADDR [, mode: 0660] [, owner: USER] [, group: GROUP]}. */
+/* The mapping form: {address: ADDR [, mode: 0660] [, owner: USER] [, group: GROUP]
+ * [, tls: {...}]}. */
 static void add_listen_mapping(load_ctx *x, const ynode *n)
 {
-    static const char *const names[] = {"address", "mode", "owner", "group", NULL};
-    const ynode *keys[4] = {NULL}, *vals[4] = {NULL};
+    static const char *const names[] = {"address", "mode", "owner", "group", "tls", NULL};
+    const ynode *keys[5] = {NULL}, *vals[5] = {NULL};
     char shown[80], sub[32];
     int bad = 0;
     for (size_t p = 0; p < n->len; p++) {
@@ -112,17 +113,17 @@ static void add_listen_mapping(load_ctx *x, const ynode *n)
             continue;
         }
         size_t i = 0;
-        while (i < 4 && strcmp(name, names[i]))
+        while (i < 5 && strcmp(name, names[i]))
             i++;
-        if (i == 4) {
+        if (i == 5) {
             const char *near = config_suggest_among(name, strlen(name), names);
             if (near)
                 report(x, key, "unknown key '%s' in a 'listen' entry (did you mean '%s'?)",
                        printable(key, shown, sizeof shown), near);
             else
                 report(x, key,
-                       "unknown key '%s' in a 'listen' entry (expected address, mode, owner or "
-                       "group)",
+                       "unknown key '%s' in a 'listen' entry (expected address, mode, owner, "
+                       "group or tls)",
                        printable(key, shown, sizeof shown));
             bad = 1;
         } else if (keys[i]) {
@@ -178,11 +179,15 @@ static void add_listen_mapping(load_ctx *x, const ynode *n)
             bad = 1;
         }
     }
+    pagid_tls *tls = NULL;
+    if (vals[4] && config_tls_parse(x, vals[4], &tls) < 0)
+        bad = 1;
     if (bad)
         return;
     if (config_add_listen(x->c, addr, &msg) < 0) {
         report(x, vals[0], "invalid listen address '%s': %s",
                printable(vals[0], shown, sizeof shown), msg);
+        config_tls_free(tls);
         return;
     }
     pagid_listen *added = &x->c->listens[x->c->n_listens - 1];
@@ -193,6 +198,7 @@ static void add_listen_mapping(load_ctx *x, const ynode *n)
     added->uid = (uid_t)uid;
     added->has_gid = keys[3] != NULL;
     added->gid = (gid_t)gid;
+    added->tls = tls;
 }
 
 static void add_listen(load_ctx *x, const ynode *n, const char *path)

@@ -4,6 +4,7 @@ libpagid_common_a_SOURCES += \
 	src/common/log.c src/common/log.h \
 	src/common/config.c src/common/config.h \
 	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \
+	src/common/config_yaml_tls.c \
 	src/common/config_yaml_int.h \
 	src/common/config_yaml_load.c src/common/config_yaml_include.c src/common/config_yaml_doc.c \
 	src/common/config_suggest.c src/common/config_suggest.h \
@@ -16,6 +17,9 @@ libpagid_common_a_SOURCES += \
 	src/common/path.c src/common/path.h \
 	src/common/proctitle.c src/common/proctitle.h \
 	src/common/exitcodes.h
+
+# TLS server contexts: built by the master, used by the workers.
+libpagid_common_a_SOURCES += src/common/tls_server.c src/common/tls_server.h
 
 # The access log's format compiler (used by the config check and the worker).
 libpagid_common_a_SOURCES += src/common/access_format.c src/common/access_format.h

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/tls_server.h"
 
 static void set_err(char *err, size_t errlen, const pagid_listen *l, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -564,6 +565,37 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
     return 0;
 }
 
+/*
+ * The TLS listeners' contexts: certificates and keys are read here, by the
+ * master while it is still root, so a key only root may read works with
+ * `user:`. Every problem goes to err (its FILE:LINE:COLUMN lines joined).
+ */
+static int listeners_load_tls(const pagid_config *cfg, listener_set *ls, char *err,
+                              size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *msgs = open_memstream(&text, &len);
+    if (!msgs) {
+        snprintf(err, errlen, "cannot set up TLS: out of memory");
+        return -1;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < ls->n; i++) {
+        const pagid_listen *l = ls->items[i].conf;
+        if (l->tls && !(ls->items[i].tls = tls_server_new(cfg, l, msgs)))
+            bad = 1;
+    }
+    fclose(msgs);
+    if (bad && err && errlen) {
+        while (len > 0 && text[len - 1] == '\n')
+            text[--len] = '\0';
+        snprintf(err, errlen, "%s", text ? text : "cannot set up TLS");
+    }
+    free(text);
+    return bad ? -1 : 0;
+}
+
 int listeners_open(const pagid_config *cfg, listener_set *ls, char *err, size_t errlen)
 {
     return listeners_open_with(cfg, ls, NULL, 0, NULL, err, errlen);
@@ -591,6 +623,12 @@ int listeners_open_with(const pagid_config *cfg, listener_set *ls, const listene
             return -1;
         }
     }
+    if (listeners_load_tls(cfg, ls, err, errlen) < 0) {
+        for (size_t k = 0; k < ls->n && (reuse || inh); k++)
+            ls->unix_ino[k] = 0;
+        listeners_destroy(ls);
+        return -1;
+    }
     return 0;
 }
 
@@ -615,6 +653,10 @@ void listeners_close(listener_set *ls)
 void listeners_destroy(listener_set *ls)
 {
     listeners_close(ls);
+    for (size_t i = 0; i < ls->n; i++) {
+        tls_server_free(ls->items[i].tls);
+        ls->items[i].tls = NULL;
+    }
     for (size_t i = 0; i < ls->n; i++) {
         const pagid_listen *l = ls->items[i].conf;
         if (l->kind != LISTEN_UNIX || !ls->unix_ino || ls->unix_ino[i] == 0 ||

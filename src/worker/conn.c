@@ -20,6 +20,7 @@
 #include "memtrim.h"
 #include "reason.h"
 #include "scope.h"
+#include "tls_conn.h"
 
 #define READ_CHUNK 16384
 #define LINGER_SECONDS 1.0
@@ -29,7 +30,7 @@ static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents);
 static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents);
 
 conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
-               int server_port, const conn_proto *proto)
+               int server_port, const conn_proto *proto, const struct tls_server *tls)
 {
     conn *c = calloc(1, sizeof *c);
     if (!c) {
@@ -57,7 +58,13 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
     }
     outq_init(&c->out);
     c->proto = proto;
+    if (tls && !(c->tls = tls_conn_new(tls, fd))) {
+        close(fd);
+        free(c);
+        return NULL;
+    }
     if (proto->init && proto->init(c) < 0) {
+        tls_conn_free(c->tls);
         close(fd);
         free(c);
         return NULL;
@@ -76,8 +83,8 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
     w->n_conns++;
     if (w->stats)
         atomic_fetch_add_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
-    c->state = CONN_WAIT_REQUEST;
-    conn_set_state(c, CONN_WAIT_REQUEST);
+    c->state = c->tls ? CONN_HANDSHAKE : CONN_WAIT_REQUEST;
+    conn_set_state(c, c->state);
     return c;
 }
 
@@ -137,6 +144,12 @@ static void conn_update_timer(conn *c, int progress)
 {
     const pagid_timeouts *t = &c->w->cfg->timeouts;
     switch (c->state) {
+    case CONN_HANDSHAKE:
+        /* The handshake is part of the head: a client stalling in it is
+         * cut like one stalling in its request line. */
+        if (c->tmo != TMO_HANDSHAKE)
+            conn_arm(c, TMO_HANDSHAKE, t->header);
+        break;
     case CONN_WAIT_REQUEST:
         if (c->tmo != TMO_IDLE && c->tmo != TMO_KEEPALIVE)
             conn_arm(c, c->served ? TMO_KEEPALIVE : TMO_IDLE, c->served ? t->keepalive : t->idle);
@@ -173,6 +186,9 @@ static void conn_update_read(conn *c)
     struct ev_loop *ev = c->w->loop.ev;
     int want;
     switch (c->state) {
+    case CONN_HANDSHAKE:
+        want = !c->hs_want_write;
+        break;
     case CONN_WAIT_REQUEST:
     case CONN_READ_HEAD:
     case CONN_LINGER:
@@ -187,6 +203,9 @@ static void conn_update_read(conn *c)
     if (want && !c->reading) {
         ev_io_start(ev, &c->rio);
         c->reading = 1;
+        /* Bytes OpenSSL already decrypted never make the socket readable. */
+        if (c->tls && c->state != CONN_HANDSHAKE && tls_conn_has_pending(c->tls))
+            ev_feed_event(ev, &c->rio, EV_READ);
     } else if (!want && c->reading) {
         ev_io_stop(ev, &c->rio);
         c->reading = 0;
@@ -222,6 +241,8 @@ void conn_set_state(conn *c, conn_state s)
         c->tmo = TMO_NONE; /* a new phase starts its own deadline */
     c->state = s;
     if (s == CONN_LINGER) {
+        if (c->tls)
+            tls_conn_close_notify(c->tls);
         shutdown(c->fd, SHUT_WR);
         buf_reset(&c->in);
     }
@@ -254,7 +275,51 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
     case TMO_LINGER:
         conn_close(c, NULL);
         break;
+    case TMO_HANDSHAKE:
+        log_debug("TLS handshake with %s timed out", conn_peer_host(c));
+        conn_close(c, reason_client_timeout);
+        break;
     case TMO_NONE:
+        break;
+    }
+}
+
+/* ---- the TLS handshake ---- */
+
+/* One step of the handshake, on either readiness. Failures are an everyday
+ * sight on a public port (scanners, old clients): logged at debug only. */
+static void conn_tls_step(conn *c)
+{
+    struct ev_loop *ev = c->w->loop.ev;
+    tls_step st = tls_conn_handshake(c->tls);
+    int want_write = st == TLS_STEP_WANT_WRITE;
+    if (want_write != c->hs_want_write) {
+        c->hs_want_write = want_write;
+        if (want_write)
+            ev_io_start(ev, &c->wio);
+        else
+            ev_io_stop(ev, &c->wio);
+    }
+    switch (st) {
+    case TLS_STEP_DONE:
+        conn_set_state(c, CONN_WAIT_REQUEST);
+        /* The request may have come with the client's Finished and be
+         * decrypted already: look now rather than wait for the socket. */
+        if (c->state == CONN_WAIT_REQUEST && c->reading)
+            ev_feed_event(ev, &c->rio, EV_READ);
+        break;
+    case TLS_STEP_WANT_READ:
+    case TLS_STEP_WANT_WRITE:
+        conn_update_read(c);
+        break;
+    case TLS_STEP_EOF:
+        log_debug("TLS handshake with %s: %s", conn_peer_host(c), tls_conn_failure(c->tls));
+        conn_close(c, reason_client_closed);
+        break;
+    case TLS_STEP_FAILED:
+        log_debug("TLS handshake with %s failed: %s", conn_peer_host(c),
+                  tls_conn_failure(c->tls));
+        conn_close(c, reason_protocol_error);
         break;
     }
 }
@@ -301,6 +366,10 @@ static int conn_return_input(conn *c)
 static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
 {
     conn *c = w->data;
+    if (c->state == CONN_HANDSHAKE) {
+        conn_tls_step(c);
+        return;
+    }
     if (buf_size(&c->in) == 0)
         conn_lend_input(c);
     for (int rounds = 0; rounds < 4; rounds++) {
@@ -309,7 +378,7 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
             conn_close(c, reason_server_error);
             return;
         }
-        ssize_t n = read(c->fd, p, READ_CHUNK);
+        ssize_t n = c->tls ? tls_conn_read(c->tls, p, READ_CHUNK) : read(c->fd, p, READ_CHUNK);
         if (n > 0) {
             if (c->state == CONN_LINGER)
                 continue; /* discard */
@@ -355,9 +424,22 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_READ);
+    /* A record bigger than what was read this round waits inside OpenSSL. */
+    if (c->tls && c->reading && tls_conn_has_pending(c->tls))
+        ev_feed_event(ev, &c->rio, EV_READ);
 }
 
 /* ---- writing ---- */
+
+static ssize_t conn_tls_writev(void *ctx, const struct iovec *iov, int cnt)
+{
+    return tls_conn_writev(ctx, iov, cnt);
+}
+
+static ssize_t conn_tls_sendfile(void *ctx, int fd, off_t *offset, size_t len)
+{
+    return tls_conn_sendfile(ctx, fd, offset, len);
+}
 
 void conn_schedule_flush(conn *c)
 {
@@ -386,7 +468,13 @@ void conn_flush(conn *c)
     if (c->state == CONN_CLOSED)
         return;
     size_t written = 0;
-    outq_result r = outq_buffered(&c->out) ? outq_write(&c->out, c->fd, &written) : OUTQ_DONE;
+    outq_result r = OUTQ_DONE;
+    if (outq_buffered(&c->out) && c->tls) {
+        outq_sink sink = {c->tls, conn_tls_writev, conn_tls_sendfile};
+        r = outq_write_sink(&c->out, &sink, &written);
+    } else if (outq_buffered(&c->out)) {
+        r = outq_write(&c->out, c->fd, &written);
+    }
     if (written && c->w->stats)
         shm_add(&c->w->stats->bytes_out, written);
     if (r == OUTQ_ERROR) {
@@ -418,7 +506,18 @@ void conn_flush(conn *c)
         conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
 }
 
-static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents) { conn_flush(w->data); }
+static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
+{
+    conn *c = w->data;
+    if (c->state == CONN_HANDSHAKE) {
+        conn_tls_step(c);
+        return;
+    }
+    conn_flush(c);
+    /* A TLS read that had to write first (a key update) is retried now. */
+    if (c->tls && c->state != CONN_CLOSED && c->reading && tls_conn_wants_write(c->tls))
+        ev_feed_event(ev, &c->rio, EV_READ);
+}
 
 void conn_flush_all(worker_ctx *w)
 {
@@ -454,8 +553,13 @@ void conn_close(conn *c, const char *reason)
     ev_io_stop(ev, &c->wio);
     ev_timer_stop(ev, &c->timer);
     conn_flush_list_remove(c);
+    /* An orderly end says so (close_notify); a cut-off one just closes. */
+    if (c->tls && !reason)
+        tls_conn_close_notify(c->tls);
     close(c->fd);
     c->fd = -1;
+    tls_conn_free(c->tls);
+    c->tls = NULL;
     /* A client cut off mid-stream leaves its queue (up to high_watermark, in
      * segments each too small to count alone): worth a trim once they add up. */
     memtrim_note(ev, outq_buffered(&c->out) + c->in.cap);

@@ -19,6 +19,7 @@
 #include "worker_ctx.h"
 
 typedef enum conn_state {
+    CONN_HANDSHAKE,    /* TLS handshake in progress (TLS listeners only) */
     CONN_WAIT_REQUEST, /* nothing of the next request read yet (idle / keep-alive) */
     CONN_READ_HEAD,    /* part of a request head read */
     CONN_ACTIVE,       /* a request is being served */
@@ -34,7 +35,8 @@ typedef enum conn_timeout {
     TMO_HEADER,
     TMO_REQUEST,
     TMO_WRITE,
-    TMO_LINGER
+    TMO_LINGER,
+    TMO_HANDSHAKE
 } conn_timeout;
 
 /*
@@ -61,6 +63,8 @@ typedef struct conn_proto {
 } conn_proto;
 
 struct ws_conn;
+struct tls_conn;
+struct tls_server;
 
 struct conn {
     worker_ctx *w;
@@ -75,6 +79,7 @@ struct conn {
     conn_timeout tmo;
     double deadline;    /* when tmo fires (absolute, ev_now based) */
     int reading, write_blocked, eof;
+    int hs_want_write; /* CONN_HANDSHAKE: the handshake waits for writability */
     int in_lent;  /* c->in is the worker's read buffer, lent for this read callback */
     buf in;       /* unconsumed input only: empty means no memory (see conn_on_read) */
     outq out;
@@ -88,11 +93,13 @@ struct conn {
     unsigned short peer_port;
     h1_conn h1;
     struct ws_conn *ws; /* set once the connection is a WebSocket (owned) */
+    struct tls_conn *tls; /* the TLS session on a TLS listener (owned), else NULL */
 };
 
-/** Take an accepted socket speaking proto first; returns NULL (socket closed) on failure. */
+/** Take an accepted socket speaking proto first, through TLS when tls is
+ * set (the handshake comes first); returns NULL (socket closed) on failure. */
 conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
-               int server_port, const conn_proto *proto);
+               int server_port, const conn_proto *proto, const struct tls_server *tls);
 /**
  * The peer's address as text ("127.0.0.1", "::1"), "" on a unix socket.
  * The string lives in the worker and is valid until the next call.

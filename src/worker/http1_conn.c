@@ -99,7 +99,7 @@ static int h1_on_request(void *ud, const h1_request *req)
     scope_request sr = {
         .method = req->method,
         .http_version = req->http_minor == 0 ? "1.0" : "1.1",
-        .scheme = "http",
+        .scheme = c->tls ? "https" : "http",
         .path = req->path,
         .raw_path = req->raw_path,
         .query = req->query,

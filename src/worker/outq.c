@@ -189,13 +189,29 @@ static void outq_pop(outq *q)
         seg_free(s);
 }
 
+static ssize_t sock_writev(void *ctx, const struct iovec *iov, int cnt)
+{
+    return writev(*(int *)ctx, iov, cnt);
+}
+
+static ssize_t sock_sendfile(void *ctx, int fd, off_t *offset, size_t len)
+{
+    return sendfile(*(int *)ctx, fd, offset, len);
+}
+
 outq_result outq_write(outq *q, int sock, size_t *written)
+{
+    outq_sink sink = {.ctx = &sock, .writev = sock_writev, .sendfile = sock_sendfile};
+    return outq_write_sink(q, &sink, written);
+}
+
+outq_result outq_write_sink(outq *q, const outq_sink *sink, size_t *written)
 {
     *written = 0;
     while (q->head) {
         outq_seg *s = q->head;
         if (s->fd >= 0) {
-            ssize_t n = sendfile(sock, s->fd, &s->foff, s->len);
+            ssize_t n = sink->sendfile(sink->ctx, s->fd, &s->foff, s->len);
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -226,7 +242,7 @@ outq_result outq_write(outq *q, int sock, size_t *written)
             outq_pop(q);
             continue;
         }
-        ssize_t n = writev(sock, iov, cnt);
+        ssize_t n = sink->writev(sink->ctx, iov, cnt);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

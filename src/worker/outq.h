@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 typedef struct outq_seg outq_seg;
 
@@ -47,5 +48,16 @@ static inline size_t outq_buffered(const outq *q) { return q->buffered; }
 /** Write as much as the socket takes; *written gets the byte count. On
  * OUTQ_DONE the queue holds no memory at all. */
 outq_result outq_write(outq *q, int sock, size_t *written);
+
+/* Where the bytes go when not straight to a socket (a TLS session): the
+ * same contracts as writev(2) and sendfile(2). */
+typedef struct outq_sink {
+    void *ctx;
+    ssize_t (*writev)(void *ctx, const struct iovec *iov, int cnt);
+    ssize_t (*sendfile)(void *ctx, int fd, off_t *offset, size_t len);
+} outq_sink;
+
+/** outq_write through a sink. */
+outq_result outq_write_sink(outq *q, const outq_sink *sink, size_t *written);
 
 #endif

@@ -157,7 +157,7 @@ int ws_on_upgrade_request(conn *c, const h1_request *req, const scope_request *b
     if (pmd_ok)
         ws->pmd_params = pmd;
     scope_request sr = *base;
-    sr.scheme = "ws";
+    sr.scheme = c->tls ? "wss" : "ws";
     sr.subprotocols = protos;
     sr.subprotocol_count = nprotos;
     sr.extensions = SCOPE_EXT_WEBSOCKET_HTTP_RESPONSE;

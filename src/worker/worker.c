@@ -52,6 +52,7 @@ typedef struct acceptor {
     char host[INET6_ADDRSTRLEN + 8];
     int port;
     int status; /* the status.listen socket */
+    const struct tls_server *tls; /* a TLS listener's context, else NULL */
     struct worker_run_ctx *run;
 } acceptor;
 
@@ -207,7 +208,7 @@ static int accept_batch(acceptor *a, int force)
         taken++;
         if (w->stats)
             shm_add(&w->stats->accepted, 1);
-        conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port, &h1_proto);
+        conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port, &h1_proto, a->tls);
         if (c && a->status)
             c->status_listener = 1;
     }
@@ -606,6 +607,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         a->fd = listeners[i].fd;
         a->run = r;
         a->status = listeners[i].conf && listeners[i].conf->status;
+        a->tls = listeners[i].tls;
         acceptor_describe(a, &listeners[i]);
         ev_io_init(&a->io, worker_on_accept, a->fd, EV_READ);
         a->io.data = a;

@@ -11,9 +11,12 @@
 struct shm_region;
 
 /** A bound, listening, non-blocking socket handed to the worker. */
+struct tls_server;
+
 typedef struct worker_listener {
     int fd;
     const pagid_listen *conf;
+    struct tls_server *tls; /* the TLS context when conf->tls (owned by the listener_set) */
 } worker_listener;
 
 /**

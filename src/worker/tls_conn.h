@@ -1,0 +1,52 @@
+/*
+ * tls_conn.h - the TLS layer of one connection: the handshake, and reading
+ * and writing through OpenSSL on the connection's non-blocking socket. It
+ * speaks the socket calls' language (bytes, or -1 with errno EAGAIN), so
+ * conn.c and outq.c treat a TLS connection like a plain one.
+ */
+#ifndef PAGID_TLS_CONN_H
+#define PAGID_TLS_CONN_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct tls_server;
+typedef struct tls_conn tls_conn;
+
+/** How a handshake step ended. */
+typedef enum tls_step {
+    TLS_STEP_DONE,       /* established */
+    TLS_STEP_WANT_READ,  /* wait until the socket is readable */
+    TLS_STEP_WANT_WRITE, /* wait until the socket is writable */
+    TLS_STEP_EOF,        /* the peer closed or reset the connection */
+    TLS_STEP_FAILED      /* a TLS error (bad record, no shared cipher, a rejected certificate) */
+} tls_step;
+
+/** A TLS session on fd (not owned) from ts; NULL when out of memory. */
+tls_conn *tls_conn_new(const struct tls_server *ts, int fd);
+void tls_conn_free(tls_conn *t);
+tls_step tls_conn_handshake(tls_conn *t);
+/** Why the handshake failed, for a debug line ("no shared cipher"). */
+const char *tls_conn_failure(const tls_conn *t);
+
+/**
+ * read(2)'s contract: bytes, 0 at the end of the stream (close_notify or
+ * the peer's FIN), -1 with errno (EAGAIN: nothing now; ECONNRESET; EPROTO:
+ * a TLS error).
+ */
+ssize_t tls_conn_read(tls_conn *t, void *p, size_t n);
+/** writev(2)'s contract, through TLS records. A retry after EAGAIN must
+ * offer at least the same bytes first (the output queue does). */
+ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt);
+/** sendfile(2)'s contract: kernel TLS when the kernel has it, else read
+ * and encrypted in user space. */
+ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len);
+/** The last call blocked on the other direction (a read that must write). */
+int tls_conn_wants_write(const tls_conn *t);
+/** Decrypted bytes wait inside OpenSSL: reading must not wait for the socket. */
+int tls_conn_has_pending(const tls_conn *t);
+/** Send close_notify once, without waiting for the peer's. */
+void tls_conn_close_notify(tls_conn *t);
+
+#endif
