@@ -334,9 +334,12 @@ class Closed(Exception):
 class Conn:
     """A client connection with its own read buffer."""
 
-    def __init__(self, port, timeout=5, host="127.0.0.1"):
+    def __init__(self, port, timeout=5, host="127.0.0.1", tls=None, server_hostname="localhost"):
+        """tls: an ssl.SSLContext (TestPKI.client_context) to speak HTTPS."""
         self.sock = socket.create_connection((host, port), timeout=timeout * SLOW)
         self.sock.settimeout(timeout * SLOW)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=server_hostname)
         self.buf = b""
         self.eof = False
 
@@ -557,6 +560,101 @@ def wait_event(ctx, test_id, event, timeout=5):
 
 def count_events(events, prefix):
     return sum(1 for e in events if e == prefix or e.startswith(prefix + " "))
+
+
+class TestPKI:
+    """A throwaway certificate authority made with the openssl CLI, in the
+    test's temp dir: server and client certificates signed by it, and
+    client-side ssl contexts that trust it."""
+
+    def __init__(self, ctx, name="pki", ca_name="pagid test CA"):
+        self.dir = os.path.join(ctx.tmpdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.ca_key = os.path.join(self.dir, "ca.key")
+        self.ca_cert = os.path.join(self.dir, "ca.pem")
+        self._serial = 1
+        self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                      "-nodes", "-keyout", self.ca_key, "-out", self.ca_cert, "-days", "30",
+                      "-subj", "/CN=" + ca_name,
+                      "-addext", "basicConstraints=critical,CA:TRUE",
+                      "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+    def _openssl(self, *args):
+        r = subprocess.run(("openssl",) + args, capture_output=True, timeout=30)
+        if r.returncode != 0:
+            raise TestFailure("openssl %s failed: %s" % (args[0], r.stderr.decode(errors="replace")))
+
+    def issue(self, name, cn=None, sans=None, days=30, client=False, key_type="ec",
+              start_offset_days=0):
+        """A key and a certificate signed by this CA; returns (cert, key)
+        paths. The certificate file holds the leaf only (the CA is the
+        root). days may be negative with start_offset_days to make an
+        expired certificate."""
+        key = os.path.join(self.dir, name + ".key")
+        csr = os.path.join(self.dir, name + ".csr")
+        cert = os.path.join(self.dir, name + ".pem")
+        ext = os.path.join(self.dir, name + ".ext")
+        if key_type == "rsa":
+            keyargs = ("-newkey", "rsa:2048")
+        else:
+            keyargs = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256")
+        self._openssl("req", *keyargs, "-nodes", "-keyout", key, "-out", csr,
+                      "-subj", "/CN=" + (cn or name))
+        if sans is None and not client:
+            sans = ["DNS:localhost", "IP:127.0.0.1"]
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\n")
+            f.write("extendedKeyUsage=%s\n" % ("clientAuth" if client else "serverAuth"))
+            if sans:
+                f.write("subjectAltName=%s\n" % ",".join(sans))
+        self._serial += 1
+        args = ["x509", "-req", "-in", csr, "-CA", self.ca_cert, "-CAkey", self.ca_key,
+                "-set_serial", str(self._serial), "-extfile", ext, "-out", cert]
+        if start_offset_days:
+            # openssl x509 cannot backdate; ca -startdate can, via a tiny config
+            return self._issue_dated(csr, ext, cert, key, start_offset_days, days)
+        args += ["-days", str(days)]
+        self._openssl(*args)
+        return cert, key
+
+    def _issue_dated(self, csr, ext, cert, key, start_offset_days, days):
+        import datetime
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+        start = now + datetime.timedelta(days=start_offset_days)
+        end = start + datetime.timedelta(days=days)
+        fmt = "%Y%m%d%H%M%SZ"
+        d = os.path.join(self.dir, "ca-db")
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "index.txt"), "a").close()
+        conf = os.path.join(d, "ca.cnf")
+        with open(conf, "w") as f:
+            f.write("[ca]\ndefault_ca=d\n[d]\ndatabase=%s/index.txt\nnew_certs_dir=%s\n"
+                    "serial=%s/serial\ndefault_md=sha256\npolicy=p\nunique_subject=no\n"
+                    "[p]\ncommonName=supplied\n" % (d, d, d))
+        self._openssl("ca", "-batch", "-config", conf, "-cert", self.ca_cert, "-keyfile",
+                      self.ca_key, "-in", csr, "-out", cert, "-extfile", ext,
+                      "-startdate", start.strftime(fmt), "-enddate", end.strftime(fmt),
+                      "-notext", "-create_serial")
+        return cert, key
+
+    def client_context(self, cert=None, key=None, alpn=None):
+        """An ssl.SSLContext trusting this CA, presenting cert/key if given."""
+        import ssl
+
+        c = ssl.create_default_context(cafile=self.ca_cert)
+        if cert:
+            c.load_cert_chain(cert, key)
+        if alpn:
+            c.set_alpn_protocols(alpn)
+        return c
+
+
+def tls_listen(port, cert, key, extra="", host="127.0.0.1"):
+    """A YAML listen entry (list item) for a TLS listener; extra adds keys
+    under tls: (indented lines, e.g. "      client_auth: {ca: F}\n")."""
+    return ("  - address: %s:%d\n    tls:\n      cert: %s\n      key: %s\n%s"
+            % (host, port, cert, key, extra))
 
 
 def write_config(ctx, text, name="pagid.yaml"):
