@@ -38,7 +38,8 @@ extern "C" {
  */
 #define PAGI_ABI(major, minor) (((major) << 16) | (minor))
 #define PAGI_ABI_MAJOR 2
-#define PAGI_ABI_MINOR 1
+/* 2.3: publish/subscribe (issue 14); 2.2 is TLS's pagi_scope_tls, merged separately. */
+#define PAGI_ABI_MINOR 3
 #define PAGI_ABI_VERSION PAGI_ABI(PAGI_ABI_MAJOR, PAGI_ABI_MINOR)
 /** The parts of a PAGI_ABI() value (ABI 1 stored a bare 1: major 0 here). */
 #define PAGI_ABI_MAJOR_OF(v) (((unsigned)(v) >> 16) & 0xffffu)
@@ -396,6 +397,62 @@ double pagi_loop_now(const pagi_loop *l);
 enum { PAGI_LOG_ERROR = 0, PAGI_LOG_WARN = 1, PAGI_LOG_INFO = 2, PAGI_LOG_DEBUG = 3 };
 /** Log a line to the server's error log at a PAGI_LOG_* level. */
 void pagi_log(pagi_loop *l, int level, const char *fmt, ...) PAGI_PRINTF_LIKE(3, 4);
+
+/* ------------------------------------------------------------------ */
+/* Publish/subscribe across workers (ABI 2.3)                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct pagi_subscription pagi_subscription;
+/**
+ * A message on a channel the subscription listens to, from the run queue.
+ * data is valid during the call only. The callback may unsubscribe (any
+ * subscription), publish, and send on its scope.
+ */
+typedef void (*pagi_message_cb)(pagi_subscription *sub, pagi_str channel, const void *data,
+                                size_t len, void *ud);
+
+/** Longest channel name, bytes; the largest message, bytes. */
+#define PAGI_CHANNEL_MAX 255
+#define PAGI_MESSAGE_MAX (1 << 20)
+
+/**
+ * Subscribe to channel (1..PAGI_CHANNEL_MAX bytes, NUL-terminated): cb runs
+ * for every message published on it, by any worker of this pagid, from now
+ * on, until pagi_unsubscribe or until s is released (the subscription dies
+ * with its scope; one made with the lifespan scope lives as long as the
+ * app instance). Messages from one publisher arrive in the order published.
+ * NULL (pagi_scope_error) on a bad channel, a NULL cb, or out of memory.
+ */
+pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb,
+                                  void *ud);
+/** End sub now: its callback will not run again, pending messages are dropped. */
+void pagi_unsubscribe(pagi_subscription *sub);
+
+/** What a subscription does when more than max_pending messages wait for its callback. */
+typedef enum pagi_sub_policy {
+    PAGI_SUB_DROP_OLDEST = 0, /* the oldest waiting message goes (counted); the default */
+    PAGI_SUB_CONFLATE = 1,    /* only the latest message is kept (the rest counted) */
+} pagi_sub_policy;
+/** Set sub's policy and bound (max_pending >= 1; the default is 1024). 0 or -1. */
+int pagi_subscription_set_policy(pagi_subscription *sub, pagi_sub_policy policy,
+                                 size_t max_pending);
+/** Messages sub dropped: under its policy, plus what the app counted below. */
+unsigned long long pagi_subscription_dropped(const pagi_subscription *sub);
+/**
+ * The app dropped n messages of sub itself (a client whose output is not
+ * draining): counted with sub's own drops and in the server's metrics.
+ */
+void pagi_subscription_count_dropped(pagi_subscription *sub, unsigned n);
+
+/**
+ * Publish len bytes (at most PAGI_MESSAGE_MAX) to channel: every
+ * subscriber in this worker (after this call returns, from the run queue)
+ * and in every other worker of this pagid receives it once. Returns 0, or
+ * -1 (pagi_scope_error) on a bad channel or size, or out of memory. A
+ * message that cannot be queued towards the other workers (the channel to
+ * the master is full) is dropped and counted, not refused.
+ */
+int pagi_publish(pagi_scope *s, const char *channel, const void *data, size_t len);
 
 /* ------------------------------------------------------------------ */
 /* Applications                                                        */

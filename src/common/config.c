@@ -598,7 +598,8 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         return -1;
     }
     /* demo is accepted here; until it exists the app registry serves echo. */
-    if (!strcmp(spec, "hello") || !strcmp(spec, "echo") || !strcmp(spec, "demo"))
+    if (!strcmp(spec, "hello") || !strcmp(spec, "echo") || !strcmp(spec, "demo") ||
+        !strcmp(spec, "pubsub"))
         return 0;
     if (strncmp(spec, "static:", 7) == 0) {
         const char *dir = spec + 7;
@@ -650,14 +651,14 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         return -1;
 #endif
     }
-    static const char *const builtins[] = {"hello", "echo", "demo", NULL};
+    static const char *const builtins[] = {"hello", "echo", "demo", "pubsub", NULL};
     const char *near = config_suggest_among(spec, strlen(spec), builtins);
     if (near)
         snprintf(msg, msglen, "unknown app '%s' (did you mean '%s'?)",
                  one_line(spec, shown, sizeof shown), near);
     else
         snprintf(msg, msglen,
-                 "unknown app '%s' (expected hello, echo, demo, static:DIR or a .so module)",
+                 "unknown app '%s' (expected hello, echo, demo, pubsub, static:DIR or a .so module)",
                  one_line(spec, shown, sizeof shown));
     return -1;
 }

@@ -16,6 +16,7 @@ libpagid_common_a_SOURCES += \
 	src/common/pidfile.c src/common/pidfile.h \
 	src/common/path.c src/common/path.h \
 	src/common/proctitle.c src/common/proctitle.h \
+	src/common/pubsub_msg.c src/common/pubsub_msg.h \
 	src/common/exitcodes.h
 
 # TLS server contexts: built by the master, used by the workers.

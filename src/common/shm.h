@@ -37,12 +37,17 @@ typedef struct shm_worker {
     _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
     _Atomic uint64_t disconnects[SHM_R__COUNT];
     _Atomic uint64_t access_log_dropped; /* lines the access log could not write */
+    /* pub/sub (docs/pubsub.md): messages this worker published, callbacks it
+     * made, messages it dropped (its full channel to the master, a
+     * subscription's full queue, a client that does not drain). */
+    _Atomic uint64_t pubsub_published, pubsub_delivered, pubsub_dropped;
 } shm_worker;
 
 typedef struct shm_region {
     _Atomic unsigned generation;      /* current (newest) generation */
     _Atomic uint64_t worker_restarts; /* crashes replaced by the master */
     _Atomic uint64_t reloads;         /* successful reloads */
+    _Atomic uint64_t pubsub_master_dropped; /* frames the broker dropped: a worker's queue was full */
     size_t n_slots;
     _Atomic size_t n_used;            /* slots below this were ever claimed: bound for scans */
     shm_worker slots[];

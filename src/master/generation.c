@@ -13,6 +13,7 @@
  *   SIGKILL  straggler still alive at the deadline, or a blocked event loop.
  */
 #include "generation.h"
+#include "pubsub_broker.h"
 
 #include <errno.h>
 #include <math.h>
@@ -119,6 +120,7 @@ void gen_child_prepare(const gen_env *e, generation *g, const char *role)
             listeners_close(&o->ls);
         zygote_close(&o->zy);
     }
+    broker_child_close(e->broker);
 }
 
 void gen_child_attach(const gen_env *e)
@@ -133,15 +135,16 @@ void gen_child_attach(const gen_env *e)
         _exit(EXIT_OK);
 }
 
-void gen_child_work(const gen_env *e, generation *g, int num)
+void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd)
 {
-    int rc = worker_run(g->cfg, g->ls.items, g->ls.n, num, 1, e->shm, g->id);
+    int rc = worker_run(g->cfg, g->ls.items, g->ls.n, num, 1, e->shm, g->id, pubsub_fd);
     fflush(NULL);
     _exit(rc);
 }
 
 /* The worker process: never returns into the master's code. */
-static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g, worker_slot *w)
+static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g, worker_slot *w,
+                                                 int pubsub_fd)
 {
     char role[32];
     snprintf(role, sizeof role, "worker %d", w->num);
@@ -153,7 +156,7 @@ static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g
     if (priv_drop_for(g->cfg) < 0)
         _exit(EXIT_WORKER_FATAL);
     gen_child_attach(e);
-    gen_child_work(e, g, w->num);
+    gen_child_work(e, g, w->num, pubsub_fd);
 }
 
 void gen_slot_started(worker_slot *w, pid_t pid, double now)
@@ -173,11 +176,19 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
     double now = now_mono();
     if (gen_zygote_spawn(e, g, w, now) == 0)
         return;
+    /* Its pub/sub channel is made before the fork, so the worker has it
+     * from its first instruction (docs/pubsub.md). */
+    int pubsub_fd = -1, peer = e->broker ? broker_peer_new(e->broker, &pubsub_fd) : -1;
     /* Buffered stdio written before the fork would be flushed twice. */
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)
-        child_main(e, g, w);
+        child_main(e, g, w, pubsub_fd);
+    if (peer >= 0) {
+        broker_peer_forked(e->broker, peer, pubsub_fd, pid);
+        if (pid < 0)
+            broker_peer_close(e->broker, peer);
+    }
     if (pid < 0) {
         /* Out of processes or memory: retry, do not give up on the slot. */
         log_error("cannot fork worker %d: %s; retrying in 1s", w->num, strerror(errno));
@@ -186,6 +197,7 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
         return;
     }
     gen_slot_started(w, pid, now);
+    w->pubsub_peer = peer + 1;
     log_info("worker %d started (pid %d, generation %u)", w->num, (int)pid, g->id);
 }
 
@@ -223,6 +235,9 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     describe_status(status, how, sizeof how);
     pid_t pid = w->pid;
     shm_release(e->shm, (int)pid);
+    if (w->pubsub_peer && e->broker)
+        broker_peer_close(e->broker, w->pubsub_peer - 1);
+    w->pubsub_peer = 0;
     w->pid = 0;
     w->ready = 0;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -45,6 +45,7 @@ typedef struct worker_slot {
     unsigned fast_crashes; /* consecutive deaths within FAST_CRASH_MS of start */
     double restart_at;     /* WS_BACKOFF: monotonic time of the restart */
     uint32_t spawn_seq;    /* WS_RUNNING with pid 0: asked of the zygote, request number */
+    int pubsub_peer;       /* its pub/sub channel in the broker: peer id + 1; 0 = none */
 } worker_slot;
 
 typedef struct generation {
@@ -69,6 +70,7 @@ typedef struct gen_env {
     generation *all; /* every live generation: the child closes their sockets */
     int subreaper;   /* the master adopts orphans (PR_SET_CHILD_SUBREAPER): preload works */
     pid_t upgrade_pid; /* the new master of a binary upgrade: a child, never a worker */
+    struct pubsub_broker *broker; /* pub/sub between workers, or NULL */
 } gen_env;
 
 /** A generation of nworkers (not started); takes ls. NULL when out of memory. */
@@ -134,8 +136,9 @@ const char *gen_state_name(gen_state st);
 void gen_child_prepare(const gen_env *e, generation *g, const char *role);
 /** Die with the master (PR_SET_PDEATHSIG, after any change of user); exit if it is gone. */
 void gen_child_attach(const gen_env *e);
-/** Run worker num of g; never returns. */
-void gen_child_work(const gen_env *e, generation *g, int num) __attribute__((noreturn));
+/** Run worker num of g with its pub/sub channel (-1: none); never returns. */
+void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd)
+    __attribute__((noreturn));
 
 /* ---- the zygote, from the master's side (generation_zygote.c) ---- */
 

@@ -14,6 +14,8 @@ libpagid_master_a_SOURCES += \
 	src/master/generation.c src/master/generation.h src/master/generation_zygote.c \
 	src/master/zygote.c src/master/zygote.h src/master/zygote_msg.c src/master/zygote_msg.h \
 	src/master/notify.c src/master/notify.h \
+	src/master/pubsub_broker.c src/master/pubsub_broker.h \
+	src/master/pubsub_routes.c src/master/pubsub_routes.h \
 	src/master/preflight.c src/master/preflight.h \
 	src/master/privileges.c src/master/privileges.h \
 	src/master/upgrade.c \

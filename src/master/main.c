@@ -150,7 +150,7 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
 
     if (nworkers == 0) {
         /* Development mode: no master, this process is the only worker. */
-        rc = priv_drop(&id) < 0 ? EXIT_STARTUP : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1);
+        rc = priv_drop(&id) < 0 ? EXIT_STARTUP : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1, -1);
         /* Without a master "do not respawn me" means "could not start". */
         if (rc == EXIT_WORKER_FATAL)
             rc = EXIT_STARTUP;

@@ -12,6 +12,7 @@
  * the whole process group, must reach workers only through the master.
  */
 #include "supervisor_int.h"
+#include "pubsub_broker.h"
 
 #include <errno.h>
 #include <math.h>
@@ -678,9 +679,13 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     s.env.shm = shm_create(SHM_SLOTS);
     if (!s.env.shm)
         log_warn("cannot map the shared region: no heartbeat or readiness from workers");
+    s.env.broker = broker_new(s.env.shm ? &s.env.shm->pubsub_master_dropped : NULL);
+    if (!s.env.broker)
+        log_warn("out of memory for the pub/sub broker: pub/sub stays within each worker");
     generation *g = gen_new(++s.last_id, (pagid_config *)cfg, 0, ls, nworkers);
     if (!g) {
         log_error("out of memory");
+        broker_free(s.env.broker);
         shm_destroy(s.env.shm);
         return EXIT_STARTUP;
     }
@@ -692,6 +697,13 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     notify_sendf("MAINPID=%d\nSTATUS=starting %d workers", (int)s.pid, nworkers);
 
     int code = EXIT_OK;
+    struct pollfd *pfd = malloc(ZYGOTE_POLL_MAX * sizeof *pfd);
+    size_t pfd_cap = pfd ? ZYGOTE_POLL_MAX : 0;
+    if (!pfd) {
+        log_error("out of memory");
+        code = EXIT_STARTUP;
+        supervisor_begin_drain(&s, 0);
+    }
     for (;;) {
         handle_flags(&s);
         double now = supervisor_now();
@@ -727,19 +739,33 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
             ts = (struct timespec){0, SETTLE_POLL_NS};
             timed = 1;
         }
-        struct pollfd pfd[ZYGOTE_POLL_MAX];
+        /* The zygotes' channels first, then every worker's pub/sub channel. */
+        size_t want = ZYGOTE_POLL_MAX + broker_npeers(s.env.broker);
+        if (want > pfd_cap) {
+            struct pollfd *np = realloc(pfd, want * sizeof *np);
+            if (np) {
+                pfd = np;
+                pfd_cap = want;
+            }
+        }
         nfds_t npfd = 0;
-        for (generation *x = s.env.all; x && npfd < ZYGOTE_POLL_MAX; x = x->next)
+        for (generation *x = s.env.all; x && npfd < ZYGOTE_POLL_MAX && npfd < pfd_cap; x = x->next)
             if (x->zy.fd >= 0)
                 pfd[npfd++] = (struct pollfd){.fd = x->zy.fd, .events = POLLIN};
+        nfds_t nzy = npfd;
+        npfd += broker_pollfds(s.env.broker, pfd + nzy, pfd_cap - nzy);
         int n = ppoll(pfd, npfd, timed ? &ts : NULL, &unblocked);
         if (n < 0 && errno != EINTR) {
             log_error("ppoll: %s", strerror(errno));
             break;
         }
-        if (n > 0)
+        if (n > 0) {
             read_zygotes(&s);
+            broker_io(s.env.broker, pfd + nzy, npfd - nzy);
+        }
     }
+    free(pfd);
+    broker_free(s.env.broker);
     /* Whatever is left (ppoll failure) goes without unlinking anything live. */
     while (s.env.all) {
         generation *x = s.env.all;

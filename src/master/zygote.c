@@ -78,7 +78,7 @@ static void __attribute__((noreturn)) worker_child(const gen_env *e, generation 
     for (int i = 0; getppid() != e->master_pid && i < REPARENT_WAIT_MS; i++)
         nanosleep(&ms, NULL);
     gen_child_attach(e); /* exits when the master is not (or no longer) the parent */
-    gen_child_work(e, g, num);
+    gen_child_work(e, g, num, -1); /* preload: no pub/sub channel yet (docs/pubsub.md) */
 }
 
 static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req)

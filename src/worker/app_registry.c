@@ -25,6 +25,7 @@ static const struct {
     {"echo", &app_echo},
     {"static", &app_static},
     {"demo", &app_demo},
+    {"pubsub", &app_pubsub},
 };
 
 static int ends_with(const char *s, const char *suffix)

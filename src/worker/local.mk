@@ -24,7 +24,8 @@ libpagid_worker_a_SOURCES += \
 	src/worker/pagi_version.c \
 	src/worker/preload.c src/worker/preload.h \
 	src/worker/apps/hello.c src/worker/apps/echo.c src/worker/apps/builtin.h \
-	src/worker/apps/demo.c src/worker/apps/demo_page.h
+	src/worker/apps/demo.c src/worker/apps/demo_page.h \
+	src/worker/pubsub.c src/worker/pubsub.h src/worker/apps/pubsub.c
 
 # The static app and the mount table (path prefix -> app).
 libpagid_worker_a_SOURCES += \

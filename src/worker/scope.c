@@ -14,6 +14,7 @@
 
 #include "../common/log.h"
 #include "../common/shm.h"
+#include "pubsub.h"
 
 static int shm_kind(pagi_scope_type t)
 {
@@ -132,6 +133,10 @@ static void cb_list_free(scope_cb_list *l)
 static void scope_free(pagi_scope *s)
 {
     worker_ctx *w = s->w;
+    /* Subscriptions first: no message may reach an app whose data the
+     * release below frees. */
+    if (s->subs)
+        pubsub_scope_released(s);
     /* The layer first: what it calls back (a lifespan destroy) may use the app's data. */
     if (s->layer_release)
         s->layer_release(s->layer);
@@ -197,6 +202,7 @@ void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data)
 void *scope_layer_data(const pagi_scope *s) { return s->layer; }
 buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
 worker_ctx *scope_worker(const pagi_scope *s) { return s->w; }
+struct pagi_subscription **scope_subs(pagi_scope *s) { return &s->subs; }
 
 void scope_set_mount(pagi_scope *s, size_t prefix_len)
 {

@@ -59,6 +59,8 @@ void scope_unref(pagi_scope *s);
 /** The protocol driver's per-scope data (the HTTP exchange, ...). */
 void *scope_proto(const pagi_scope *s);
 worker_ctx *scope_worker(const pagi_scope *s);
+/** The head of s's list of subscriptions, kept by pubsub.c. */
+struct pagi_subscription **scope_subs(pagi_scope *s);
 /**
  * The convenience layer's per-scope data (pagi_easy.c): a slot of its own,
  * so it never clashes with the app's pagi_scope_set_userdata, and freed

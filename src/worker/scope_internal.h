@@ -71,6 +71,8 @@ struct pagi_scope {
     scope_cb_list on_server_drain;
 
     pagi_buf *send_buf; /* during pagi_send_buf only: the payload's buffer */
+
+    struct pagi_subscription *subs; /* its subscriptions (pubsub.c): they die with it */
 };
 
 /* Shared by scope.c and scope_api.c. */

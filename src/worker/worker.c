@@ -29,6 +29,7 @@
 #include "lifespan.h"
 #include "memtrim.h"
 #include "mount.h"
+#include "pubsub.h"
 #include "reason.h"
 #include "scope.h"
 #include "state_table.h"
@@ -540,7 +541,8 @@ static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
 }
 
 int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master, shm_region *shm, unsigned generation)
+               int worker_num, int under_master, shm_region *shm, unsigned generation,
+               int pubsub_fd)
 {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */
@@ -581,6 +583,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
                  LOOP_HOLD_WARN_MS);
     w->loop.flush = worker_flush;
     w->loop.flush_ud = w;
+    /* Before the apps' create: a lifespan startup may subscribe. */
+    w->pubsub = pubsub_new(w, pubsub_fd);
+    if (!w->pubsub)
+        log_warn("out of memory for publish/subscribe: it is off in this worker");
     r->exit_code = EXIT_OK;
     if (access_log_open(&w->alog, cfg, ev, w->stats, err, sizeof err) < 0) {
         log_error("%s", err);
@@ -697,6 +703,8 @@ out:;
     w->alog = NULL;
     mount_table_free(&r->mounts);
     loop_drain_all(&w->loop); /* what the apps' teardown queued (timers they stopped) */
+    pubsub_free(w->pubsub); /* after every scope, so after their subscriptions */
+    w->pubsub = NULL;
     state_table_unref(w->state);
     scope_quarantine_free(w);
     buf_free(&w->scratch);

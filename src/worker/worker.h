@@ -27,8 +27,10 @@ typedef struct worker_listener {
  * Signals: SIGTERM (and SIGINT when alone) drain gracefully within
  * timeouts.shutdown; SIGQUIT stops at once. Returns an exit code from
  * exitcodes.h: EXIT_WORKER_FATAL when the app cannot start (never respawn).
+ * pubsub_fd is its stream to the master's pub/sub broker (taken), or -1.
  */
 int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master, struct shm_region *shm, unsigned generation);
+               int worker_num, int under_master, struct shm_region *shm, unsigned generation,
+               int pubsub_fd);
 
 #endif

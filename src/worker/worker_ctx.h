@@ -40,6 +40,7 @@ typedef struct worker_ctx {
     unsigned char peer_text_addr[16]; /* the address peer_text spells ... */
     unsigned short peer_text_family;  /* ... and its family; 0 = none yet */
     lifespan *lifespan;   /* the lifespan scope's driver */
+    struct pubsub *pubsub; /* publish/subscribe (pubsub.c), or NULL */
     int draining;         /* graceful stop in progress: no keep-alive */
     void (*on_conn_count)(struct worker_ctx *w); /* called when n_conns or n_scopes drops */
     void (*on_request_done)(struct worker_ctx *w); /* an HTTP response was fully written */

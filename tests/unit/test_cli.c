@@ -387,7 +387,7 @@ START_TEST(test_build_override_errors)
                      "pagid: -l: invalid listen address 'localhost': missing port (use HOST:PORT)\n"
                      "pagid: -l: invalid listen address '*:80': duplicate listen address\n"
                      "pagid: -w: invalid workers '2000': out of range (0..1024)\n"
-                     "pagid: -a: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a "
+                     "pagid: -a: unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a "
                      ".so module)\n");
     /* The valid -l survived; nothing else was touched. */
     ck_assert_uint_eq(c.n_listens, 1);

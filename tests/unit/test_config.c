@@ -450,11 +450,11 @@ START_TEST(test_check_app)
 
     ck_assert_int_eq(config_check_app("bogus", msg, sizeof msg), -1);
     ck_assert_str_eq(
-        msg, "unknown app 'bogus' (expected hello, echo, demo, static:DIR or a .so module)");
+        msg, "unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a .so module)");
     /* A spec is echoed on one line: a folded YAML scalar can hold a newline. */
     ck_assert_int_eq(config_check_app("a\nt.yaml:1:1: forged\x7f", msg, sizeof msg), -1);
     ck_assert_str_eq(msg, "unknown app 'a?t.yaml:1:1: forged?' (expected hello, echo, demo, "
-                          "static:DIR or a .so module)");
+                          "pubsub, static:DIR or a .so module)");
     ck_assert_int_eq(config_check_app("static:/nonexistent\n", msg, sizeof msg), -1);
     ck_assert_str_eq(msg, "static directory '/nonexistent?': No such file or directory");
     char longspec[400];

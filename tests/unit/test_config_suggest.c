@@ -189,7 +189,7 @@ START_TEST(test_loader_enum_values)
     expect_error("app: helo\n", "t.yaml:1:6: unknown app 'helo' (did you mean 'hello'?)");
     expect_error("app: Echo\n", "t.yaml:1:6: unknown app 'Echo' (did you mean 'echo'?)");
     expect_error("app: bogus\n", "t.yaml:1:6: unknown app 'bogus' (expected hello, echo, demo, "
-                                 "static:DIR or a .so module)");
+                                 "pubsub, static:DIR or a .so module)");
 }
 END_TEST
 

@@ -378,7 +378,7 @@ START_TEST(test_load_mounts)
                  "t.yaml:3:12: mount path '/a/' is mounted twice");
     expect_error(
         "mounts:\n  - {path: /a, app: bogus}\n",
-        "t.yaml:2:21: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a .so "
+        "t.yaml:2:21: unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a .so "
         "module)");
     expect_error("mounts:\n  - {path: /a, app: {module: x.so, listing: true}}\n",
                  "t.yaml:2:36: 'mounts.app.listing' applies to static apps only");
@@ -701,7 +701,7 @@ END_TEST
 START_TEST(test_err_app_and_enums)
 {
     expect_error("app: bogus\n",
-                 "t.yaml:1:6: unknown app 'bogus' (expected hello, echo, demo, static:DIR or a .so "
+                 "t.yaml:1:6: unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a .so "
                  "module)");
 #ifdef PAGID_WITH_PERL
     expect_error("app: ./app.pl\n", "t.yaml:1:6: Perl app './app.pl': No such file or directory");

@@ -96,7 +96,7 @@ void worker_preload_before_fork(void)
 }
 
 int worker_run(const pagid_config *cfg, const worker_listener *l, size_t n, int num,
-               int under_master, struct shm_region *shm, unsigned generation)
+               int under_master, struct shm_region *shm, unsigned generation, int pubsub_fd)
 {
     (void)cfg;
     (void)l;

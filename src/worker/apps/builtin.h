@@ -10,6 +10,7 @@ extern const pagi_app app_hello;
 extern const pagi_app app_echo;
 extern const pagi_app app_demo;
 extern const pagi_app app_static;
+extern const pagi_app app_pubsub;
 
 /* Options of the static app that only the config's mapping form can set. */
 typedef struct static_options {

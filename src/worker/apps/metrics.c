@@ -23,6 +23,7 @@ static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", 
 
 typedef struct totals {
     uint64_t requests[6], bytes_in, bytes_out, disconnects[SHM_R__COUNT], log_dropped;
+    uint64_t ps_published, ps_delivered, ps_dropped;
     int64_t open_connections, open_scopes[SHM_SCOPE__COUNT];
     unsigned workers_up, workers_ready;
 } totals;
@@ -42,6 +43,9 @@ static void sum(totals *t, const shm_region *r)
         t->bytes_in += LOAD(&w->bytes_in);
         t->bytes_out += LOAD(&w->bytes_out);
         t->log_dropped += LOAD(&w->access_log_dropped);
+        t->ps_published += LOAD(&w->pubsub_published);
+        t->ps_delivered += LOAD(&w->pubsub_delivered);
+        t->ps_dropped += LOAD(&w->pubsub_dropped);
         for (int k = 0; k < SHM_R__COUNT; k++)
             t->disconnects[k] += LOAD(&w->disconnects[k]);
         if (pid == 0)
@@ -93,6 +97,18 @@ int metrics_render(buf *o, const shm_region *r)
     head(o, "pagid_access_log_dropped_total", "counter",
          "Access log lines dropped (buffer full or write errors).");
     buf_printf(o, "pagid_access_log_dropped_total %llu\n", (unsigned long long)t.log_dropped);
+    head(o, "pagid_pubsub_published_total", "counter", "Messages apps published (pagi_publish).");
+    buf_printf(o, "pagid_pubsub_published_total %llu\n", (unsigned long long)t.ps_published);
+    head(o, "pagid_pubsub_delivered_total", "counter",
+         "Messages handed to subscription callbacks, in every worker.");
+    buf_printf(o, "pagid_pubsub_delivered_total %llu\n", (unsigned long long)t.ps_delivered);
+    head(o, "pagid_pubsub_dropped_total", "counter",
+         "Messages dropped: a worker's queue in the master or to the master was full, a "
+         "subscription's queue overflowed, or an app dropped for a slow client.");
+    buf_printf(o, "pagid_pubsub_dropped_total{where=\"worker\"} %llu\n",
+               (unsigned long long)t.ps_dropped);
+    buf_printf(o, "pagid_pubsub_dropped_total{where=\"master\"} %llu\n",
+               (unsigned long long)LOAD(&((shm_region *)r)->pubsub_master_dropped));
     head(o, "pagid_worker_restarts_total", "counter", "Crashed workers replaced by the master.");
     buf_printf(o, "pagid_worker_restarts_total %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->worker_restarts));

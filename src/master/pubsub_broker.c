@@ -1,0 +1,277 @@
+/*
+ * pubsub_broker.c - the master's side of pub/sub: reads SUB/UNSUB/PUB frames
+ * from each worker's socket, keeps the routing table, and copies each PUB
+ * into the output queue of every other subscribed worker. The master's
+ * memory stays bounded: input is read a frame at a time (at most
+ * PUBSUB_MAX_FRAME buffered per peer) and each output queue is capped at
+ * PUBSUB_PEER_QUEUE_MAX, past which frames are dropped and counted.
+ */
+#include "pubsub_broker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/buf.h"
+#include "../common/log.h"
+#include "../common/pubsub_msg.h"
+#include "pubsub_routes.h"
+
+#define READ_CHUNK 65536u
+/* An empty queue whose buffer grew past this gives its memory back. */
+#define KEEP_CAP 65536u
+
+typedef struct peer {
+    int used; /* the entry belongs to a worker slot until broker_peer_close */
+    int fd;   /* -1: free, or its channel ended (EOF, error) before the slot let go */
+    pid_t pid;
+    buf in, out;
+} peer;
+
+struct pubsub_broker {
+    peer *peers;
+    size_t n; /* entries used or free below n */
+    pubsub_routes *routes;
+    _Atomic uint64_t *dropped;
+};
+
+pubsub_broker *broker_new(_Atomic uint64_t *dropped)
+{
+    pubsub_broker *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->routes = routes_new();
+    if (!b->routes) {
+        free(b);
+        return NULL;
+    }
+    b->dropped = dropped;
+    return b;
+}
+
+static void peer_reset(pubsub_broker *b, int id)
+{
+    peer *p = &b->peers[id];
+    if (p->fd >= 0)
+        close(p->fd);
+    p->fd = -1;
+    p->pid = 0;
+    buf_free(&p->in);
+    buf_free(&p->out);
+    routes_remove_peer(b->routes, id);
+}
+
+void broker_free(pubsub_broker *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->peers[i].used)
+            peer_reset(b, (int)i);
+    free(b->peers);
+    routes_free(b->routes);
+    free(b);
+}
+
+int broker_peer_new(pubsub_broker *b, int *child_fd)
+{
+    *child_fd = -1;
+    size_t id = 0;
+    /* An entry is reused only once its slot let go of it, so a slot's
+     * late close can never hit the next worker's channel. */
+    while (id < b->n && b->peers[id].used)
+        id++;
+    if (id == b->n) {
+        peer *np = realloc(b->peers, (b->n + 1) * sizeof *np);
+        if (!np) {
+            log_error("pubsub: out of memory for a worker's channel");
+            return -1;
+        }
+        b->peers = np;
+        b->peers[b->n++] = (peer){.used = 0, .fd = -1};
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+        log_error("pubsub: socketpair: %s; the worker's pub/sub stays local", strerror(errno));
+        return -1;
+    }
+    /* The worker's end is blocking-agnostic: its loop sets what it needs. */
+    b->peers[id] = (peer){.used = 1, .fd = sv[0]};
+    *child_fd = sv[1];
+    return (int)id;
+}
+
+void broker_peer_forked(pubsub_broker *b, int id, int child_fd, pid_t pid)
+{
+    if (child_fd >= 0)
+        close(child_fd);
+    if (id >= 0 && (size_t)id < b->n)
+        b->peers[id].pid = pid;
+}
+
+void broker_peer_close(pubsub_broker *b, int id)
+{
+    if (id >= 0 && (size_t)id < b->n && b->peers[id].used) {
+        peer_reset(b, id);
+        b->peers[id].used = 0;
+    }
+}
+
+void broker_child_close(pubsub_broker *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->peers[i].fd >= 0)
+            close(b->peers[i].fd);
+}
+
+size_t broker_npeers(const pubsub_broker *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; b && i < b->n; i++)
+        k += b->peers[i].fd >= 0;
+    return k;
+}
+
+size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max)
+{
+    size_t k = 0;
+    for (size_t i = 0; b && i < b->n && k < max; i++) {
+        const peer *p = &b->peers[i];
+        if (p->fd < 0)
+            continue;
+        pfd[k++] = (struct pollfd){
+            .fd = p->fd, .events = (short)(POLLIN | (buf_size(&p->out) ? POLLOUT : 0))};
+    }
+    return k;
+}
+
+/* Write what p's queue holds; -1 when the peer is gone. */
+static int peer_flush(peer *p)
+{
+    while (buf_size(&p->out) > 0) {
+        ssize_t w = send(p->fd, buf_head(&p->out), buf_size(&p->out), MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            return -1;
+        }
+        buf_consume(&p->out, (size_t)w);
+    }
+    if (p->out.cap > KEEP_CAP)
+        buf_free(&p->out);
+    return 0;
+}
+
+static void forward(pubsub_broker *b, int from, const pubsub_frame *f, const char *raw,
+                    size_t size)
+{
+    size_t n;
+    const int *ids = routes_find(b->routes, f->channel, f->channel_len, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] == from)
+            continue; /* the publisher delivered to its own subscribers */
+        peer *to = &b->peers[ids[i]];
+        if (buf_size(&to->out) + size > PUBSUB_PEER_QUEUE_MAX || buf_append(&to->out, raw, size) < 0) {
+            if (b->dropped)
+                atomic_fetch_add_explicit(b->dropped, 1, memory_order_relaxed);
+            continue;
+        }
+        /* Try now: most frames leave at once, without waiting for POLLOUT.
+         * A failure is left for that peer's own poll (POLLHUP/POLLERR), so
+         * the routes are not changed while we walk them. */
+        if (buf_size(&to->out) == size)
+            (void)peer_flush(to);
+    }
+}
+
+/* Handle every whole frame in p's input; -1 on a bad frame. */
+static int peer_frames(pubsub_broker *b, int id)
+{
+    peer *p = &b->peers[id];
+    for (;;) {
+        pubsub_frame f;
+        long used = pubsub_decode(buf_head(&p->in), buf_size(&p->in), &f);
+        if (used < 0)
+            return -1;
+        if (used == 0)
+            break;
+        switch (f.type) {
+        case PUBSUB_SUB:
+            if (routes_add(b->routes, f.channel, f.channel_len, id) < 0)
+                log_error("pubsub: out of memory for a subscription");
+            break;
+        case PUBSUB_UNSUB:
+            routes_remove(b->routes, f.channel, f.channel_len, id);
+            break;
+        case PUBSUB_PUB:
+            forward(b, id, &f, buf_head(&p->in), (size_t)used);
+            break;
+        }
+        buf_consume(&p->in, (size_t)used);
+    }
+    if (buf_size(&p->in) == 0 && p->in.cap > KEEP_CAP)
+        buf_free(&p->in);
+    return 0;
+}
+
+/* Read what one peer sent; -1 when it is gone or misbehaved. */
+static int peer_read(pubsub_broker *b, int id)
+{
+    /* A bounded amount per poll, so one busy publisher cannot hold the master. */
+    for (int round = 0; round < 16; round++) {
+        peer *p = &b->peers[id];
+        char *w = buf_reserve(&p->in, READ_CHUNK);
+        if (!w)
+            return -1;
+        ssize_t r = recv(p->fd, w, READ_CHUNK, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            return -1;
+        }
+        if (r == 0)
+            return -1;
+        buf_commit(&p->in, (size_t)r);
+        if (peer_frames(b, id) < 0) {
+            log_error("pubsub: worker pid %d sent a malformed frame; its channel is closed",
+                      (int)b->peers[id].pid);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void broker_io(pubsub_broker *b, const struct pollfd *pfd, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!pfd[k].revents)
+            continue;
+        int id = -1;
+        for (size_t i = 0; i < b->n; i++)
+            if (b->peers[i].fd == pfd[k].fd) {
+                id = (int)i;
+                break;
+            }
+        if (id < 0)
+            continue; /* closed meanwhile by another peer's failure */
+        int gone = 0;
+        if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+            gone = peer_read(b, id) < 0;
+        if (!gone && (pfd[k].revents & POLLOUT))
+            gone = peer_flush(&b->peers[id]) < 0;
+        if (gone)
+            peer_reset(b, id);
+    }
+}
+
+size_t broker_channels(const pubsub_broker *b) { return routes_channels(b->routes); }

@@ -1,0 +1,44 @@
+/*
+ * pubsub_broker.h - the master as the pub/sub broker between its workers
+ * (docs/pubsub.md): one stream socketpair per worker process, a routing
+ * table of channels, and a bounded output queue per worker.
+ */
+#ifndef PAGID_PUBSUB_BROKER_H
+#define PAGID_PUBSUB_BROKER_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A worker's output queue in the master holds at most this many bytes. */
+#define PUBSUB_PEER_QUEUE_MAX (4u << 20)
+
+typedef struct pubsub_broker pubsub_broker;
+
+/** An empty broker; dropped counts frames it drops (may be NULL). NULL when out of memory. */
+pubsub_broker *broker_new(_Atomic uint64_t *dropped);
+/** Close every peer and free. */
+void broker_free(pubsub_broker *b);
+/**
+ * A channel for a worker about to be forked: the peer's id (>= 0) and in
+ * *child_fd the worker's end (close-on-exec), or -1 (logged) when no
+ * socketpair could be made: the worker then runs with local pub/sub only.
+ */
+int broker_peer_new(pubsub_broker *b, int *child_fd);
+/** After the fork, in the master: close the worker's end, remember its pid. */
+void broker_peer_forked(pubsub_broker *b, int peer, int child_fd, pid_t pid);
+/** The worker exited (or never started): its socket closes, its routes go. */
+void broker_peer_close(pubsub_broker *b, int peer);
+/** In a forked child: close every master-side descriptor (keep none of them). */
+void broker_child_close(pubsub_broker *b);
+/** Fill up to max pollfds for the peers (POLLIN, plus POLLOUT with queued output); returns how many. */
+size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max);
+/** Peers with a descriptor (the size broker_pollfds may need). */
+size_t broker_npeers(const pubsub_broker *b);
+/** Act on the revents of pfd (filled by broker_pollfds): read, route, write. */
+void broker_io(pubsub_broker *b, const struct pollfd *pfd, size_t n);
+/** Channels with subscribers (tests, STATUS). */
+size_t broker_channels(const pubsub_broker *b);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * pubsub.c - the `pubsub` built-in app, a publish/subscribe endpoint for
+ * tests and demos: a websocket on /CHANNEL is accepted, sent the text
+ * "worker N" (which worker holds it), then every message published on
+ * CHANNEL (by any worker); each text message it receives is published on
+ * CHANNEL. A client that does not read has messages dropped once its
+ * output holds more than the transport's high-water mark (counted in the
+ * worker's pubsub_dropped), so it never grows the worker without bound.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builtin.h"
+
+typedef struct ps_client {
+    pagi_subscription *sub;
+    char channel[PAGI_CHANNEL_MAX + 1];
+} ps_client;
+
+static void ps_release(pagi_scope *s, void *data)
+{
+    (void)s;
+    free(data); /* the subscription died with the scope, just before */
+}
+
+static void ps_on_message(pagi_subscription *sub, pagi_str channel, const void *data, size_t len,
+                          void *ud)
+{
+    (void)channel;
+    pagi_scope *s = ud;
+    if (!pagi_conn_is_connected(s))
+        return;
+    if (pagi_transport_buffered_amount(s) > pagi_transport_high_water_mark(s)) {
+        pagi_subscription_count_dropped(sub, 1);
+        return;
+    }
+    pagi_event out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_SEND);
+    out.is_text = 1;
+    out.text = (pagi_str){data, len};
+    pagi_send(s, &out, NULL, NULL); /* refused only once the client is gone */
+}
+
+static void ps_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
+{
+    ps_client *c = ud;
+    pagi_event out;
+    switch (ev->type) {
+    case PAGI_EV_WEBSOCKET_CONNECT: {
+        if (pagi_server_draining(s)) {
+            pagi_scope_finish(s, NULL);
+            return;
+        }
+        out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_ACCEPT);
+        if (pagi_send(s, &out, NULL, NULL) < 0)
+            break;
+        c->sub = pagi_subscribe(s, c->channel, ps_on_message, s);
+        if (!c->sub)
+            break;
+        int is_worker = 0, num = pagi_scope_worker_num(s, &is_worker);
+        char hello[32];
+        int n = snprintf(hello, sizeof hello, "worker %d", is_worker ? num : 0);
+        out = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_SEND);
+        out.is_text = 1;
+        out.text = (pagi_str){hello, (size_t)n};
+        if (pagi_send(s, &out, NULL, NULL) < 0)
+            break;
+        if (pagi_receive(s, ps_on_event, c) < 0)
+            break;
+        return;
+    }
+    case PAGI_EV_WEBSOCKET_RECEIVE:
+        if (ev->is_text && !pagi_server_draining(s) &&
+            pagi_publish(s, c->channel, ev->text.ptr, ev->text.len) < 0)
+            break;
+        if (pagi_receive(s, ps_on_event, c) < 0)
+            break;
+        return;
+    default: /* websocket.disconnect */
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    pagi_scope_finish(s, pagi_scope_error(s));
+}
+
+static void ps_on_server_drain(pagi_scope *s, void *ud)
+{
+    (void)ud;
+    pagi_event close = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_CLOSE);
+    close.code = 1001;
+    close.reason = (pagi_str){"server shutting down", 20};
+    pagi_send(s, &close, NULL, NULL);
+}
+
+static void ps_handle(pagi_scope *s, void *instance)
+{
+    (void)instance;
+    if (pagi_scope_type_of(s) != PAGI_SCOPE_WEBSOCKET) {
+        pagi_scope_finish(s, "pubsub: a websocket endpoint (/CHANNEL)");
+        return;
+    }
+    pagi_str path = pagi_scope_path(s);
+    while (path.len && path.ptr[0] == '/') {
+        path.ptr++;
+        path.len--;
+    }
+    ps_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        pagi_scope_finish(s, "pubsub: out of memory");
+        return;
+    }
+    pagi_scope_set_userdata(s, c, ps_release);
+    if (path.len == 0 || path.len > PAGI_CHANNEL_MAX || memchr(path.ptr, 0, path.len)) {
+        pagi_scope_finish(s, "pubsub: the path names a channel of 1 to 255 bytes");
+        return;
+    }
+    memcpy(c->channel, path.ptr, path.len);
+    if (pagi_scope_on_server_drain(s, ps_on_server_drain, NULL) < 0 ||
+        pagi_receive(s, ps_on_event, c) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
+const pagi_app app_pubsub = {
+    .abi_version = PAGI_ABI_VERSION,
+    .name = "pubsub",
+    .handle = ps_handle,
+};
