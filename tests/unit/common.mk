@@ -69,3 +69,10 @@ TESTS += tests/unit/test_ydoc
 tests_unit_test_ydoc_SOURCES = tests/unit/test_ydoc.c
 tests_unit_test_ydoc_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_ydoc_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# pubsub_msg.c: the worker/broker frames, encoded and strictly decoded.
+check_PROGRAMS += tests/unit/test_pubsub_msg
+TESTS += tests/unit/test_pubsub_msg
+tests_unit_test_pubsub_msg_SOURCES = tests/unit/test_pubsub_msg.c
+tests_unit_test_pubsub_msg_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pubsub_msg_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

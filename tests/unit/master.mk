@@ -50,3 +50,10 @@ TESTS += tests/unit/test_zygote_msg
 tests_unit_test_zygote_msg_SOURCES = tests/unit/test_zygote_msg.c
 tests_unit_test_zygote_msg_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_zygote_msg_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+
+# pubsub_routes.c: the broker's channel -> peers table.
+check_PROGRAMS += tests/unit/test_pubsub_routes
+TESTS += tests/unit/test_pubsub_routes
+tests_unit_test_pubsub_routes_SOURCES = tests/unit/test_pubsub_routes.c
+tests_unit_test_pubsub_routes_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pubsub_routes_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
