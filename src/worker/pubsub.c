@@ -149,7 +149,9 @@ static void on_link_read(struct ev_loop *loop, ev_io *io, int revents)
     (void)loop;
     (void)revents;
     pubsub *ps = io->data;
-    for (int round = 0; round < 16 && ps->fd >= 0; round++) {
+    /* At most 256 KiB per wakeup: the messages are delivered in this loop
+     * round, so this also bounds the burst a client's output takes at once. */
+    for (int round = 0; round < 4 && ps->fd >= 0; round++) {
         char *p = buf_reserve(&ps->in, READ_CHUNK);
         if (!p) {
             link_close(ps, "ran out of memory");

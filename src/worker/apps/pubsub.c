@@ -3,9 +3,11 @@
  * tests and demos: a websocket on /CHANNEL is accepted, sent the text
  * "worker N" (which worker holds it), then every message published on
  * CHANNEL (by any worker); each text message it receives is published on
- * CHANNEL. A client that does not read has messages dropped once its
- * output holds more than the transport's high-water mark (counted in the
- * worker's pubsub_dropped), so it never grows the worker without bound.
+ * CHANNEL. When the worker drains, the websocket is closed with 1001,
+ * unless the query is stay=1 (it then serves until the drain's deadline or
+ * its client goes). A client that does not read has messages dropped once
+ * its output holds more than MAX_BUFFERED (counted in the worker's
+ * pubsub_dropped), so it never grows the worker without bound.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +15,14 @@
 
 #include "builtin.h"
 
+/* Not the transport's high-water mark (64 KiB): one loop round may deliver
+ * a burst larger than that to a client that reads perfectly well, before
+ * the output is flushed at the end of the round. */
+#define MAX_BUFFERED (1u << 20)
+
 typedef struct ps_client {
     pagi_subscription *sub;
+    int stay; /* ?stay=1: keep serving while the worker drains (tests of a reload) */
     char channel[PAGI_CHANNEL_MAX + 1];
 } ps_client;
 
@@ -31,7 +39,7 @@ static void ps_on_message(pagi_subscription *sub, pagi_str channel, const void *
     pagi_scope *s = ud;
     if (!pagi_conn_is_connected(s))
         return;
-    if (pagi_transport_buffered_amount(s) > pagi_transport_high_water_mark(s)) {
+    if (pagi_transport_buffered_amount(s) > MAX_BUFFERED) {
         pagi_subscription_count_dropped(sub, 1);
         return;
     }
@@ -47,7 +55,7 @@ static void ps_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
     pagi_event out;
     switch (ev->type) {
     case PAGI_EV_WEBSOCKET_CONNECT: {
-        if (pagi_server_draining(s)) {
+        if (pagi_server_draining(s) && !c->stay) {
             pagi_scope_finish(s, NULL);
             return;
         }
@@ -70,7 +78,7 @@ static void ps_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
         return;
     }
     case PAGI_EV_WEBSOCKET_RECEIVE:
-        if (ev->is_text && !pagi_server_draining(s) &&
+        if (ev->is_text && (c->stay || !pagi_server_draining(s)) &&
             pagi_publish(s, c->channel, ev->text.ptr, ev->text.len) < 0)
             break;
         if (pagi_receive(s, ps_on_event, c) < 0)
@@ -115,7 +123,9 @@ static void ps_handle(pagi_scope *s, void *instance)
         return;
     }
     memcpy(c->channel, path.ptr, path.len);
-    if (pagi_scope_on_server_drain(s, ps_on_server_drain, NULL) < 0 ||
+    pagi_str q = pagi_scope_query_string(s);
+    c->stay = q.len == 6 && memcmp(q.ptr, "stay=1", 6) == 0;
+    if ((!c->stay && pagi_scope_on_server_drain(s, ps_on_server_drain, NULL) < 0) ||
         pagi_receive(s, ps_on_event, c) < 0)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
