@@ -171,9 +171,17 @@ void gen_slot_started(worker_slot *w, pid_t pid, double now)
     w->draining = 0;
 }
 
+void gen_slot_pubsub_close(const gen_env *e, worker_slot *w)
+{
+    if (w->pubsub_peer && e->broker)
+        broker_peer_close(e->broker, w->pubsub_peer - 1);
+    w->pubsub_peer = 0;
+}
+
 void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
 {
     double now = now_mono();
+    gen_slot_pubsub_close(e, w); /* a slot given up before its worker ran */
     if (gen_zygote_spawn(e, g, w, now) == 0)
         return;
     /* Its pub/sub channel is made before the fork, so the worker has it
@@ -235,9 +243,7 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     describe_status(status, how, sizeof how);
     pid_t pid = w->pid;
     shm_release(e->shm, (int)pid);
-    if (w->pubsub_peer && e->broker)
-        broker_peer_close(e->broker, w->pubsub_peer - 1);
-    w->pubsub_peer = 0;
+    gen_slot_pubsub_close(e, w);
     w->pid = 0;
     w->ready = 0;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -90,6 +90,8 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w);
 /* A slot's process has just started (pid 0 while the zygote forks it): fresh state. */
 void gen_slot_started(worker_slot *w, pid_t pid, double now);
 void gen_spawn_all(const gen_env *e, generation *g);
+/** The slot's pub/sub channel (if any) closes: its worker exited or never started. */
+void gen_slot_pubsub_close(const gen_env *e, worker_slot *w);
 /** The slot running pid, in any generation of list. */
 worker_slot *gen_find(generation *list, pid_t pid, generation **owner);
 /**

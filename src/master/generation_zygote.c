@@ -6,6 +6,7 @@
  * preload). The zygote process itself is zygote.c's.
  */
 #include "generation.h"
+#include "pubsub_broker.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -33,7 +34,15 @@ int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now
         return -1;
     if (g->zy.pid == 0 && zygote_start(e, g) < 0)
         return -1; /* this worker is forked directly; the zygote is tried again next time */
-    uint32_t seq = zygote_request(&g->zy, w->num);
+    /* The worker's pub/sub channel goes with the request (SCM_RIGHTS): the
+     * master holds its end from now on, bound to this slot. */
+    int child_fd = -1, peer = e->broker ? broker_peer_new(e->broker, &child_fd) : -1;
+    uint32_t seq = zygote_request(&g->zy, w->num, child_fd);
+    if (peer >= 0) {
+        broker_peer_forked(e->broker, peer, child_fd, 0);
+        if (seq == 0)
+            broker_peer_close(e->broker, peer);
+    }
     if (seq == 0) {
         /* The zygote is dying: its exit retries the slot. */
         w->state = WS_BACKOFF;
@@ -42,6 +51,7 @@ int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now
     }
     gen_slot_started(w, 0, now); /* pid 0: the zygote reports it */
     w->spawn_seq = seq;
+    w->pubsub_peer = peer + 1;
     return 0;
 }
 
@@ -91,6 +101,7 @@ void gen_zygote_input(const gen_env *e, generation *g)
             continue;
         log_error("the zygote could not fork worker %d: %s; retrying in 1s", w->num,
                   strerror(m.err));
+        gen_slot_pubsub_close(e, w);
         w->state = WS_BACKOFF;
         w->restart_at = w->started + 1.0;
     }
@@ -255,6 +266,7 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
         if (!pending(w))
             continue;
         lost++;
+        gen_slot_pubsub_close(e, w);
         if (fatal) {
             w->state = WS_FATAL;
         } else if (stopping || !w->respawn) {

@@ -125,9 +125,14 @@ void broker_child_close(pubsub_broker *b)
 {
     if (!b)
         return;
+    /* Forgotten too: a worker forked later by a zygote runs this again on
+     * the zygote's copy, where those numbers may by then name other
+     * descriptors (its own channel, received by SCM_RIGHTS). */
     for (size_t i = 0; i < b->n; i++)
-        if (b->peers[i].fd >= 0)
+        if (b->peers[i].fd >= 0) {
             close(b->peers[i].fd);
+            b->peers[i].fd = -1;
+        }
 }
 
 size_t broker_npeers(const pubsub_broker *b)

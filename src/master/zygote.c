@@ -69,7 +69,8 @@ static void send_report(int fd, const zygote_msg *m)
 }
 
 /* The new worker: once the middle process is gone, the master is its parent. */
-static void __attribute__((noreturn)) worker_child(const gen_env *e, generation *g, int num)
+static void __attribute__((noreturn)) worker_child(const gen_env *e, generation *g, int num,
+                                                   int pubsub_fd)
 {
     char role[32];
     snprintf(role, sizeof role, "worker %d", num);
@@ -78,10 +79,10 @@ static void __attribute__((noreturn)) worker_child(const gen_env *e, generation 
     for (int i = 0; getppid() != e->master_pid && i < REPARENT_WAIT_MS; i++)
         nanosleep(&ms, NULL);
     gen_child_attach(e); /* exits when the master is not (or no longer) the parent */
-    gen_child_work(e, g, num, -1); /* preload: no pub/sub channel yet (docs/pubsub.md) */
+    gen_child_work(e, g, num, pubsub_fd);
 }
 
-static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req)
+static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req, int pubsub_fd)
 {
     /* Output the app buffered at load time is written once, not per worker. */
     worker_preload_before_fork();
@@ -91,7 +92,7 @@ static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req
         pid_t pid = fork();
         if (pid == 0) {
             close(fd);
-            worker_child(e, g, req->num);
+            worker_child(e, g, req->num, pubsub_fd);
         }
         zygote_msg m = {.seq = req->seq, .num = req->num};
         if (pid > 0) {
@@ -111,6 +112,36 @@ static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req
     }
     while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
         ;
+}
+
+/* A request and the pub/sub channel that may come with it (SCM_RIGHTS,
+ * close-on-exec); any other descriptor is closed. */
+static ssize_t recv_request(int fd, unsigned char *b, size_t len, int *pubsub_fd)
+{
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {.iov_base = b, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+                        .msg_controllen = sizeof ctl.space};
+    ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    if (n < 0)
+        return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+            if (*pubsub_fd < 0)
+                *pubsub_fd = got;
+            else
+                close(got);
+        }
+    }
+    return n;
 }
 
 /* Ours again after loading: app code may have taken them over (Perl's
@@ -168,7 +199,8 @@ static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *
                 log_error("cannot reopen the error log");
         }
         unsigned char b[ZMSG_SIZE + 1];
-        ssize_t n = recv(fd, b, sizeof b, 0);
+        int pubsub_fd = -1;
+        ssize_t n = recv_request(fd, b, sizeof b, &pubsub_fd);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -176,9 +208,13 @@ static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *
         zygote_msg m;
         if (zmsg_decode(b, (size_t)n, &m) < 0 || m.type != ZMSG_SPAWN) {
             log_error("ignoring a malformed request from the master (%zd bytes)", n);
+            if (pubsub_fd >= 0)
+                close(pubsub_fd);
             continue;
         }
-        spawn(e, g, fd, &m);
+        spawn(e, g, fd, &m, pubsub_fd);
+        if (pubsub_fd >= 0)
+            close(pubsub_fd); /* the worker has it now (or failed to start) */
     }
     log_info("zygote of generation %u exiting", g->id);
     _exit(EXIT_OK);
@@ -220,7 +256,7 @@ int zygote_start(const gen_env *e, generation *g)
     return 0;
 }
 
-uint32_t zygote_request(zygote *z, int num)
+uint32_t zygote_request(zygote *z, int num, int pass_fd)
 {
     if (z->fd < 0)
         return 0;
@@ -229,7 +265,24 @@ uint32_t zygote_request(zygote *z, int num)
     zygote_msg m = {.type = ZMSG_SPAWN, .seq = z->next_seq, .num = num};
     unsigned char b[ZMSG_SIZE];
     size_t n = zmsg_encode(&m, b);
-    if (!n || send(z->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
+    struct iovec iov = {.iov_base = b, .iov_len = n};
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (pass_fd >= 0) {
+        /* The worker's pub/sub channel, handed on by the zygote at the fork. */
+        memset(&ctl, 0, sizeof ctl);
+        mh.msg_control = ctl.space;
+        mh.msg_controllen = sizeof ctl.space;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    if (!n || sendmsg(z->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
         log_error("cannot ask the zygote (pid %d) for worker %d: %s", (int)z->pid, num,
                   n ? strerror(errno) : "bad worker number");
         return 0;

@@ -53,10 +53,12 @@ void zygote_init(zygote *z);
 int zygote_start(const struct gen_env *e, struct generation *g);
 
 /**
- * Ask for worker num. Returns the request's number (never 0), echoed in
- * the report, or 0 when the request could not be sent (the zygote died).
+ * Ask for worker num, passing pass_fd (the worker's pub/sub channel, or
+ * -1: none) with SCM_RIGHTS; the caller still closes its copy. Returns the
+ * request's number (never 0), echoed in the report, or 0 when the request
+ * could not be sent (the zygote died).
  */
-uint32_t zygote_request(zygote *z, int num);
+uint32_t zygote_request(zygote *z, int num, int pass_fd);
 
 /**
  * One report from the zygote, without blocking: 1 with *m filled, 0 when

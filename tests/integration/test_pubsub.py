@@ -1,7 +1,7 @@
 """Publish/subscribe across workers (docs/pubsub.md), through the `pubsub`
 built-in: a websocket on /CHANNEL is told "worker N", publishes each text
 message it sends and receives every message on CHANNEL. With 2 and 4
-workers, 20 clients spread over them each receive every message once, in
+workers (and 2 forked by a preloading zygote), 20 clients spread over them each receive every message once, in
 order per publisher; a worker killed mid-stream does not stop the others,
 and its replacement's clients receive; across a reload the old and new
 generations reach each other; a client that never reads, and a worker that
@@ -183,10 +183,12 @@ DROPPED_W = 'pagid_pubsub_dropped_total{where="worker"}'
 DROPPED_M = 'pagid_pubsub_dropped_total{where="master"}'
 
 
-def fan_out(ctx, workers):
+def fan_out(ctx, workers, args=None):
     sport = free_port()
-    srv = ctx.start("pubsub", workers=workers, config=status_conf(sport))
+    srv = ctx.start("pubsub", workers=workers, config=status_conf(sport), args=args)
     check(wait_for(lambda: len(srv.workers()) == workers, 10 * SLOW), "workers never all up")
+    if args and "--preload" in args:
+        check(len(srv.zygotes()) == 1, "no zygote: %r" % srv.zygotes())
     clients = connect_spread(srv.port, 20)
     by_worker = {}
     for c in clients:
@@ -229,6 +231,12 @@ def fan_out_over_2_workers(ctx):
 @test(timeout=60)
 def fan_out_over_4_workers(ctx):
     fan_out(ctx, 4)
+
+
+@test(timeout=60)
+def fan_out_over_workers_forked_by_the_zygote(ctx):
+    # The zygote hands each worker the channel the master made for it (SCM_RIGHTS).
+    fan_out(ctx, 2, args=["--preload"])
 
 
 def client_on(port, worker, tries=40, path="/room"):
