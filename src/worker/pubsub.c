@@ -83,13 +83,31 @@ static void msg_unref(ps_msg *m)
 
 /* ---- the stream to the master ---- */
 
+/* The channel's watchers never keep a draining worker's loop alive: each
+ * is unref'd while active, so it is ref'd again before it stops. */
+static void watch_start(pubsub *ps, ev_io *io)
+{
+    if (!ev_is_active(io)) {
+        ev_io_start(ps->w->loop.ev, io);
+        ev_unref(ps->w->loop.ev);
+    }
+}
+
+static void watch_stop(pubsub *ps, ev_io *io)
+{
+    if (ev_is_active(io)) {
+        ev_ref(ps->w->loop.ev);
+        ev_io_stop(ps->w->loop.ev, io);
+    }
+}
+
 static void link_close(pubsub *ps, const char *why)
 {
     if (ps->fd < 0)
         return;
     log_warn("pub/sub channel to the master %s: messages stay within this worker", why);
-    ev_io_stop(ps->w->loop.ev, &ps->rio);
-    ev_io_stop(ps->w->loop.ev, &ps->wio);
+    watch_stop(ps, &ps->rio);
+    watch_stop(ps, &ps->wio);
     close(ps->fd);
     ps->fd = -1;
     buf_free(&ps->in);
@@ -104,8 +122,7 @@ static void link_flush(pubsub *ps)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (!ev_is_active(&ps->wio))
-                    ev_io_start(ps->w->loop.ev, &ps->wio);
+                watch_start(ps, &ps->wio);
                 return;
             }
             link_close(ps, "failed");
@@ -113,8 +130,8 @@ static void link_flush(pubsub *ps)
         }
         buf_consume(&ps->out, (size_t)n);
     }
-    if (ps->fd >= 0 && ev_is_active(&ps->wio))
-        ev_io_stop(ps->w->loop.ev, &ps->wio);
+    if (ps->fd >= 0)
+        watch_stop(ps, &ps->wio);
     if (ps->out.cap > KEEP_CAP)
         buf_free(&ps->out);
 }
@@ -239,11 +256,8 @@ pubsub *pubsub_new(worker_ctx *w, int fd)
     ev_io_init(&ps->rio, on_link_read, fd, EV_READ);
     ev_io_init(&ps->wio, on_link_write, fd, EV_WRITE);
     ps->rio.data = ps->wio.data = ps;
-    if (fd >= 0) {
-        /* The channel alone must not keep a draining worker's loop alive. */
-        ev_io_start(w->loop.ev, &ps->rio);
-        ev_unref(w->loop.ev);
-    }
+    if (fd >= 0)
+        watch_start(ps, &ps->rio);
     return ps;
 }
 
@@ -252,9 +266,8 @@ void pubsub_free(pubsub *ps)
     if (!ps)
         return;
     if (ps->fd >= 0) {
-        ev_ref(ps->w->loop.ev);
-        ev_io_stop(ps->w->loop.ev, &ps->rio);
-        ev_io_stop(ps->w->loop.ev, &ps->wio);
+        watch_stop(ps, &ps->rio);
+        watch_stop(ps, &ps->wio);
         close(ps->fd);
     }
     if (ps->nchannels)

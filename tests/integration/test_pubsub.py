@@ -239,6 +239,21 @@ def fan_out_over_workers_forked_by_the_zygote(ctx):
     fan_out(ctx, 2, args=["--preload"])
 
 
+@test(timeout=30)
+def single_process_is_local(ctx):
+    # -w 0: no master, no channel; the worker's own subscriptions still receive.
+    srv = ctx.start("pubsub", workers=0)
+    clients = [WS(srv.port, "/solo") for _ in range(3)]
+    check_eq({c.worker for c in clients}, {0}, "worker numbers without a master")
+    sync(clients, clients[0], "sync")
+    for k in range(30):
+        clients[1].send("x:%d" % k)
+    for i, c in enumerate(clients):
+        check_in_order(collect(c, 30, [b"x:"], 10), ["x"], 30, "client %d" % i)
+    for c in clients:
+        c.close()
+
+
 def client_on(port, worker, tries=40, path="/room"):
     """A client held by worker number worker (connections land where they land)."""
     others = []
