@@ -347,6 +347,13 @@ def reload_mid_stream(ctx):
         x.close()
 
 
+def sanitized(ctx):
+    """An ASan build: its quarantine keeps freed memory resident, so RSS
+    bounds are not checked there (the drop counts still are)."""
+    with open(ctx.pagid, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -411,7 +418,8 @@ def slow_subscribers_are_bounded(ctx):
     ctx.note("never-reading client: %d dropped for it, worker RSS %d -> %d kB" % (
         m[DROPPED_W], base_w, rss_kb(pids[2])))
     check(m[DROPPED_W] > total / 2, "drops for the sleeping client: %r" % m[DROPPED_W])
-    check(rss_kb(pids[2]) - base_w < 64 * 1024,
+    asan = sanitized(ctx)
+    check(asan or rss_kb(pids[2]) - base_w < 64 * 1024,
           "worker 2 grew from %d to %d kB" % (base_w, rss_kb(pids[2])))
     # 2: a worker that does not read its channel: the master's queue is bounded.
     # pub's own worker stops reading a client whose output is not drained:
@@ -433,7 +441,7 @@ def slow_subscribers_are_bounded(ctx):
         grown = rss_kb(srv.pid) - base_m
         ctx.note("stopped worker: master dropped %d, master RSS +%d kB" % (m[DROPPED_M], grown))
         check(m[DROPPED_M] > 0, "the master dropped nothing for a stopped worker")
-        check(grown < 32 * 1024, "the master grew by %d kB" % grown)
+        check(asan or grown < 32 * 1024, "the master grew by %d kB" % grown)
     finally:
         os.kill(pids[2], signal.SIGCONT)
         stop2.set()
