@@ -67,3 +67,10 @@ TESTS += tests/unit/test_pagi_easy_body
 tests_unit_test_pagi_easy_body_SOURCES = tests/unit/test_pagi_easy_body.c $(PAGI_EASY_SOURCES)
 tests_unit_test_pagi_easy_body_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pagi_easy_body_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
+# pubsub.c: a worker's publish/subscribe (delivery, policies, lifetimes, frames).
+check_PROGRAMS += tests/unit/test_pubsub
+TESTS += tests/unit/test_pubsub
+tests_unit_test_pubsub_SOURCES = tests/unit/test_pubsub.c
+tests_unit_test_pubsub_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pubsub_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
