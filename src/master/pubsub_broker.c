@@ -22,6 +22,9 @@
 #include "pubsub_routes.h"
 
 #define READ_CHUNK 65536u
+/* Channels one worker may subscribe to: the routing table is master memory,
+ * and app code in a worker must not grow it without bound. */
+#define PEER_CHANNELS_MAX 65536u
 /* An empty queue whose buffer grew past this gives its memory back. */
 #define KEEP_CAP 65536u
 
@@ -29,6 +32,8 @@ typedef struct peer {
     int used; /* the entry belongs to a worker slot until broker_peer_close */
     int fd;   /* -1: free, or its channel ended (EOF, error) before the slot let go */
     pid_t pid;
+    size_t channels; /* routes through it */
+    int refused;     /* a SUB over PEER_CHANNELS_MAX was logged */
     buf in, out;
 } peer;
 
@@ -60,6 +65,8 @@ static void peer_reset(pubsub_broker *b, int id)
         close(p->fd);
     p->fd = -1;
     p->pid = 0;
+    p->channels = 0;
+    p->refused = 0;
     buf_free(&p->in);
     buf_free(&p->out);
     routes_remove_peer(b->routes, id);
@@ -210,11 +217,25 @@ static int peer_frames(pubsub_broker *b, int id)
             break;
         switch (f.type) {
         case PUBSUB_SUB:
-            if (routes_add(b->routes, f.channel, f.channel_len, id) < 0)
+            if (p->channels >= PEER_CHANNELS_MAX) {
+                if (!p->refused)
+                    log_error("pubsub: worker pid %d subscribes to more than %u channels; "
+                              "further channels of it get no messages from other workers",
+                              (int)p->pid, PEER_CHANNELS_MAX);
+                p->refused = 1;
+                break;
+            }
+            switch (routes_add(b->routes, f.channel, f.channel_len, id)) {
+            case 1:
+                p->channels++;
+                break;
+            case -1:
                 log_error("pubsub: out of memory for a subscription");
+                break;
+            }
             break;
         case PUBSUB_UNSUB:
-            routes_remove(b->routes, f.channel, f.channel_len, id);
+            p->channels -= (size_t)routes_remove(b->routes, f.channel, f.channel_len, id);
             break;
         case PUBSUB_PUB:
             forward(b, id, &f, buf_head(&p->in), (size_t)used);

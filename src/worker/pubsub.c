@@ -19,6 +19,7 @@
 #include "../common/log.h"
 #include "../common/pubsub_msg.h"
 #include "../common/shm.h"
+#include "crash.h"
 #include "loop.h"
 #include "scope.h"
 
@@ -305,7 +306,14 @@ static void sub_deliver_job(const runq_item *it)
         sub->head = (sub->head + 1) & (sub->cap - 1);
         sub->count--;
         COUNT(sub->ps->w, pubsub_delivered, 1);
+        pagi_loop *l = &sub->ps->w->loop;
+        double t0 = loop_hold_begin(l);
+        crash_enter("pubsub message", NULL, sub->ch->name, sub->ch->len, NULL, 0);
         sub->cb(sub, (pagi_str){sub->ch->name, sub->ch->len}, m->data, m->len, sub->ud);
+        crash_leave();
+        double ms = loop_hold_end(l, t0);
+        if (ms > 0)
+            log_warn("debug: an app's pub/sub message callback held the loop for %.0f ms", ms);
         msg_unref(m);
     }
     sub->delivering = 0;

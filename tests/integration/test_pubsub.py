@@ -328,6 +328,20 @@ def reload_mid_stream(ctx):
     srv.signal(signal.SIGHUP)
     check(wait_for(lambda: len(set(srv.workers()) - old_workers) == 2, 15 * SLOW),
           "no new generation after SIGHUP: %r" % srv.workers())
+
+    def old_draining():
+        for p in old_workers:
+            try:
+                with open("/proc/%d/cmdline" % p, "rb") as f:
+                    if b"draining" not in f.read():
+                        return False
+            except OSError:
+                pass  # gone
+        return True
+
+    # Until then an old worker may still accept a new client (and close it
+    # with 1001 as it drains).
+    check(wait_for(old_draining, 15 * SLOW), "the old generation never drained")
     # The new generation serves now; the old one drains, its clients stay.
     new_sub = WS(srv.port, "/room")
     new_pub = WS(srv.port, "/room")
