@@ -157,8 +157,8 @@ size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max)
         const peer *p = &b->peers[i];
         if (p->fd < 0)
             continue;
-        pfd[k++] = (struct pollfd){
-            .fd = p->fd, .events = (short)(POLLIN | (buf_size(&p->out) ? POLLOUT : 0))};
+        pfd[k++] = (struct pollfd){.fd = p->fd,
+                                   .events = (short)(POLLIN | (buf_size(&p->out) ? POLLOUT : 0))};
     }
     return k;
 }
@@ -182,8 +182,7 @@ static int peer_flush(peer *p)
     return 0;
 }
 
-static void forward(pubsub_broker *b, int from, const pubsub_frame *f, const char *raw,
-                    size_t size)
+static void forward(pubsub_broker *b, int from, const pubsub_frame *f, const char *raw, size_t size)
 {
     size_t n;
     const int *ids = routes_find(b->routes, f->channel, f->channel_len, &n);
@@ -191,7 +190,8 @@ static void forward(pubsub_broker *b, int from, const pubsub_frame *f, const cha
         if (ids[i] == from)
             continue; /* the publisher delivered to its own subscribers */
         peer *to = &b->peers[ids[i]];
-        if (buf_size(&to->out) + size > PUBSUB_PEER_QUEUE_MAX || buf_append(&to->out, raw, size) < 0) {
+        if (buf_size(&to->out) + size > PUBSUB_PEER_QUEUE_MAX ||
+            buf_append(&to->out, raw, size) < 0) {
             if (b->dropped)
                 atomic_fetch_add_explicit(b->dropped, 1, memory_order_relaxed);
             continue;
@@ -300,4 +300,7 @@ void broker_io(pubsub_broker *b, const struct pollfd *pfd, size_t n)
     }
 }
 
-size_t broker_channels(const pubsub_broker *b) { return routes_channels(b->routes); }
+size_t broker_channels(const pubsub_broker *b)
+{
+    return routes_channels(b->routes);
+}

@@ -32,7 +32,7 @@ void broker_peer_forked(pubsub_broker *b, int peer, int child_fd, pid_t pid);
 void broker_peer_close(pubsub_broker *b, int peer);
 /** In a forked child: close every master-side descriptor (keep none of them). */
 void broker_child_close(pubsub_broker *b);
-/** Fill up to max pollfds for the peers (POLLIN, plus POLLOUT with queued output); returns how many. */
+/** Fill up to max pollfds for the peers (POLLIN, POLLOUT too with output queued): how many. */
 size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max);
 /** Peers with a descriptor (the size broker_pollfds may need). */
 size_t broker_npeers(const pubsub_broker *b);

@@ -173,4 +173,7 @@ const int *routes_find(const pubsub_routes *r, const char *channel, size_t len, 
     return x ? x->peers : NULL;
 }
 
-size_t routes_channels(const pubsub_routes *r) { return r->count; }
+size_t routes_channels(const pubsub_routes *r)
+{
+    return r->count;
+}

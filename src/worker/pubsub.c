@@ -383,8 +383,7 @@ static void deliver_local(pubsub *ps, const char *ch, size_t chlen, const void *
     msg_unref(m);
 }
 
-pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb,
-                                  void *ud)
+pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb, void *ud)
 {
     worker_ctx *w = scope_worker(s);
     pubsub *ps = w->pubsub;
@@ -422,8 +421,8 @@ pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_messa
         if (ps->nchannels > ps->nbuckets)
             chan_grow(ps);
     }
-    *sub = (pagi_subscription){.ps = ps, .ch = c, .scope = s, .cb = cb, .ud = ud,
-                               .max_pending = DEFAULT_MAX_PENDING};
+    *sub = (pagi_subscription){
+        .ps = ps, .ch = c, .scope = s, .cb = cb, .ud = ud, .max_pending = DEFAULT_MAX_PENDING};
     sub->ch_next = c->subs;
     if (c->subs)
         c->subs->ch_prev = sub;
@@ -474,8 +473,7 @@ void pubsub_scope_released(pagi_scope *s)
         pagi_unsubscribe(*head);
 }
 
-int pagi_subscription_set_policy(pagi_subscription *sub, pagi_sub_policy policy,
-                                 size_t max_pending)
+int pagi_subscription_set_policy(pagi_subscription *sub, pagi_sub_policy policy, size_t max_pending)
 {
     if (!sub || !sub->ch || max_pending == 0 ||
         (policy != PAGI_SUB_DROP_OLDEST && policy != PAGI_SUB_CONFLATE))

@@ -35,7 +35,10 @@ static int fake_next_event(pagi_scope *s, pagi_event *e, int take)
     (void)take;
     return 0;
 }
-static void fake_receive_wanted(pagi_scope *s) { (void)s; }
+static void fake_receive_wanted(pagi_scope *s)
+{
+    (void)s;
+}
 static void fake_finished(pagi_scope *s, const char *error)
 {
     (void)s;
@@ -79,8 +82,14 @@ static void setup_with(int with_master)
     w.pubsub = pubsub_new(&w, fd);
     ck_assert_ptr_nonnull(w.pubsub);
 }
-static void setup(void) { setup_with(0); }
-static void setup_master(void) { setup_with(1); }
+static void setup(void)
+{
+    setup_with(0);
+}
+static void setup_master(void)
+{
+    setup_with(1);
+}
 
 static void teardown(void)
 {
@@ -95,8 +104,11 @@ static void teardown(void)
 
 static pagi_scope *new_scope(void)
 {
-    scope_request r = {.method = "GET", .http_version = "1.1", .path = {"/", 1},
-                       .raw_path = {"/", 1}, .query = {"", 0}};
+    scope_request r = {.method = "GET",
+                       .http_version = "1.1",
+                       .path = {"/", 1},
+                       .raw_path = {"/", 1},
+                       .query = {"", 0}};
     pagi_scope *s = scope_new(&w, PAGI_SCOPE_WEBSOCKET, &fake_ops, NULL, &r);
     ck_assert_ptr_nonnull(s);
     return s;
@@ -113,8 +125,7 @@ static void end_scope(pagi_scope *s)
 static char seen[4096];
 static pagi_subscription *unsub_in_cb;
 
-static void on_msg(pagi_subscription *sub, pagi_str channel, const void *data, size_t len,
-                   void *ud)
+static void on_msg(pagi_subscription *sub, pagi_str channel, const void *data, size_t len, void *ud)
 {
     (void)channel;
     char one[64];
@@ -226,9 +237,10 @@ static void read_frames(char *out, size_t n)
         ck_assert_int_gt(used, 0);
         char one[128];
         snprintf(one, sizeof one, "%s%c:%.*s%s%.*s", out[0] ? "," : "",
-                 f.type == PUBSUB_SUB ? 'S' : f.type == PUBSUB_UNSUB ? 'U' : 'P',
-                 (int)f.channel_len, f.channel, f.len ? "=" : "", (int)f.len,
-                 (const char *)f.data);
+                 f.type == PUBSUB_SUB     ? 'S'
+                 : f.type == PUBSUB_UNSUB ? 'U'
+                                          : 'P',
+                 (int)f.channel_len, f.channel, f.len ? "=" : "", (int)f.len, (const char *)f.data);
         strncat(out, one, n - strlen(out) - 1);
         off += (size_t)used;
     }
@@ -246,8 +258,11 @@ START_TEST(frames_to_and_from_the_master)
     ck_assert_str_eq(frames, "S:chat,P:chat=hi"); /* one SUB for two local subscriptions */
     /* A message from another worker, through the master. */
     buf b = BUF_INIT;
-    pubsub_frame f = {.type = PUBSUB_PUB, .channel = "chat", .channel_len = 4,
-                      .data = (const void *)"yo", .len = 2};
+    pubsub_frame f = {.type = PUBSUB_PUB,
+                      .channel = "chat",
+                      .channel_len = 4,
+                      .data = (const void *)"yo",
+                      .len = 2};
     ck_assert_int_eq(pubsub_encode(&f, &b), 0);
     ck_assert_int_eq(send(master_fd, b.data, b.len, 0), (ssize_t)b.len);
     buf_free(&b);

@@ -14,7 +14,10 @@ START_TEST(frames_round_trip)
     buf b = BUF_INIT;
     pubsub_frame in[] = {
         {.type = PUBSUB_SUB, .channel = "chat", .channel_len = 4},
-        {.type = PUBSUB_PUB, .channel = "chat", .channel_len = 4, .data = (const void *)"hi",
+        {.type = PUBSUB_PUB,
+         .channel = "chat",
+         .channel_len = 4,
+         .data = (const void *)"hi",
          .len = 2},
         {.type = PUBSUB_PUB, .channel = "c", .channel_len = 1}, /* an empty message is one */
         {.type = PUBSUB_UNSUB, .channel = "chat", .channel_len = 4},
@@ -45,7 +48,10 @@ START_TEST(a_split_frame_needs_more)
     unsigned char payload[1000];
     for (size_t i = 0; i < sizeof payload; i++)
         payload[i] = (unsigned char)i;
-    pubsub_frame in = {.type = PUBSUB_PUB, .channel = "news", .channel_len = 4, .data = payload,
+    pubsub_frame in = {.type = PUBSUB_PUB,
+                       .channel = "news",
+                       .channel_len = 4,
+                       .data = payload,
                        .len = sizeof payload};
     ck_assert_int_eq(pubsub_encode(&in, &b), 0);
     pubsub_frame f;
@@ -64,8 +70,11 @@ START_TEST(the_largest_message_passes_and_one_more_byte_does_not)
     ck_assert_ptr_nonnull(big);
     char name[PUBSUB_MAX_CHANNEL + 1];
     memset(name, 'x', sizeof name);
-    pubsub_frame in = {.type = PUBSUB_PUB, .channel = name, .channel_len = PUBSUB_MAX_CHANNEL,
-                       .data = big, .len = PUBSUB_MAX_MESSAGE};
+    pubsub_frame in = {.type = PUBSUB_PUB,
+                       .channel = name,
+                       .channel_len = PUBSUB_MAX_CHANNEL,
+                       .data = big,
+                       .len = PUBSUB_MAX_MESSAGE};
     ck_assert_int_eq(pubsub_encode(&in, &b), 0);
     pubsub_frame f;
     ck_assert_int_eq(pubsub_decode(b.data, b.len, &f), (long)PUBSUB_MAX_FRAME);
@@ -87,7 +96,10 @@ START_TEST(invalid_frames_are_not_encoded)
     pubsub_frame bad[] = {
         {.type = PUBSUB_SUB, .channel = "", .channel_len = 0},
         {.type = PUBSUB_SUB, .channel = "a", .channel_len = 1, .data = (const void *)"x", .len = 1},
-        {.type = PUBSUB_UNSUB, .channel = "a", .channel_len = 1, .data = (const void *)"x",
+        {.type = PUBSUB_UNSUB,
+         .channel = "a",
+         .channel_len = 1,
+         .data = (const void *)"x",
          .len = 1},
         {.type = (pubsub_type)9, .channel = "a", .channel_len = 1},
     };
