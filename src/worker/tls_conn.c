@@ -188,7 +188,10 @@ ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len)
 
 int tls_conn_wants_write(const tls_conn *t) { return t->want_write; }
 
-int tls_conn_has_pending(const tls_conn *t) { return SSL_has_pending(t->ssl); }
+/* SSL_pending, not SSL_has_pending: the latter also counts the start of a
+ * record still arriving, and a connection told "pending" reads again at
+ * once: it would spin until the rest of the record came. */
+int tls_conn_has_pending(const tls_conn *t) { return SSL_pending(t->ssl) > 0; }
 
 void tls_conn_close_notify(tls_conn *t)
 {
