@@ -24,6 +24,7 @@ struct tls_conn {
     SSL *ssl;
     int want_write;
     int notified;
+    int fatal; /* SSL_ERROR_SYSCALL or _SSL seen: OpenSSL forbids SSL_shutdown after */
     char failure[120];
 };
 
@@ -63,6 +64,7 @@ static void tls_note_failure(tls_conn *t)
 tls_step tls_conn_handshake(tls_conn *t)
 {
     ERR_clear_error();
+    errno = 0; /* SSL_ERROR_SYSCALL with errno still 0 is the peer's FIN */
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1)
         return TLS_STEP_DONE;
@@ -73,6 +75,7 @@ tls_step tls_conn_handshake(tls_conn *t)
     case SSL_ERROR_WANT_WRITE:
         return TLS_STEP_WANT_WRITE;
     case SSL_ERROR_SYSCALL:
+        t->fatal = 1;
         ERR_clear_error();
         snprintf(t->failure, sizeof t->failure, "%s",
                  errno ? strerror(errno) : "connection closed during the handshake");
@@ -81,6 +84,7 @@ tls_step tls_conn_handshake(tls_conn *t)
         snprintf(t->failure, sizeof t->failure, "connection closed during the handshake");
         return TLS_STEP_EOF;
     default:
+        t->fatal = 1;
         tls_note_failure(t);
         return TLS_STEP_FAILED;
     }
@@ -104,11 +108,19 @@ static ssize_t tls_io_result(tls_conn *t, int rc)
     case SSL_ERROR_ZERO_RETURN:
         return 0;
     case SSL_ERROR_SYSCALL:
+        /* A failed socket call (errno says which), or with errno 0 an EOF
+         * OpenSSL did not expect. EAGAIN cannot be meant here (that is
+         * WANT_READ/WRITE) and would make the caller wait on a dead
+         * session: a reset instead. */
+        t->fatal = 1;
         ERR_clear_error();
-        if (errno == 0 || errno == EAGAIN)
-            return 0; /* the peer's FIN without close_notify (IGNORE_UNEXPECTED_EOF) */
+        if (errno == 0)
+            return 0;
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            errno = ECONNRESET;
         return -1;
     default:
+        t->fatal = 1;
         tls_note_failure(t);
         errno = EPROTO;
         return -1;
@@ -195,7 +207,7 @@ int tls_conn_has_pending(const tls_conn *t) { return SSL_pending(t->ssl) > 0; }
 
 void tls_conn_close_notify(tls_conn *t)
 {
-    if (t->notified)
+    if (t->notified || t->fatal)
         return;
     t->notified = 1;
     ERR_clear_error();
