@@ -81,7 +81,10 @@ static size_t to_server_n(size_t max)
     return moved;
 }
 
-static void to_server(void) { to_server_n(SIZE_MAX); }
+static void to_server(void)
+{
+    to_server_n(SIZE_MAX);
+}
 
 /* Raw bytes the server sent, appended to raw (when given), into the client. */
 static size_t from_server(unsigned char *raw, size_t rawcap, size_t *rawlen)
@@ -401,7 +404,10 @@ START_TEST(sendfile_pread_path)
 }
 END_TEST
 
-static void ext_release(void *ud) { (*(int *)ud)++; }
+static void ext_release(void *ud)
+{
+    (*(int *)ud)++;
+}
 
 /* The output queue through the TLS sink on a small socket: memory, file
  * and borrowed segments, more appended while it waits. */
@@ -431,9 +437,8 @@ START_TEST(outq_through_tls_sink)
             again++;
             if (stage == 2) { /* queued while waiting: small pieces, then borrowed */
                 for (size_t i = 0; i < PART; i += 700)
-                    ck_assert_int_eq(outq_append(&q, src + 2 * PART + i,
-                                                 PART - i < 700 ? PART - i : 700),
-                                     0);
+                    ck_assert_int_eq(
+                        outq_append(&q, src + 2 * PART + i, PART - i < 700 ? PART - i : 700), 0);
                 stage++;
             } else if (stage == 3) {
                 ck_assert_int_eq(outq_append_ext(&q, src + 3 * PART, PART, ext_release, &released),

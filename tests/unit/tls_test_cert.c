@@ -22,8 +22,8 @@ static int write_pem(const char *path, EVP_PKEY *key, X509 *cert)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    int ok = key ? PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL)
-                 : PEM_write_X509(f, cert);
+    int ok =
+        key ? PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) : PEM_write_X509(f, cert);
     return (fclose(f) == 0 && ok == 1) ? 0 : -1;
 }
 
@@ -38,8 +38,8 @@ static int make_cert(const char *cert_path, const char *key_path)
     if (X509_set_version(x, 2) != 1 || ASN1_INTEGER_set(X509_get_serialNumber(x), 1) != 1 ||
         !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
         !X509_gmtime_adj(X509_getm_notAfter(x), 86400) || X509_set_pubkey(x, key) != 1 ||
-        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost",
-                                   -1, -1, 0) != 1 ||
+        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1,
+                                   -1, 0) != 1 ||
         X509_set_issuer_name(x, name) != 1 || X509_sign(x, key, EVP_sha256()) <= 0)
         goto out;
     if (write_pem(cert_path, NULL, x) == 0 && write_pem(key_path, key, NULL) == 0)
