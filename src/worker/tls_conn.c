@@ -20,6 +20,8 @@
 #define TLS_GATHER 16384
 static unsigned char tls_gather_buf[TLS_GATHER];
 
+static int tls_ktls_disabled(void);
+
 struct tls_conn {
     SSL *ssl;
     int want_write;
@@ -41,6 +43,8 @@ tls_conn *tls_conn_new(const struct tls_server *ts, int fd)
         return NULL;
     }
     SSL_set_accept_state(t->ssl);
+    if (tls_ktls_disabled())
+        SSL_clear_options(t->ssl, SSL_OP_ENABLE_KTLS);
     return t;
 }
 
@@ -214,4 +218,17 @@ void tls_conn_close_notify(tls_conn *t)
     /* One attempt: a full queue or a peer already gone loses only the alert. */
     (void)SSL_shutdown(t->ssl);
     ERR_clear_error();
+}
+
+/* PAGID_NO_KTLS=1 in the environment: encrypt in user space even where the
+ * kernel offers TLS (to compare, or to avoid a kernel's kTLS bugs). Read
+ * once per process: workers inherit the master's environment. */
+static int tls_ktls_disabled(void)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *v = getenv("PAGID_NO_KTLS");
+        off = v && *v && strcmp(v, "0") != 0;
+    }
+    return off;
 }
