@@ -27,6 +27,7 @@ struct tls_conn {
     int want_write;
     int notified;
     int fatal; /* SSL_ERROR_SYSCALL or _SSL seen: OpenSSL forbids SSL_shutdown after */
+    int gathered_again; /* the last writev was gathered and got EAGAIN */
     char failure[120];
 };
 
@@ -164,7 +165,11 @@ ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt)
 {
     /* A big first segment goes as it is; small ones are gathered so that a
      * response head and its body share one record and one packet. */
-    if (cnt == 1 || iov[0].iov_len >= TLS_GATHER)
+    /* With kernel TLS OpenSSL encrypts nothing itself: the part of a record
+     * the socket did not take is sent later from the first attempt's buffer.
+     * A record gathered in the shared buffer is therefore retried gathered,
+     * with the buffer refilled (another connection wrote over it). */
+    if (!t->gathered_again && (cnt == 1 || iov[0].iov_len >= TLS_GATHER))
         return tls_write_bytes(t, iov[0].iov_base, iov[0].iov_len);
     size_t have = 0;
     for (int i = 0; i < cnt && have < TLS_GATHER; i++) {
@@ -174,7 +179,9 @@ ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt)
         memcpy(tls_gather_buf + have, iov[i].iov_base, take);
         have += take;
     }
-    return tls_write_bytes(t, tls_gather_buf, have);
+    ssize_t n = tls_write_bytes(t, tls_gather_buf, have);
+    t->gathered_again = n < 0 && errno == EAGAIN;
+    return n;
 }
 
 ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len)
