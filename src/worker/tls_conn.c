@@ -24,6 +24,7 @@ struct tls_conn {
     SSL *ssl;
     int want_write;
     int notified;
+    int dead; /* a fatal error: OpenSSL forbids SSL_shutdown afterwards */
     char failure[120];
 };
 
@@ -58,11 +59,13 @@ static void tls_note_failure(tls_conn *t)
     const char *r = e ? ERR_reason_error_string(e) : NULL;
     snprintf(t->failure, sizeof t->failure, "%s", r ? r : "TLS error");
     ERR_clear_error();
+    t->dead = 1;
 }
 
 tls_step tls_conn_handshake(tls_conn *t)
 {
     ERR_clear_error();
+    errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is the peer's EOF */
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1)
         return TLS_STEP_DONE;
@@ -74,6 +77,7 @@ tls_step tls_conn_handshake(tls_conn *t)
         return TLS_STEP_WANT_WRITE;
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
+        t->dead = 1;
         snprintf(t->failure, sizeof t->failure, "%s",
                  errno ? strerror(errno) : "connection closed during the handshake");
         return TLS_STEP_EOF;
@@ -105,8 +109,11 @@ static ssize_t tls_io_result(tls_conn *t, int rc)
         return 0;
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
-        if (errno == 0 || errno == EAGAIN)
+        t->dead = 1;
+        if (errno == 0)
             return 0; /* the peer's FIN without close_notify (IGNORE_UNEXPECTED_EOF) */
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            errno = EIO; /* not a retry: OpenSSL gave up on the session */
         return -1;
     default:
         tls_note_failure(t);
@@ -188,11 +195,26 @@ ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len)
 
 int tls_conn_wants_write(const tls_conn *t) { return t->want_write; }
 
-int tls_conn_has_pending(const tls_conn *t) { return SSL_has_pending(t->ssl); }
+/* Only decrypted bytes count: SSL_has_pending is also true for part of a
+ * record, which no read can complete before the socket brings the rest (a
+ * client that sends half a record would make the worker spin). Records
+ * are never read ahead (no read_ahead), so whole ones wait in the socket
+ * and make it readable. */
+int tls_conn_has_pending(const tls_conn *t) { return SSL_pending(t->ssl) > 0; }
+
+const char *tls_conn_version(const tls_conn *t) { return SSL_get_version(t->ssl); }
+
+const char *tls_conn_cipher(const tls_conn *t)
+{
+    const char *c = SSL_get_cipher_name(t->ssl);
+    return c && strcmp(c, "(NONE)") != 0 ? c : NULL;
+}
 
 void tls_conn_close_notify(tls_conn *t)
 {
-    if (t->notified)
+    /* Nothing to say after a fatal error, nor before the handshake ended
+     * (SSL_shutdown would only fail with "shutdown while in init"). */
+    if (t->notified || t->dead || !SSL_is_init_finished(t->ssl))
         return;
     t->notified = 1;
     ERR_clear_error();
