@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 
-from lib import (SLOW, Conn, TestPKI, check, check_eq, free_port, test, tls_listen, wait_for)
+from lib import (SLOW, Conn, TestPKI, app_events, check, check_eq, free_port, test, tls_listen,
+                 wait_event, wait_for)
 from test_memory import per_conn, raise_nofile, read_response
 
 try:
@@ -570,3 +571,43 @@ def idle_tls_connection_memory(ctx):
     each = per_conn(ctx, Port(t.port), 1000, tls_idle_after(t.client), "idle TLS keep-alive")
     if each is not None:
         check(each < 20000, "an idle TLS connection costs %.0f bytes (bound 20000)" % each)
+
+
+@test(timeout=60)
+def flow_control_over_tls(ctx):
+    """An SSE flood over TLS to a client that stops reading: pagi.transport
+    reaches the high watermark and completions stop (what OpenSSL holds
+    after a blocked write still counts as buffered); the client reads a
+    while and on_drain fires at or below the low watermark; it stops again
+    and the write timeout ends the stream, as over cleartext."""
+    from test_sse import settle, sseapp, terminal
+
+    t = TLSServer(ctx, app=sseapp(ctx), extra="timeouts:\n  write: 2s\nflow_control:\n"
+                  "  high_watermark: 64k\n  low_watermark: 16k\n")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(5 * SLOW)
+    s.connect(("127.0.0.1", t.port))
+    s = t.client.wrap_socket(s, server_hostname="localhost")
+    s.sendall(b"GET /flood?size=16384 HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
+              b"x-test-id: tf\r\n\r\n")
+    check(wait_event(ctx, "tf", "high_water", 5), "no high_water: %r" % app_events(ctx, "tf")[-5:])
+    hw = next(e for e in app_events(ctx, "tf") if e.startswith("high_water"))
+    check(int(hw.split()[1]) >= 65536, "high_water below the mark: %r" % hw)
+    time.sleep(0.3)
+    n1 = sum(1 for e in app_events(ctx, "tf") if e.startswith("send_done"))
+    time.sleep(0.6)
+    n2 = sum(1 for e in app_events(ctx, "tf") if e.startswith("send_done"))
+    check_eq(n2, n1, "send completions while the client reads nothing")
+    # Read until the server's queue drains below the low watermark.
+    got, t0 = 0, time.monotonic()
+    while not any(e.startswith("drain") for e in app_events(ctx, "tf")):
+        check(time.monotonic() - t0 < 10 * SLOW, "no on_drain after reading %d bytes" % got)
+        got += len(s.recv(65536))
+    dr = next(e for e in app_events(ctx, "tf") if e.startswith("drain"))
+    check(int(dr.split()[1]) <= 16384, "on_drain above the low mark: %r" % dr)
+    # Stop reading again: the write timeout ends it.
+    check(wait_event(ctx, "tf", "on_disconnect", 10), "no write_timeout: %r"
+          % app_events(ctx, "tf")[-5:])
+    check_eq(terminal(settle(ctx, "tf")), "on_disconnect write_timeout", "disconnect reason")
+    s.close()
