@@ -611,3 +611,55 @@ def flow_control_over_tls(ctx):
           % app_events(ctx, "tf")[-5:])
     check_eq(terminal(settle(ctx, "tf")), "on_disconnect write_timeout", "disconnect reason")
     s.close()
+
+
+@test(timeout=90)
+def slow_reader_gets_every_byte(ctx):
+    """A client with a tiny receive buffer that reads in small sips, while
+    the app keeps queueing: OpenSSL meets a full socket again and again
+    (WANT_WRITE with a record held, retried with the queue grown behind
+    it), and every byte still arrives once, in order: the echo of 4 MiB
+    and a 4 MiB range of a file, checked by sha256."""
+    docroot = os.path.join(ctx.tmpdir, "www")
+    os.makedirs(docroot)
+    big = random_file(os.path.join(docroot, "big.bin"), 8 << 20)
+    extra = "limits:\n  max_body_size: 8m\nmounts:\n  - path: /files\n    app: static:%s\n" % docroot
+    t = TLSServer(ctx, extra=extra)
+    body = os.urandom(4 << 20)
+    with open(big, "rb") as f:
+        f.seek(1 << 20)
+        part = f.read(4 << 20)
+    for path, head, want in (
+            ("/echo", b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body),
+             body),
+            ("/files/big.bin", b"GET /files/big.bin HTTP/1.1\r\nHost: t\r\n"
+             b"Range: bytes=%d-%d\r\n\r\n" % (1 << 20, (5 << 20) - 1), part)):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        s.settimeout(20 * SLOW)
+        s.connect(("127.0.0.1", t.port))
+        s = t.client.wrap_socket(s, server_hostname="localhost")
+        s.sendall(head)
+        if path == "/echo":
+            th = threading.Thread(target=s.sendall, args=(body,))
+            th.start()
+        data, sips = b"", 0
+        while b"\r\n\r\n" not in data:
+            data += s.recv(4096)
+        hd, _, rest = data.partition(b"\r\n\r\n")
+        got = bytearray(rest)
+        while len(got) < len(want):
+            d = s.recv(4096)
+            check(d, "%s: closed after %d of %d bytes" % (path, len(got), len(want)))
+            got += d
+            sips += 1
+            if sips % 64 == 0:
+                time.sleep(0.01)
+        if path == "/echo":
+            th.join(10 * SLOW)
+        check(hd.split(b"\r\n")[0] in (b"HTTP/1.1 200 OK", b"HTTP/1.1 206 Partial Content"),
+              "%s: %r" % (path, hd[:60]))
+        check_eq(len(got), len(want), "%s length" % path)
+        check(hashlib.sha256(got).digest() == hashlib.sha256(want).digest(),
+              "%s: the bytes differ" % path)
+        s.close()
