@@ -154,8 +154,12 @@ static ssize_t tls_write_bytes(tls_conn *t, const void *p, size_t n)
 ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt)
 {
     /* A big first segment goes as it is; small ones are gathered so that a
-     * response head and its body share one record and one packet. */
-    if (cnt == 1 || iov[0].iov_len >= TLS_GATHER)
+     * response head and its body share one record and one packet. Not under
+     * kernel TLS: there OpenSSL keeps a pointer to the bytes of a write the
+     * socket did not take and sends them from that address on the retry, so
+     * they must stay put (a queue segment does; the shared buffer would be
+     * another connection's by then). */
+    if (cnt == 1 || iov[0].iov_len >= TLS_GATHER || BIO_get_ktls_send(SSL_get_wbio(t->ssl)))
         return tls_write_bytes(t, iov[0].iov_base, iov[0].iov_len);
     size_t have = 0;
     for (int i = 0; i < cnt && have < TLS_GATHER; i++) {
