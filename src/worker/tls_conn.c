@@ -204,9 +204,15 @@ int tls_conn_wants_write(const tls_conn *t) { return t->want_write; }
  * client that sends half a record would make the worker spin). Records
  * are never read ahead (no read_ahead), so whole ones wait in the socket
  * and make it readable. */
-int tls_conn_has_pending(const tls_conn *t) { return SSL_pending(t->ssl) > 0; }
+int tls_conn_has_pending(const tls_conn *t)
+{
+    return SSL_pending(t->ssl) > 0;
+}
 
-const char *tls_conn_version(const tls_conn *t) { return SSL_get_version(t->ssl); }
+const char *tls_conn_version(const tls_conn *t)
+{
+    return SSL_get_version(t->ssl);
+}
 
 const char *tls_conn_cipher(const tls_conn *t)
 {

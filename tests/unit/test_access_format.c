@@ -164,7 +164,8 @@ START_TEST(test_json)
     expect("json", &r,
            "{\"time\":\"2000-10-10T13:55:36.123+00:00\",\"client\":\"10.0.0.1\",\"type\":\"http\","
            "\"method\":\"GET\",\"path\":\"/a/b\",\"query\":\"x=1\",\"protocol\":\"HTTP/1.1\","
-           "\"tls_version\":null,\"tls_cipher\":null,\"status\":200,\"bytes\":15,\"duration_ms\":12.500,\"referer\":\"http://x/\","
+           "\"tls_version\":null,\"tls_cipher\":null,\"status\":200,\"bytes\":15,\"duration_ms\":"
+           "12.500,\"referer\":\"http://x/\","
            "\"user_agent\":\"curl/8\",\"reason\":null,\"pid\":42}");
     r.method = NULL;
     r.client = NULL;
