@@ -663,3 +663,33 @@ def slow_reader_gets_every_byte(ctx):
         check(hashlib.sha256(got).digest() == hashlib.sha256(want).digest(),
               "%s: the bytes differ" % path)
         s.close()
+
+
+@test(timeout=30)
+def eof_without_close_notify(ctx):
+    """A client that drops the TCP connection without close_notify in the
+    middle of an upload is client_closed (not read_error, not a TLS error),
+    and one that does the same after its response is just a closed
+    keep-alive connection: nothing logged above debug."""
+    log = os.path.join(ctx.tmpdir, "access.log")
+    extra = "access_log:\n  path: %s\n  format: '%%U %%s %%X'\n" % log
+    t = TLSServer(ctx, extra=extra)
+    c = t.conn()
+    c.send(b"POST /cut HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+    time.sleep(0.2)
+    c.close()  # Python closes an SSLSocket without close_notify (only unwrap() sends it)
+    c2 = t.conn()
+    c2.send(b"GET /done HTTP/1.1\r\nHost: t\r\n\r\n")
+    check_eq(c2.read_response().status, 200, "request before the drop")
+    c2.close()
+
+    def lines():
+        try:
+            with open(log) as f:
+                return [ln for ln in f.read().splitlines() if not ln.startswith("/metrics")]
+        except OSError:
+            return []
+    check(wait_for(lambda: len(lines()) >= 2, 5), "access log: %r" % lines())
+    check("/cut 0 client_closed" in lines(), "the cut upload: %r" % lines())
+    check("/done 200 -" in lines(), "the complete request: %r" % lines())
+    check("error" not in t.srv.stderr().lower(), "logged: %s" % t.srv.stderr()[-300:])
