@@ -319,9 +319,11 @@ static void conn_tls_step(conn *c)
     case TLS_STEP_DONE:
         conn_count_handshake(c, SHM_TLS_OK);
         conn_set_state(c, CONN_WAIT_REQUEST);
-        /* The request may have come with the client's Finished and be
-         * decrypted already: look now rather than wait for the socket. */
-        if (c->state == CONN_WAIT_REQUEST && c->reading)
+        /* A request that came with the client's Finished is still in the
+         * socket (OpenSSL reads no record ahead), which stays readable: a
+         * read now would mostly cost an EAGAIN. Decrypted bytes would not
+         * wake the socket, so those are looked at at once. */
+        if (c->state == CONN_WAIT_REQUEST && c->reading && tls_conn_has_pending(c->tls))
             ev_feed_event(ev, &c->rio, EV_READ);
         break;
     case TLS_STEP_WANT_READ:
