@@ -81,8 +81,11 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
         w->conns->prev = c;
     w->conns = c;
     w->n_conns++;
-    if (w->stats)
+    if (w->stats) {
         atomic_fetch_add_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
+        if (c->tls)
+            atomic_fetch_add_explicit(&w->stats->tls_open, 1, memory_order_relaxed);
+    }
     c->state = c->tls ? CONN_HANDSHAKE : CONN_WAIT_REQUEST;
     conn_set_state(c, c->state);
     return c;
@@ -187,7 +190,7 @@ static void conn_update_read(conn *c)
     int want;
     switch (c->state) {
     case CONN_HANDSHAKE:
-        want = !c->hs_want_write;
+        want = !c->tls_want_write;
         break;
     case CONN_WAIT_REQUEST:
     case CONN_READ_HEAD:
@@ -251,6 +254,12 @@ void conn_set_state(conn *c, conn_state s)
     conn_update_timer(c, PROGRESS_NONE);
 }
 
+static void conn_count_handshake(conn *c, enum shm_tls_result r)
+{
+    if (c->w->stats)
+        shm_add(&c->w->stats->tls_handshakes[r], 1);
+}
+
 static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
 {
     conn *c = w->data;
@@ -277,6 +286,7 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
         break;
     case TMO_HANDSHAKE:
         log_debug("TLS handshake with %s timed out", conn_peer_host(c));
+        conn_count_handshake(c, SHM_TLS_TIMEOUT);
         conn_close(c, reason_client_timeout);
         break;
     case TMO_NONE:
@@ -286,26 +296,34 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
 
 /* ---- the TLS handshake ---- */
 
+/* The write watcher runs while output is blocked or while OpenSSL must
+ * write before it can read on (ev_io_start/stop are idempotent). */
+static void conn_update_write_watch(conn *c)
+{
+    struct ev_loop *ev = c->w->loop.ev;
+    if (c->write_blocked || c->tls_want_write)
+        ev_io_start(ev, &c->wio);
+    else
+        ev_io_stop(ev, &c->wio);
+}
+
 /* One step of the handshake, on either readiness. Failures are an everyday
  * sight on a public port (scanners, old clients): logged at debug only. */
 static void conn_tls_step(conn *c)
 {
     struct ev_loop *ev = c->w->loop.ev;
     tls_step st = tls_conn_handshake(c->tls);
-    int want_write = st == TLS_STEP_WANT_WRITE;
-    if (want_write != c->hs_want_write) {
-        c->hs_want_write = want_write;
-        if (want_write)
-            ev_io_start(ev, &c->wio);
-        else
-            ev_io_stop(ev, &c->wio);
-    }
+    c->tls_want_write = st == TLS_STEP_WANT_WRITE;
+    conn_update_write_watch(c);
     switch (st) {
     case TLS_STEP_DONE:
+        conn_count_handshake(c, SHM_TLS_OK);
         conn_set_state(c, CONN_WAIT_REQUEST);
-        /* The request may have come with the client's Finished and be
-         * decrypted already: look now rather than wait for the socket. */
-        if (c->state == CONN_WAIT_REQUEST && c->reading)
+        /* A request that came with the client's Finished is still in the
+         * socket (OpenSSL reads no record ahead), which stays readable: a
+         * read now would mostly cost an EAGAIN. Decrypted bytes would not
+         * wake the socket, so those are looked at at once. */
+        if (c->state == CONN_WAIT_REQUEST && c->reading && tls_conn_has_pending(c->tls))
             ev_feed_event(ev, &c->rio, EV_READ);
         break;
     case TLS_STEP_WANT_READ:
@@ -313,10 +331,12 @@ static void conn_tls_step(conn *c)
         conn_update_read(c);
         break;
     case TLS_STEP_EOF:
+        conn_count_handshake(c, SHM_TLS_CLOSED);
         log_debug("TLS handshake with %s: %s", conn_peer_host(c), tls_conn_failure(c->tls));
         conn_close(c, reason_client_closed);
         break;
     case TLS_STEP_FAILED:
+        conn_count_handshake(c, SHM_TLS_FAILED);
         log_debug("TLS handshake with %s failed: %s", conn_peer_host(c),
                   tls_conn_failure(c->tls));
         conn_close(c, reason_protocol_error);
@@ -407,6 +427,10 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     if (c->state == CONN_CLOSED)
         return;
+    if (c->tls && tls_conn_wants_write(c->tls) && !c->tls_want_write) {
+        c->tls_want_write = 1; /* e.g. a KeyUpdate to answer on a full socket */
+        conn_update_write_watch(c);
+    }
     if (c->state != CONN_LINGER && buf_size(&c->in) > 0)
         c->proto->on_input(c);
     if (c->state == CONN_CLOSED)
@@ -481,13 +505,12 @@ void conn_flush(conn *c)
         conn_close(c, reason_write_error);
         return;
     }
-    struct ev_loop *ev = c->w->loop.ev;
     if (r == OUTQ_AGAIN && !c->write_blocked) {
         c->write_blocked = 1;
-        ev_io_start(ev, &c->wio);
+        conn_update_write_watch(c);
     } else if (r == OUTQ_DONE && c->write_blocked) {
         c->write_blocked = 0;
-        ev_io_stop(ev, &c->wio);
+        conn_update_write_watch(c);
     }
     if (c->state == CONN_CLOSING) {
         if (r == OUTQ_DONE) {
@@ -513,10 +536,16 @@ static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
         conn_tls_step(c);
         return;
     }
+    int read_waited = c->tls_want_write;
+    c->tls_want_write = 0;
     conn_flush(c);
-    /* A TLS read that had to write first (a key update) is retried now. */
-    if (c->tls && c->state != CONN_CLOSED && c->reading && tls_conn_wants_write(c->tls))
-        ev_feed_event(ev, &c->rio, EV_READ);
+    /* A TLS read that had to write first (a key update) is retried now; it
+     * sets tls_want_write again if the socket is still full. */
+    if (read_waited && c->state != CONN_CLOSED) {
+        conn_update_write_watch(c);
+        if (c->reading)
+            ev_feed_event(ev, &c->rio, EV_READ);
+    }
 }
 
 void conn_flush_all(worker_ctx *w)
@@ -554,6 +583,7 @@ void conn_close(conn *c, const char *reason)
     ev_timer_stop(ev, &c->timer);
     conn_flush_list_remove(c);
     /* An orderly end says so (close_notify); a cut-off one just closes. */
+    int was_tls = c->tls != NULL;
     if (c->tls && !reason)
         tls_conn_close_notify(c->tls);
     close(c->fd);
@@ -574,8 +604,11 @@ void conn_close(conn *c, const char *reason)
     if (c->next)
         c->next->prev = c->prev;
     w->n_conns--;
-    if (w->stats)
+    if (w->stats) {
         atomic_fetch_sub_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
+        if (was_tls)
+            atomic_fetch_sub_explicit(&w->stats->tls_open, 1, memory_order_relaxed);
+    }
     /* Freed at the safe point: callers up the stack may still hold c. */
     if (loop_queue(&w->loop, conn_free_job, NULL, c, NULL, NULL) < 0)
         log_error("leaking a connection record (out of memory)");

@@ -79,7 +79,9 @@ struct conn {
     conn_timeout tmo;
     double deadline;    /* when tmo fires (absolute, ev_now based) */
     int reading, write_blocked, eof;
-    int hs_want_write; /* CONN_HANDSHAKE: the handshake waits for writability */
+    /* A TLS handshake step or read waits for writability (OpenSSL must send
+     * before it can go on): the write watcher serves it as well. */
+    int tls_want_write;
     int in_lent;  /* c->in is the worker's read buffer, lent for this read callback */
     buf in;       /* unconsumed input only: empty means no memory (see conn_on_read) */
     outq out;

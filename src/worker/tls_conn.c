@@ -26,8 +26,7 @@ struct tls_conn {
     SSL *ssl;
     int want_write;
     int notified;
-    int fatal; /* SSL_ERROR_SYSCALL or _SSL seen: OpenSSL forbids SSL_shutdown after */
-    int gathered_again; /* the last writev was gathered and got EAGAIN */
+    int dead; /* a fatal error: OpenSSL forbids SSL_shutdown afterwards */
     char failure[120];
 };
 
@@ -64,12 +63,13 @@ static void tls_note_failure(tls_conn *t)
     const char *r = e ? ERR_reason_error_string(e) : NULL;
     snprintf(t->failure, sizeof t->failure, "%s", r ? r : "TLS error");
     ERR_clear_error();
+    t->dead = 1;
 }
 
 tls_step tls_conn_handshake(tls_conn *t)
 {
     ERR_clear_error();
-    errno = 0; /* SSL_ERROR_SYSCALL with errno still 0 is the peer's FIN */
+    errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is the peer's EOF */
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1)
         return TLS_STEP_DONE;
@@ -80,8 +80,8 @@ tls_step tls_conn_handshake(tls_conn *t)
     case SSL_ERROR_WANT_WRITE:
         return TLS_STEP_WANT_WRITE;
     case SSL_ERROR_SYSCALL:
-        t->fatal = 1;
         ERR_clear_error();
+        t->dead = 1;
         snprintf(t->failure, sizeof t->failure, "%s",
                  errno ? strerror(errno) : "connection closed during the handshake");
         return TLS_STEP_EOF;
@@ -89,7 +89,6 @@ tls_step tls_conn_handshake(tls_conn *t)
         snprintf(t->failure, sizeof t->failure, "connection closed during the handshake");
         return TLS_STEP_EOF;
     default:
-        t->fatal = 1;
         tls_note_failure(t);
         return TLS_STEP_FAILED;
     }
@@ -116,16 +115,15 @@ static ssize_t tls_io_result(tls_conn *t, int rc)
         /* A failed socket call (errno says which), or with errno 0 an EOF
          * OpenSSL did not expect. EAGAIN cannot be meant here (that is
          * WANT_READ/WRITE) and would make the caller wait on a dead
-         * session: a reset instead. */
-        t->fatal = 1;
+         * session: an I/O error instead. */
         ERR_clear_error();
+        t->dead = 1;
         if (errno == 0)
-            return 0;
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-            errno = ECONNRESET;
+            return 0; /* the peer's FIN without close_notify (IGNORE_UNEXPECTED_EOF) */
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            errno = EIO; /* not a retry: OpenSSL gave up on the session */
         return -1;
     default:
-        t->fatal = 1;
         tls_note_failure(t);
         errno = EPROTO;
         return -1;
@@ -164,12 +162,12 @@ static ssize_t tls_write_bytes(tls_conn *t, const void *p, size_t n)
 ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt)
 {
     /* A big first segment goes as it is; small ones are gathered so that a
-     * response head and its body share one record and one packet. */
-    /* With kernel TLS OpenSSL encrypts nothing itself: the part of a record
-     * the socket did not take is sent later from the first attempt's buffer.
-     * A record gathered in the shared buffer is therefore retried gathered,
-     * with the buffer refilled (another connection wrote over it). */
-    if (!t->gathered_again && (cnt == 1 || iov[0].iov_len >= TLS_GATHER))
+     * response head and its body share one record and one packet. Not under
+     * kernel TLS: there OpenSSL keeps a pointer to the bytes of a write the
+     * socket did not take and sends them from that address on the retry, so
+     * they must stay put (a queue segment does; the shared buffer would be
+     * another connection's by then). */
+    if (cnt == 1 || iov[0].iov_len >= TLS_GATHER || BIO_get_ktls_send(SSL_get_wbio(t->ssl)))
         return tls_write_bytes(t, iov[0].iov_base, iov[0].iov_len);
     size_t have = 0;
     for (int i = 0; i < cnt && have < TLS_GATHER; i++) {
@@ -179,9 +177,7 @@ ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt)
         memcpy(tls_gather_buf + have, iov[i].iov_base, take);
         have += take;
     }
-    ssize_t n = tls_write_bytes(t, tls_gather_buf, have);
-    t->gathered_again = n < 0 && errno == EAGAIN;
-    return n;
+    return tls_write_bytes(t, tls_gather_buf, have);
 }
 
 ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len)
@@ -211,14 +207,32 @@ ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len)
 
 int tls_conn_wants_write(const tls_conn *t) { return t->want_write; }
 
-/* SSL_pending, not SSL_has_pending: the latter also counts the start of a
- * record still arriving, and a connection told "pending" reads again at
- * once: it would spin until the rest of the record came. */
-int tls_conn_has_pending(const tls_conn *t) { return SSL_pending(t->ssl) > 0; }
+/* Only decrypted bytes count: SSL_has_pending is also true for part of a
+ * record, which no read can complete before the socket brings the rest (a
+ * client that sends half a record would make the worker spin). Records
+ * are never read ahead (no read_ahead), so whole ones wait in the socket
+ * and make it readable. */
+int tls_conn_has_pending(const tls_conn *t)
+{
+    return SSL_pending(t->ssl) > 0;
+}
+
+const char *tls_conn_version(const tls_conn *t)
+{
+    return SSL_get_version(t->ssl);
+}
+
+const char *tls_conn_cipher(const tls_conn *t)
+{
+    const char *c = SSL_get_cipher_name(t->ssl);
+    return c && strcmp(c, "(NONE)") != 0 ? c : NULL;
+}
 
 void tls_conn_close_notify(tls_conn *t)
 {
-    if (t->notified || t->fatal)
+    /* Nothing to say after a fatal error, nor before the handshake ended
+     * (SSL_shutdown would only fail with "shutdown while in init"). */
+    if (t->notified || t->dead || !SSL_is_init_finished(t->ssl))
         return;
     t->notified = 1;
     ERR_clear_error();

@@ -44,9 +44,16 @@ ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt);
 ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len);
 /** The last call blocked on the other direction (a read that must write). */
 int tls_conn_wants_write(const tls_conn *t);
-/** Decrypted bytes wait inside OpenSSL: reading must not wait for the socket. */
+/** Decrypted bytes wait inside OpenSSL: reading must not wait for the
+ * socket. Part of a record does not count (only the socket completes it). */
 int tls_conn_has_pending(const tls_conn *t);
-/** Send close_notify once, without waiting for the peer's. */
+/** The negotiated protocol ("TLSv1.3") and cipher (OpenSSL's name), for
+ * the access log; the cipher is NULL before the handshake ended. Static
+ * strings owned by OpenSSL. */
+const char *tls_conn_version(const tls_conn *t);
+const char *tls_conn_cipher(const tls_conn *t);
+/** Send close_notify once, without waiting for the peer's; nothing after a
+ * fatal error or before the handshake finished. */
 void tls_conn_close_notify(tls_conn *t);
 
 #endif
