@@ -47,6 +47,9 @@ typedef struct pagid_tls {
     char **ticket_keys;  /* session_ticket_key files, the first encrypts; NULL: generated */
     size_t n_ticket_keys;
     pagid_pos pos; /* the `tls` key of the listen entry */
+    /* Where the values that files and OpenSSL judge later were written
+     * (zero when not set): messages point at them. */
+    pagid_pos protocols_pos, ciphers_pos, ciphersuites_pos, client_ca_pos, ticket_keys_pos;
 } pagid_tls;
 
 typedef struct pagid_listen {

@@ -22,7 +22,13 @@ struct ssl_ctx_st;
  */
 tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *err);
 void tls_server_free(tls_server *ts);
-/** The OpenSSL context new connections are made from. */
+/** The OpenSSL context new connections are made from (the default
+ * certificate's; SNI may move a handshake to another of ts's). */
 struct ssl_ctx_st *tls_server_ssl_ctx(const tls_server *ts);
+/** How many certificates ts serves (the mapping's, in its order). */
+size_t tls_server_cert_count(const tls_server *ts);
+struct x509_st;
+/** Certificate i's leaf (owned by ts), for pagid -t's checks. */
+struct x509_st *tls_server_leaf(const tls_server *ts, size_t i);
 
 #endif
