@@ -15,13 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Mozilla's "intermediate" TLS 1.2 list, forward-secret AEAD only; TLS 1.3
- * suites are OpenSSL's defaults (all AEAD). */
-#define TLS_DEFAULT_CIPHERS                                                                    \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                              \
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                              \
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-
 struct tls_server {
     SSL_CTX **ctx; /* one per certificate of the mapping; ctx[0] the default */
     size_t n;
@@ -192,13 +185,14 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
         SSL_CTX_set_num_tickets(ctx, 0);
     }
-    if (SSL_CTX_set_cipher_list(ctx, t->ciphers ? t->ciphers : TLS_DEFAULT_CIPHERS) != 1) {
+    if (SSL_CTX_set_cipher_list(ctx, t->ciphers ? t->ciphers : PAGID_TLS_DEFAULT_CIPHERS) != 1) {
         config_report(c, t->ciphers ? t->ciphers_pos : t->pos, err,
                       "no usable cipher in '%s' (an OpenSSL TLS 1.2 cipher list)",
-                      t->ciphers ? t->ciphers : TLS_DEFAULT_CIPHERS);
+                      t->ciphers ? t->ciphers : PAGID_TLS_DEFAULT_CIPHERS);
         bad = 1;
     }
-    if (t->ciphersuites && SSL_CTX_set_ciphersuites(ctx, t->ciphersuites) != 1) {
+    if (SSL_CTX_set_ciphersuites(ctx, t->ciphersuites ? t->ciphersuites
+                                                      : PAGID_TLS_DEFAULT_SUITES) != 1) {
         config_report(c, t->ciphersuites_pos, err,
                       "no usable TLS 1.3 cipher suite in '%s' (e.g. TLS_AES_128_GCM_SHA256)",
                       t->ciphersuites);
