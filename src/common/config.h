@@ -220,6 +220,9 @@ int config_preload_wanted(const pagid_config *c);
  * rules across keys (`group` needs `user`); 0 or -1 after printing why.
  */
 int config_finalize(pagid_config *c, FILE *err);
+/** 1 when msg starts as config_report's lines do, with "FILE:LINE:COLUMN: "
+ * (so nobody glues a "pagid: " before it). */
+int config_msg_has_pos(const char *msg);
 
 /**
  * Print one problem about a value of c: "FILE:LINE:COLUMN: message" when

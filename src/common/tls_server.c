@@ -10,6 +10,7 @@
 #include "tls_tickets.h"
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdlib.h>
@@ -61,6 +62,16 @@ static int tls_verify_optional(int preverify_ok, X509_STORE_CTX *x)
     return 1;
 }
 
+/* Encrypted keys: no prompt on the master's terminal, a clear error. */
+static int tls_no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return -1;
+}
+
 static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_cert *pc, FILE *err)
 {
     char why[160];
@@ -69,18 +80,37 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
                       ssl_error_text(why, sizeof why, "unreadable"));
         return -1;
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx, pc->key, SSL_FILETYPE_PEM) != 1) {
+    /* Read here (not by SSL_CTX_use_PrivateKey_file) to tell an unreadable
+     * key from one that belongs to another certificate. */
+    BIO *in = BIO_new_file(pc->key, "r");
+    EVP_PKEY *pkey = in ? PEM_read_bio_PrivateKey(in, NULL, tls_no_passphrase, NULL) : NULL;
+    BIO_free(in);
+    if (!pkey && ERR_GET_REASON(ERR_peek_last_error()) == PEM_R_BAD_PASSWORD_READ) {
+        config_report(c, pc->pos, err,
+                      "private key '%s' is encrypted: pagid reads keys without a passphrase "
+                      "(keep it readable by root only instead)",
+                      pc->key);
+        ERR_clear_error();
+        return -1;
+    }
+    if (!pkey) {
         config_report(c, pc->pos, err, "cannot load private key '%s': %s", pc->key,
                       ssl_error_text(why, sizeof why, "unreadable"));
         return -1;
     }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
+    int rc = 0;
+    if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), pkey) != 1) {
         config_report(c, pc->pos, err, "private key '%s' does not match certificate '%s'",
                       pc->key, pc->cert);
-        ERR_clear_error();
-        return -1;
+        rc = -1;
+    } else if (SSL_CTX_use_PrivateKey(ctx, pkey) != 1) {
+        config_report(c, pc->pos, err, "cannot use private key '%s': %s", pc->key,
+                      ssl_error_text(why, sizeof why, "unusable"));
+        rc = -1;
     }
-    return 0;
+    EVP_PKEY_free(pkey);
+    ERR_clear_error();
+    return rc;
 }
 
 static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagid_tls *t,
