@@ -679,6 +679,8 @@ void config_report(const pagid_config *c, pagid_pos pos, FILE *err, const char *
 int config_msg_has_pos(const char *msg)
 {
     const char *p = msg + strcspn(msg, ": \n");
+    if (p == msg)
+        return 0;
     for (int field = 0; field < 2; field++) {
         if (*p != ':' || !isdigit((unsigned char)p[1]))
             return 0;
@@ -686,7 +688,7 @@ int config_msg_has_pos(const char *msg)
         while (isdigit((unsigned char)*p))
             p++;
     }
-    return p > msg && p[0] == ':' && p[1] == ' ';
+    return p[0] == ':' && p[1] == ' ';
 }
 
 int config_finalize(pagid_config *c, FILE *err)
