@@ -93,8 +93,7 @@ static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
             t->client_auth = TLS_CLIENT_REQUIRE;
         else {
             char shown[80];
-            report(x, vals[1],
-                   "invalid client_auth mode '%s' (expected none, optional or require)",
+            report(x, vals[1], "invalid client_auth mode '%s' (expected none, optional or require)",
                    printable(vals[1], shown, sizeof shown));
             return -1;
         }
@@ -119,7 +118,9 @@ static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const y
 {
     if (!cert || !key) {
         report(x, at, "'%s' needs both 'cert' and 'key' (PEM files)%s", what,
-               cert ? ": 'key' is missing" : key ? ": 'cert' is missing" : "");
+               cert  ? ": 'key' is missing"
+               : key ? ": 'cert' is missing"
+                     : "");
         return -1;
     }
     char path[64];
@@ -200,14 +201,16 @@ static int tls_protocols_parse(load_ctx *x, const ynode *n, pagid_tls *t)
         while (old[o] && strcasecmp(s, old[o]))
             o++;
         if (old[o]) {
-            report(x, v, "protocol '%s' is not supported: it is insecure (pagid offers TLSv1.2 and "
-                         "TLSv1.3)",
+            report(x, v,
+                   "protocol '%s' is not supported: it is insecure (pagid offers TLSv1.2 and "
+                   "TLSv1.3)",
                    printable(v, shown, sizeof shown));
         } else {
             const char *near = config_suggest_among(s, strlen(s), known);
             report(x, v, "unknown protocol '%s' in 'listen.tls.protocols' (%s%s%s)",
-                   printable(v, shown, sizeof shown), near ? "did you mean '" : "expected TLSv1.2 or TLSv1.3",
-                   near ? near : "", near ? "'?" : "");
+                   printable(v, shown, sizeof shown),
+                   near ? "did you mean '" : "expected TLSv1.2 or TLSv1.3", near ? near : "",
+                   near ? "'?" : "");
         }
         bad = 1;
     }
@@ -263,11 +266,9 @@ static int tls_list_string(load_ctx *x, const ynode *n, const char *path, char *
 
 int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
 {
-    static const char *const names[] = {"cert",           "key",
-                                        "certificates",   "protocols",
-                                        "ciphers",        "ciphersuites",
-                                        "client_auth",    "session_tickets",
-                                        "session_ticket_key", NULL};
+    static const char *const names[] = {
+        "cert",         "key",         "certificates",    "protocols",          "ciphers",
+        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", NULL};
     enum {
         K_CERT,
         K_KEY,
@@ -303,8 +304,8 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         bad = 1;
     if (vals[K_PROTOCOLS] && tls_protocols_parse(x, vals[K_PROTOCOLS], t) < 0)
         bad = 1;
-    if (vals[K_CIPHERS] && tls_list_string(x, vals[K_CIPHERS], "listen.tls.ciphers", &t->ciphers,
-                                           &t->ciphers_pos) < 0)
+    if (vals[K_CIPHERS] &&
+        tls_list_string(x, vals[K_CIPHERS], "listen.tls.ciphers", &t->ciphers, &t->ciphers_pos) < 0)
         bad = 1;
     if (vals[K_SUITES] && tls_list_string(x, vals[K_SUITES], "listen.tls.ciphersuites",
                                           &t->ciphersuites, &t->ciphersuites_pos) < 0)

@@ -100,8 +100,8 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
     }
     int rc = 0;
     if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), pkey) != 1) {
-        config_report(c, pc->pos, err, "private key '%s' does not match certificate '%s'",
-                      pc->key, pc->cert);
+        config_report(c, pc->pos, err, "private key '%s' does not match certificate '%s'", pc->key,
+                      pc->cert);
         rc = -1;
     } else if (SSL_CTX_use_PrivateKey(ctx, pkey) != 1) {
         config_report(c, pc->pos, err, "cannot use private key '%s': %s", pc->key,
@@ -113,8 +113,7 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
     return rc;
 }
 
-static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagid_tls *t,
-                                 FILE *err)
+static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagid_tls *t, FILE *err)
 {
     char why[160];
     if (t->client_auth == TLS_CLIENT_NONE)
@@ -281,9 +280,15 @@ void tls_server_free(tls_server *ts)
     free(ts);
 }
 
-struct ssl_ctx_st *tls_server_ssl_ctx(const tls_server *ts) { return ts->ctx[0]; }
+struct ssl_ctx_st *tls_server_ssl_ctx(const tls_server *ts)
+{
+    return ts->ctx[0];
+}
 
-size_t tls_server_cert_count(const tls_server *ts) { return ts->n; }
+size_t tls_server_cert_count(const tls_server *ts)
+{
+    return ts->n;
+}
 
 struct x509_st *tls_server_leaf(const tls_server *ts, size_t i)
 {

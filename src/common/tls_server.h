@@ -15,11 +15,11 @@
 /* Mozilla's "intermediate" TLS 1.2 list, forward-secret AEAD only, and
  * OpenSSL's TLS 1.3 suites (all AEAD): what a listener offers unless its
  * ciphers / ciphersuites say otherwise (config_dump shows them). */
-#define PAGID_TLS_DEFAULT_CIPHERS                                                                    \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                              \
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                              \
+#define PAGID_TLS_DEFAULT_CIPHERS                                                                  \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                                   \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                                   \
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-#define PAGID_TLS_DEFAULT_SUITES                                                               \
+#define PAGID_TLS_DEFAULT_SUITES                                                                   \
     "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
 
 typedef struct tls_server tls_server;

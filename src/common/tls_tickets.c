@@ -131,8 +131,8 @@ static int ticket_cb(SSL *s, unsigned char key_name[16], unsigned char iv[EVP_MA
 }
 
 /* One nginx-format key file into k; 0, or -1 after reporting. */
-static int read_key_file(const pagid_config *c, const pagid_tls *t, const char *file,
-                         ticket_key *k, FILE *err)
+static int read_key_file(const pagid_config *c, const pagid_tls *t, const char *file, ticket_key *k,
+                         FILE *err)
 {
     unsigned char buf[81];
     FILE *f = fopen(file, "rbe");
@@ -160,7 +160,8 @@ static int read_key_file(const pagid_config *c, const pagid_tls *t, const char *
         config_report(c, t->ticket_keys_pos, err,
                       "session ticket key '%s' must be 48 or 80 bytes (openssl rand 80 > FILE), "
                       "not %s%zu",
-                      file, got == sizeof buf ? "more than " : "", got == sizeof buf ? got - 1 : got);
+                      file, got == sizeof buf ? "more than " : "",
+                      got == sizeof buf ? got - 1 : got);
         rc = -1;
     }
     OPENSSL_cleanse(buf, sizeof buf);

@@ -310,8 +310,8 @@ static int add_cli_listen(const cli_options *o, pagid_config *c, const char *spe
     if (!tls)
         return 0;
     pagid_listen *l = &c->listens[c->n_listens - 1];
-    if (!(l->tls = config_tls_new()) || config_tls_add_cert(l->tls, o->cert, o->key,
-                                                            (pagid_pos){0}) < 0) {
+    if (!(l->tls = config_tls_new()) ||
+        config_tls_add_cert(l->tls, o->cert, o->key, (pagid_pos){0}) < 0) {
         fprintf(err, "pagid: out of memory\n");
         return 1;
     }
