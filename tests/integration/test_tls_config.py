@@ -396,6 +396,10 @@ def reload_picks_up_renewed_certificate(ctx):
     port = free_port()
     srv, path = start(ctx, base(port, cert, key, workers=2), port)
     first = served_serial(pki, port)
+    client = pki.client_context()
+    status, s = https_get(pki, port, ctx=client)
+    saved = s.session
+    s.close()
     loop = Loop(pki, port)
     loop.start()
     try:
@@ -418,6 +422,10 @@ def reload_picks_up_renewed_certificate(ctx):
     check(loop.ok > 10, "too few requests in the loop: %d" % loop.ok)
     check_eq(loop.failed, 0, "failed requests across the reload (%s)" % loop.errors[:3])
     renewed = served_serial(pki, port)
+    # Ticket keys outlive a generation: a session from before the reload resumes.
+    status, s = https_get(pki, port, ctx=client, session=saved)
+    check_eq((status, s.session_reused), (200, True), "a session of generation 1 resumed")
+    s.close()
 
     # A broken certificate: the reload fails where the listen entry says,
     # and generation 2 keeps serving the renewed one.
@@ -498,14 +506,17 @@ def root_only_key_with_user_nobody(ctx):
 # ---------------------------------------------------------------------------
 
 
-def resumption_across_workers(ctx, extra):
+def resumption_across_workers(ctx, extra, tail=""):
     pki = TestPKI(ctx)
     cert, key = pki.issue("srv")
     port = free_port()
     alog = os.path.join(ctx.tmpdir, "access-%d.log" % len(ctx.servers))
     srv, _ = start(ctx, base(port, cert, key, extra, workers=2,
-                             tail="access_log: {path: %s, format: json}\n" % alog), port)
+                             tail="access_log: {path: %s, format: json}\n%s" % (alog, tail)),
+                   port)
     check(wait_for(lambda: len(srv.workers()) == 2, 5), "two workers")
+    if "preload: true" in tail:
+        check(srv.zygotes(), "no zygote with preload: true")
     client = pki.client_context()
     status, s = https_get(pki, port, ctx=client)
     check_eq(status, 200, "first request")
@@ -547,6 +558,12 @@ def session_resumes_with_ticket_key_files(ctx):
     resumption_across_workers(ctx, "      session_ticket_key: %s\n" % k48)
 
 
+@test(timeout=60)
+def session_resumes_across_preloaded_workers(ctx):
+    # The zygote forks the workers: they still share the master's secret.
+    resumption_across_workers(ctx, "", tail="preload: true\n")
+
+
 @test(timeout=40)
 def session_tickets_off(ctx):
     pki = TestPKI(ctx)
@@ -581,6 +598,16 @@ def cli_https_listener(ctx):
     check_eq((status, s.version()), (200, "TLSv1.3"), "https:// listener")
     s.close()
     check_eq(lib.request(plain, "GET", "/").status, 200, "the cleartext listener beside it")
+
+    # Single process (-w 0): the same context, built in main.
+    single = free_port()
+    srv0 = lib.Server(ctx, ["-w", "0", "-a", "hello", "-l", "https://127.0.0.1:%d" % single,
+                            "--cert", cert, "--key", key], single, name="single")
+    ctx.servers.append(srv0)
+    srv0.wait_ready()
+    status, s = https_get(pki, single)
+    check_eq(status, 200, "https:// with -w 0")
+    s.close()
 
     rc, out = run_pagid(ctx, "-t", "-l", "https://127.0.0.1:%d" % port)
     check_eq(rc, 1, "https without --cert: exit status")
