@@ -133,16 +133,20 @@ static void check_key_mode(const pagid_config *c, const pagid_tls_cert *pc, FILE
             (unsigned)(st.st_mode & 0777));
 }
 
-int preflight_tls_check(const pagid_config *c, const pagid_listen *l, FILE *err)
+int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err)
 {
     int errors = 0;
-    tls_server *ts = tls_server_new(c, l, err);
-    if (!ts)
-        errors++;
-    tls_server_free(ts);
     for (size_t i = 0; i < l->tls->n_certs; i++) {
         check_chain(c, &l->tls->certs[i], err, &errors);
         check_key_mode(c, &l->tls->certs[i], err, &errors);
     }
     return errors;
+}
+
+int preflight_tls_check(const pagid_config *c, const pagid_listen *l, FILE *err)
+{
+    tls_server *ts = tls_server_new(c, l, err);
+    int errors = ts ? 0 : 1;
+    tls_server_free(ts);
+    return errors + preflight_tls_files(c, l, err);
 }

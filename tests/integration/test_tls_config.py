@@ -462,6 +462,20 @@ def broken_certificate_at_start_names_the_entry(ctx):
               "no FILE:LINE:COLUMN line at the start of the message: %r" % err)
 
 
+@test(timeout=30)
+def start_logs_expiring_certificate(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("soon", days=3)
+    port = free_port()
+    srv, path = start(ctx, base(port, cert, key), port)
+    check(re.search(r"warn: %s:4:13: certificate .*soon\.pem \(CN=soon\) expires on .* "
+                    r"\(in [23] days\)" % re.escape(path), srv.stderr()),
+          "no expiry warning in the log: %r" % srv.stderr()[-600:])
+    status, s = https_get(pki, port)
+    s.close()
+    check_eq(status, 200, "served anyway")
+
+
 # ---------------------------------------------------------------------------
 # Keys and privileges
 # ---------------------------------------------------------------------------
