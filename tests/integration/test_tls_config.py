@@ -573,6 +573,12 @@ def session_resumes_with_ticket_key_files(ctx):
 
 
 @test(timeout=60)
+def session_resumes_across_workers_tls12(ctx):
+    # TLS 1.2 tickets (RFC 5077) take the same keys.
+    resumption_across_workers(ctx, "      protocols: [TLSv1.2]\n")
+
+
+@test(timeout=60)
 def session_resumes_across_preloaded_workers(ctx):
     # The zygote forks the workers: they still share the master's secret.
     resumption_across_workers(ctx, "", tail="preload: true\n")
