@@ -676,6 +676,21 @@ void config_report(const pagid_config *c, pagid_pos pos, FILE *err, const char *
     fputc('\n', err);
 }
 
+int config_msg_has_pos(const char *msg)
+{
+    const char *p = msg + strcspn(msg, ": \n");
+    if (p == msg)
+        return 0;
+    for (int field = 0; field < 2; field++) {
+        if (*p != ':' || !isdigit((unsigned char)p[1]))
+            return 0;
+        p++;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    return p[0] == ':' && p[1] == ' ';
+}
+
 int config_finalize(pagid_config *c, FILE *err)
 {
     const char *msg = NULL;

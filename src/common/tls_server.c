@@ -1,26 +1,25 @@
 /*
- * tls_server.c - building a TLS listener's OpenSSL context from its `tls:`
+ * tls_server.c - building a TLS listener's OpenSSL contexts from its `tls:`
  * mapping: modern defaults (TLS 1.2 and 1.3, forward-secret AEAD ciphers,
  * server preference, no renegotiation, no 0-RTT, no compression), ALPN,
- * client certificates. Nothing here runs per connection.
+ * client certificates, session tickets. One context per certificate, all
+ * alike but for it; SNI moves a handshake to the one whose names match.
  */
 #include "tls_server.h"
 
+#include "tls_tickets.h"
+
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Mozilla's "intermediate" TLS 1.2 list, forward-secret AEAD only; TLS 1.3
- * suites are OpenSSL's defaults (all AEAD). */
-#define TLS_DEFAULT_CIPHERS                                                                    \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                              \
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                              \
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-
 struct tls_server {
-    SSL_CTX *ctx;
+    SSL_CTX **ctx; /* one per certificate of the mapping; ctx[0] the default */
+    size_t n;
+    tls_tickets *tickets; /* NULL: session_tickets: false */
 };
 
 /* The most recent OpenSSL error as text, or fallback. */
@@ -63,6 +62,16 @@ static int tls_verify_optional(int preverify_ok, X509_STORE_CTX *x)
     return 1;
 }
 
+/* Encrypted keys: no prompt on the master's terminal, a clear error. */
+static int tls_no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return -1;
+}
+
 static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_cert *pc, FILE *err)
 {
     char why[160];
@@ -71,28 +80,46 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
                       ssl_error_text(why, sizeof why, "unreadable"));
         return -1;
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx, pc->key, SSL_FILETYPE_PEM) != 1) {
+    /* Read here (not by SSL_CTX_use_PrivateKey_file) to tell an unreadable
+     * key from one that belongs to another certificate. */
+    BIO *in = BIO_new_file(pc->key, "r");
+    EVP_PKEY *pkey = in ? PEM_read_bio_PrivateKey(in, NULL, tls_no_passphrase, NULL) : NULL;
+    BIO_free(in);
+    if (!pkey && ERR_GET_REASON(ERR_peek_last_error()) == PEM_R_BAD_PASSWORD_READ) {
+        config_report(c, pc->pos, err,
+                      "private key '%s' is encrypted: pagid reads keys without a passphrase "
+                      "(keep it readable by root only instead)",
+                      pc->key);
+        ERR_clear_error();
+        return -1;
+    }
+    if (!pkey) {
         config_report(c, pc->pos, err, "cannot load private key '%s': %s", pc->key,
                       ssl_error_text(why, sizeof why, "unreadable"));
         return -1;
     }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        config_report(c, pc->pos, err, "private key '%s' does not match certificate '%s'",
-                      pc->key, pc->cert);
-        ERR_clear_error();
-        return -1;
+    int rc = 0;
+    if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), pkey) != 1) {
+        config_report(c, pc->pos, err, "private key '%s' does not match certificate '%s'", pc->key,
+                      pc->cert);
+        rc = -1;
+    } else if (SSL_CTX_use_PrivateKey(ctx, pkey) != 1) {
+        config_report(c, pc->pos, err, "cannot use private key '%s': %s", pc->key,
+                      ssl_error_text(why, sizeof why, "unusable"));
+        rc = -1;
     }
-    return 0;
+    EVP_PKEY_free(pkey);
+    ERR_clear_error();
+    return rc;
 }
 
-static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagid_tls *t,
-                                 FILE *err)
+static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagid_tls *t, FILE *err)
 {
     char why[160];
     if (t->client_auth == TLS_CLIENT_NONE)
         return 0;
     if (SSL_CTX_load_verify_locations(ctx, t->client_ca, NULL) != 1) {
-        config_report(c, t->pos, err, "cannot load client CA '%s': %s", t->client_ca,
+        config_report(c, t->client_ca_pos, err, "cannot load client CA '%s': %s", t->client_ca,
                       ssl_error_text(why, sizeof why, "unreadable"));
         return -1;
     }
@@ -107,17 +134,59 @@ static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagi
     return 0;
 }
 
-tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *err)
+/* The SNI choice: an exact name first, then a wildcard (one label), in the
+ * order of the mapping; no match or no name keeps the default. */
+static int tls_servername(SSL *ssl, int *alert, void *arg)
+{
+    (void)alert;
+    const tls_server *ts = arg;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (!name || !*name || ts->n < 2)
+        return SSL_TLSEXT_ERR_OK;
+    static const unsigned flags[] = {X509_CHECK_FLAG_NO_WILDCARDS,
+                                     X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS};
+    for (size_t pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < ts->n; i++) {
+            X509 *leaf = SSL_CTX_get0_certificate(ts->ctx[i]);
+            if (leaf && X509_check_host(leaf, name, 0, flags[pass], NULL) == 1) {
+                if (i > 0 && !SSL_set_SSL_CTX(ssl, ts->ctx[i]))
+                    return SSL_TLSEXT_ERR_ALERT_FATAL;
+                return SSL_TLSEXT_ERR_OK;
+            }
+        }
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* protocols "TLSv1.2 TLSv1.3" (config_yaml_tls.c's normal form). */
+static void tls_versions(const char *protocols, int *min, int *max)
+{
+    *min = TLS1_2_VERSION;
+    *max = TLS1_3_VERSION;
+    if (!protocols)
+        return;
+    int v12 = strstr(protocols, "TLSv1.2") != NULL, v13 = strstr(protocols, "TLSv1.3") != NULL;
+    if (v12 && !v13)
+        *max = TLS1_2_VERSION;
+    if (v13 && !v12)
+        *min = TLS1_3_VERSION;
+}
+
+/* One context with the listener's policy and certificate pc; NULL after
+ * reporting. */
+static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const pagid_tls_cert *pc,
+                            tls_server *ts, FILE *err)
 {
     const pagid_tls *t = l->tls;
-    tls_server *ts = calloc(1, sizeof *ts);
-    if (!ts || !(ts->ctx = SSL_CTX_new(TLS_server_method()))) {
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
         config_report(c, l->pos, err, "cannot set up TLS for %s: out of memory", l->spec);
-        free(ts);
         return NULL;
     }
-    SSL_CTX *ctx = ts->ctx;
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    int min, max;
+    tls_versions(t->protocols, &min, &max);
+    SSL_CTX_set_min_proto_version(ctx, min);
+    SSL_CTX_set_max_proto_version(ctx, max);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
                                  SSL_OP_ENABLE_KTLS);
@@ -131,25 +200,72 @@ tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *e
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
     static const unsigned char sid_ctx[] = "pagid";
     SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1);
+    /* A per-process session cache would resume only on the worker that
+     * made the session: resumption is by tickets, which every worker reads. */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_timeout(ctx, TLS_TICKET_ROTATE_SECONDS);
     int bad = 0;
-    if (SSL_CTX_set_cipher_list(ctx, t->ciphers ? t->ciphers : TLS_DEFAULT_CIPHERS) != 1) {
-        config_report(c, t->pos, err, "no usable cipher in '%s'",
-                      t->ciphers ? t->ciphers : TLS_DEFAULT_CIPHERS);
+    if (ts->tickets) {
+        if (tls_tickets_attach(ts->tickets, ctx) < 0) {
+            config_report(c, t->pos, err, "cannot set up session tickets");
+            bad = 1;
+        }
+    } else {
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+        SSL_CTX_set_num_tickets(ctx, 0);
+    }
+    if (SSL_CTX_set_cipher_list(ctx, t->ciphers ? t->ciphers : PAGID_TLS_DEFAULT_CIPHERS) != 1) {
+        config_report(c, t->ciphers ? t->ciphers_pos : t->pos, err,
+                      "no usable cipher in '%s' (an OpenSSL TLS 1.2 cipher list)",
+                      t->ciphers ? t->ciphers : PAGID_TLS_DEFAULT_CIPHERS);
         bad = 1;
     }
-    if (t->ciphersuites && SSL_CTX_set_ciphersuites(ctx, t->ciphersuites) != 1) {
-        config_report(c, t->pos, err, "no usable TLS 1.3 cipher suite in '%s'", t->ciphersuites);
+    if (SSL_CTX_set_ciphersuites(ctx, t->ciphersuites ? t->ciphersuites
+                                                      : PAGID_TLS_DEFAULT_SUITES) != 1) {
+        config_report(c, t->ciphersuites_pos, err,
+                      "no usable TLS 1.3 cipher suite in '%s' (e.g. TLS_AES_128_GCM_SHA256)",
+                      t->ciphersuites);
         bad = 1;
     }
     ERR_clear_error();
-    if (t->n_certs == 0 || tls_load_cert(c, ctx, &t->certs[0], err) < 0)
+    if (tls_load_cert(c, ctx, pc, err) < 0)
         bad = 1;
     if (tls_setup_client_auth(c, ctx, t, err) < 0)
         bad = 1;
     if (bad) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *err)
+{
+    const pagid_tls *t = l->tls;
+    tls_server *ts = calloc(1, sizeof *ts);
+    if (!ts || !(ts->ctx = calloc(t->n_certs ? t->n_certs : 1, sizeof *ts->ctx))) {
+        config_report(c, l->pos, err, "cannot set up TLS for %s: out of memory", l->spec);
+        free(ts);
+        return NULL;
+    }
+    int bad = t->n_certs == 0;
+    if (t->session_tickets && !(ts->tickets = tls_tickets_new(c, t, err)))
+        bad = 1;
+    /* Every certificate is tried, so one run names every broken file. */
+    for (size_t i = 0; i < t->n_certs && (ts->tickets || !t->session_tickets); i++) {
+        SSL_CTX *ctx = tls_ctx_new(c, l, &t->certs[i], ts, err);
+        if (!ctx) {
+            bad = 1;
+            continue;
+        }
+        ts->ctx[ts->n++] = ctx;
+    }
+    if (bad) {
         tls_server_free(ts);
         return NULL;
     }
+    SSL_CTX_set_tlsext_servername_callback(ts->ctx[0], tls_servername);
+    SSL_CTX_set_tlsext_servername_arg(ts->ctx[0], ts);
     return ts;
 }
 
@@ -157,8 +273,24 @@ void tls_server_free(tls_server *ts)
 {
     if (!ts)
         return;
-    SSL_CTX_free(ts->ctx);
+    for (size_t i = 0; i < ts->n; i++)
+        SSL_CTX_free(ts->ctx[i]);
+    free(ts->ctx);
+    tls_tickets_free(ts->tickets);
     free(ts);
 }
 
-struct ssl_ctx_st *tls_server_ssl_ctx(const tls_server *ts) { return ts->ctx; }
+struct ssl_ctx_st *tls_server_ssl_ctx(const tls_server *ts)
+{
+    return ts->ctx[0];
+}
+
+size_t tls_server_cert_count(const tls_server *ts)
+{
+    return ts->n;
+}
+
+struct x509_st *tls_server_leaf(const tls_server *ts, size_t i)
+{
+    return i < ts->n ? SSL_CTX_get0_certificate(ts->ctx[i]) : NULL;
+}

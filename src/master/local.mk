@@ -15,6 +15,7 @@ libpagid_master_a_SOURCES += \
 	src/master/zygote.c src/master/zygote.h src/master/zygote_msg.c src/master/zygote_msg.h \
 	src/master/notify.c src/master/notify.h \
 	src/master/preflight.c src/master/preflight.h \
+	src/master/preflight_tls.c src/master/preflight_tls.h \
 	src/master/privileges.c src/master/privileges.h \
 	src/master/upgrade.c \
 	src/master/signal_cli.c src/master/signal_cli.h \
