@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/tls_server.h"
+#include "tls_info.h"
 
 /* One TLS record's worth of plaintext. Shared by every connection of the
  * worker: it only lives for one call (a retry gathers the bytes again). */
@@ -25,6 +26,7 @@ struct tls_conn {
     int want_write;
     int notified;
     char failure[120];
+    struct tls_info *info; /* the PAGI tls extension's facts, shared (tls_conn_info) */
 };
 
 tls_conn *tls_conn_new(const struct tls_server *ts, int fd)
@@ -47,6 +49,7 @@ void tls_conn_free(tls_conn *t)
 {
     if (!t)
         return;
+    tls_info_conn_gone(t->info); /* before the session goes: a scope may still ask */
     SSL_free(t->ssl);
     free(t);
 }
@@ -199,4 +202,13 @@ void tls_conn_close_notify(tls_conn *t)
     /* One attempt: a full queue or a peer already gone loses only the alert. */
     (void)SSL_shutdown(t->ssl);
     ERR_clear_error();
+}
+
+/* ---- the PAGI tls extension (tls_info.c) ---- */
+
+struct tls_info *tls_conn_info(tls_conn *t)
+{
+    if (!t->info)
+        t->info = tls_info_new(t->ssl);
+    return t->info;
 }
