@@ -20,7 +20,7 @@ struct tls_info {
     int tried; /* the facts were made (or their making failed) */
     int ok;    /* pub is filled */
     pagi_tls_info pub;
-    void *block; /* the chain array and every string of pub */
+    void *block; /* the chain array and the strings of pub, but a shared server PEM */
 };
 
 tls_info *tls_info_new(SSL *ssl)
@@ -112,6 +112,44 @@ static size_t client_chain(SSL *ssl, X509 *leaf, STACK_OF(X509) **rest, int *ski
     return leaf ? 1 + (size_t)(n - *skip) : 0;
 }
 
+/*
+ * The server's own certificates are few and live as long as the worker (the
+ * master builds the contexts before fork): each one's PEM is made once per
+ * worker and shared by every connection, not copied into each. An entry
+ * holds a reference to its certificate, so the pointer it is found by is
+ * never another certificate's; reachable until exit, like the contexts.
+ * NULL when the table is full (the PEM then goes into the connection's block).
+ */
+#define TLS_PEM_CACHE 16
+static struct {
+    X509 *cert;
+    char *pem;
+} pem_cache[TLS_PEM_CACHE];
+
+static const char *server_pem(X509 *x)
+{
+    size_t k = 0;
+    for (; k < TLS_PEM_CACHE && pem_cache[k].cert; k++)
+        if (pem_cache[k].cert == x)
+            return pem_cache[k].pem;
+    BIO *b = k < TLS_PEM_CACHE ? BIO_new(BIO_s_mem()) : NULL;
+    size_t n;
+    char *pem = NULL;
+    if (b && put_pem(b, x, &n) == 0 && (pem = malloc(n + 1))) {
+        char *p;
+        BIO_get_mem_data(b, &p);
+        memcpy(pem, p, n);
+        pem[n] = '\0';
+        X509_up_ref(x);
+        pem_cache[k].cert = x;
+        pem_cache[k].pem = pem;
+    }
+    if (!pem)
+        ERR_clear_error();
+    BIO_free(b);
+    return pem;
+}
+
 static int tls_info_build(tls_info *i)
 {
     SSL *ssl = i->ssl;
@@ -119,36 +157,47 @@ static int tls_info_build(tls_info *i)
     STACK_OF(X509) *rest;
     int skip;
     size_t count = client_chain(ssl, leaf, &rest, &skip);
-    /* texts: the server's certificate, the client's chain, the client's name */
-    size_t ntext = count + 2;
-    size_t *lens = malloc(ntext * sizeof *lens);
-    BIO *b = BIO_new(BIO_s_mem());
+    X509 *own = SSL_get_certificate(ssl);
+    const char *own_pem = own ? server_pem(own) : NULL;
     int rc = -1;
-    if (!lens || !b)
-        goto out;
-    if (put_pem(b, SSL_get_certificate(ssl), &lens[0]) < 0)
-        goto out;
-    for (size_t k = 0; k < count; k++) {
-        X509 *x = k == 0 ? leaf : sk_X509_value(rest, (int)k - 1 + skip);
-        if (put_pem(b, x, &lens[1 + k]) < 0)
+    size_t *lens = NULL;
+    BIO *b = NULL;
+    char *block = NULL;
+    /* The connection's own texts: the server's certificate when it is not
+     * shared, the client's chain, the client's name. Without a client
+     * certificate there is usually nothing to keep. */
+    size_t ntext = count + 2;
+    if ((own && !own_pem) || count) {
+        lens = malloc(ntext * sizeof *lens);
+        b = BIO_new(BIO_s_mem());
+        if (!lens || !b)
             goto out;
+        if (put_pem(b, own_pem ? NULL : own, &lens[0]) < 0)
+            goto out;
+        for (size_t k = 0; k < count; k++) {
+            X509 *x = k == 0 ? leaf : sk_X509_value(rest, (int)k - 1 + skip);
+            if (put_pem(b, x, &lens[1 + k]) < 0)
+                goto out;
+        }
+        if (put_name(b, leaf, &lens[ntext - 1]) < 0)
+            goto out;
+        size_t bytes = bio_len(b) + ntext; /* every text and its NUL */
+        if (!(block = malloc(count * sizeof(char *) + bytes)))
+            goto out;
+        const char **chain = (const char **)block;
+        char *dst = block + count * sizeof(char *);
+        const char *src;
+        BIO_get_mem_data(b, (char **)&src);
+        const char *own_copy = take_text(&src, &dst, lens[0]);
+        if (!own_pem)
+            own_pem = own_copy;
+        for (size_t k = 0; k < count; k++)
+            chain[k] = take_text(&src, &dst, lens[1 + k]);
+        i->pub.client_cert_chain = count ? chain : NULL;
+        i->pub.client_cert_name = take_text(&src, &dst, lens[ntext - 1]);
     }
-    if (put_name(b, leaf, &lens[ntext - 1]) < 0)
-        goto out;
-    size_t bytes = bio_len(b) + ntext; /* every text and its NUL */
-    char *block = malloc(count * sizeof(char *) + bytes);
-    if (!block)
-        goto out;
-    const char **chain = (const char **)block;
-    char *dst = block + count * sizeof(char *);
-    const char *src;
-    BIO_get_mem_data(b, (char **)&src);
-    i->pub.server_cert = take_text(&src, &dst, lens[0]);
-    for (size_t k = 0; k < count; k++)
-        chain[k] = take_text(&src, &dst, lens[1 + k]);
-    i->pub.client_cert_chain = count ? chain : NULL;
+    i->pub.server_cert = own_pem;
     i->pub.client_cert_count = count;
-    i->pub.client_cert_name = take_text(&src, &dst, lens[ntext - 1]);
     long verify = SSL_get_verify_result(ssl);
     /* Only a certificate the client sent can have failed: without one the
      * result is X509_V_OK anyway, but say so plainly. The string is static. */

@@ -232,6 +232,23 @@ START_TEST(untrusted_client_certificate_has_an_error)
 }
 END_TEST
 
+START_TEST(server_pem_is_made_once_per_worker)
+{
+    pair p = handshake(NULL, NULL, 0), q = handshake(&alice, NULL, 1);
+    tls_info *i = tls_info_new(p.srv), *j = tls_info_new(q.srv);
+    const pagi_tls_info *a = tls_info_get(i), *b = tls_info_get(j);
+    ck_assert_ptr_ne(a, b);
+    ck_assert_ptr_eq(a->server_cert, b->server_cert); /* one PEM for both */
+    tls_info_conn_gone(i);
+    pair_free(&p);
+    char *want = pem(server.cert);
+    ck_assert_str_eq(b->server_cert, want); /* still there after the other went */
+    free(want);
+    tls_info_conn_gone(j);
+    pair_free(&q);
+}
+END_TEST
+
 START_TEST(facts_outlive_the_session)
 {
     pair p = handshake(&alice, NULL, 0);
@@ -382,6 +399,7 @@ static Suite *suite(void)
     tcase_add_test(t, facts_of_a_mutual_tls13_session);
     tcase_add_test(t, no_client_certificate_tls12);
     tcase_add_test(t, untrusted_client_certificate_has_an_error);
+    tcase_add_test(t, server_pem_is_made_once_per_worker);
     tcase_add_test(t, facts_outlive_the_session);
     tcase_add_test(t, unasked_alone_is_freed_without_facts);
     suite_add_tcase(s, t);
