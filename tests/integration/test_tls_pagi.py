@@ -173,13 +173,16 @@ def c_app_sees_every_field_with_mtls_required(ctx):
 @test(timeout=120)
 def c_app_chain_is_leaf_first_and_name_is_rfc4514(ctx):
     s = Setup(ctx, tlsapp(ctx), mode="optional")
-    # The client sends its leaf and the CA after it.
+    # The client sends its leaf and, after it, a certificate that plays no
+    # part in verifying it: the chain is what was sent, in that order, not
+    # the chain the server verified.
+    other = TestPKI(ctx, name="other", ca_name="unrelated CA")
     bundle = os.path.join(ctx.tmpdir, "alice-chain.pem")
     with open(bundle, "w") as f:
-        f.write(pem_of(s.ccert) + pem_of(s.pki.ca_cert))
+        f.write(pem_of(s.ccert) + pem_of(other.ca_cert))
     j, sock = ask(s.port, s.client(bundle, s.ckey))
     t = j["tls"]
-    check_eq(t["client_cert_chain"], [pem_of(s.ccert), pem_of(s.pki.ca_cert)],
+    check_eq(t["client_cert_chain"], [pem_of(s.ccert), pem_of(other.ca_cert)],
              "client_cert_chain: leaf, then what followed it")
     check_eq((t["client_cert_name"], t["client_cert_error"]), ("CN=alice", None),
              "name and error with a chain")
