@@ -19,6 +19,7 @@
 #include "reason.h"
 #include "scope.h"
 #include "sse.h"
+#include "tls_conn.h"
 #include "websocket.h"
 
 /* Input kept for a request that is already complete (pipelined bytes). */
@@ -109,7 +110,10 @@ static int h1_on_request(void *ud, const h1_request *req)
         .client_port = c->peer_port,
         .server_host = c->server_host,
         .server_port = c->server_port,
+        .tls = c->tls ? tls_conn_info(c->tls) : NULL,
     };
+    if (c->tls && !sr.tls)
+        return -1; /* out of memory: a TLS scope without its extension would lie */
     h->log_start = ev_now(c->w->loop.ev);
     h->log_status = 0;
     if (req->upgrade_websocket && !c->status_listener) /* checked there; c then speaks ws_proto */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/tls_server.h"
+#include "tls_info.h"
 
 /* One TLS record's worth of plaintext. Shared by every connection of the
  * worker: it only lives for one call (a retry gathers the bytes again). */
@@ -28,6 +29,7 @@ struct tls_conn {
     int notified;
     int dead; /* a fatal error: OpenSSL forbids SSL_shutdown afterwards */
     char failure[120];
+    struct tls_info *info; /* the PAGI tls extension's facts, shared (tls_conn_info) */
 };
 
 tls_conn *tls_conn_new(const struct tls_server *ts, int fd)
@@ -52,6 +54,7 @@ void tls_conn_free(tls_conn *t)
 {
     if (!t)
         return;
+    tls_info_conn_gone(t->info); /* before the session goes: a scope may still ask */
     SSL_free(t->ssl);
     free(t);
 }
@@ -252,4 +255,13 @@ static int tls_ktls_disabled(void)
         off = v && *v && strcmp(v, "0") != 0;
     }
     return off;
+}
+
+/* ---- the PAGI tls extension (tls_info.c) ---- */
+
+struct tls_info *tls_conn_info(tls_conn *t)
+{
+    if (!t->info)
+        t->info = tls_info_new(t->ssl);
+    return t->info;
 }

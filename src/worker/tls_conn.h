@@ -56,4 +56,13 @@ const char *tls_conn_cipher(const tls_conn *t);
  * fatal error or before the handshake finished. */
 void tls_conn_close_notify(tls_conn *t);
 
+struct tls_info;
+/**
+ * The PAGI tls extension's holder of this established session (tls_info.h),
+ * made at the first call, one per connection: the caller takes its own
+ * reference (tls_info_ref) to keep it past the connection. NULL when out of
+ * memory.
+ */
+struct tls_info *tls_conn_info(tls_conn *t);
+
 #endif

@@ -2,7 +2,7 @@
 (a {0} body event sends that body, not stdin; an SSE event without has_retry
 writes no retry: line; use_fd = 1, fd = 0 still sends stdin; length 0 sends
 to EOF), and major.minor versioning: a module built against the frozen 2.0
-header (tests/abi/pagi-2.0.h) loads on this 2.1 server; one claiming a newer
+header (tests/abi/pagi-2.0.h) loads on this 2.2 server; one claiming a newer
 minor or ABI 1 is refused by pagid -t and at start, naming both versions."""
 
 import os
@@ -16,7 +16,7 @@ from lib import Conn, check, check_eq, request, test
 HERE = os.path.dirname(os.path.abspath(__file__))
 ABI_DIR = os.path.join(lib.REPO, "tests", "abi")
 INCLUDE = os.path.join(lib.REPO, "include")
-SERVER_ABI = "2.1"
+SERVER_ABI = "2.2"
 
 
 def build(ctx, name, source, include):
