@@ -9,7 +9,8 @@
 # Environment: PAGID, NGINX, DURATION (s, 10), CONNECTIONS (keep-alive, 500),
 #   CLOSE_CONNECTIONS (new handshakes, 50), THREADS (wrk, 2), WARMUP (s, 2),
 #   PROTO (1.3 or 1.2), IDLE (idle TLS connections for the memory row, 1000; 0 = skip),
-#   ROWS (which throughput rows: "keepalive close heyclose"),
+#   ROWS (which throughput rows: "keepalive close heyclose"), INSTR (1 = also
+#   count instructions per response under callgrind), INSTR_SECONDS (10),
 #   RESULTS (file for the table, "" = don't write).
 set -euo pipefail
 
@@ -20,6 +21,8 @@ THREADS=${THREADS:-2}
 WARMUP=${WARMUP:-2}
 IDLE=${IDLE:-1000}
 PROTO=${PROTO:-1.3}
+INSTR=${INSTR:-0}
+INSTR_SECONDS=${INSTR_SECONDS:-10}
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RESULTS=${RESULTS-$BENCH_DIR/results/tls.txt}
 BODY="Hello from PAGI"
@@ -103,10 +106,14 @@ Groups = P-256
 EOF
 export OPENSSL_CONF=$WORK/openssl.cnf
 
-start_nginx() { # name port
-    local name=$1 port=$2 dir=$WORK/$1
+# With a third argument the server runs as one process under callgrind
+# (nginx: master_process off; pagid: -w 0), for the instruction counts.
+start_nginx() { # name port [callgrind]
+    local name=$1 port=$2 dir=$WORK/$1 master=on
+    [[ -n ${3:-} ]] && master=off
     mkdir -p "$dir/tmp"
     cat >"$dir/nginx.conf" <<EOF
+master_process $master;
 worker_processes 1;
 daemon off;
 pid $dir/nginx.pid;
@@ -135,10 +142,14 @@ http {
     }
 }
 EOF
-    launch_nginx "$name" "$dir"
+    if [[ -n ${3:-} ]]; then
+        launch "$name" "$dir" valgrind -q --tool=callgrind "--callgrind-out-file=$WORK/cg.$name.%p" "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
+    else
+        launch_nginx "$name" "$dir"
+    fi
 }
 
-start_pagid() { # name port
+start_pagid() { # name port [callgrind]
     local name=$1 port=$2 dir=$WORK/$1
     mkdir -p "$dir"
     cat >"$dir/pagid.yaml" <<EOF
@@ -154,12 +165,16 @@ timeouts:
 EOF
     local user=()
     (($(id -u) == 0)) && user=(-u root)
-    launch "$name" "$dir" "$PAGID" -w 1 -c "$dir/pagid.yaml" "${user[@]}"
+    if [[ -n ${3:-} ]]; then
+        launch "$name" "$dir" valgrind -q --tool=callgrind "--callgrind-out-file=$WORK/cg.$name.%p" "$PAGID" -w 0 -c "$dir/pagid.yaml" "${user[@]}"
+    else
+        launch "$name" "$dir" "$PAGID" -w 1 -c "$dir/pagid.yaml" "${user[@]}"
+    fi
 }
 
-wait_ready() { # name port: up to 10 s for a 200 with the expected body
+wait_ready() { # name port [tries]: up to 10 s (tries/10) for a 200 with the expected body
     local name=$1 port=$2 i body
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < ${3:-100}; i++)); do
         if ! kill -0 "${PID[$name]}" 2>/dev/null; then
             cat "$WORK/$name"/*.log >&2 2>/dev/null || true
             die "$name exited during startup"
@@ -172,7 +187,7 @@ wait_ready() { # name port: up to 10 s for a 200 with the expected body
         fi
         sleep 0.1
     done
-    die "$name did not answer on 127.0.0.1:$port within 10 s"
+    die "$name did not answer on 127.0.0.1:$port within $((${3:-100} / 10)) s"
 }
 
 negotiated() { # port: "PROTOCOL CIPHER" that openssl s_client agreed on
@@ -319,6 +334,57 @@ for row in "${ROWS[@]}"; do
     i=$((i + 1))
 done
 
+# ------------------------------------------------- instructions (INSTR=1)
+# Each server alone under callgrind, one process: the instructions it runs
+# per response do not depend on what else the machine is doing, unlike req/s.
+declare -A INS=()
+INSTR_ROWS=(keepalive close)
+
+dumps() { ls "$WORK/cg.$1".* 2>/dev/null | wc -l; }
+
+instr_since_last() { # name: dump callgrind's counts; prints the instructions since the last dump
+    local name=$1 n i f
+    n=$(dumps "$name")
+    callgrind_control -d "${PID[$name]}" >/dev/null 2>&1 || die "callgrind_control -d failed for $name"
+    for ((i = 0; i < 300; i++)); do
+        (($(dumps "$name") > n)) && break
+        sleep 0.1
+    done
+    f=$(ls -t "$WORK/cg.$name".* | head -1)
+    awk '/^summary:/ { print $2 }' "$f"
+}
+
+instr_part() {
+    local name cg port row out n ins
+    for name in nginx pagid; do
+        cg=$name-cg
+        port=$(free_port)
+        note "callgrind: $name (one process, ${INSTR_SECONDS}s per row)"
+        "start_$name" "$cg" "$port" callgrind
+        wait_ready "$cg" "$port" 600
+        timeout 60 wrk -t1 -c4 -d2s "https://localhost:$port/" >/dev/null 2>&1 || true
+        instr_since_last "$cg" >/dev/null # start-up and warm-up
+        for row in "${INSTR_ROWS[@]}"; do
+            out=$WORK/instr-$row-$name.txt
+            case $row in
+            keepalive) timeout 120 wrk -t1 -c10 -d"${INSTR_SECONDS}s" "https://localhost:$port/" >"$out" 2>&1 || true ;;
+            close) timeout 120 wrk -t1 -c4 -d"${INSTR_SECONDS}s" -H 'Connection: close' \
+                       "https://localhost:$port/" >"$out" 2>&1 || true ;;
+            esac
+            ins=$(instr_since_last "$cg")
+            n=$(awk '/ requests in / { print $1 }' "$out")
+            INS[$row.$name]=$(awk -v i="$ins" -v n="${n:-0}" 'BEGIN { if (n > 0) printf "%.0f", i / n; else print "-" }')
+            INS[$row.$name.n]=${n:--}
+        done
+        stop_server "$cg"
+    done
+}
+if ((INSTR)); then
+    command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
+        die "INSTR=1 needs valgrind (apt-get install valgrind)"
+    instr_part
+fi
+
 # ------------------------------------------------------------------ report
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN {
@@ -354,16 +420,25 @@ report() {
             "$(ratio "${p[2]}" "${n[2]}")" "$(ratio "${p[3]}" "${n[3]}")" '-' \
             "$(ratio "${CPU[$row.pagid]}" "${CPU[$row.nginx]}")"
     done
-    ((IDLE > 0)) || return 0
-    printf 'memory per idle TLS connection (%d held, one request each, worker VmRSS growth / %d)\n' \
-        "$IDLE" "$IDLE"
-    printf '%-12s %14s %14s %12s\n' server 'RSS before MiB' 'RSS after MiB' 'bytes/conn'
-    for name in nginx pagid; do
-        read -r b a <<<"${MEM[$name.rss]:-- -}"
-        printf '%-12s %14s %14s %12s\n' "$name" "${b:--}" "${a:--}" "${MEM[$name]}"
-    done
-    if [[ ${MEM[pagid]} =~ ^[0-9]+$ && ${MEM[nginx]} =~ ^[0-9]+$ ]]; then
-        printf '%-12s %14s %14s %12s\n' pagid/nginx '' '' "$(ratio "${MEM[pagid]}" "${MEM[nginx]}")"
+    if ((IDLE > 0)); then
+        printf 'memory per idle TLS connection (%d held, one request each, worker VmRSS growth / %d)\n' \
+            "$IDLE" "$IDLE"
+        printf '%-12s %14s %14s %12s\n' server 'RSS before MiB' 'RSS after MiB' 'bytes/conn'
+        for name in nginx pagid; do
+            read -r b a <<<"${MEM[$name.rss]:-- -}"
+            printf '%-12s %14s %14s %12s\n' "$name" "${b:--}" "${a:--}" "${MEM[$name]}"
+        done
+        if [[ ${MEM[pagid]} =~ ^[0-9]+$ && ${MEM[nginx]} =~ ^[0-9]+$ ]]; then
+            printf '%-12s %14s %14s %12s\n' pagid/nginx '' '' "$(ratio "${MEM[pagid]}" "${MEM[nginx]}")"
+        fi
+    fi
+    if ((INSTR)); then
+        printf '\ninstructions per response (callgrind, one process each, wrk -t1 for %ss: -c10 keep-alive, -c4 Connection: close)\n' "$INSTR_SECONDS"
+        printf '%-24s %12s %12s %8s %16s\n' measurement 'nginx' 'pagid' ratio 'responses n/p'
+        for row in "${INSTR_ROWS[@]}"; do
+            printf '%-24s %12s %12s %8s %16s\n' "${ROWLABEL[$row]}" "${INS[$row.nginx]}" "${INS[$row.pagid]}" \
+                "$(ratio "${INS[$row.pagid]}" "${INS[$row.nginx]}")" "${INS[$row.nginx.n]}/${INS[$row.pagid.n]}"
+        done
     fi
     printf '\nOne run on a shared machine: compare ratios, not absolute figures; they are\n'
     printf 'observations, never assertions.\n'
