@@ -63,7 +63,6 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pagid-tlsbench.XXXXXX")
 # shellcheck source=bench/lib.sh
 . "$BENCH_DIR/lib.sh"
-chmod a+rx "$WORK" # nginx's workers (nobody) read nothing here, but its master does
 
 # ------------------------------------------------------------ certificate
 # One CA and one server certificate (P-256, SAN localhost and 127.0.0.1)
