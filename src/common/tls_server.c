@@ -196,6 +196,10 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
      * keeps no 16 KiB record buffers. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
+    /* Read ahead: a record comes in with one read(2), not one for its
+     * header and one for its body. What is read beyond the record stays
+     * buffered, which the worker sees through SSL_has_pending. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_max_early_data(ctx, 0);
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
     static const unsigned char sid_ctx[] = "pagid";
