@@ -203,11 +203,17 @@ static void conn_update_read(conn *c)
     default:
         want = 0;
     }
+    /* A TLS read that must write first waits for the write watcher, which
+     * brings reading back (conn_on_write): a readable socket would spin. */
+    if (c->tls_want_write)
+        want = 0;
     if (want && !c->reading) {
         ev_io_start(ev, &c->rio);
         c->reading = 1;
-        /* Bytes OpenSSL already decrypted never make the socket readable. */
-        if (c->tls && c->state != CONN_HANDSHAKE && tls_conn_has_pending(c->tls))
+        /* Records OpenSSL read ahead never make the socket readable. At
+         * most one wasted read when it holds only part of one: that read
+         * ends on EAGAIN, and then nothing is re-fed (conn_on_read). */
+        if (c->tls && c->state != CONN_HANDSHAKE && tls_conn_has_buffered(c->tls))
             ev_feed_event(ev, &c->rio, EV_READ);
     } else if (!want && c->reading) {
         ev_io_stop(ev, &c->rio);
@@ -319,11 +325,10 @@ static void conn_tls_step(conn *c)
     case TLS_STEP_DONE:
         conn_count_handshake(c, SHM_TLS_OK);
         conn_set_state(c, CONN_WAIT_REQUEST);
-        /* A request that came with the client's Finished is still in the
-         * socket (OpenSSL reads no record ahead), which stays readable: a
-         * read now would mostly cost an EAGAIN. Decrypted bytes would not
-         * wake the socket, so those are looked at at once. */
-        if (c->state == CONN_WAIT_REQUEST && c->reading && tls_conn_has_pending(c->tls))
+        /* A request that came with the client's Finished may have been read
+         * ahead with it: then the socket will not say so. If nothing is
+         * buffered, the socket wakes us when the request comes. */
+        if (c->state == CONN_WAIT_REQUEST && c->reading && tls_conn_has_buffered(c->tls))
             ev_feed_event(ev, &c->rio, EV_READ);
         break;
     case TLS_STEP_WANT_READ:
@@ -392,6 +397,7 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     if (buf_size(&c->in) == 0)
         conn_lend_input(c);
+    int drained = 0; /* the socket said EAGAIN: OpenSSL holds no whole record */
     for (int rounds = 0; rounds < 4; rounds++) {
         char *p = buf_reserve(&c->in, READ_CHUNK);
         if (!p) {
@@ -405,7 +411,9 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
             buf_commit(&c->in, (size_t)n);
             if (c->w->stats)
                 shm_add(&c->w->stats->bytes_in, (uint64_t)n);
-            if ((size_t)n < READ_CHUNK)
+            /* A short read drained the socket; over TLS, records read
+             * ahead may still wait inside OpenSSL. */
+            if ((size_t)n < READ_CHUNK && !(c->tls && tls_conn_has_buffered(c->tls)))
                 break;
             continue;
         }
@@ -419,8 +427,10 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         }
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            drained = 1;
             break;
+        }
         /* A reset is the client going away; anything else is a read failure. */
         conn_close(c, errno == ECONNRESET ? reason_client_closed : reason_read_error);
         return;
@@ -448,8 +458,9 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_READ);
-    /* A record bigger than what was read this round waits inside OpenSSL. */
-    if (c->tls && c->reading && tls_conn_has_pending(c->tls))
+    /* Records read ahead (or the rest of a big one) wait inside OpenSSL
+     * when this round stopped before EAGAIN: read on without the socket. */
+    if (c->tls && c->reading && !drained && tls_conn_has_buffered(c->tls))
         ev_feed_event(ev, &c->rio, EV_READ);
 }
 
@@ -543,6 +554,7 @@ static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
      * sets tls_want_write again if the socket is still full. */
     if (read_waited && c->state != CONN_CLOSED) {
         conn_update_write_watch(c);
+        conn_update_read(c);
         if (c->reading)
             ev_feed_event(ev, &c->rio, EV_READ);
     }

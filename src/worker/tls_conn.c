@@ -210,15 +210,12 @@ ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len)
 
 int tls_conn_wants_write(const tls_conn *t) { return t->want_write; }
 
-/* Only decrypted bytes count: SSL_has_pending is also true for part of a
- * record, which no read can complete before the socket brings the rest (a
- * client that sends half a record would make the worker spin). Records
- * are never read ahead (no read_ahead), so whole ones wait in the socket
- * and make it readable. */
-int tls_conn_has_pending(const tls_conn *t)
-{
-    return SSL_pending(t->ssl) > 0;
-}
+/* Decrypted bytes only: a read returns data now. */
+int tls_conn_has_pending(const tls_conn *t) { return SSL_pending(t->ssl) > 0; }
+
+/* Anything OpenSSL holds from the socket (read ahead): whole records a read
+ * will return without the socket, or the start of one still arriving. */
+int tls_conn_has_buffered(const tls_conn *t) { return SSL_has_pending(t->ssl); }
 
 const char *tls_conn_version(const tls_conn *t)
 {

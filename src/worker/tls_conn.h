@@ -44,9 +44,15 @@ ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt);
 ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len);
 /** The last call blocked on the other direction (a read that must write). */
 int tls_conn_wants_write(const tls_conn *t);
-/** Decrypted bytes wait inside OpenSSL: reading must not wait for the
- * socket. Part of a record does not count (only the socket completes it). */
+/** Decrypted bytes wait inside OpenSSL: a read returns data at once. */
 int tls_conn_has_pending(const tls_conn *t);
+/**
+ * OpenSSL holds bytes read from the socket (it reads ahead): whole records,
+ * which make the socket no more readable, or part of one. A read loop that
+ * ended on EAGAIN leaves at most part of one; any other end may leave whole
+ * ones, and the connection must read again without waiting for the socket.
+ */
+int tls_conn_has_buffered(const tls_conn *t);
 /** The negotiated protocol ("TLSv1.3") and cipher (OpenSSL's name), for
  * the access log; the cipher is NULL before the handshake ended. Static
  * strings owned by OpenSSL. */

@@ -134,13 +134,20 @@ def install(src_cert, src_key, live_cert, live_key):
 
 
 def hup_and_wait_failed(srv, before):
-    """SIGHUP; wait for the master's next 'reload failed' line; returns it."""
+    """SIGHUP; wait for the master's next 'reload failed' line; returns it
+    with the error lines logged just before it (a problem with a listen
+    entry is logged at its FILE:LINE:COLUMN, one line each, then the
+    'reload failed; generation N keeps serving' line), joined by ' | '."""
     os.kill(srv.pid, signal.SIGHUP)
     check(wait_for(lambda: log_count(srv, r"reload failed") > before, 10),
           "no 'reload failed' after SIGHUP with a broken certificate: %s"
           % srv.stderr()[-800:])
-    lines = [line for line in srv.stderr().splitlines() if "reload failed" in line]
-    return lines[-1]
+    lines = srv.stderr().splitlines()
+    last = max(i for i, line in enumerate(lines) if "reload failed" in line)
+    first = last
+    while first > 0 and "error:" in lines[first - 1] and "reload failed" not in lines[first - 1]:
+        first -= 1
+    return " | ".join(lines[first:last + 1])
 
 
 @test(timeout=150)
