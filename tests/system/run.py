@@ -289,7 +289,10 @@ def tls_system_checks(g):
     check("https: systemctl reload serves the renewed certificate",
           r.returncode == 0 and wait_until(lambda: served_serial(g) in ("1002", "10:02"), 10),
           r.stderr + served_serial(g))
-    g.sh("rm /etc/pagid/conf.d/tls.yaml && systemctl reload pagid.service", timeout=60)
+    # (the files go too: an operator's files left in /etc/pagid would keep
+    # purge from removing it)
+    g.sh("rm -r /etc/pagid/conf.d/tls.yaml /etc/pagid/tls && systemctl reload pagid.service",
+         timeout=60)
     check("https: removing the drop-in closes the TLS listener",
           wait_until(lambda: http_code(g, "https://127.0.0.1:8443/", "-k") == "000", 10))
 
