@@ -10,6 +10,7 @@
 #include "tls_tickets.h"
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -202,8 +203,8 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
     SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_max_early_data(ctx, 0);
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
-    static const unsigned char sid_ctx[] = "pagid";
-    SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1);
+    /* The session ID context is the listener's identity, set by
+     * tls_server_new once every certificate is loaded. */
     /* A per-process session cache would resume only on the worker that
      * made the session: resumption is by tickets, which every worker reads. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
@@ -243,6 +244,67 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
     return ctx;
 }
 
+/* Hash the contents of file into md (a missing file hashes as its name
+ * only: tls_setup_client_auth has already reported it). */
+static void hash_file(EVP_MD_CTX *md, const char *file)
+{
+    EVP_DigestUpdate(md, file, strlen(file) + 1);
+    FILE *f = fopen(file, "rbe");
+    if (!f)
+        return;
+    unsigned char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+        EVP_DigestUpdate(md, buf, got);
+    fclose(f);
+}
+
+static void hash_x509(EVP_MD_CTX *md, X509 *x)
+{
+    unsigned char *der = NULL;
+    int len = x ? i2d_X509(x, &der) : -1;
+    if (len > 0)
+        EVP_DigestUpdate(md, der, (size_t)len);
+    OPENSSL_free(der);
+}
+
+/* The listener's identity: SHA-256 over what a resumed session skips
+ * checking (its address, client_auth mode and CAs, every certificate and
+ * chain). It is the session ID context of all its contexts, so OpenSSL
+ * refuses a TLS 1.2 ticket or a TLS 1.3 PSK from another listener, or from
+ * this one before its CAs or certificates changed; it also goes into the
+ * derived ticket keys. 0 or -1. */
+static int tls_listener_id(const pagid_listen *l, const tls_server *ts,
+                           unsigned char id[TLS_TICKET_ID_LEN])
+{
+    const pagid_tls *t = l->tls;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(md);
+        return -1;
+    }
+    EVP_DigestUpdate(md, "pagid listener", 15);
+    EVP_DigestUpdate(md, l->spec, strlen(l->spec) + 1);
+    unsigned char mode = (unsigned char)t->client_auth;
+    EVP_DigestUpdate(md, &mode, 1);
+    if (t->client_auth != TLS_CLIENT_NONE && t->client_ca)
+        hash_file(md, t->client_ca);
+    for (size_t i = 0; i < ts->n; i++) {
+        hash_x509(md, SSL_CTX_get0_certificate(ts->ctx[i]));
+        STACK_OF(X509) *chain = NULL;
+        if (SSL_CTX_get0_chain_certs(ts->ctx[i], &chain) == 1 && chain)
+            for (int j = 0; j < sk_X509_num(chain); j++)
+                hash_x509(md, sk_X509_value(chain, j));
+    }
+    unsigned char full[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    int ok = EVP_DigestFinal_ex(md, full, &len) == 1 && len >= TLS_TICKET_ID_LEN;
+    EVP_MD_CTX_free(md);
+    if (ok)
+        memcpy(id, full, TLS_TICKET_ID_LEN);
+    return ok ? 0 : -1;
+}
+
 tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *err)
 {
     const pagid_tls *t = l->tls;
@@ -263,6 +325,20 @@ tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *e
             continue;
         }
         ts->ctx[ts->n++] = ctx;
+    }
+    unsigned char id[TLS_TICKET_ID_LEN];
+    if (!bad && tls_listener_id(l, ts, id) < 0) {
+        config_report(c, t->pos, err, "cannot set up TLS for %s: no SHA-256", l->spec);
+        bad = 1;
+    }
+    /* Every context alike: SSL_set_SSL_CTX (SNI) carries the context over
+     * only when the old and new ones agree. */
+    for (size_t i = 0; !bad && i < ts->n; i++)
+        if (SSL_CTX_set_session_id_context(ts->ctx[i], id, sizeof id) != 1)
+            bad = 1;
+    if (!bad && ts->tickets && tls_tickets_bind(ts->tickets, id) < 0) {
+        config_report(c, t->pos, err, "cannot make session ticket keys (HKDF)");
+        bad = 1;
     }
     if (bad) {
         tls_server_free(ts);

@@ -422,9 +422,11 @@ def reload_picks_up_renewed_certificate(ctx):
     check(loop.ok > 10, "too few requests in the loop: %d" % loop.ok)
     check_eq(loop.failed, 0, "failed requests across the reload (%s)" % loop.errors[:3])
     renewed = served_serial(pki, port)
-    # Ticket keys outlive a generation: a session from before the reload resumes.
+    # A session is bound to the certificates it was made with: after the
+    # renewal the client gets a full handshake (and sees the new one).
     status, s = https_get(pki, port, ctx=client, session=saved)
-    check_eq((status, s.session_reused), (200, True), "a session of generation 1 resumed")
+    check_eq((status, s.session_reused), (200, False), "a session of the old certificate")
+    check_eq(s.getpeercert()["serialNumber"], renewed, "certificate of the new handshake")
     s.close()
 
     # A broken certificate: the reload fails where the listen entry says,
@@ -670,3 +672,92 @@ def dump_config_shows_tls(ctx):
     check_eq(rc2, 0, "the dump loads: %r" % out2)
     strip = lambda t: [ln for ln in t.splitlines() if not ln.startswith(("#", "pagid:"))]
     check_eq(strip(out2), strip(out), "the dump of the dump")
+
+
+# ---------------------------------------------------------------------------
+# Session resumption never skips a listener's client certificate checks
+# ---------------------------------------------------------------------------
+
+
+def try_resume(pki, port, client, saved):
+    """A GET offering saved; (status or the TLS error's class name, reused)."""
+    try:
+        status, s = https_get(pki, port, ctx=client, session=saved)
+    except (ssl.SSLError, OSError) as e:
+        return type(e).__name__, False
+    reused = s.session_reused
+    s.close()
+    return status, reused
+
+
+def client_for(pki, version, cert=None, key=None):
+    c = pki.client_context(cert, key)
+    c.maximum_version = c.minimum_version = version
+    return c
+
+
+def reload_ok(srv):
+    """SIGHUP and wait until the new generation serves."""
+    n = len(re.findall(r"generation \d+ ready", srv.stderr()))
+    srv.signal(signal.SIGHUP)
+    check(wait_for(lambda: len(re.findall(r"generation \d+ ready", srv.stderr())) > n, 15),
+          "the reload never became ready: %r" % srv.stderr()[-600:])
+    time.sleep(0.3)
+
+
+@test(timeout=90)
+def resumption_respects_client_auth(ctx):
+    pki = TestPKI(ctx)
+    other = TestPKI(ctx, name="other", ca_name="untrusted CA")
+    cert, key = pki.issue("srv")
+    ccert, ckey = pki.issue("client", client=True)
+    bad_cert, bad_key = other.issue("stranger", client=True)
+    ca = os.path.join(ctx.tmpdir, "clients-ca.pem")
+    shutil.copy(pki.ca_cert, ca)
+    open_port, opt_port, req_port = free_port(), free_port(), free_port()
+    text = ("listen:\n" + tls_listen(open_port, cert, key) +
+            tls_listen(opt_port, cert, key, "      client_auth: {ca: %s, mode: optional}\n" % ca) +
+            tls_listen(req_port, cert, key, "      client_auth: {ca: %s, mode: require}\n" % ca) +
+            "app: hello\nworkers: 1\n")
+    srv, _ = start(ctx, text, req_port)
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        # 1. A session of a listener without client_auth, offered to `require`.
+        anon = client_for(pki, version)
+        status, s = https_get(pki, open_port, ctx=anon)
+        check_eq(status, 200, "%s: no client_auth listener" % version)
+        saved = s.session
+        s.close()
+        status, reused = try_resume(pki, open_port, anon, saved)
+        check_eq((status, reused), (200, True), "%s: resumes where it was made" % version)
+        status, reused = try_resume(pki, req_port, anon, saved)
+        check(status != 200 and not reused,
+              "%s: a session without a certificate got into `require`: %r" % (version, status))
+
+        # 2. A session with an untrusted certificate on `optional`, offered to `require`.
+        stranger = client_for(pki, version, bad_cert, bad_key)
+        status, s = https_get(pki, opt_port, ctx=stranger)
+        check_eq(status, 200, "%s: optional keeps an unverified client" % version)
+        saved = s.session
+        s.close()
+        status, reused = try_resume(pki, req_port, stranger, saved)
+        check(status != 200 and not reused,
+              "%s: an unverified session got into `require`: %r" % (version, status))
+
+    # 3. The client CA changes: sessions verified by the old one are gone.
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        shutil.copy(pki.ca_cert, ca)
+        reload_ok(srv)
+        trusted = client_for(pki, version, ccert, ckey)
+        status, s = https_get(pki, req_port, ctx=trusted)
+        check_eq(status, 200, "%s: trusted client on `require`" % version)
+        saved = s.session
+        s.close()
+        # An unchanged listener across a reload: the session still resumes.
+        reload_ok(srv)
+        check_eq(try_resume(pki, req_port, trusted, saved), (200, True),
+                 "%s: resumption across a reload that changed nothing" % version)
+        shutil.copy(other.ca_cert, ca)
+        reload_ok(srv)
+        status, reused = try_resume(pki, req_port, trusted, saved)
+        check(status != 200 and not reused,
+              "%s: a session of the replaced CA resumed: %r" % (version, status))
