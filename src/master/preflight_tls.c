@@ -61,7 +61,7 @@ static const char *time_text(const ASN1_TIME *t, char *out, size_t outlen)
 }
 
 static void check_dates(const pagid_config *c, const pagid_tls_cert *pc, X509 *x, size_t idx,
-                        FILE *err, int *errors)
+                        FILE *err, int *errors, int *fatal)
 {
     char who[256], when[64], which[32];
     subject_text(x, who, sizeof who);
@@ -70,11 +70,13 @@ static void check_dates(const pagid_config *c, const pagid_tls_cert *pc, X509 *x
     if (X509_cmp_current_time(nb) > 0) {
         say(c, pc->pos, err, errors, 1, "%s %s (%s) is not valid before %s", which, pc->cert, who,
             time_text(nb, when, sizeof when));
+        *fatal += idx == 0;
         return;
     }
     if (X509_cmp_current_time(na) < 0) {
         say(c, pc->pos, err, errors, 1, "%s %s (%s) expired on %s", which, pc->cert, who,
             time_text(na, when, sizeof when));
+        *fatal += idx == 0;
         return;
     }
     int days = 0, secs = 0;
@@ -84,7 +86,8 @@ static void check_dates(const pagid_config *c, const pagid_tls_cert *pc, X509 *x
 }
 
 /* The file as a chain: leaf first, each certificate issued by the next. */
-static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *err, int *errors)
+static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *err, int *errors,
+                        int *fatal)
 {
     FILE *f = fopen(pc->cert, "re");
     if (!f)
@@ -96,7 +99,7 @@ static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *e
     fclose(f);
     ERR_clear_error();
     for (size_t i = 0; i < n; i++)
-        check_dates(c, pc, chain[i], i, err, errors);
+        check_dates(c, pc, chain[i], i, err, errors, fatal);
     for (size_t i = 0; i + 1 < n; i++) {
         if (X509_check_issued(chain[i + 1], chain[i]) == X509_V_OK)
             continue;
@@ -133,13 +136,15 @@ static void check_key_mode(const pagid_config *c, const pagid_tls_cert *pc, FILE
             (unsigned)(st.st_mode & 0777));
 }
 
-int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err)
+int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err, int *fatal)
 {
-    int errors = 0;
+    int errors = 0, leaf = 0;
     for (size_t i = 0; i < l->tls->n_certs; i++) {
-        check_chain(c, &l->tls->certs[i], err, &errors);
+        check_chain(c, &l->tls->certs[i], err, &errors, &leaf);
         check_key_mode(c, &l->tls->certs[i], err, &errors);
     }
+    if (fatal)
+        *fatal += leaf;
     return errors;
 }
 
@@ -148,5 +153,5 @@ int preflight_tls_check(const pagid_config *c, const pagid_listen *l, FILE *err)
     tls_server *ts = tls_server_new(c, l, err);
     int errors = ts ? 0 : 1;
     tls_server_free(ts);
-    return errors + preflight_tls_files(c, l, err);
+    return errors + preflight_tls_files(c, l, err, NULL);
 }

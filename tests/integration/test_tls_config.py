@@ -761,3 +761,38 @@ def resumption_respects_client_auth(ctx):
         status, reused = try_resume(pki, req_port, trusted, saved)
         check(status != 200 and not reused,
               "%s: a session of the replaced CA resumed: %r" % (version, status))
+
+
+@test(timeout=60)
+def invalid_dates_stop_start_and_reload(ctx):
+    pki = TestPKI(ctx)
+    good = pki.issue("good")
+    expired = pki.issue("expired", start_offset_days=-40, days=10)
+    future = pki.issue("future", start_offset_days=3, days=30)
+    port = free_port()
+    for (cert, key), what in ((expired, r"expired on \d{4}-"), (future, "is not valid before")):
+        path = write_config(ctx, base(port, cert, key), "dates-%d.yaml" % len(ctx.servers))
+        srv = lib.Server(ctx, ["-c", path], port, name="pagid%d" % len(ctx.servers))
+        ctx.servers.append(srv)
+        check(srv.wait_exit(10), "pagid started with a certificate %s" % what)
+        err = srv.stderr()
+        check_eq(srv.returncode, 3, "exit status (%r)" % err)
+        check(re.search(r"%s:4:13: certificate .* %s" % (re.escape(path), what), err),
+              "no FILE:LINE:COLUMN message: %r" % err)
+
+    cert = os.path.join(ctx.tmpdir, "live.pem")
+    key = os.path.join(ctx.tmpdir, "live.key")
+    shutil.copy(good[0], cert)
+    shutil.copy(good[1], key)
+    srv, path = start(ctx, base(port, cert, key), port)
+    first = served_serial(pki, port)
+    for bad in (expired, future):
+        shutil.copy(bad[0], cert)
+        shutil.copy(bad[1], key)
+        n = srv.stderr().count("reload failed")
+        srv.signal(signal.SIGHUP)
+        check(wait_for(lambda: srv.stderr().count("reload failed") > n, 10),
+              "a reload with an invalid certificate did not fail: %r" % srv.stderr()[-600:])
+        check(re.search(r"error: %s:4:13: certificate .*live\.pem" % re.escape(path),
+                        srv.stderr()), "no FILE:LINE:COLUMN in the log: %r" % srv.stderr()[-600:])
+        check_eq(served_serial(pki, port), first, "the old generation keeps serving")
