@@ -133,6 +133,8 @@ static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const y
         rc = config_tls_add_cert(t, c, k, keep_pos(x, cert));
         if (rc < 0)
             report(x, at, "out of memory");
+        else
+            t->certs[t->n_certs - 1].key_pos = keep_pos(x, key);
     }
     free(c);
     free(k);

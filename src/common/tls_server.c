@@ -87,7 +87,7 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
     EVP_PKEY *pkey = in ? PEM_read_bio_PrivateKey(in, NULL, tls_no_passphrase, NULL) : NULL;
     BIO_free(in);
     if (!pkey && ERR_GET_REASON(ERR_peek_last_error()) == PEM_R_BAD_PASSWORD_READ) {
-        config_report(c, pc->pos, err,
+        config_report(c, pc->key_pos, err,
                       "private key '%s' is encrypted: pagid reads keys without a passphrase "
                       "(keep it readable by root only instead)",
                       pc->key);
@@ -95,17 +95,17 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
         return -1;
     }
     if (!pkey) {
-        config_report(c, pc->pos, err, "cannot load private key '%s': %s", pc->key,
+        config_report(c, pc->key_pos, err, "cannot load private key '%s': %s", pc->key,
                       ssl_error_text(why, sizeof why, "unreadable"));
         return -1;
     }
     int rc = 0;
     if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), pkey) != 1) {
-        config_report(c, pc->pos, err, "private key '%s' does not match certificate '%s'", pc->key,
-                      pc->cert);
+        config_report(c, pc->key_pos, err, "private key '%s' does not match certificate '%s'",
+                      pc->key, pc->cert);
         rc = -1;
     } else if (SSL_CTX_use_PrivateKey(ctx, pkey) != 1) {
-        config_report(c, pc->pos, err, "cannot use private key '%s': %s", pc->key,
+        config_report(c, pc->key_pos, err, "cannot use private key '%s': %s", pc->key,
                       ssl_error_text(why, sizeof why, "unusable"));
         rc = -1;
     }

@@ -131,7 +131,7 @@ static void check_key_mode(const pagid_config *c, const pagid_tls_cert *pc, FILE
 {
     struct stat st;
     if (stat(pc->key, &st) == 0 && (st.st_mode & S_IROTH))
-        say(c, pc->pos, err, errors, 0,
+        say(c, pc->key_pos, err, errors, 0,
             "private key %s is readable by every user (mode 0%03o): chmod o-r it", pc->key,
             (unsigned)(st.st_mode & 0777));
 }

@@ -304,7 +304,7 @@ def check_certificate_files(ctx):
 
     rc, out, path = check_config(ctx, cfg(good[0], other[1]))
     check_eq(rc, 1, "mismatched key: exit status")
-    check(re.search(re.escape(path) + r":4:13: private key '%s' does not match certificate '%s'"
+    check(re.search(re.escape(path) + r":5:12: private key '%s' does not match certificate '%s'"
                     % (re.escape(other[1]), re.escape(good[0])), out), "mismatch message: %r" % out)
 
     rc, out, path = check_config(ctx, cfg(*expired))
@@ -327,7 +327,7 @@ def check_certificate_files(ctx):
 
     rc, out, path = check_config(ctx, cfg(misordered, lkey))
     check_eq(rc, 1, "misordered chain: exit status (%r)" % out)
-    check(re.search(re.escape(path) + r":4:13: .*(out of order|does not match)", out),
+    check(re.search(re.escape(path) + r":(4:13|5:12): .*(out of order|does not match)", out),
           "misordered chain message: %r" % out)
     # The leaf after its issuer: OpenSSL takes the first as the leaf, so the
     # key does not match it; a leaf, an unrelated certificate, its issuer:
@@ -346,7 +346,7 @@ def check_certificate_files(ctx):
     os.chmod(good[1], 0o644)
     rc, out, path = check_config(ctx, cfg(*good))
     check_eq(rc, 0, "a world-readable key is a warning: %r" % out)
-    check(re.search(re.escape(path) + r":4:13: warning: private key .* readable by every user",
+    check(re.search(re.escape(path) + r":5:12: warning: private key .* readable by every user",
                     out), "key mode warning: %r" % out)
 
 
@@ -460,7 +460,7 @@ def broken_certificate_at_start_names_the_entry(ctx):
         check(srv.wait_exit(10), "pagid started with a key that does not match")
         err = srv.stderr()
         check_eq(srv.returncode, 3, "exit status (%r)" % err)
-        check(re.search(r"^%s:4:13: private key .* does not match" % re.escape(path), err, re.M),
+        check(re.search(r"^%s:5:12: private key .* does not match" % re.escape(path), err, re.M),
               "no FILE:LINE:COLUMN line at the start of the message: %r" % err)
 
 
@@ -796,3 +796,22 @@ def invalid_dates_stop_start_and_reload(ctx):
         check(re.search(r"error: %s:4:13: certificate .*live\.pem" % re.escape(path),
                         srv.stderr()), "no FILE:LINE:COLUMN in the log: %r" % srv.stderr()[-600:])
         check_eq(served_serial(pki, port), first, "the old generation keeps serving")
+
+
+@test(timeout=30)
+def key_errors_point_at_key(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    _, other_key = pki.issue("other")
+    enc = os.path.join(pki.dir, "enc.key")
+    pki._openssl("pkey", "-in", key, "-out", enc, "-aes256", "-passout", "pass:secret")
+    port = free_port()
+    for k, msg in (("/nonexistent/srv.key", "cannot load private key '/nonexistent/srv.key'"),
+                   (enc, "private key '%s' is encrypted" % enc),
+                   (other_key, "private key '%s' does not match" % other_key)):
+        # cert at line 4 col 13, key at line 5 col 12 (tls_listen's layout)
+        rc, out, path = check_config(ctx, "listen:\n" + tls_listen(port, cert, k) + "app: hello\n")
+        check_eq(rc, 1, "%s: exit status (%r)" % (k, out))
+        check(re.search(r"^%s:5:12: %s" % (re.escape(path), re.escape(msg)), out, re.M),
+              "not at the key's position: %r" % out)
+        check(":4:13:" not in out, "reported at the cert's position too: %r" % out)
