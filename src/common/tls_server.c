@@ -14,8 +14,10 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct tls_server {
     SSL_CTX **ctx; /* one per certificate of the mapping; ctx[0] the default */
@@ -35,6 +37,57 @@ static const char *ssl_error_text(char *out, size_t outlen, const char *fallback
     snprintf(out, outlen, "%s", reason ? reason : fallback);
     ERR_clear_error();
     return out;
+}
+
+/* Why a PEM file did not load, in words an operator can act on: the
+ * system's reason when it cannot be opened, or the missing block when it
+ * holds none of the kind expected (OpenSSL says "system lib", "PEM lib" or
+ * "unsupported" then). 1 with why set, or 0 (the file's content is at
+ * fault: OpenSSL's reason is the better one). */
+static int pem_file_problem(const char *file, const char *kind, const char *const *markers,
+                            char *why, size_t whylen)
+{
+    FILE *f = fopen(file, "re");
+    if (!f) {
+        int e = errno;
+        snprintf(why, whylen, "%s%s", strerror(e),
+                 e == EACCES && geteuid() != 0
+                     ? " (run pagid -t as the user that starts pagid: it reads certificates and "
+                       "keys before it drops privileges)"
+                     : "");
+        return 1;
+    }
+    enum { MAX_PEM = 1 << 20 }; /* more is not a certificate or key file */
+    char *text = malloc(MAX_PEM);
+    size_t got = text ? fread(text, 1, MAX_PEM, f) : 0;
+    fclose(f);
+    int found = !text; /* out of memory: no better reason than OpenSSL's */
+    for (size_t i = 0; text && markers[i] && !found; i++)
+        found = memmem(text, got, markers[i], strlen(markers[i])) != NULL;
+    if (text)
+        OPENSSL_cleanse(text, got);
+    free(text);
+    if (found)
+        return 0;
+    snprintf(why, whylen, "no %s block in %s", kind, file);
+    return 1;
+}
+
+static const char *const cert_markers[] = {"-----BEGIN CERTIFICATE-----",
+                                           "-----BEGIN TRUSTED CERTIFICATE-----",
+                                           "-----BEGIN X509 CERTIFICATE-----", NULL};
+static const char *const key_markers[] = {"PRIVATE KEY-----", NULL};
+
+/* ssl_error_text, unless the file explains it better. */
+static const char *load_error_text(const char *file, const char *kind,
+                                   const char *const *markers, char *out, size_t outlen,
+                                   const char *fallback)
+{
+    if (pem_file_problem(file, kind, markers, out, outlen)) {
+        ERR_clear_error();
+        return out;
+    }
+    return ssl_error_text(out, outlen, fallback);
 }
 
 /* ALPN: HTTP/1.1 is the one protocol spoken; a client that offers only
@@ -75,10 +128,11 @@ static int tls_no_passphrase(char *buf, int size, int rwflag, void *u)
 
 static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_cert *pc, FILE *err)
 {
-    char why[160];
+    char why[256];
     if (SSL_CTX_use_certificate_chain_file(ctx, pc->cert) != 1) {
         config_report(c, pc->pos, err, "cannot load certificate '%s': %s", pc->cert,
-                      ssl_error_text(why, sizeof why, "unreadable"));
+                      load_error_text(pc->cert, "CERTIFICATE", cert_markers, why, sizeof why,
+                                      "unreadable"));
         return -1;
     }
     /* Read here (not by SSL_CTX_use_PrivateKey_file) to tell an unreadable
@@ -96,7 +150,8 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
     }
     if (!pkey) {
         config_report(c, pc->key_pos, err, "cannot load private key '%s': %s", pc->key,
-                      ssl_error_text(why, sizeof why, "unreadable"));
+                      load_error_text(pc->key, "PRIVATE KEY", key_markers, why, sizeof why,
+                                      "unreadable"));
         return -1;
     }
     int rc = 0;
@@ -116,12 +171,13 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
 
 static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagid_tls *t, FILE *err)
 {
-    char why[160];
+    char why[256];
     if (t->client_auth == TLS_CLIENT_NONE)
         return 0;
     if (SSL_CTX_load_verify_locations(ctx, t->client_ca, NULL) != 1) {
         config_report(c, t->client_ca_pos, err, "cannot load client CA '%s': %s", t->client_ca,
-                      ssl_error_text(why, sizeof why, "unreadable"));
+                      load_error_text(t->client_ca, "CERTIFICATE", cert_markers, why, sizeof why,
+                                      "unreadable"));
         return -1;
     }
     STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(t->client_ca);

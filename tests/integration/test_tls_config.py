@@ -815,3 +815,67 @@ def key_errors_point_at_key(ctx):
         check(re.search(r"^%s:5:12: %s" % (re.escape(path), re.escape(msg)), out, re.M),
               "not at the key's position: %r" % out)
         check(":4:13:" not in out, "reported at the cert's position too: %r" % out)
+
+
+@test(timeout=40)
+def file_errors_say_why(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    csr = os.path.join(pki.dir, "srv.csr")
+    port = free_port()
+
+    def run(c, k, extra=""):
+        rc, out, path = check_config(ctx, "listen:\n" + tls_listen(port, c, k, extra) +
+                                     "app: hello\n")
+        check_eq(rc, 1, "exit status (%r)" % out)
+        check("system lib" not in out and "PEM lib" not in out and "unsupported" not in out,
+              "OpenSSL's reason instead of ours: %r" % out)
+        return out
+
+    out = run("/nonexistent/srv.pem", key)
+    check("cannot load certificate '/nonexistent/srv.pem': No such file or directory" in out,
+          "missing certificate: %r" % out)
+    out = run(cert, key, "      client_auth: {ca: /nonexistent/ca.pem, mode: require}\n")
+    check("cannot load client CA '/nonexistent/ca.pem': No such file or directory" in out,
+          "missing CA: %r" % out)
+    if os.path.exists(csr):
+        out = run(csr, key)
+        check("cannot load certificate '%s': no CERTIFICATE block in %s" % (csr, csr) in out,
+              "a CSR as the certificate: %r" % out)
+    out = run(cert, cert)
+    check("cannot load private key '%s': no PRIVATE KEY block in %s" % (cert, cert) in out,
+          "a certificate as the key: %r" % out)
+
+    if os.geteuid() != 0:
+        return
+    # Not root: a root-only key cannot be read by this pagid -t.
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    d = ctx.tmpdir
+    while d not in ("/", "/tmp"):
+        os.chmod(d, os.stat(d).st_mode | 0o711)
+        d = os.path.dirname(d)
+    os.chmod(pki.dir, 0o755)
+    os.chmod(cert, 0o644)
+    os.chown(key, 0, 0)
+    os.chmod(key, 0o600)
+    path = write_config(ctx, "listen:\n" + tls_listen(port, cert, key) + "app: hello\n",
+                        "nobody.yaml")
+    os.chmod(path, 0o644)
+    if not os.access(ctx.pagid, os.X_OK):
+        return
+
+    def as_nobody():
+        os.setgid(nobody.pw_gid)
+        os.setgroups([])
+        os.setuid(nobody.pw_uid)
+
+    p = subprocess.run([ctx.pagid, "-t", "-c", path], stdin=subprocess.DEVNULL,
+                       capture_output=True, cwd="/", timeout=15 * SLOW, preexec_fn=as_nobody)
+    out = (p.stdout + p.stderr).decode("utf-8", "replace")
+    if "cannot load private key" not in out and "Permission denied" in out:
+        raise lib.Skip("nobody cannot read the test directory: %r" % out)
+    check_eq(p.returncode, 1, "exit status as nobody (%r)" % out)
+    check(re.search(r":5:12: cannot load private key '%s': Permission denied \(run pagid -t as "
+                    r"the user that starts pagid" % re.escape(key), out),
+          "unreadable key as nobody: %r" % out)
