@@ -126,6 +126,23 @@ static int tls_no_passphrase(char *buf, int size, int rwflag, void *u)
     return -1;
 }
 
+/* Which certificate of file (1 = the first) pkey belongs to; 0: none. */
+static size_t key_owner(const char *file, EVP_PKEY *pkey)
+{
+    BIO *in = BIO_new_file(file, "r");
+    size_t n = 0, found = 0;
+    X509 *x;
+    while (in && !found && (x = PEM_read_bio_X509(in, NULL, NULL, NULL))) {
+        n++;
+        if (X509_check_private_key(x, pkey) == 1)
+            found = n;
+        X509_free(x);
+    }
+    BIO_free(in);
+    ERR_clear_error();
+    return found;
+}
+
 static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_cert *pc, FILE *err)
 {
     char why[256];
@@ -155,7 +172,15 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
         return -1;
     }
     int rc = 0;
-    if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), pkey) != 1) {
+    int mismatch = X509_check_private_key(SSL_CTX_get0_certificate(ctx), pkey) != 1;
+    size_t which = mismatch ? key_owner(pc->cert, pkey) : 0;
+    if (which > 1) {
+        config_report(c, pc->pos, err,
+                      "the server's certificate must come first in %s; it is certificate %zu "
+                      "(the one private key '%s' belongs to)",
+                      pc->cert, which, pc->key);
+        rc = -1;
+    } else if (mismatch) {
         config_report(c, pc->key_pos, err, "private key '%s' does not match certificate '%s'",
                       pc->key, pc->cert);
         rc = -1;

@@ -100,7 +100,12 @@ static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *e
     ERR_clear_error();
     for (size_t i = 0; i < n; i++)
         check_dates(c, pc, chain[i], i, err, errors, fatal);
-    for (size_t i = 0; i + 1 < n; i++) {
+    /* A later certificate issued by the first: the server's certificate is
+     * not first, which tls_server_new has said in those words. */
+    int leaf_not_first = 0;
+    for (size_t k = 1; k < n && !leaf_not_first; k++)
+        leaf_not_first = X509_check_issued(chain[0], chain[k]) == X509_V_OK;
+    for (size_t i = 0; i + 1 < n && !leaf_not_first; i++) {
         if (X509_check_issued(chain[i + 1], chain[i]) == X509_V_OK)
             continue;
         char who[256], next[256];

@@ -327,8 +327,12 @@ def check_certificate_files(ctx):
 
     rc, out, path = check_config(ctx, cfg(misordered, lkey))
     check_eq(rc, 1, "misordered chain: exit status (%r)" % out)
-    check(re.search(re.escape(path) + r":(4:13|5:12): .*(out of order|does not match)", out),
+    check(re.search(re.escape(path) + r":4:13: the server's certificate must come first in "
+                    r"%s; it is certificate 2" % re.escape(misordered), out),
           "misordered chain message: %r" % out)
+    check("does not match" not in out and "broken" not in out,
+          "misleading messages beside it: %r" % out)
+    check_eq(out.count(path + ":"), 1, "one message: %r" % out)
     # The leaf after its issuer: OpenSSL takes the first as the leaf, so the
     # key does not match it; a leaf, an unrelated certificate, its issuer:
     wrong = cat(ctx, "wrong.pem", lcert, good[0], icert)
