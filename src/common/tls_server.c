@@ -399,7 +399,7 @@ tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *e
     if (t->session_tickets && !(ts->tickets = tls_tickets_new(c, t, err)))
         bad = 1;
     /* Every certificate is tried, so one run names every broken file. */
-    for (size_t i = 0; i < t->n_certs && (ts->tickets || !t->session_tickets); i++) {
+    for (size_t i = 0; i < t->n_certs; i++) {
         SSL_CTX *ctx = tls_ctx_new(c, l, &t->certs[i], ts, err);
         if (!ctx) {
             bad = 1;

@@ -13,6 +13,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -155,8 +156,22 @@ int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err,
 
 int preflight_tls_check(const pagid_config *c, const pagid_listen *l, FILE *err)
 {
-    tls_server *ts = tls_server_new(c, l, err);
-    int errors = ts ? 0 : 1;
+    /* Each message is an error of its own (the count -t prints). */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *msgs = open_memstream(&text, &len);
+    tls_server *ts = tls_server_new(c, l, msgs ? msgs : err);
+    int errors = 0;
+    if (msgs) {
+        fclose(msgs);
+        for (size_t i = 0; i < len; i++)
+            errors += text[i] == '\n';
+        if (len)
+            fwrite(text, 1, len, err);
+        free(text);
+    }
+    if (!ts && !errors)
+        errors = 1;
     tls_server_free(ts);
     return errors + preflight_tls_files(c, l, err, NULL);
 }

@@ -883,3 +883,42 @@ def file_errors_say_why(ctx):
     check(re.search(r":5:12: cannot load private key '%s': Permission denied \(run pagid -t as "
                     r"the user that starts pagid" % re.escape(key), out),
           "unreadable key as nobody: %r" % out)
+
+
+@test(timeout=30)
+def check_reports_every_problem_once(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    _, other_key = pki.issue("other")
+    short = os.path.join(ctx.tmpdir, "short.tkey")
+    with open(short, "wb") as f:
+        f.write(b"x" * 10)
+    port = free_port()
+    # A bad ticket key file, a missing certificate and a mismatched key:
+    # three errors, all reported by one run and counted as three.
+    text = ("listen:\n" + tls_listen(port, cert, key,
+                                     "      session_ticket_key: %s\n"
+                                     "      certificates:\n"
+                                     "        - {cert: /nonexistent/b.pem, key: %s}\n"
+                                     "        - {cert: %s, key: %s}\n"
+                                     % (short, key, cert, other_key)) + "app: hello\n")
+    rc, out, path = check_config(ctx, text)
+    check_eq(rc, 1, "exit status (%r)" % out)
+    check("must be 48 or 80 bytes" in out, "ticket key message: %r" % out)
+    check("/nonexistent/b.pem" in out, "the certificates were not checked: %r" % out)
+    check("does not match" in out, "the mismatched key was not reported: %r" % out)
+    check("is invalid (3 errors)" in out, "error count: %r" % out)
+
+    # An unknown key at tls: level does not hide the others' problems.
+    text = ("listen:\n" + tls_listen(port, cert, key,
+                                     "      protocls: [TLSv1.3]\n"
+                                     "      client_auth: {ca: %s, mdoe: require}\n"
+                                     "      certificates:\n"
+                                     "        - {cert: %s, kye: %s}\n"
+                                     "      session_tickets: maybe\n" % (pki.ca_cert, cert, key))
+            + "app: hello\n")
+    rc, out, path = check_config(ctx, text)
+    check_eq(rc, 1, "exit status (%r)" % out)
+    for what in ("protocls", "mdoe", "kye", "session_tickets"):
+        check(re.search(r"%s:\d+:\d+: .*%s" % (re.escape(path), what), out),
+              "%s not reported: %r" % (what, out))
