@@ -222,9 +222,17 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
 {
     (void)alert;
     const tls_server *ts = arg;
-    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (!name || !*name || ts->n < 2)
+    const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (!sni || !*sni || ts->n < 2)
         return SSL_TLSEXT_ERR_OK;
+    /* A fully qualified name ("a.example.test.") is the same host. */
+    char name[256];
+    size_t len = strlen(sni);
+    if (len >= sizeof name)
+        return SSL_TLSEXT_ERR_OK;
+    memcpy(name, sni, len + 1);
+    if (len > 1 && name[len - 1] == '.')
+        name[len - 1] = '\0';
     static const unsigned flags[] = {X509_CHECK_FLAG_NO_WILDCARDS,
                                      X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS};
     for (size_t pass = 0; pass < 2; pass++) {

@@ -104,7 +104,9 @@ def sni_chooses_certificate(ctx):
              ("b.example.com", "wildcard cert"), ("B.Example.COM", "wildcard cert"),
              ("x.b.example.com", "default cert"),  # a wildcard matches one label only
              ("example.com", "default cert"), ("cn.test", "cn.test"),
-             ("other.test", "default cert"), (None, "default cert")]
+             ("other.test", "default cert"), (None, "default cert"),
+             # a fully qualified name (one trailing dot) is the same host
+             ("a.test.", "exact cert"), ("b.example.com.", "wildcard cert")]
     for name, want in cases:
         s = handshake(pki, port, server_hostname=name)
         try:
