@@ -2,8 +2,9 @@
  * tls_server.c - building a TLS listener's OpenSSL contexts from its `tls:`
  * mapping: modern defaults (TLS 1.2 and 1.3, forward-secret AEAD ciphers,
  * server preference, no renegotiation, no 0-RTT, no compression), ALPN,
- * client certificates, session tickets. One context per certificate, all
- * alike but for it; SNI moves a handshake to the one whose names match.
+ * client certificates, session tickets. One context per set of names (its
+ * certificates, one per key type), all alike but for them; SNI moves a
+ * handshake to the one whose names match.
  */
 #include "tls_server.h"
 
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 struct tls_server {
@@ -333,6 +335,91 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
     return ctx;
 }
 
+/* Certificates with the same names share one context: OpenSSL keeps one
+ * certificate per key type in it (RSA, ECDSA, ...) and serves the one the
+ * client's signature algorithms allow, which SNI, stopping at the first
+ * context whose names match, could not do across contexts. */
+
+/* Calls fn on each DNS name of x (its common name when it has none) until fn
+ * returns 0; returns 0 if fn did, else 1. */
+static int each_name(X509 *x, int (*fn)(const char *s, size_t len, void *arg), void *arg)
+{
+    GENERAL_NAMES *g = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int dns = 0, go = 1;
+    for (int i = 0; g && go && i < sk_GENERAL_NAME_num(g); i++) {
+        const GENERAL_NAME *n = sk_GENERAL_NAME_value(g, i);
+        if (n->type != GEN_DNS)
+            continue;
+        dns = 1;
+        go = fn((const char *)ASN1_STRING_get0_data(n->d.dNSName),
+                (size_t)ASN1_STRING_length(n->d.dNSName), arg);
+    }
+    GENERAL_NAMES_free(g);
+    if (dns || !go)
+        return go;
+    X509_NAME *sub = X509_get_subject_name(x);
+    int i = X509_NAME_get_index_by_NID(sub, NID_commonName, -1);
+    ASN1_STRING *cn = i >= 0 ? X509_NAME_ENTRY_get_data(X509_NAME_get_entry(sub, i)) : NULL;
+    return cn ? fn((const char *)ASN1_STRING_get0_data(cn), (size_t)ASN1_STRING_length(cn), arg)
+              : 1;
+}
+
+typedef struct name_probe {
+    const char *s;
+    size_t len;
+    int found;
+} name_probe;
+
+static int probe_name(const char *s, size_t len, void *arg)
+{
+    name_probe *p = arg;
+    p->found = len == p->len && !strncasecmp(s, p->s, len);
+    return !p->found;
+}
+
+/* fn for each_name: 1 while the name is also one of arg's (an X509). */
+static int name_in(const char *s, size_t len, void *arg)
+{
+    name_probe p = {s, len, 0};
+    each_name(arg, probe_name, &p);
+    return p.found;
+}
+
+static int same_names(X509 *a, X509 *b)
+{
+    return each_name(a, name_in, b) && each_name(b, name_in, a);
+}
+
+static int key_type(X509 *x)
+{
+    EVP_PKEY *k = X509_get0_pubkey(x);
+    return k ? EVP_PKEY_get_base_id(k) : -1;
+}
+
+/* The first certificate of file, or NULL (tls_load_cert reports why). */
+static X509 *read_leaf(const char *file)
+{
+    BIO *in = BIO_new_file(file, "r");
+    X509 *x = in ? PEM_read_bio_X509(in, NULL, NULL, NULL) : NULL;
+    BIO_free(in);
+    ERR_clear_error();
+    return x;
+}
+
+/* Each certificate of ctx in turn (ctx's current one moves). */
+#define FOR_EACH_CERT(ctx)                                                                         \
+    for (int more_ = SSL_CTX_set_current_cert((ctx), SSL_CERT_SET_FIRST) == 1; more_;             \
+         more_ = SSL_CTX_set_current_cert((ctx), SSL_CERT_SET_NEXT) == 1)
+
+/* Whether ctx already has a certificate of key type kt. */
+static int ctx_has_key_type(SSL_CTX *ctx, int kt)
+{
+    int has = 0;
+    FOR_EACH_CERT(ctx)
+    has |= key_type(SSL_CTX_get0_certificate(ctx)) == kt;
+    return has;
+}
+
 /* Hash the contents of file into md (a missing file hashes as its name
  * only: tls_setup_client_auth has already reported it). */
 static void hash_file(EVP_MD_CTX *md, const char *file)
@@ -379,11 +466,14 @@ static int tls_listener_id(const pagid_listen *l, const tls_server *ts,
     if (t->client_auth != TLS_CLIENT_NONE && t->client_ca)
         hash_file(md, t->client_ca);
     for (size_t i = 0; i < ts->n; i++) {
-        hash_x509(md, SSL_CTX_get0_certificate(ts->ctx[i]));
-        STACK_OF(X509) *chain = NULL;
-        if (SSL_CTX_get0_chain_certs(ts->ctx[i], &chain) == 1 && chain)
-            for (int j = 0; j < sk_X509_num(chain); j++)
-                hash_x509(md, sk_X509_value(chain, j));
+        FOR_EACH_CERT(ts->ctx[i])
+        {
+            hash_x509(md, SSL_CTX_get0_certificate(ts->ctx[i]));
+            STACK_OF(X509) *chain = NULL;
+            if (SSL_CTX_get0_chain_certs(ts->ctx[i], &chain) == 1 && chain)
+                for (int j = 0; j < sk_X509_num(chain); j++)
+                    hash_x509(md, sk_X509_value(chain, j));
+        }
     }
     unsigned char full[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
@@ -408,7 +498,27 @@ tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *e
         bad = 1;
     /* Every certificate is tried, so one run names every broken file. */
     for (size_t i = 0; i < t->n_certs; i++) {
-        SSL_CTX *ctx = tls_ctx_new(c, l, &t->certs[i], ts, err);
+        const pagid_tls_cert *pc = &t->certs[i];
+        X509 *leaf = read_leaf(pc->cert);
+        size_t j = 0;
+        while (leaf && j < ts->n && !same_names(leaf, SSL_CTX_get0_certificate(ts->ctx[j])))
+            j++;
+        if (leaf && j < ts->n) {
+            if (ctx_has_key_type(ts->ctx[j], key_type(leaf))) {
+                config_report(c, pc->pos, err,
+                              "certificate '%s' has the same names and key type as an earlier "
+                              "one of this listener: it could never be served (give certificates "
+                              "for the same names different key types, e.g. RSA and ECDSA)",
+                              pc->cert);
+                bad = 1;
+            } else if (tls_load_cert(c, ts->ctx[j], pc, err) < 0) {
+                bad = 1;
+            }
+            X509_free(leaf);
+            continue;
+        }
+        X509_free(leaf);
+        SSL_CTX *ctx = tls_ctx_new(c, l, pc, ts, err);
         if (!ctx) {
             bad = 1;
             continue;

@@ -892,6 +892,7 @@ def check_reports_every_problem_once(ctx):
     pki = TestPKI(ctx)
     cert, key = pki.issue("srv")
     _, other_key = pki.issue("other")
+    third, _ = pki.issue("third", sans=["DNS:third.test"])
     short = os.path.join(ctx.tmpdir, "short.tkey")
     with open(short, "wb") as f:
         f.write(b"x" * 10)
@@ -903,7 +904,7 @@ def check_reports_every_problem_once(ctx):
                                      "      certificates:\n"
                                      "        - {cert: /nonexistent/b.pem, key: %s}\n"
                                      "        - {cert: %s, key: %s}\n"
-                                     % (short, key, cert, other_key)) + "app: hello\n")
+                                     % (short, key, third, other_key)) + "app: hello\n")
     rc, out, path = check_config(ctx, text)
     check_eq(rc, 1, "exit status (%r)" % out)
     check("must be 48 or 80 bytes" in out, "ticket key message: %r" % out)
@@ -924,3 +925,44 @@ def check_reports_every_problem_once(ctx):
     for what in ("protocls", "mdoe", "kye", "session_tickets"):
         check(re.search(r"%s:\d+:\d+: .*%s" % (re.escape(path), what), out),
               "%s not reported: %r" % (what, out))
+
+
+@test(timeout=40)
+def rsa_and_ecdsa_for_the_same_names(ctx):
+    pki = TestPKI(ctx)
+    names = ["DNS:localhost", "DNS:both.test", "IP:127.0.0.1"]
+    ec = pki.issue("ec", cn="ecdsa cert", sans=names)
+    rsa = pki.issue("rsa", cn="rsa cert", sans=names, key_type="rsa")
+    other = pki.issue("other", cn="other cert", sans=["DNS:other.test"])
+    port = free_port()
+    # Twice: as default + SNI entry, and as two SNI entries after another.
+    for dflt, more in ((ec, [rsa, other]), (other, [rsa, ec])):
+        extra = "      certificates:\n" + "".join(
+            "        - {cert: %s, key: %s}\n" % c for c in more)
+        srv, _ = start(ctx, base(port, dflt[0], dflt[1], extra), port)
+        for name in ("both.test", "localhost"):
+            if name == "localhost" and dflt is other:
+                continue
+            for cipher, want in (("ECDHE-ECDSA-AES128-GCM-SHA256", "ecdsa cert"),
+                                 ("ECDHE-RSA-AES128-GCM-SHA256", "rsa cert")):
+                c = pki.client_context()
+                c.maximum_version = ssl.TLSVersion.TLSv1_2
+                c.set_ciphers(cipher)
+                s = handshake(pki, port, server_hostname=name, ctx=c)
+                try:
+                    check_eq(peer_cn(s), want, "SNI %s with %s" % (name, cipher))
+                finally:
+                    s.close()
+        s = handshake(pki, port, server_hostname="other.test")
+        check_eq(peer_cn(s), "other cert", "the other name")
+        s.close()
+        srv.stop()
+
+    # The same names and the same key type: the second could never be served.
+    ec2 = pki.issue("ec2", cn="ecdsa again", sans=names)
+    rc, out, path = check_config(ctx, base(port, ec[0], ec[1],
+                                           "      certificates:\n        - {cert: %s, key: %s}\n"
+                                           % ec2))
+    check_eq(rc, 1, "exit status (%r)" % out)
+    check(re.search(r"%s:7:18: certificate '%s' has the same names and key type"
+                    % (re.escape(path), re.escape(ec2[0])), out), "message: %r" % out)
