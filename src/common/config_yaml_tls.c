@@ -215,6 +215,11 @@ static int tls_protocols_parse(load_ctx *x, const ynode *n, pagid_tls *t)
                    "protocol '%s' is not supported: it is insecure (pagid offers TLSv1.2 and "
                    "TLSv1.3)",
                    printable(v, shown, sizeof shown));
+        } else if (n->type == YAML_SCALAR_NODE && strstr(s, "TLSv1.2") && strstr(s, "TLSv1.3")) {
+            report(x, v,
+                   "'listen.tls.protocols' is one string '%s': write a list, "
+                   "protocols: [TLSv1.2, TLSv1.3]",
+                   printable(v, shown, sizeof shown));
         } else {
             const char *near = config_suggest_among(s, strlen(s), known);
             report(x, v, "unknown protocol '%s' in 'listen.tls.protocols' (%s%s%s)",

@@ -164,6 +164,9 @@ START_TEST(test_tls_errors)
     expect_error(HEAD "      cert: c\n      key: k\n      protocols: [http]\n",
                  "t.yaml:6:19: unknown protocol 'http' in 'listen.tls.protocols' (expected "
                  "TLSv1.2 or TLSv1.3)");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: \"TLSv1.2 TLSv1.3\"\n",
+                 "t.yaml:6:18: 'listen.tls.protocols' is one string 'TLSv1.2 TLSv1.3': write a "
+                 "list, protocols: [TLSv1.2, TLSv1.3]");
     expect_error(HEAD "      cert: c\n      key: k\n      protocols: []\n",
                  "t.yaml:6:18: 'listen.tls.protocols' is empty: name TLSv1.2, TLSv1.3 or both");
     expect_error(HEAD "      cert: c\n      key: k\n      certificates: []\n",
