@@ -145,6 +145,29 @@ static size_t key_owner(const char *file, EVP_PKEY *pkey)
     return found;
 }
 
+/* With TLS 1.2 only, whether some cipher of ctx's list can sign with
+ * leaf's key (RSA or ECDSA; other key types are not judged). */
+static int tls_ciphers_fit(SSL_CTX *ctx, X509 *leaf)
+{
+    if (SSL_CTX_get_min_proto_version(ctx) > TLS1_2_VERSION ||
+        SSL_CTX_get_max_proto_version(ctx) != TLS1_2_VERSION)
+        return 1;
+    int kt = EVP_PKEY_get_base_id(X509_get0_pubkey(leaf));
+    int want = kt == EVP_PKEY_RSA ? NID_auth_rsa : kt == EVP_PKEY_EC ? NID_auth_ecdsa : NID_undef;
+    if (want == NID_undef)
+        return 1;
+    STACK_OF(SSL_CIPHER) *list = SSL_CTX_get_ciphers(ctx);
+    for (int i = 0; list && i < sk_SSL_CIPHER_num(list); i++) {
+        const SSL_CIPHER *ci = sk_SSL_CIPHER_value(list, i);
+        if (SSL_CIPHER_get_kx_nid(ci) == NID_kx_any) /* a TLS 1.3 suite */
+            continue;
+        int auth = SSL_CIPHER_get_auth_nid(ci);
+        if (auth == want || auth == NID_auth_any)
+            return 1;
+    }
+    return 0;
+}
+
 static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_cert *pc, FILE *err)
 {
     char why[256];
@@ -193,6 +216,17 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
     }
     EVP_PKEY_free(pkey);
     ERR_clear_error();
+    if (rc == 0 && !tls_ciphers_fit(ctx, SSL_CTX_get0_certificate(ctx))) {
+        const char *kind =
+            EVP_PKEY_get_base_id(X509_get0_pubkey(SSL_CTX_get0_certificate(ctx))) == EVP_PKEY_RSA
+                ? "RSA"
+                : "ECDSA";
+        config_report(c, pc->pos, err,
+                      "no cipher of the TLS 1.2 list can be used with certificate '%s' (an %s "
+                      "key) and protocols allow only TLS 1.2: add ECDHE-%s-... ciphers",
+                      pc->cert, kind, kind);
+        rc = -1;
+    }
     return rc;
 }
 

@@ -966,3 +966,24 @@ def rsa_and_ecdsa_for_the_same_names(ctx):
     check_eq(rc, 1, "exit status (%r)" % out)
     check(re.search(r"%s:7:18: certificate '%s' has the same names and key type"
                     % (re.escape(path), re.escape(ec2[0])), out), "message: %r" % out)
+
+
+@test(timeout=30)
+def ciphers_that_cannot_serve_the_key(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("rsa", key_type="rsa")
+    port = free_port()
+
+    def cfg(extra):
+        return "listen:\n" + tls_listen(port, cert, key, extra) + "app: hello\n"
+
+    ecdsa_only = "      ciphers: ECDHE-ECDSA-AES128-GCM-SHA256\n"
+    rc, out, path = check_config(ctx, cfg(ecdsa_only + "      protocols: [TLSv1.2]\n"))
+    check_eq(rc, 1, "exit status (%r)" % out)
+    check(re.search(r"%s:4:13: no cipher of the TLS 1.2 list can be used with certificate '%s' "
+                    r"\(an RSA key\)" % (re.escape(path), re.escape(cert)), out),
+          "message: %r" % out)
+    # TLS 1.3 clients can still use it; the default list has RSA ciphers.
+    for extra in (ecdsa_only, "      protocols: [TLSv1.2]\n"):
+        rc, out, path = check_config(ctx, cfg(extra))
+        check_eq(rc, 0, "%r: %r" % (extra, out))
