@@ -229,7 +229,7 @@ int config_tls_add_cert(pagid_tls *t, const char *cert, const char *key, pagid_p
         return -1;
     t->certs = v;
     pagid_tls_cert *e = &v[t->n_certs];
-    *e = (pagid_tls_cert){.cert = strdup(cert), .key = strdup(key), .pos = pos};
+    *e = (pagid_tls_cert){.cert = strdup(cert), .key = strdup(key), .pos = pos, .key_pos = pos};
     if (!e->cert || !e->key) {
         free(e->cert);
         free(e->key);

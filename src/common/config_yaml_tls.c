@@ -30,7 +30,9 @@ static char *tls_string(load_ctx *x, const ynode *n, const char *path)
 }
 
 /* Each key of mapping n must be one of names (NULL-terminated); vals[i]
- * gets the value of names[i]. 0, or -1 after reporting. */
+ * gets the value of names[i]. 0; -1 after reporting a bad key (the known
+ * ones are still filled in, so the caller reports their problems too); -2
+ * after reporting that n is not a mapping. */
 static int tls_keys(load_ctx *x, const ynode *n, const char *what, const char *const *names,
                     const ynode **keys, const ynode **vals)
 {
@@ -41,7 +43,7 @@ static int tls_keys(load_ctx *x, const ynode *n, const char *what, const char *c
         count++;
     if (n->type != YAML_MAPPING_NODE) {
         report(x, n, "'%s' must be a mapping, not %s", what, kind_name(n));
-        return -1;
+        return -2;
     }
     for (size_t p = 0; p < n->len; p++) {
         const ynode *key = key_at(x, n, p), *val = value_at(x, n, p);
@@ -78,8 +80,10 @@ static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 {
     static const char *const names[] = {"ca", "mode", NULL};
     const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
-    if (tls_keys(x, n, "listen.tls.client_auth", names, keys, vals) < 0)
+    int rc = tls_keys(x, n, "listen.tls.client_auth", names, keys, vals);
+    if (rc == -2)
         return -1;
+    int bad = rc < 0;
     t->client_auth = TLS_CLIENT_REQUIRE;
     if (vals[1]) {
         const char *m = scalar(x, vals[1], "listen.tls.client_auth.mode");
@@ -99,16 +103,16 @@ static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
         }
     }
     if (!vals[0]) {
-        if (t->client_auth != TLS_CLIENT_NONE) {
+        if (t->client_auth != TLS_CLIENT_NONE && !bad) {
             report(x, n, "'listen.tls.client_auth' needs a 'ca' file to verify clients against");
             return -1;
         }
-        return 0;
+        return bad ? -1 : 0;
     }
     if (!(t->client_ca = tls_string(x, vals[0], "listen.tls.client_auth.ca")))
         return -1;
     t->client_ca_pos = keep_pos(x, vals[0]);
-    return 0;
+    return bad ? -1 : 0;
 }
 
 /* One {cert, key} pair (n is the mapping, or the tls mapping itself with
@@ -133,6 +137,8 @@ static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const y
         rc = config_tls_add_cert(t, c, k, keep_pos(x, cert));
         if (rc < 0)
             report(x, at, "out of memory");
+        else
+            t->certs[t->n_certs - 1].key_pos = keep_pos(x, key);
     }
     free(c);
     free(k);
@@ -156,9 +162,13 @@ static int tls_certificates_parse(load_ctx *x, const ynode *n, pagid_tls *t)
     for (size_t i = 0; i < n->len; i++) {
         const ynode *item = item_at(x, n, i);
         const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
-        if (tls_keys(x, item, "listen.tls.certificates", names, keys, vals) < 0 ||
-            tls_pair_add(x, item, vals[0], vals[1], "listen.tls.certificates", t) < 0)
+        int rc = tls_keys(x, item, "listen.tls.certificates", names, keys, vals);
+        if (rc < 0)
             bad = 1;
+        /* A typo'd key: its pair's other problems (if any) still show. */
+        if (rc == 0 || (rc == -1 && vals[0] && vals[1]))
+            if (tls_pair_add(x, item, vals[0], vals[1], "listen.tls.certificates", t) < 0)
+                bad = 1;
     }
     return bad ? -1 : 0;
 }
@@ -204,6 +214,11 @@ static int tls_protocols_parse(load_ctx *x, const ynode *n, pagid_tls *t)
             report(x, v,
                    "protocol '%s' is not supported: it is insecure (pagid offers TLSv1.2 and "
                    "TLSv1.3)",
+                   printable(v, shown, sizeof shown));
+        } else if (n->type == YAML_SCALAR_NODE && strstr(s, "TLSv1.2") && strstr(s, "TLSv1.3")) {
+            report(x, v,
+                   "'listen.tls.protocols' is one string '%s': write a list, "
+                   "protocols: [TLSv1.2, TLSv1.3]",
                    printable(v, shown, sizeof shown));
         } else {
             const char *near = config_suggest_among(s, strlen(s), known);
@@ -283,11 +298,17 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
     };
     const ynode *keys[K_COUNT] = {NULL}, *vals[K_COUNT] = {NULL};
     *out = NULL;
-    if (tls_keys(x, n, "listen.tls", names, keys, vals) < 0)
+    /* After a bad key, the known ones are still parsed: one run reports
+     * every problem of the mapping. */
+    int rc = tls_keys(x, n, "listen.tls", names, keys, vals);
+    if (rc == -2)
         return -1;
+    int bad = rc < 0;
     if (!vals[K_CERT] && !vals[K_KEY] && !vals[K_CERTS]) {
-        report(x, n, "'listen.tls' needs both 'cert' and 'key' (PEM files), or 'certificates'");
-        return -1;
+        if (!bad) /* else the typo'd key said it (e.g. 'crt') */
+            report(x, n,
+                   "'listen.tls' needs both 'cert' and 'key' (PEM files), or 'certificates'");
+        bad = 1;
     }
     pagid_tls *t = config_tls_new();
     if (!t) {
@@ -295,7 +316,6 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         return -1;
     }
     t->pos = keep_pos(x, n);
-    int bad = 0;
     /* The default certificate first: cert/key, else the first of certificates. */
     if ((vals[K_CERT] || vals[K_KEY]) &&
         tls_pair_add(x, n, vals[K_CERT], vals[K_KEY], "listen.tls", t) < 0)

@@ -35,7 +35,9 @@ void tls_server_free(tls_server *ts);
 /** The OpenSSL context new connections are made from (the default
  * certificate's; SNI may move a handshake to another of ts's). */
 struct ssl_ctx_st *tls_server_ssl_ctx(const tls_server *ts);
-/** How many certificates ts serves (the mapping's, in its order). */
+/** How many SNI contexts ts has: one per set of names (certificates for
+ * the same names, with different key types, share one), in the mapping's
+ * order. */
 size_t tls_server_cert_count(const tls_server *ts);
 struct x509_st;
 /** Certificate i's leaf (owned by ts), for pagid -t's checks. */

@@ -35,6 +35,9 @@ struct tls_tickets {
     size_t n;
     int derived;     /* keys follow the clock (2 of them) */
     long long epoch; /* derived: the hour keys[0] belongs to */
+    /* derived: the listener's identity, in the HKDF info, so one
+     * listener's tickets do not even decrypt on another */
+    unsigned char id[TLS_TICKET_ID_LEN];
 };
 
 /* The master's secret for derived keys: made once, inherited by fork. */
@@ -42,11 +45,12 @@ static unsigned char secret[32];
 static int have_secret;
 static int ex_index = -1;
 
-static int derive(long long epoch, ticket_key *k)
+static int derive(const tls_tickets *tk, long long epoch, ticket_key *k)
 {
-    unsigned char out[80], info[8 + 20] = "pagid ticket key";
+    unsigned char out[80], info[20 + 8 + TLS_TICKET_ID_LEN] = "pagid ticket key";
     for (int i = 0; i < 8; i++)
         info[20 + i] = (unsigned char)((unsigned long long)epoch >> (56 - 8 * i));
+    memcpy(info + 28, tk->id, sizeof tk->id);
     EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
     EVP_KDF_CTX *kctx = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
     EVP_KDF_free(kdf);
@@ -79,7 +83,7 @@ static int refresh(tls_tickets *tk)
     if (!tk->derived || now == tk->epoch)
         return 0;
     ticket_key cur, prev;
-    if (derive(now, &cur) < 0 || derive(now - 1, &prev) < 0)
+    if (derive(tk, now, &cur) < 0 || derive(tk, now - 1, &prev) < 0)
         return -1;
     tk->keys[0] = cur;
     tk->keys[1] = prev;
@@ -207,6 +211,15 @@ tls_tickets *tls_tickets_new(const pagid_config *c, const pagid_tls *t, FILE *er
         return NULL;
     }
     return tk;
+}
+
+int tls_tickets_bind(tls_tickets *tk, const unsigned char id[TLS_TICKET_ID_LEN])
+{
+    if (!tk->derived)
+        return 0;
+    memcpy(tk->id, id, sizeof tk->id);
+    tk->epoch = -1;
+    return refresh(tk);
 }
 
 int tls_tickets_attach(tls_tickets *tk, struct ssl_ctx_st *ctx)

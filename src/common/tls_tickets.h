@@ -20,6 +20,16 @@ struct ssl_ctx_st;
  * then. Files are read into this structure only (never copied elsewhere).
  */
 tls_tickets *tls_tickets_new(const pagid_config *c, const pagid_tls *t, FILE *err);
+/** Bytes of a listener identity (SSL_MAX_SID_CTX_LENGTH). */
+#define TLS_TICKET_ID_LEN 32
+/**
+ * Name the listener tk belongs to (its session ID context): derived keys
+ * then depend on it, so a ticket made on one listener (or on the same one
+ * before its certificates or client CAs changed) is not even decrypted on
+ * another. Keys from files are the operator's and stay as they are (the
+ * session ID context still refuses such a ticket). 0 or -1.
+ */
+int tls_tickets_bind(tls_tickets *tk, const unsigned char id[TLS_TICKET_ID_LEN]);
 /** Let ctx encrypt and decrypt its tickets with tk (tk outlives ctx). 0 or -1. */
 int tls_tickets_attach(tls_tickets *tk, struct ssl_ctx_st *ctx);
 /** Wipe and free; NULL is fine. */

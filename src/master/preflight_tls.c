@@ -13,6 +13,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -61,7 +62,7 @@ static const char *time_text(const ASN1_TIME *t, char *out, size_t outlen)
 }
 
 static void check_dates(const pagid_config *c, const pagid_tls_cert *pc, X509 *x, size_t idx,
-                        FILE *err, int *errors)
+                        FILE *err, int *errors, int *fatal)
 {
     char who[256], when[64], which[32];
     subject_text(x, who, sizeof who);
@@ -70,11 +71,13 @@ static void check_dates(const pagid_config *c, const pagid_tls_cert *pc, X509 *x
     if (X509_cmp_current_time(nb) > 0) {
         say(c, pc->pos, err, errors, 1, "%s %s (%s) is not valid before %s", which, pc->cert, who,
             time_text(nb, when, sizeof when));
+        *fatal += idx == 0;
         return;
     }
     if (X509_cmp_current_time(na) < 0) {
         say(c, pc->pos, err, errors, 1, "%s %s (%s) expired on %s", which, pc->cert, who,
             time_text(na, when, sizeof when));
+        *fatal += idx == 0;
         return;
     }
     int days = 0, secs = 0;
@@ -84,7 +87,8 @@ static void check_dates(const pagid_config *c, const pagid_tls_cert *pc, X509 *x
 }
 
 /* The file as a chain: leaf first, each certificate issued by the next. */
-static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *err, int *errors)
+static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *err, int *errors,
+                        int *fatal)
 {
     FILE *f = fopen(pc->cert, "re");
     if (!f)
@@ -96,8 +100,13 @@ static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *e
     fclose(f);
     ERR_clear_error();
     for (size_t i = 0; i < n; i++)
-        check_dates(c, pc, chain[i], i, err, errors);
-    for (size_t i = 0; i + 1 < n; i++) {
+        check_dates(c, pc, chain[i], i, err, errors, fatal);
+    /* A later certificate issued by the first: the server's certificate is
+     * not first, which tls_server_new has said in those words. */
+    int leaf_not_first = 0;
+    for (size_t k = 1; k < n && !leaf_not_first; k++)
+        leaf_not_first = X509_check_issued(chain[0], chain[k]) == X509_V_OK;
+    for (size_t i = 0; i + 1 < n && !leaf_not_first; i++) {
         if (X509_check_issued(chain[i + 1], chain[i]) == X509_V_OK)
             continue;
         char who[256], next[256];
@@ -128,25 +137,41 @@ static void check_key_mode(const pagid_config *c, const pagid_tls_cert *pc, FILE
 {
     struct stat st;
     if (stat(pc->key, &st) == 0 && (st.st_mode & S_IROTH))
-        say(c, pc->pos, err, errors, 0,
+        say(c, pc->key_pos, err, errors, 0,
             "private key %s is readable by every user (mode 0%03o): chmod o-r it", pc->key,
             (unsigned)(st.st_mode & 0777));
 }
 
-int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err)
+int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err, int *fatal)
 {
-    int errors = 0;
+    int errors = 0, leaf = 0;
     for (size_t i = 0; i < l->tls->n_certs; i++) {
-        check_chain(c, &l->tls->certs[i], err, &errors);
+        check_chain(c, &l->tls->certs[i], err, &errors, &leaf);
         check_key_mode(c, &l->tls->certs[i], err, &errors);
     }
+    if (fatal)
+        *fatal += leaf;
     return errors;
 }
 
 int preflight_tls_check(const pagid_config *c, const pagid_listen *l, FILE *err)
 {
-    tls_server *ts = tls_server_new(c, l, err);
-    int errors = ts ? 0 : 1;
+    /* Each message is an error of its own (the count -t prints). */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *msgs = open_memstream(&text, &len);
+    tls_server *ts = tls_server_new(c, l, msgs ? msgs : err);
+    int errors = 0;
+    if (msgs) {
+        fclose(msgs);
+        for (size_t i = 0; i < len; i++)
+            errors += text[i] == '\n';
+        if (len)
+            fwrite(text, 1, len, err);
+        free(text);
+    }
+    if (!ts && !errors)
+        errors = 1;
     tls_server_free(ts);
-    return errors + preflight_tls_files(c, l, err);
+    return errors + preflight_tls_files(c, l, err, NULL);
 }

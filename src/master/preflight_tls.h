@@ -21,10 +21,12 @@ int preflight_tls_check(const pagid_config *c, const pagid_listen *l, FILE *err)
 
 /**
  * Only the look at the files (chain order, dates, key modes), not the
- * build: what the start and every reload also log, as warnings, once the
- * contexts are built (a certificate about to expire is worth a line in the
- * log each time it is loaded). Returns the number of errors.
+ * build: what the start and every reload also run once the contexts are
+ * built (a certificate about to expire is worth a line in the log each time
+ * it is loaded). Returns the number of errors; *fatal (if not NULL) grows by
+ * those that must stop a start or reload: a server certificate (leaf)
+ * expired or not yet valid, which no client accepts.
  */
-int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err);
+int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err, int *fatal);
 
 #endif

@@ -104,7 +104,9 @@ def sni_chooses_certificate(ctx):
              ("b.example.com", "wildcard cert"), ("B.Example.COM", "wildcard cert"),
              ("x.b.example.com", "default cert"),  # a wildcard matches one label only
              ("example.com", "default cert"), ("cn.test", "cn.test"),
-             ("other.test", "default cert"), (None, "default cert")]
+             ("other.test", "default cert"), (None, "default cert"),
+             # a fully qualified name (one trailing dot) is the same host
+             ("a.test.", "exact cert"), ("b.example.com.", "wildcard cert")]
     for name, want in cases:
         s = handshake(pki, port, server_hostname=name)
         try:
@@ -304,7 +306,7 @@ def check_certificate_files(ctx):
 
     rc, out, path = check_config(ctx, cfg(good[0], other[1]))
     check_eq(rc, 1, "mismatched key: exit status")
-    check(re.search(re.escape(path) + r":4:13: private key '%s' does not match certificate '%s'"
+    check(re.search(re.escape(path) + r":5:12: private key '%s' does not match certificate '%s'"
                     % (re.escape(other[1]), re.escape(good[0])), out), "mismatch message: %r" % out)
 
     rc, out, path = check_config(ctx, cfg(*expired))
@@ -327,8 +329,12 @@ def check_certificate_files(ctx):
 
     rc, out, path = check_config(ctx, cfg(misordered, lkey))
     check_eq(rc, 1, "misordered chain: exit status (%r)" % out)
-    check(re.search(re.escape(path) + r":4:13: .*(out of order|does not match)", out),
+    check(re.search(re.escape(path) + r":4:13: the server's certificate must come first in "
+                    r"%s; it is certificate 2" % re.escape(misordered), out),
           "misordered chain message: %r" % out)
+    check("does not match" not in out and "broken" not in out,
+          "misleading messages beside it: %r" % out)
+    check_eq(out.count(path + ":"), 1, "one message: %r" % out)
     # The leaf after its issuer: OpenSSL takes the first as the leaf, so the
     # key does not match it; a leaf, an unrelated certificate, its issuer:
     wrong = cat(ctx, "wrong.pem", lcert, good[0], icert)
@@ -346,7 +352,7 @@ def check_certificate_files(ctx):
     os.chmod(good[1], 0o644)
     rc, out, path = check_config(ctx, cfg(*good))
     check_eq(rc, 0, "a world-readable key is a warning: %r" % out)
-    check(re.search(re.escape(path) + r":4:13: warning: private key .* readable by every user",
+    check(re.search(re.escape(path) + r":5:12: warning: private key .* readable by every user",
                     out), "key mode warning: %r" % out)
 
 
@@ -422,9 +428,11 @@ def reload_picks_up_renewed_certificate(ctx):
     check(loop.ok > 10, "too few requests in the loop: %d" % loop.ok)
     check_eq(loop.failed, 0, "failed requests across the reload (%s)" % loop.errors[:3])
     renewed = served_serial(pki, port)
-    # Ticket keys outlive a generation: a session from before the reload resumes.
+    # A session is bound to the certificates it was made with: after the
+    # renewal the client gets a full handshake (and sees the new one).
     status, s = https_get(pki, port, ctx=client, session=saved)
-    check_eq((status, s.session_reused), (200, True), "a session of generation 1 resumed")
+    check_eq((status, s.session_reused), (200, False), "a session of the old certificate")
+    check_eq(s.getpeercert()["serialNumber"], renewed, "certificate of the new handshake")
     s.close()
 
     # A broken certificate: the reload fails where the listen entry says,
@@ -458,7 +466,7 @@ def broken_certificate_at_start_names_the_entry(ctx):
         check(srv.wait_exit(10), "pagid started with a key that does not match")
         err = srv.stderr()
         check_eq(srv.returncode, 3, "exit status (%r)" % err)
-        check(re.search(r"^%s:4:13: private key .* does not match" % re.escape(path), err, re.M),
+        check(re.search(r"^%s:5:12: private key .* does not match" % re.escape(path), err, re.M),
               "no FILE:LINE:COLUMN line at the start of the message: %r" % err)
 
 
@@ -670,3 +678,312 @@ def dump_config_shows_tls(ctx):
     check_eq(rc2, 0, "the dump loads: %r" % out2)
     strip = lambda t: [ln for ln in t.splitlines() if not ln.startswith(("#", "pagid:"))]
     check_eq(strip(out2), strip(out), "the dump of the dump")
+
+
+# ---------------------------------------------------------------------------
+# Session resumption never skips a listener's client certificate checks
+# ---------------------------------------------------------------------------
+
+
+def try_resume(pki, port, client, saved):
+    """A GET offering saved; (status or the TLS error's class name, reused)."""
+    try:
+        status, s = https_get(pki, port, ctx=client, session=saved)
+    except (ssl.SSLError, OSError) as e:
+        return type(e).__name__, False
+    reused = s.session_reused
+    s.close()
+    return status, reused
+
+
+def client_for(pki, version, cert=None, key=None):
+    c = pki.client_context(cert, key)
+    c.maximum_version = c.minimum_version = version
+    return c
+
+
+def reload_ok(srv):
+    """SIGHUP and wait until the new generation serves."""
+    n = len(re.findall(r"generation \d+ ready", srv.stderr()))
+    srv.signal(signal.SIGHUP)
+    check(wait_for(lambda: len(re.findall(r"generation \d+ ready", srv.stderr())) > n, 15),
+          "the reload never became ready: %r" % srv.stderr()[-600:])
+    time.sleep(0.3)
+
+
+@test(timeout=90)
+def resumption_respects_client_auth(ctx):
+    pki = TestPKI(ctx)
+    other = TestPKI(ctx, name="other", ca_name="untrusted CA")
+    cert, key = pki.issue("srv")
+    ccert, ckey = pki.issue("client", client=True)
+    bad_cert, bad_key = other.issue("stranger", client=True)
+    ca = os.path.join(ctx.tmpdir, "clients-ca.pem")
+    shutil.copy(pki.ca_cert, ca)
+    open_port, opt_port, req_port = free_port(), free_port(), free_port()
+    text = ("listen:\n" + tls_listen(open_port, cert, key) +
+            tls_listen(opt_port, cert, key, "      client_auth: {ca: %s, mode: optional}\n" % ca) +
+            tls_listen(req_port, cert, key, "      client_auth: {ca: %s, mode: require}\n" % ca) +
+            "app: hello\nworkers: 1\n")
+    srv, _ = start(ctx, text, req_port)
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        # 1. A session of a listener without client_auth, offered to `require`.
+        anon = client_for(pki, version)
+        status, s = https_get(pki, open_port, ctx=anon)
+        check_eq(status, 200, "%s: no client_auth listener" % version)
+        saved = s.session
+        s.close()
+        status, reused = try_resume(pki, open_port, anon, saved)
+        check_eq((status, reused), (200, True), "%s: resumes where it was made" % version)
+        status, reused = try_resume(pki, req_port, anon, saved)
+        check(status != 200 and not reused,
+              "%s: a session without a certificate got into `require`: %r" % (version, status))
+
+        # 2. A session with an untrusted certificate on `optional`, offered to `require`.
+        stranger = client_for(pki, version, bad_cert, bad_key)
+        status, s = https_get(pki, opt_port, ctx=stranger)
+        check_eq(status, 200, "%s: optional keeps an unverified client" % version)
+        saved = s.session
+        s.close()
+        status, reused = try_resume(pki, req_port, stranger, saved)
+        check(status != 200 and not reused,
+              "%s: an unverified session got into `require`: %r" % (version, status))
+
+    # 3. The client CA changes: sessions verified by the old one are gone.
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        shutil.copy(pki.ca_cert, ca)
+        reload_ok(srv)
+        trusted = client_for(pki, version, ccert, ckey)
+        status, s = https_get(pki, req_port, ctx=trusted)
+        check_eq(status, 200, "%s: trusted client on `require`" % version)
+        saved = s.session
+        s.close()
+        # An unchanged listener across a reload: the session still resumes.
+        reload_ok(srv)
+        check_eq(try_resume(pki, req_port, trusted, saved), (200, True),
+                 "%s: resumption across a reload that changed nothing" % version)
+        shutil.copy(other.ca_cert, ca)
+        reload_ok(srv)
+        status, reused = try_resume(pki, req_port, trusted, saved)
+        check(status != 200 and not reused,
+              "%s: a session of the replaced CA resumed: %r" % (version, status))
+
+
+@test(timeout=60)
+def invalid_dates_stop_start_and_reload(ctx):
+    pki = TestPKI(ctx)
+    good = pki.issue("good")
+    expired = pki.issue("expired", start_offset_days=-40, days=10)
+    future = pki.issue("future", start_offset_days=3, days=30)
+    port = free_port()
+    for (cert, key), what in ((expired, r"expired on \d{4}-"), (future, "is not valid before")):
+        path = write_config(ctx, base(port, cert, key), "dates-%d.yaml" % len(ctx.servers))
+        srv = lib.Server(ctx, ["-c", path], port, name="pagid%d" % len(ctx.servers))
+        ctx.servers.append(srv)
+        check(srv.wait_exit(10), "pagid started with a certificate %s" % what)
+        err = srv.stderr()
+        check_eq(srv.returncode, 3, "exit status (%r)" % err)
+        check(re.search(r"%s:4:13: certificate .* %s" % (re.escape(path), what), err),
+              "no FILE:LINE:COLUMN message: %r" % err)
+
+    cert = os.path.join(ctx.tmpdir, "live.pem")
+    key = os.path.join(ctx.tmpdir, "live.key")
+    shutil.copy(good[0], cert)
+    shutil.copy(good[1], key)
+    srv, path = start(ctx, base(port, cert, key), port)
+    first = served_serial(pki, port)
+    for bad in (expired, future):
+        shutil.copy(bad[0], cert)
+        shutil.copy(bad[1], key)
+        n = srv.stderr().count("reload failed")
+        srv.signal(signal.SIGHUP)
+        check(wait_for(lambda: srv.stderr().count("reload failed") > n, 10),
+              "a reload with an invalid certificate did not fail: %r" % srv.stderr()[-600:])
+        check(re.search(r"error: %s:4:13: certificate .*live\.pem" % re.escape(path),
+                        srv.stderr()), "no FILE:LINE:COLUMN in the log: %r" % srv.stderr()[-600:])
+        check_eq(served_serial(pki, port), first, "the old generation keeps serving")
+
+
+@test(timeout=30)
+def key_errors_point_at_key(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    _, other_key = pki.issue("other")
+    enc = os.path.join(pki.dir, "enc.key")
+    pki._openssl("pkey", "-in", key, "-out", enc, "-aes256", "-passout", "pass:secret")
+    port = free_port()
+    for k, msg in (("/nonexistent/srv.key", "cannot load private key '/nonexistent/srv.key'"),
+                   (enc, "private key '%s' is encrypted" % enc),
+                   (other_key, "private key '%s' does not match" % other_key)):
+        # cert at line 4 col 13, key at line 5 col 12 (tls_listen's layout)
+        rc, out, path = check_config(ctx, "listen:\n" + tls_listen(port, cert, k) + "app: hello\n")
+        check_eq(rc, 1, "%s: exit status (%r)" % (k, out))
+        check(re.search(r"^%s:5:12: %s" % (re.escape(path), re.escape(msg)), out, re.M),
+              "not at the key's position: %r" % out)
+        check(":4:13:" not in out, "reported at the cert's position too: %r" % out)
+
+
+@test(timeout=40)
+def file_errors_say_why(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    csr = os.path.join(pki.dir, "srv.csr")
+    port = free_port()
+
+    def run(c, k, extra=""):
+        rc, out, path = check_config(ctx, "listen:\n" + tls_listen(port, c, k, extra) +
+                                     "app: hello\n")
+        check_eq(rc, 1, "exit status (%r)" % out)
+        check("system lib" not in out and "PEM lib" not in out and "unsupported" not in out,
+              "OpenSSL's reason instead of ours: %r" % out)
+        return out
+
+    out = run("/nonexistent/srv.pem", key)
+    check("cannot load certificate '/nonexistent/srv.pem': No such file or directory" in out,
+          "missing certificate: %r" % out)
+    out = run(cert, key, "      client_auth: {ca: /nonexistent/ca.pem, mode: require}\n")
+    check("cannot load client CA '/nonexistent/ca.pem': No such file or directory" in out,
+          "missing CA: %r" % out)
+    if os.path.exists(csr):
+        out = run(csr, key)
+        check("cannot load certificate '%s': no CERTIFICATE block in %s" % (csr, csr) in out,
+              "a CSR as the certificate: %r" % out)
+    out = run(cert, cert)
+    check("cannot load private key '%s': no PRIVATE KEY block in %s" % (cert, cert) in out,
+          "a certificate as the key: %r" % out)
+
+    if os.geteuid() != 0:
+        return
+    # Not root: a root-only key cannot be read by this pagid -t.
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    d = ctx.tmpdir
+    while d not in ("/", "/tmp"):
+        os.chmod(d, os.stat(d).st_mode | 0o711)
+        d = os.path.dirname(d)
+    os.chmod(pki.dir, 0o755)
+    os.chmod(cert, 0o644)
+    os.chown(key, 0, 0)
+    os.chmod(key, 0o600)
+    path = write_config(ctx, "listen:\n" + tls_listen(port, cert, key) + "app: hello\n",
+                        "nobody.yaml")
+    os.chmod(path, 0o644)
+    if not os.access(ctx.pagid, os.X_OK):
+        return
+
+    def as_nobody():
+        os.setgid(nobody.pw_gid)
+        os.setgroups([])
+        os.setuid(nobody.pw_uid)
+
+    p = subprocess.run([ctx.pagid, "-t", "-c", path], stdin=subprocess.DEVNULL,
+                       capture_output=True, cwd="/", timeout=15 * SLOW, preexec_fn=as_nobody)
+    out = (p.stdout + p.stderr).decode("utf-8", "replace")
+    if "cannot load private key" not in out and "Permission denied" in out:
+        raise lib.Skip("nobody cannot read the test directory: %r" % out)
+    check_eq(p.returncode, 1, "exit status as nobody (%r)" % out)
+    check(re.search(r":5:12: cannot load private key '%s': Permission denied \(run pagid -t as "
+                    r"the user that starts pagid" % re.escape(key), out),
+          "unreadable key as nobody: %r" % out)
+
+
+@test(timeout=30)
+def check_reports_every_problem_once(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    _, other_key = pki.issue("other")
+    third, _ = pki.issue("third", sans=["DNS:third.test"])
+    short = os.path.join(ctx.tmpdir, "short.tkey")
+    with open(short, "wb") as f:
+        f.write(b"x" * 10)
+    port = free_port()
+    # A bad ticket key file, a missing certificate and a mismatched key:
+    # three errors, all reported by one run and counted as three.
+    text = ("listen:\n" + tls_listen(port, cert, key,
+                                     "      session_ticket_key: %s\n"
+                                     "      certificates:\n"
+                                     "        - {cert: /nonexistent/b.pem, key: %s}\n"
+                                     "        - {cert: %s, key: %s}\n"
+                                     % (short, key, third, other_key)) + "app: hello\n")
+    rc, out, path = check_config(ctx, text)
+    check_eq(rc, 1, "exit status (%r)" % out)
+    check("must be 48 or 80 bytes" in out, "ticket key message: %r" % out)
+    check("/nonexistent/b.pem" in out, "the certificates were not checked: %r" % out)
+    check("does not match" in out, "the mismatched key was not reported: %r" % out)
+    check("is invalid (3 errors)" in out, "error count: %r" % out)
+
+    # An unknown key at tls: level does not hide the others' problems.
+    text = ("listen:\n" + tls_listen(port, cert, key,
+                                     "      protocls: [TLSv1.3]\n"
+                                     "      client_auth: {ca: %s, mdoe: require}\n"
+                                     "      certificates:\n"
+                                     "        - {cert: %s, kye: %s}\n"
+                                     "      session_tickets: maybe\n" % (pki.ca_cert, cert, key))
+            + "app: hello\n")
+    rc, out, path = check_config(ctx, text)
+    check_eq(rc, 1, "exit status (%r)" % out)
+    for what in ("protocls", "mdoe", "kye", "session_tickets"):
+        check(re.search(r"%s:\d+:\d+: .*%s" % (re.escape(path), what), out),
+              "%s not reported: %r" % (what, out))
+
+
+@test(timeout=40)
+def rsa_and_ecdsa_for_the_same_names(ctx):
+    pki = TestPKI(ctx)
+    names = ["DNS:localhost", "DNS:both.test", "IP:127.0.0.1"]
+    ec = pki.issue("ec", cn="ecdsa cert", sans=names)
+    rsa = pki.issue("rsa", cn="rsa cert", sans=names, key_type="rsa")
+    other = pki.issue("other", cn="other cert", sans=["DNS:other.test"])
+    port = free_port()
+    # Twice: as default + SNI entry, and as two SNI entries after another.
+    for dflt, more in ((ec, [rsa, other]), (other, [rsa, ec])):
+        extra = "      certificates:\n" + "".join(
+            "        - {cert: %s, key: %s}\n" % c for c in more)
+        srv, _ = start(ctx, base(port, dflt[0], dflt[1], extra), port)
+        for name in ("both.test", "localhost"):
+            if name == "localhost" and dflt is other:
+                continue
+            for cipher, want in (("ECDHE-ECDSA-AES128-GCM-SHA256", "ecdsa cert"),
+                                 ("ECDHE-RSA-AES128-GCM-SHA256", "rsa cert")):
+                c = pki.client_context()
+                c.maximum_version = ssl.TLSVersion.TLSv1_2
+                c.set_ciphers(cipher)
+                s = handshake(pki, port, server_hostname=name, ctx=c)
+                try:
+                    check_eq(peer_cn(s), want, "SNI %s with %s" % (name, cipher))
+                finally:
+                    s.close()
+        s = handshake(pki, port, server_hostname="other.test")
+        check_eq(peer_cn(s), "other cert", "the other name")
+        s.close()
+        srv.stop()
+
+    # The same names and the same key type: the second could never be served.
+    ec2 = pki.issue("ec2", cn="ecdsa again", sans=names)
+    rc, out, path = check_config(ctx, base(port, ec[0], ec[1],
+                                           "      certificates:\n        - {cert: %s, key: %s}\n"
+                                           % ec2))
+    check_eq(rc, 1, "exit status (%r)" % out)
+    check(re.search(r"%s:7:18: certificate '%s' has the same names and key type"
+                    % (re.escape(path), re.escape(ec2[0])), out), "message: %r" % out)
+
+
+@test(timeout=30)
+def ciphers_that_cannot_serve_the_key(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("rsa", key_type="rsa")
+    port = free_port()
+
+    def cfg(extra):
+        return "listen:\n" + tls_listen(port, cert, key, extra) + "app: hello\n"
+
+    ecdsa_only = "      ciphers: ECDHE-ECDSA-AES128-GCM-SHA256\n"
+    rc, out, path = check_config(ctx, cfg(ecdsa_only + "      protocols: [TLSv1.2]\n"))
+    check_eq(rc, 1, "exit status (%r)" % out)
+    check(re.search(r"%s:4:13: no cipher of the TLS 1.2 list can be used with certificate '%s' "
+                    r"\(an RSA key\)" % (re.escape(path), re.escape(cert)), out),
+          "message: %r" % out)
+    # TLS 1.3 clients can still use it; the default list has RSA ciphers.
+    for extra in (ecdsa_only, "      protocols: [TLSv1.2]\n"):
+        rc, out, path = check_config(ctx, cfg(extra))
+        check_eq(rc, 0, "%r: %r" % (extra, out))

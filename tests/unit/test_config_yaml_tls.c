@@ -58,6 +58,8 @@ START_TEST(test_tls_minimal_defaults)
     ck_assert_str_eq(t->certs[0].key, "k.pem");
     ck_assert_uint_eq(t->certs[0].pos.line, 4);
     ck_assert_uint_eq(t->certs[0].pos.col, 13);
+    ck_assert_uint_eq(t->certs[0].key_pos.line, 5);
+    ck_assert_uint_eq(t->certs[0].key_pos.col, 12);
     ck_assert_ptr_null(t->protocols);
     ck_assert_ptr_null(t->ciphers);
     ck_assert_ptr_null(t->ciphersuites);
@@ -89,6 +91,9 @@ START_TEST(test_tls_full)
     ck_assert_str_eq(t->certs[1].key, "a.key");
     ck_assert_str_eq(t->certs[2].cert, "w.pem");
     ck_assert_uint_eq(t->certs[2].pos.line, 8);
+    ck_assert_uint_eq(t->certs[2].key_pos.line, 9);
+    ck_assert_uint_eq(t->certs[2].key_pos.col, 16);
+    ck_assert_uint_eq(t->certs[1].key_pos.line, 7);
     ck_assert_str_eq(t->protocols, "TLSv1.2 TLSv1.3");
     ck_assert_str_eq(t->ciphers, "ECDHE-RSA-AES128-GCM-SHA256");
     ck_assert_str_eq(t->ciphersuites, "TLS_AES_128_GCM_SHA256");
@@ -159,6 +164,9 @@ START_TEST(test_tls_errors)
     expect_error(HEAD "      cert: c\n      key: k\n      protocols: [http]\n",
                  "t.yaml:6:19: unknown protocol 'http' in 'listen.tls.protocols' (expected "
                  "TLSv1.2 or TLSv1.3)");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: \"TLSv1.2 TLSv1.3\"\n",
+                 "t.yaml:6:18: 'listen.tls.protocols' is one string 'TLSv1.2 TLSv1.3': write a "
+                 "list, protocols: [TLSv1.2, TLSv1.3]");
     expect_error(HEAD "      cert: c\n      key: k\n      protocols: []\n",
                  "t.yaml:6:18: 'listen.tls.protocols' is empty: name TLSv1.2, TLSv1.3 or both");
     expect_error(HEAD "      cert: c\n      key: k\n      certificates: []\n",
