@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import os
 import re
+import select
 import signal
 import socket
 import ssl
@@ -508,6 +509,38 @@ def drain_with_tls_connections(ctx):
     stalled.close()
 
 
+def _duplex(sock, payload, done, timeout, nap_every=0):
+    """Send payload while reading what comes back, in one thread over the
+    now non-blocking socket (an OpenSSL session must not be read and written
+    from two threads at once), until done(received) or EOF. Returns
+    (received, eof). nap_every: pause 10 ms every that many reads, to be a
+    slow reader."""
+    sock.setblocking(False)
+    view, got, eof, reads = memoryview(payload), bytearray(), False, 0
+    deadline = time.monotonic() + timeout
+    try:
+        while not eof and not done(got) and time.monotonic() < deadline:
+            if view:
+                try:
+                    view = view[sock.send(view[:16384]):]
+                except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+                    pass
+                except OSError:
+                    view = view[:0]  # the server may stop reading once it answered
+            try:
+                d = sock.recv(65536)
+                got += d
+                eof = not d
+                reads += 1
+                if nap_every and reads % nap_every == 0:
+                    time.sleep(0.01)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                select.select([sock], [sock] if view else [], [], 0.05)
+    finally:
+        sock.setblocking(True)
+    return bytes(got), eof
+
+
 @test(timeout=30)
 def error_response_lingers(ctx):
     """A body over max_body_size on TLS: the 413 arrives whole while the
@@ -516,21 +549,8 @@ def error_response_lingers(ctx):
     t = TLSServer(ctx, extra="limits:\n  max_body_size: 1k\n")
     c = t.conn()
     c.send(b"POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: 400000\r\n\r\n")
-    sent = threading.Event()
-
-    def pour():
-        try:
-            for _ in range(20):
-                c.sock.sendall(b"x" * 20000)
-        except OSError:
-            pass
-        sent.set()
-
-    th = threading.Thread(target=pour)
-    th.start()
-    r = c.read_response()
-    check_eq(r.status, 413, "status")
-    th.join(10 * SLOW)
+    got, eof = _duplex(c.sock, b"x" * 400000, lambda g: b"\r\n\r\n" in g, 10 * SLOW)
+    check(got.startswith(b"HTTP/1.1 413 "), "no 413 before %s: %r" % ("EOF" if eof else "the deadline", got[:80]))
     c.close()
 
 
@@ -640,23 +660,14 @@ def slow_reader_gets_every_byte(ctx):
         s.connect(("127.0.0.1", t.port))
         s = t.client.wrap_socket(s, server_hostname="localhost")
         s.sendall(head)
-        if path == "/echo":
-            th = threading.Thread(target=s.sendall, args=(body,))
-            th.start()
-        data, sips = b"", 0
-        while b"\r\n\r\n" not in data:
-            data += s.recv(4096)
-        hd, _, rest = data.partition(b"\r\n\r\n")
-        got = bytearray(rest)
-        while len(got) < len(want):
-            d = s.recv(4096)
-            check(d, "%s: closed after %d of %d bytes" % (path, len(got), len(want)))
-            got += d
-            sips += 1
-            if sips % 64 == 0:
-                time.sleep(0.01)
-        if path == "/echo":
-            th.join(10 * SLOW)
+
+        def whole(g):
+            hd, sep, rest = g.partition(b"\r\n\r\n")
+            return sep and len(rest) >= len(want)
+
+        data, eof = _duplex(s, body if path == "/echo" else b"", whole, 20 * SLOW, nap_every=64)
+        hd, _, got = data.partition(b"\r\n\r\n")
+        check(not eof or whole(data), "%s: closed after %d of %d bytes" % (path, len(got), len(want)))
         check(hd.split(b"\r\n")[0] in (b"HTTP/1.1 200 OK", b"HTTP/1.1 206 Partial Content"),
               "%s: %r" % (path, hd[:60]))
         check_eq(len(got), len(want), "%s length" % path)
