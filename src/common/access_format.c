@@ -76,6 +76,8 @@ static int braced_kind(char letter, const char *arg, size_t len, af_kind *kind)
             *kind = AF_TLS_VERSION;
         else if (ARG_IS("tls_cipher") || ARG_IS("SSL_CIPHER"))
             *kind = AF_TLS_CIPHER;
+        else if (ARG_IS("tls_session_reused"))
+            *kind = AF_TLS_REUSED;
         else
             return -1;
         return 0;
@@ -138,7 +140,8 @@ static int compile_custom(access_format *f, const char *spec, const char **msg, 
             p++;
             if (!*p || braced_kind(*p, arg, arglen, &kind) < 0) {
                 *msg = "invalid %{...} atom (expected %{name}i, %{name}o, %{iso}t, %{msec}t, "
-                       "%{ms}T, %{us}T, %{s}T, %{tls_version}x or %{tls_cipher}x)";
+                       "%{ms}T, %{us}T, %{s}T, %{tls_version}x, %{tls_cipher}x or "
+                       "%{tls_session_reused}x)";
                 *err_off = (size_t)(start - spec);
                 return -1;
             }
@@ -419,6 +422,9 @@ static void render_atom(out *o, const af_atom *a, const access_record *r)
     case AF_TLS_CIPHER:
         puts_(o, r->tls_cipher ? r->tls_cipher : "-");
         break;
+    case AF_TLS_REUSED: /* nginx's $ssl_session_reused letters */
+        puts_(o, !r->tls_version ? "-" : r->tls_reused ? "r" : ".");
+        break;
     }
 }
 
@@ -456,6 +462,8 @@ static void render_json(out *o, const access_record *r)
     json_str(o, "protocol", r->protocol, r->protocol ? strlen(r->protocol) : 0, 0);
     json_str(o, "tls_version", r->tls_version, r->tls_version ? strlen(r->tls_version) : 0, 0);
     json_str(o, "tls_cipher", r->tls_cipher, r->tls_cipher ? strlen(r->tls_cipher) : 0, 0);
+    if (r->tls_version)
+        putf(o, ",\"tls_session_reused\":%s", r->tls_reused ? "true" : "false");
     putf(o, ",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f", r->status,
          (unsigned long long)r->bytes, r->duration * 1e3);
     json_header(o, "referer", r, "referer");

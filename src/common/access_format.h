@@ -34,6 +34,7 @@ typedef enum af_kind {
     AF_TYPE,        /* %y: scope type: http, websocket, sse */
     AF_TLS_VERSION, /* %{tls_version}x: TLSv1.3, "-" on cleartext */
     AF_TLS_CIPHER,  /* %{tls_cipher}x: the cipher's OpenSSL name, "-" on cleartext */
+    AF_TLS_REUSED,  /* %{tls_session_reused}x: "r" resumed, "." full handshake, "-" cleartext */
 } af_kind;
 
 typedef struct af_atom {
@@ -74,6 +75,7 @@ typedef struct access_record {
     const char *reason; /* NULL: completed */
     const char *type;   /* "http", "websocket", "sse" */
     const char *tls_version, *tls_cipher; /* NULL on a cleartext connection */
+    int tls_reused; /* the handshake resumed a session */
     int pid;
     /* Request header by lower-case name; 1 found (value/len set) or 0. */
     int (*req_header)(void *ud, const char *name, const char **value, size_t *len);

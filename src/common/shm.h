@@ -48,6 +48,7 @@ typedef struct shm_worker {
     _Atomic uint64_t access_log_dropped; /* lines the access log could not write */
     /* TLS listeners: handshakes by outcome, and connections open on them. */
     _Atomic uint64_t tls_handshakes[SHM_TLS__COUNT];
+    _Atomic uint64_t tls_resumed; /* of the ok ones, those that resumed a session */
     _Atomic int64_t tls_open;
 } shm_worker;
 

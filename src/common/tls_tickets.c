@@ -103,7 +103,7 @@ static int set_mac_key(EVP_MAC_CTX *hctx, const ticket_key *k)
     return EVP_MAC_CTX_set_params(hctx, params) == 1 ? 0 : -1;
 }
 
-/* OpenSSL's contract: 1 = done (or decrypted with the current key), 2 =
+/* OpenSSL's contract: 1 = done (or decrypted, no new ticket needed), 2 =
  * decrypted but issue a new ticket, 0 = unknown key (full handshake),
  * -1 = error. */
 static int ticket_cb(SSL *s, unsigned char key_name[16], unsigned char iv[EVP_MAX_IV_LENGTH],
@@ -129,7 +129,11 @@ static int ticket_cb(SSL *s, unsigned char key_name[16], unsigned char iv[EVP_MA
             continue;
         if (set_mac_key(hctx, k) < 0 || EVP_DecryptInit_ex(cctx, k->cipher, NULL, k->aes, iv) != 1)
             return -1;
-        return i == 0 ? 1 : 2;
+        /* TLS 1.3 clients use a ticket once (RFC 8446 C.4; OpenSSL's
+         * client marks a resumed session spent): without a fresh ticket
+         * after each resumption, every other connection is a full
+         * handshake. TLS 1.2 renews only what an old key sealed. */
+        return i == 0 && SSL_version(s) != TLS1_3_VERSION ? 1 : 2;
     }
     return 0;
 }

@@ -253,6 +253,7 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
     if (c->tls) {
         r.tls_version = tls_conn_version(c->tls);
         r.tls_cipher = tls_conn_cipher(c->tls);
+        r.tls_reused = tls_conn_session_reused(c->tls);
     }
     if (al->fmt.needs & (AF_NEED_TIME_CLF | AF_NEED_TIME_ISO)) {
         time_strings(al, start);

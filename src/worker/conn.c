@@ -324,6 +324,8 @@ static void conn_tls_step(conn *c)
     switch (st) {
     case TLS_STEP_DONE:
         conn_count_handshake(c, SHM_TLS_OK);
+        if (c->w->stats && tls_conn_session_reused(c->tls))
+            shm_add(&c->w->stats->tls_resumed, 1);
         conn_set_state(c, CONN_WAIT_REQUEST);
         /* A request that came with the client's Finished may have been read
          * ahead with it: then the socket will not say so. If nothing is

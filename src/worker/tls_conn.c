@@ -222,6 +222,11 @@ const char *tls_conn_version(const tls_conn *t)
     return SSL_get_version(t->ssl);
 }
 
+int tls_conn_session_reused(const tls_conn *t)
+{
+    return SSL_session_reused(t->ssl) == 1;
+}
+
 const char *tls_conn_cipher(const tls_conn *t)
 {
     const char *c = SSL_get_cipher_name(t->ssl);

@@ -560,6 +560,12 @@ def resumption_across_workers(ctx, extra, tail=""):
                     pids.add(json.loads(line)["pid"])
     check_eq(len(pids), 2, "workers that served the resumed connections")
     check_eq(reused, tries, "resumed handshakes with one saved session")
+    # The access log says which handshakes resumed: all but the first.
+    want = [False] + [True] * tries
+    check(wait_for(lambda: len(open(alog).readlines()) == len(want), 5), "access log lines")
+    with open(alog) as f:
+        check_eq([json.loads(line)["tls_session_reused"] for line in f], want,
+                 "tls_session_reused in the access log")
     return reused
 
 

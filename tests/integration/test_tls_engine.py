@@ -479,6 +479,33 @@ def access_log_tls_atoms(ctx):
                               "/clear - -"]), "access log lines")
 
 
+@test(timeout=40)
+def resumed_handshakes_counted(ctx):
+    """pagid_tls_sessions_resumed_total counts the handshakes that resumed a
+    ticket's session: one full handshake, then three resumed ones, each with
+    the session the previous connection left, then a full one again (no
+    session offered). TLS 1.3 tickets are single-use (OpenSSL's client, like
+    wrk's and browsers', will not offer a resumed session again), so every
+    resumed handshake must bring a fresh ticket: a new session id."""
+    t = TLSServer(ctx)
+    session = None
+    for i, offer in enumerate((False, True, True, True, False)):
+        s = socket.create_connection(("127.0.0.1", t.port), timeout=10 * SLOW)
+        s = t.client.wrap_socket(s, server_hostname="localhost",
+                                 session=session if offer else None)
+        s.sendall(b"GET /r%d HTTP/1.1\r\nHost: t\r\n\r\n" % i)
+        check(read_response(s).startswith(b"HTTP/1.1 200"), "request %d" % i)
+        check_eq(s.version(), "TLSv1.3", "request %d protocol" % i)
+        check_eq(s.session_reused, offer, "request %d resumed" % i)
+        check(s.session is not None and s.session.has_ticket, "request %d: no ticket" % i)
+        if offer:
+            check(s.session.id != session.id, "request %d: resumed without a new ticket" % i)
+        session = s.session
+        s.close()
+    check(wait_for(lambda: t.handshakes("ok") == 5, 5), "ok handshakes: %r" % t.handshakes("ok"))
+    check_eq(t.metrics().get("pagid_tls_sessions_resumed_total"), 3.0, "resumed handshakes")
+
+
 @test(timeout=60)
 def drain_with_tls_connections(ctx):
     """SIGTERM with an idle keep-alive TLS connection and one stalled in its

@@ -150,11 +150,14 @@ END_TEST
 START_TEST(test_tls_atoms)
 {
     access_record r = sample();
-    expect("%{tls_version}x %{tls_cipher}x %H", &r, "- - HTTP/1.1");
+    expect("%{tls_version}x %{tls_cipher}x %{tls_session_reused}x %H", &r, "- - - HTTP/1.1");
     r.tls_version = "TLSv1.2";
     r.tls_cipher = "ECDHE-ECDSA-AES128-GCM-SHA256";
     expect("%{tls_version}x %{tls_cipher}x", &r, "TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256");
     expect("%{SSL_PROTOCOL}x/%{SSL_CIPHER}x", &r, "TLSv1.2/ECDHE-ECDSA-AES128-GCM-SHA256");
+    expect("%{tls_session_reused}x", &r, ".");
+    r.tls_reused = 1;
+    expect("%{tls_session_reused}x", &r, "r");
 }
 END_TEST
 
@@ -179,7 +182,8 @@ START_TEST(test_json)
            "{\"time\":\"2000-10-10T13:55:36.123+00:00\",\"client\":null,\"type\":\"http\","
            "\"method\":null,\"path\":null,\"query\":null,\"protocol\":null,"
            "\"tls_version\":\"TLSv1.3\",\"tls_cipher\":\"TLS_AES_128_GCM_SHA256\","
-           "\"status\":413,\"bytes\":15,\"duration_ms\":12.500,\"referer\":null,"
+           "\"tls_session_reused\":false,\"status\":413,\"bytes\":15,\"duration_ms\":12.500,"
+           "\"referer\":null,"
            "\"user_agent\":null,\"reason\":\"body_too_large\",\"pid\":42}");
 }
 END_TEST

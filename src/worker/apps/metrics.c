@@ -25,6 +25,7 @@ static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", 
 typedef struct totals {
     uint64_t requests[6], bytes_in, bytes_out, disconnects[SHM_R__COUNT], log_dropped;
     uint64_t tls_handshakes[SHM_TLS__COUNT];
+    uint64_t tls_resumed;
     int64_t open_connections, open_scopes[SHM_SCOPE__COUNT], tls_open;
     unsigned workers_up, workers_ready;
 } totals;
@@ -48,6 +49,7 @@ static void sum(totals *t, const shm_region *r)
             t->disconnects[k] += LOAD(&w->disconnects[k]);
         for (int k = 0; k < SHM_TLS__COUNT; k++)
             t->tls_handshakes[k] += LOAD(&w->tls_handshakes[k]);
+        t->tls_resumed += LOAD(&w->tls_resumed);
         if (pid == 0)
             continue; /* exited: its gauges are stale */
         t->workers_up++;
@@ -106,6 +108,9 @@ int metrics_render(buf *o, const shm_region *r)
     for (int k = 0; k < SHM_TLS__COUNT; k++)
         buf_printf(o, "pagid_tls_handshakes_total{result=\"%s\"} %llu\n", tls_words[k],
                    (unsigned long long)t.tls_handshakes[k]);
+    head(o, "pagid_tls_sessions_resumed_total", "counter",
+         "Of the ok handshakes, those that resumed a session (by ticket) instead of a full one.");
+    buf_printf(o, "pagid_tls_sessions_resumed_total %llu\n", (unsigned long long)t.tls_resumed);
     head(o, "pagid_worker_restarts_total", "counter", "Crashed workers replaced by the master.");
     buf_printf(o, "pagid_worker_restarts_total %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->worker_restarts));
