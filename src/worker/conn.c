@@ -342,6 +342,23 @@ static void conn_tls_step(conn *c)
         log_debug("TLS handshake with %s: %s", conn_peer_host(c), tls_conn_failure(c->tls));
         conn_close(c, reason_client_closed);
         break;
+    case TLS_STEP_PLAIN_HTTP:
+        conn_count_handshake(c, SHM_TLS_FAILED);
+        log_debug("TLS handshake with %s: %s", conn_peer_host(c), tls_conn_failure(c->tls));
+        if (!c->proto->on_plain_http) {
+            conn_close(c, reason_protocol_error);
+            break;
+        }
+        /* Like nginx, say so in clear (a 400) rather than just hang up: the
+         * TLS session goes, the connection is a cleartext one until it ends. */
+        tls_conn_free(c->tls);
+        c->tls = NULL;
+        c->tls_want_write = 0;
+        conn_update_write_watch(c);
+        if (c->w->stats)
+            atomic_fetch_sub_explicit(&c->w->stats->tls_open, 1, memory_order_relaxed);
+        c->proto->on_plain_http(c);
+        break;
     case TLS_STEP_FAILED:
         conn_count_handshake(c, SHM_TLS_FAILED);
         log_debug("TLS handshake with %s failed: %s", conn_peer_host(c),

@@ -255,6 +255,14 @@ static void h1_parse_failed(conn *c)
     conn_close_after_write(c);
 }
 
+void h1_conn_plain_http(conn *c)
+{
+    if (c->w->alog)
+        access_log_request(c->w->alog, c, NULL, 0, 400, 0, NULL);
+    h1_queue_error(c, 400, "plain HTTP request sent to an HTTPS port");
+    conn_close_after_write(c);
+}
+
 void h1_conn_header_timeout(conn *c)
 {
     if (c->w->alog)
@@ -419,6 +427,7 @@ const conn_proto h1_proto = {
     .waiting_for_input = h1_conn_waiting_for_body,
     .on_close = h1_conn_on_close,
     .on_header_timeout = h1_conn_header_timeout,
+    .on_plain_http = h1_conn_plain_http,
     .peer_may_send = h1_conn_peer_may_send,
     .init = h1_conn_init,
     .release = h1_conn_free,

@@ -91,9 +91,15 @@ tls_step tls_conn_handshake(tls_conn *t)
     case SSL_ERROR_ZERO_RETURN:
         snprintf(t->failure, sizeof t->failure, "connection closed during the handshake");
         return TLS_STEP_EOF;
-    default:
+    default: {
+        /* OpenSSL knows an HTTP request line from a ClientHello (and sends
+         * no alert for it): the caller may answer in the client's language. */
+        int reason = ERR_GET_REASON(ERR_peek_last_error());
         tls_note_failure(t);
-        return TLS_STEP_FAILED;
+        return reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST
+                   ? TLS_STEP_PLAIN_HTTP
+                   : TLS_STEP_FAILED;
+    }
     }
 }
 

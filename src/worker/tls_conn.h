@@ -20,7 +20,8 @@ typedef enum tls_step {
     TLS_STEP_WANT_READ,  /* wait until the socket is readable */
     TLS_STEP_WANT_WRITE, /* wait until the socket is writable */
     TLS_STEP_EOF,        /* the peer closed or reset the connection */
-    TLS_STEP_FAILED      /* a TLS error (bad record, no shared cipher, a rejected certificate) */
+    TLS_STEP_FAILED,     /* a TLS error (bad record, no shared cipher, a rejected certificate) */
+    TLS_STEP_PLAIN_HTTP  /* the first bytes were a cleartext HTTP request: nothing was sent */
 } tls_step;
 
 /** A TLS session on fd (not owned) from ts; NULL when out of memory. */

@@ -388,8 +388,8 @@ static void raw(run *r, unsigned mode)
         if (r->p == r->end && (mode & 2))
             shutdown(r->sp[1], SHUT_WR);
         tls_step st = tls_conn_handshake(r->sv);
-        CHECK(st >= TLS_STEP_DONE && st <= TLS_STEP_FAILED);
-        if (st == TLS_STEP_FAILED || st == TLS_STEP_EOF)
+        CHECK(st >= TLS_STEP_DONE && st <= TLS_STEP_PLAIN_HTTP);
+        if (st == TLS_STEP_FAILED || st == TLS_STEP_EOF || st == TLS_STEP_PLAIN_HTTP)
             CHECK(tls_conn_failure(r->sv)[0] != '\0');
         if (st == TLS_STEP_DONE) {
             unsigned char b[4096];

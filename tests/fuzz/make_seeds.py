@@ -259,6 +259,7 @@ T = {
                                     + rec(21, b"\x01\x00"),
     "raw-clienthello-split-16": b"\x10" + ch12 + rec(22, b"\x14\x00\x00\x0c" + b"\x00" * 12),
     "raw-alert": b"\x00" + rec(21, b"\x02\x28"),
+    "raw-plain-connect": b"\x04CONNECT a:443 HTTP/1.1\r\n\r\n",
     "raw-heartbeat": b"\x00" + rec(24, b"\x01\x40\x00" + b"A" * 16),
     "raw-oversized-record": b"\x00" + b"\x16\x03\x01\xff\xff" + b"\x01" * 64,
     "raw-sslv2-hello": b"\x00" + b"\x80\x2e\x01\x00\x02\x00\x15\x00\x00\x00\x10" + b"\x00\x00\x2f" * 7
