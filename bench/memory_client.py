@@ -13,12 +13,16 @@ Modes:
   slowloris  a request head padded to ~30 KB, never finished
   ws         a WebSocket after one echoed message
   wsdeflate  the same with permessage-deflate offered
+
+With --tls CAFILE every connection is TLS (verified against CAFILE, SNI
+localhost), the handshake done before the mode's state is reached.
 """
 import argparse
 import base64
 import os
 import resource
 import socket
+import ssl
 import sys
 import time
 
@@ -61,6 +65,8 @@ def ws_frame(payload):
 
 def open_one(host, port, mode, args):
     s = socket.create_connection((host, port), timeout=10)
+    if args.tls_context:
+        s = args.tls_context.wrap_socket(s, server_hostname="localhost")
     hostline = f"Host: {host}:{port}\r\n"
     if mode == "fresh":
         pass
@@ -104,7 +110,7 @@ def check_streams(socks):
     """Every stream was answered 200 (peeked: the bytes stay unread)."""
     for s in socks:
         s.settimeout(30)
-        got = s.recv(16, socket.MSG_PEEK)
+        got = s.recv(16) if isinstance(s, ssl.SSLSocket) else s.recv(16, socket.MSG_PEEK)
         if not got.startswith(b"HTTP/1.1 200"):
             raise ConnectionError("stream refused: %r" % got)
 
@@ -131,7 +137,11 @@ def main():
     ap.add_argument("--sse-path", default="/")
     ap.add_argument("--ws-path", default="/")
     ap.add_argument("--slowloris-bytes", type=int, default=30000)
+    ap.add_argument("--tls", metavar="CAFILE", help="connect over TLS, trusting CAFILE")
+    ap.add_argument("--verbose", action="store_true",
+                    help="also print the RSS before and after (bytes) on stderr")
     args = ap.parse_args()
+    args.tls_context = ssl.create_default_context(cafile=args.tls) if args.tls else None
     if not raise_nofile(args.count):
         print("n/a (open-file limit)")
         return 1
@@ -149,6 +159,8 @@ def main():
     except (OSError, ValueError) as e:
         print(f"n/a ({e})")
         return 1
+    if args.verbose:
+        print("rss before %d after %d" % (before, after), file=sys.stderr)
     print((after - before) // args.count)
     for s in held:
         s.close()

@@ -32,13 +32,14 @@ extern "C" {
  * ABI version, major.minor (see "Versioning" in pagi(3)). A minor adds
  * functions, event types or fields carved out of the reserved space at the
  * end of pagi_event and pagi_app, never changing a struct's size or the
- * meaning of a zero field; anything else takes a new major. The server loads
+ * meaning of a zero field (pagi_tls_info, which the server fills, grows the
+ * same way); anything else takes a new major. The server loads
  * a module of its own major whose minor is at most its own, and refuses any
  * other, naming both versions. pagi_app.abi_version stores PAGI_ABI_VERSION.
  */
 #define PAGI_ABI(major, minor) (((major) << 16) | (minor))
 #define PAGI_ABI_MAJOR 2
-/* 2.3: publish/subscribe (issue 14); 2.2 is TLS's pagi_scope_tls, merged separately. */
+/* 2.2: the tls extension (pagi_scope_tls); 2.3: publish/subscribe. */
 #define PAGI_ABI_MINOR 3
 #define PAGI_ABI_VERSION PAGI_ABI(PAGI_ABI_MAJOR, PAGI_ABI_MINOR)
 /** The parts of a PAGI_ABI() value (ABI 1 stored a bare 1: major 0 here). */
@@ -208,7 +209,7 @@ const char *pagi_scope_server(const pagi_scope *s, int *port);
 /** WebSocket subprotocols offered by the client, in order. */
 size_t pagi_scope_subprotocol_count(const pagi_scope *s);
 pagi_str pagi_scope_subprotocol(const pagi_scope *s, size_t i);
-/** 1 if the server advertises that extension ("websocket.http.response"). */
+/** 1 if the server advertises that extension on s ("websocket.http.response", "tls"). */
 int pagi_scope_has_extension(const pagi_scope *s, const char *name);
 /** For lifespan scopes: worker number (1..N) and whether it runs under a master. */
 int pagi_scope_worker_num(const pagi_scope *s, int *is_worker);
@@ -488,6 +489,37 @@ typedef struct pagi_app {
  */
 #define PAGI_APP_INIT(name, create, handle, destroy) \
     {PAGI_ABI_VERSION, (name), (create), (handle), (destroy), {0}}
+
+/* ------------------------------------------------------------------ */
+/* TLS: the PAGI tls extension (ABI 2.2)                               */
+/* ------------------------------------------------------------------ */
+
+/**
+ * What the TLS connection under a scope negotiated (the spec's Tls.pod).
+ * Strings are NUL-terminated; NULL stands for the spec's undef, 0 for an
+ * unknown number. Filled by the server: a later minor gives the reserved
+ * words a meaning (zero = "not set"), never changes the size.
+ */
+typedef struct pagi_tls_info {
+    const char *server_cert;              /* PEM of the certificate the server sent */
+    const char *const *client_cert_chain; /* PEMs the client sent, leaf first */
+    size_t client_cert_count;             /* 0 when the client sent none */
+    const char *client_cert_name;         /* RFC 4514 subject DN of the leaf; NULL: none */
+    const char *client_cert_error;        /* why the client's certificate did not verify
+                                           * (client_auth optional); NULL: verified, or none */
+    int tls_version;                      /* 0x0303 TLS 1.2, 0x0304 TLS 1.3; 0: unknown */
+    int cipher_suite;                     /* IANA number, 0x1301 TLS_AES_128_GCM_SHA256 */
+    const void *reserved[8];              /* zero in this minor */
+} pagi_tls_info;
+
+/**
+ * The tls extension of an http, websocket or sse scope on a TLS connection;
+ * NULL on a cleartext one (and for lifespan), exactly when
+ * pagi_scope_has_extension(s, "tls") is 0 (or, on TLS, when out of memory).
+ * Made on the first call for the connection and shared by its scopes; valid
+ * as long as the scope is, also after the client left. New in 2.2.
+ */
+const pagi_tls_info *pagi_scope_tls(const pagi_scope *s);
 
 /* ------------------------------------------------------------------ */
 /* Versions (ABI 2.1)                                                  */

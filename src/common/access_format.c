@@ -71,6 +71,16 @@ static int braced_kind(char letter, const char *arg, size_t len, af_kind *kind)
         else
             return -1;
         return 0;
+    case 'x': /* the connection's TLS facts; mod_ssl's names work too */
+        if (ARG_IS("tls_version") || ARG_IS("SSL_PROTOCOL"))
+            *kind = AF_TLS_VERSION;
+        else if (ARG_IS("tls_cipher") || ARG_IS("SSL_CIPHER"))
+            *kind = AF_TLS_CIPHER;
+        else if (ARG_IS("tls_session_reused"))
+            *kind = AF_TLS_REUSED;
+        else
+            return -1;
+        return 0;
     default:
         return -1;
     }
@@ -130,7 +140,8 @@ static int compile_custom(access_format *f, const char *spec, const char **msg, 
             p++;
             if (!*p || braced_kind(*p, arg, arglen, &kind) < 0) {
                 *msg = "invalid %{...} atom (expected %{name}i, %{name}o, %{iso}t, %{msec}t, "
-                       "%{ms}T, %{us}T or %{s}T)";
+                       "%{ms}T, %{us}T, %{s}T, %{tls_version}x, %{tls_cipher}x or "
+                       "%{tls_session_reused}x)";
                 *err_off = (size_t)(start - spec);
                 return -1;
             }
@@ -405,6 +416,15 @@ static void render_atom(out *o, const af_atom *a, const access_record *r)
     case AF_TYPE:
         puts_(o, r->type ? r->type : "http");
         break;
+    case AF_TLS_VERSION:
+        puts_(o, r->tls_version ? r->tls_version : "-");
+        break;
+    case AF_TLS_CIPHER:
+        puts_(o, r->tls_cipher ? r->tls_cipher : "-");
+        break;
+    case AF_TLS_REUSED: /* nginx's $ssl_session_reused letters */
+        puts_(o, !r->tls_version ? "-" : r->tls_reused ? "r" : ".");
+        break;
     }
 }
 
@@ -440,6 +460,10 @@ static void render_json(out *o, const access_record *r)
     json_str(o, "path", r->method ? r->path : NULL, r->path_len, 0);
     json_str(o, "query", r->method ? r->query : NULL, r->query_len, 0);
     json_str(o, "protocol", r->protocol, r->protocol ? strlen(r->protocol) : 0, 0);
+    json_str(o, "tls_version", r->tls_version, r->tls_version ? strlen(r->tls_version) : 0, 0);
+    json_str(o, "tls_cipher", r->tls_cipher, r->tls_cipher ? strlen(r->tls_cipher) : 0, 0);
+    if (r->tls_version)
+        putf(o, ",\"tls_session_reused\":%s", r->tls_reused ? "true" : "false");
     putf(o, ",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f", r->status,
          (unsigned long long)r->bytes, r->duration * 1e3);
     json_header(o, "referer", r, "referer");

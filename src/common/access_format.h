@@ -32,6 +32,9 @@ typedef enum af_kind {
     AF_PID,         /* %P */
     AF_REASON,      /* %X: how the exchange ended: "-" or the disconnect reason */
     AF_TYPE,        /* %y: scope type: http, websocket, sse */
+    AF_TLS_VERSION, /* %{tls_version}x: TLSv1.3, "-" on cleartext */
+    AF_TLS_CIPHER,  /* %{tls_cipher}x: the cipher's OpenSSL name, "-" on cleartext */
+    AF_TLS_REUSED,  /* %{tls_session_reused}x: "r" resumed, "." full handshake, "-" cleartext */
 } af_kind;
 
 typedef struct af_atom {
@@ -71,6 +74,8 @@ typedef struct access_record {
     uint64_t bytes;
     const char *reason; /* NULL: completed */
     const char *type;   /* "http", "websocket", "sse" */
+    const char *tls_version, *tls_cipher; /* NULL on a cleartext connection */
+    int tls_reused; /* the handshake resumed a session */
     int pid;
     /* Request header by lower-case name; 1 found (value/len set) or 0. */
     int (*req_header)(void *ud, const char *name, const char **value, size_t *len);

@@ -229,7 +229,7 @@ int config_tls_add_cert(pagid_tls *t, const char *cert, const char *key, pagid_p
         return -1;
     t->certs = v;
     pagid_tls_cert *e = &v[t->n_certs];
-    *e = (pagid_tls_cert){.cert = strdup(cert), .key = strdup(key), .pos = pos};
+    *e = (pagid_tls_cert){.cert = strdup(cert), .key = strdup(key), .pos = pos, .key_pos = pos};
     if (!e->cert || !e->key) {
         free(e->cert);
         free(e->key);
@@ -675,6 +675,21 @@ void config_report(const pagid_config *c, pagid_pos pos, FILE *err, const char *
     vfprintf(err, fmt, ap);
     va_end(ap);
     fputc('\n', err);
+}
+
+int config_msg_has_pos(const char *msg)
+{
+    const char *p = msg + strcspn(msg, ": \n");
+    if (p == msg)
+        return 0;
+    for (int field = 0; field < 2; field++) {
+        if (*p != ':' || !isdigit((unsigned char)p[1]))
+            return 0;
+        p++;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    return p[0] == ':' && p[1] == ' ';
 }
 
 int config_finalize(pagid_config *c, FILE *err)

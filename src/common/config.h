@@ -28,7 +28,8 @@ typedef struct pagid_pos {
  * leaf in cert). Read by the master, as root, when the listeners open. */
 typedef struct pagid_tls_cert {
     char *cert, *key;
-    pagid_pos pos; /* the entry in the file */
+    pagid_pos pos;     /* the entry's cert value in the file */
+    pagid_pos key_pos; /* its key value: where key problems are reported */
 } pagid_tls_cert;
 
 typedef enum tls_client_auth { TLS_CLIENT_NONE, TLS_CLIENT_OPTIONAL, TLS_CLIENT_REQUIRE } tls_client_auth;
@@ -47,6 +48,9 @@ typedef struct pagid_tls {
     char **ticket_keys;  /* session_ticket_key files, the first encrypts; NULL: generated */
     size_t n_ticket_keys;
     pagid_pos pos; /* the `tls` key of the listen entry */
+    /* Where the values that files and OpenSSL judge later were written
+     * (zero when not set): messages point at them. */
+    pagid_pos protocols_pos, ciphers_pos, ciphersuites_pos, client_ca_pos, ticket_keys_pos;
 } pagid_tls;
 
 typedef struct pagid_listen {
@@ -217,6 +221,9 @@ int config_preload_wanted(const pagid_config *c);
  * rules across keys (`group` needs `user`); 0 or -1 after printing why.
  */
 int config_finalize(pagid_config *c, FILE *err);
+/** 1 when msg starts as config_report's lines do, with "FILE:LINE:COLUMN: "
+ * (so nobody glues a "pagid: " before it). */
+int config_msg_has_pos(const char *msg);
 
 /**
  * Print one problem about a value of c: "FILE:LINE:COLUMN: message" when

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "tls_server.h"
+
 typedef struct dumper {
     yaml_emitter_t em;
     int failed;
@@ -226,9 +228,62 @@ static void app_value(dumper *d, const char *spec, const pagid_static_opts *so,
     }
 }
 
+/* A listener's tls mapping with every default spelled out; certs[0] is
+ * shown as cert/key, the others as certificates (the same config again). */
+static void tls_mapping(dumper *d, const pagid_tls *t)
+{
+    static const char *const modes[] = {"none", "optional", "require"};
+    word(d, "tls");
+    map_start(d);
+    if (t->n_certs > 0) {
+        key_str(d, "cert", t->certs[0].cert);
+        key_str(d, "key", t->certs[0].key);
+    }
+    if (t->n_certs > 1) {
+        word(d, "certificates");
+        seq_start(d, 0);
+        for (size_t i = 1; i < t->n_certs; i++) {
+            map_start(d);
+            key_str(d, "cert", t->certs[i].cert);
+            key_str(d, "key", t->certs[i].key);
+            map_end(d);
+        }
+        seq_end(d);
+    }
+    word(d, "protocols");
+    seq_start(d, 1);
+    const char *p = t->protocols ? t->protocols : "TLSv1.2 TLSv1.3";
+    if (strstr(p, "TLSv1.2"))
+        word(d, "TLSv1.2");
+    if (strstr(p, "TLSv1.3"))
+        word(d, "TLSv1.3");
+    seq_end(d);
+    key_str(d, "ciphers", t->ciphers ? t->ciphers : PAGID_TLS_DEFAULT_CIPHERS);
+    key_str(d, "ciphersuites", t->ciphersuites ? t->ciphersuites : PAGID_TLS_DEFAULT_SUITES);
+    if (t->client_auth != TLS_CLIENT_NONE || t->client_ca) {
+        word(d, "client_auth");
+        map_start(d);
+        if (t->client_ca)
+            key_str(d, "ca", t->client_ca);
+        word(d, "mode");
+        word(d, modes[t->client_auth]);
+        map_end(d);
+    }
+    word(d, "session_tickets");
+    word(d, t->session_tickets ? "true" : "false");
+    if (t->n_ticket_keys) {
+        word(d, "session_ticket_key");
+        seq_start(d, 0);
+        for (size_t i = 0; i < t->n_ticket_keys; i++)
+            str(d, t->ticket_keys[i]);
+        seq_end(d);
+    }
+    map_end(d);
+}
+
 static void listen_entry(dumper *d, const pagid_listen *l)
 {
-    if (l->kind != LISTEN_UNIX || !(l->has_mode || l->has_uid || l->has_gid)) {
+    if (!l->tls && (l->kind != LISTEN_UNIX || !(l->has_mode || l->has_uid || l->has_gid))) {
         str(d, l->spec);
         return;
     }
@@ -246,6 +301,8 @@ static void listen_entry(dumper *d, const pagid_listen *l)
         key_count(d, "owner", (size_t)l->uid);
     if (l->has_gid)
         key_count(d, "group", (size_t)l->gid);
+    if (l->tls)
+        tls_mapping(d, l->tls);
     map_end(d);
 }
 

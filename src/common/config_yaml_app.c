@@ -12,7 +12,7 @@
 #include "strtab.h"
 
 /* YAML 1.1 booleans, as people write them. */
-static int parse_bool(load_ctx *x, const ynode *n, const char *path, int *out)
+int parse_bool(load_ctx *x, const ynode *n, const char *path, int *out)
 {
     static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
                                       "YES",  "on",   "On",   "ON"};

@@ -1,11 +1,14 @@
 /*
- * config_yaml_tls.c - the `tls:` mapping of a listen entry: certificate and
- * key files, client certificates. Only the shape is checked here; the files
- * are read when the listeners open (tls_server.c), as root, and pagid -t
- * loads them the same way.
+ * config_yaml_tls.c - the `tls:` mapping of a listen entry: the default
+ * certificate and the SNI ones, protocols, ciphers, client certificates,
+ * session tickets. Only the shape is checked here; the files are read when
+ * the listeners open (tls_server.c), as root, and pagid -t loads them the
+ * same way.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config_suggest.h"
 #include "config_yaml_int.h"
@@ -27,7 +30,9 @@ static char *tls_string(load_ctx *x, const ynode *n, const char *path)
 }
 
 /* Each key of mapping n must be one of names (NULL-terminated); vals[i]
- * gets the value of names[i]. 0, or -1 after reporting. */
+ * gets the value of names[i]. 0; -1 after reporting a bad key (the known
+ * ones are still filled in, so the caller reports their problems too); -2
+ * after reporting that n is not a mapping. */
 static int tls_keys(load_ctx *x, const ynode *n, const char *what, const char *const *names,
                     const ynode **keys, const ynode **vals)
 {
@@ -38,7 +43,7 @@ static int tls_keys(load_ctx *x, const ynode *n, const char *what, const char *c
         count++;
     if (n->type != YAML_MAPPING_NODE) {
         report(x, n, "'%s' must be a mapping, not %s", what, kind_name(n));
-        return -1;
+        return -2;
     }
     for (size_t p = 0; p < n->len; p++) {
         const ynode *key = key_at(x, n, p), *val = value_at(x, n, p);
@@ -75,8 +80,10 @@ static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 {
     static const char *const names[] = {"ca", "mode", NULL};
     const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
-    if (tls_keys(x, n, "listen.tls.client_auth", names, keys, vals) < 0)
+    int rc = tls_keys(x, n, "listen.tls.client_auth", names, keys, vals);
+    if (rc == -2)
         return -1;
+    int bad = rc < 0;
     t->client_auth = TLS_CLIENT_REQUIRE;
     if (vals[1]) {
         const char *m = scalar(x, vals[1], "listen.tls.client_auth.mode");
@@ -90,35 +97,218 @@ static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
             t->client_auth = TLS_CLIENT_REQUIRE;
         else {
             char shown[80];
-            report(x, vals[1],
-                   "invalid client_auth mode '%s' (expected none, optional or require)",
+            report(x, vals[1], "invalid client_auth mode '%s' (expected none, optional or require)",
                    printable(vals[1], shown, sizeof shown));
             return -1;
         }
     }
     if (!vals[0]) {
-        if (t->client_auth != TLS_CLIENT_NONE) {
+        if (t->client_auth != TLS_CLIENT_NONE && !bad) {
             report(x, n, "'listen.tls.client_auth' needs a 'ca' file to verify clients against");
             return -1;
         }
-        return 0;
+        return bad ? -1 : 0;
     }
     if (!(t->client_ca = tls_string(x, vals[0], "listen.tls.client_auth.ca")))
         return -1;
+    t->client_ca_pos = keep_pos(x, vals[0]);
+    return bad ? -1 : 0;
+}
+
+/* One {cert, key} pair (n is the mapping, or the tls mapping itself with
+ * its own cert/key values); added to t. 0, or -1 after reporting. */
+static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const ynode *key,
+                        const char *what, pagid_tls *t)
+{
+    if (!cert || !key) {
+        report(x, at, "'%s' needs both 'cert' and 'key' (PEM files)%s", what,
+               cert  ? ": 'key' is missing"
+               : key ? ": 'cert' is missing"
+                     : "");
+        return -1;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "%s.cert", what);
+    char *c = tls_string(x, cert, path);
+    snprintf(path, sizeof path, "%s.key", what);
+    char *k = tls_string(x, key, path);
+    int rc = -1;
+    if (c && k) {
+        rc = config_tls_add_cert(t, c, k, keep_pos(x, cert));
+        if (rc < 0)
+            report(x, at, "out of memory");
+        else
+            t->certs[t->n_certs - 1].key_pos = keep_pos(x, key);
+    }
+    free(c);
+    free(k);
+    return rc;
+}
+
+/* certificates: [{cert: F, key: F}, ...], the ones SNI chooses from. */
+static int tls_certificates_parse(load_ctx *x, const ynode *n, pagid_tls *t)
+{
+    static const char *const names[] = {"cert", "key", NULL};
+    if (n->type != YAML_SEQUENCE_NODE) {
+        report(x, n, "'listen.tls.certificates' must be a list of {cert, key} mappings, not %s",
+               kind_name(n));
+        return -1;
+    }
+    if (n->len == 0) {
+        report(x, n, "'listen.tls.certificates' is empty");
+        return -1;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < n->len; i++) {
+        const ynode *item = item_at(x, n, i);
+        const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
+        int rc = tls_keys(x, item, "listen.tls.certificates", names, keys, vals);
+        if (rc < 0)
+            bad = 1;
+        /* A typo'd key: its pair's other problems (if any) still show. */
+        if (rc == 0 || (rc == -1 && vals[0] && vals[1]))
+            if (tls_pair_add(x, item, vals[0], vals[1], "listen.tls.certificates", t) < 0)
+                bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+/* protocols: [TLSv1.2, TLSv1.3] (or one name): the versions offered, kept
+ * as "TLSv1.2 TLSv1.3" in that order. Older versions are refused: they are
+ * broken (RFC 8996) and no client that needs them is worth weakening a
+ * listener for. */
+static int tls_protocols_parse(load_ctx *x, const ynode *n, pagid_tls *t)
+{
+    static const char *const known[] = {"TLSv1.2", "TLSv1.3", NULL};
+    static const char *const old[] = {"SSLv2", "SSLv3", "TLSv1", "TLSv1.0", "TLSv1.1", NULL};
+    int want[2] = {0, 0}, bad = 0;
+    size_t count = n->type == YAML_SEQUENCE_NODE ? n->len : 1;
+    if (n->type == YAML_MAPPING_NODE) {
+        report(x, n, "'listen.tls.protocols' must be a list of versions (TLSv1.2, TLSv1.3), not %s",
+               kind_name(n));
+        return -1;
+    }
+    if (count == 0) {
+        report(x, n, "'listen.tls.protocols' is empty: name TLSv1.2, TLSv1.3 or both");
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const ynode *v = n->type == YAML_SEQUENCE_NODE ? item_at(x, n, i) : n;
+        const char *s = scalar(x, v, "listen.tls.protocols");
+        char shown[80];
+        if (!s) {
+            bad = 1;
+            continue;
+        }
+        size_t k = 0;
+        while (known[k] && strcmp(s, known[k]))
+            k++;
+        if (known[k]) {
+            want[k] = 1;
+            continue;
+        }
+        size_t o = 0;
+        while (old[o] && strcasecmp(s, old[o]))
+            o++;
+        if (old[o]) {
+            report(x, v,
+                   "protocol '%s' is not supported: it is insecure (pagid offers TLSv1.2 and "
+                   "TLSv1.3)",
+                   printable(v, shown, sizeof shown));
+        } else if (n->type == YAML_SCALAR_NODE && strstr(s, "TLSv1.2") && strstr(s, "TLSv1.3")) {
+            report(x, v,
+                   "'listen.tls.protocols' is one string '%s': write a list, "
+                   "protocols: [TLSv1.2, TLSv1.3]",
+                   printable(v, shown, sizeof shown));
+        } else {
+            const char *near = config_suggest_among(s, strlen(s), known);
+            report(x, v, "unknown protocol '%s' in 'listen.tls.protocols' (%s%s%s)",
+                   printable(v, shown, sizeof shown),
+                   near ? "did you mean '" : "expected TLSv1.2 or TLSv1.3", near ? near : "",
+                   near ? "'?" : "");
+        }
+        bad = 1;
+    }
+    if (bad)
+        return -1;
+    t->protocols = strdup(want[0] && want[1] ? "TLSv1.2 TLSv1.3" : want[0] ? "TLSv1.2" : "TLSv1.3");
+    t->protocols_pos = keep_pos(x, n);
+    if (!t->protocols) {
+        report(x, n, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* session_ticket_key: FILE or [FILE, ...]: the first encrypts, all decrypt. */
+static int tls_ticket_keys_parse(load_ctx *x, const ynode *n, pagid_tls *t)
+{
+    size_t count = n->type == YAML_SEQUENCE_NODE ? n->len : 1;
+    if (n->type == YAML_MAPPING_NODE) {
+        report(x, n, "'listen.tls.session_ticket_key' must be a file or a list of files, not %s",
+               kind_name(n));
+        return -1;
+    }
+    if (count == 0) {
+        report(x, n, "'listen.tls.session_ticket_key' is empty");
+        return -1;
+    }
+    if (!(t->ticket_keys = calloc(count, sizeof *t->ticket_keys))) {
+        report(x, n, "out of memory");
+        return -1;
+    }
+    t->ticket_keys_pos = keep_pos(x, n);
+    for (size_t i = 0; i < count; i++) {
+        const ynode *v = n->type == YAML_SEQUENCE_NODE ? item_at(x, n, i) : n;
+        char *f = tls_string(x, v, "listen.tls.session_ticket_key");
+        if (!f)
+            return -1;
+        t->ticket_keys[t->n_ticket_keys++] = f;
+    }
+    return 0;
+}
+
+/* ciphers / ciphersuites: an OpenSSL list, judged by OpenSSL when the
+ * context is built (start, reload, pagid -t). */
+static int tls_list_string(load_ctx *x, const ynode *n, const char *path, char **out,
+                           pagid_pos *pos)
+{
+    if (!(*out = tls_string(x, n, path)))
+        return -1;
+    *pos = keep_pos(x, n);
     return 0;
 }
 
 int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
 {
-    static const char *const names[] = {"cert", "key", "client_auth", NULL};
-    enum { K_CERT, K_KEY, K_CLIENT_AUTH, K_COUNT };
+    static const char *const names[] = {
+        "cert",         "key",         "certificates",    "protocols",          "ciphers",
+        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", NULL};
+    enum {
+        K_CERT,
+        K_KEY,
+        K_CERTS,
+        K_PROTOCOLS,
+        K_CIPHERS,
+        K_SUITES,
+        K_CLIENT_AUTH,
+        K_TICKETS,
+        K_TICKET_KEY,
+        K_COUNT
+    };
     const ynode *keys[K_COUNT] = {NULL}, *vals[K_COUNT] = {NULL};
     *out = NULL;
-    if (tls_keys(x, n, "listen.tls", names, keys, vals) < 0)
+    /* After a bad key, the known ones are still parsed: one run reports
+     * every problem of the mapping. */
+    int rc = tls_keys(x, n, "listen.tls", names, keys, vals);
+    if (rc == -2)
         return -1;
-    if (!vals[K_CERT] || !vals[K_KEY]) {
-        report(x, n, "'listen.tls' needs both 'cert' and 'key' (PEM files)");
-        return -1;
+    int bad = rc < 0;
+    if (!vals[K_CERT] && !vals[K_KEY] && !vals[K_CERTS]) {
+        if (!bad) /* else the typo'd key said it (e.g. 'crt') */
+            report(x, n,
+                   "'listen.tls' needs both 'cert' and 'key' (PEM files), or 'certificates'");
+        bad = 1;
     }
     pagid_tls *t = config_tls_new();
     if (!t) {
@@ -126,15 +316,34 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         return -1;
     }
     t->pos = keep_pos(x, n);
-    int bad = 0;
-    char *cert = tls_string(x, vals[K_CERT], "listen.tls.cert");
-    char *key = tls_string(x, vals[K_KEY], "listen.tls.key");
-    if (!cert || !key || config_tls_add_cert(t, cert, key, keep_pos(x, vals[K_CERT])) < 0)
+    /* The default certificate first: cert/key, else the first of certificates. */
+    if ((vals[K_CERT] || vals[K_KEY]) &&
+        tls_pair_add(x, n, vals[K_CERT], vals[K_KEY], "listen.tls", t) < 0)
         bad = 1;
-    free(cert);
-    free(key);
+    if (vals[K_CERTS] && tls_certificates_parse(x, vals[K_CERTS], t) < 0)
+        bad = 1;
+    if (vals[K_PROTOCOLS] && tls_protocols_parse(x, vals[K_PROTOCOLS], t) < 0)
+        bad = 1;
+    if (vals[K_CIPHERS] &&
+        tls_list_string(x, vals[K_CIPHERS], "listen.tls.ciphers", &t->ciphers, &t->ciphers_pos) < 0)
+        bad = 1;
+    if (vals[K_SUITES] && tls_list_string(x, vals[K_SUITES], "listen.tls.ciphersuites",
+                                          &t->ciphersuites, &t->ciphersuites_pos) < 0)
+        bad = 1;
     if (vals[K_CLIENT_AUTH] && tls_client_auth_parse(x, vals[K_CLIENT_AUTH], t) < 0)
         bad = 1;
+    if (vals[K_TICKETS] &&
+        parse_bool(x, vals[K_TICKETS], "listen.tls.session_tickets", &t->session_tickets) < 0)
+        bad = 1;
+    if (vals[K_TICKET_KEY]) {
+        if (tls_ticket_keys_parse(x, vals[K_TICKET_KEY], t) < 0)
+            bad = 1;
+        else if (!t->session_tickets) {
+            report(x, keys[K_TICKET_KEY],
+                   "'listen.tls.session_ticket_key' given with session_tickets: false");
+            bad = 1;
+        }
+    }
     if (bad) {
         config_tls_free(t);
         return -1;

@@ -23,6 +23,15 @@ enum shm_reason {
 
 enum shm_scope_kind { SHM_SCOPE_HTTP, SHM_SCOPE_WEBSOCKET, SHM_SCOPE_SSE, SHM_SCOPE__COUNT };
 
+/* How TLS handshakes ended, counted per worker (metrics: result="..."). */
+enum shm_tls_result {
+    SHM_TLS_OK,      /* established */
+    SHM_TLS_FAILED,  /* a TLS protocol error (no shared cipher, plain HTTP, a bad certificate) */
+    SHM_TLS_TIMEOUT, /* not finished within timeouts.header */
+    SHM_TLS_CLOSED,  /* the peer closed or reset the connection mid-handshake */
+    SHM_TLS__COUNT
+};
+
 typedef struct shm_worker {
     _Atomic int pid;                  /* 0 = free slot */
     _Atomic unsigned generation;      /* config generation the worker runs */
@@ -37,6 +46,10 @@ typedef struct shm_worker {
     _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
     _Atomic uint64_t disconnects[SHM_R__COUNT];
     _Atomic uint64_t access_log_dropped; /* lines the access log could not write */
+    /* TLS listeners: handshakes by outcome, and connections open on them. */
+    _Atomic uint64_t tls_handshakes[SHM_TLS__COUNT];
+    _Atomic uint64_t tls_resumed; /* of the ok ones, those that resumed a session */
+    _Atomic int64_t tls_open;
     /* pub/sub (docs/pubsub.md): messages this worker published, callbacks it
      * made, messages it dropped (its full channel to the master, a
      * subscription's full queue, a client that does not drain). */

@@ -12,6 +12,16 @@
 
 #include "config.h"
 
+/* Mozilla's "intermediate" TLS 1.2 list, forward-secret AEAD only, and
+ * OpenSSL's TLS 1.3 suites (all AEAD): what a listener offers unless its
+ * ciphers / ciphersuites say otherwise (config_dump shows them). */
+#define PAGID_TLS_DEFAULT_CIPHERS                                                                  \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                                   \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                                   \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define PAGID_TLS_DEFAULT_SUITES                                                                   \
+    "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
+
 typedef struct tls_server tls_server;
 struct ssl_ctx_st;
 
@@ -22,7 +32,15 @@ struct ssl_ctx_st;
  */
 tls_server *tls_server_new(const pagid_config *c, const pagid_listen *l, FILE *err);
 void tls_server_free(tls_server *ts);
-/** The OpenSSL context new connections are made from. */
+/** The OpenSSL context new connections are made from (the default
+ * certificate's; SNI may move a handshake to another of ts's). */
 struct ssl_ctx_st *tls_server_ssl_ctx(const tls_server *ts);
+/** How many SNI contexts ts has: one per set of names (certificates for
+ * the same names, with different key types, share one), in the mapping's
+ * order. */
+size_t tls_server_cert_count(const tls_server *ts);
+struct x509_st;
+/** Certificate i's leaf (owned by ts), for pagid -t's checks. */
+struct x509_st *tls_server_leaf(const tls_server *ts, size_t i);
 
 #endif

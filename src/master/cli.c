@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Long-only options. */
+enum { OPT_CERT = 0x100, OPT_KEY };
+
 static const struct option long_options[] = {
     {"config", required_argument, NULL, 'c'},
     {"test", no_argument, NULL, 't'},
@@ -28,6 +31,8 @@ static const struct option long_options[] = {
     {"preload", no_argument, NULL, 'P'},
     {"no-preload", no_argument, NULL, 'N'},
     {"debug", no_argument, NULL, 'D'},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
     {NULL, 0, NULL, 0},
 };
 
@@ -42,7 +47,12 @@ void cli_usage(FILE *out)
           "  -T, --dump-config    check it like -t, then print the effective configuration "
           "as YAML\n"
           "  -l, --listen ADDR    listen on HOST:PORT, [V6]:PORT, :PORT or unix:/PATH; "
-          "repeatable, replaces the file's list\n"
+          "repeatable, replaces the file's list;\n"
+          "                       https://HOST:PORT is a TLS listener (needs --cert and --key)\n"
+          "      --cert FILE      the certificate (PEM, leaf first, then its chain) of the "
+          "https:// listeners\n"
+          "      --key FILE       its private key (PEM; read as root before privileges are "
+          "dropped)\n"
           "  -w, --workers N      worker processes: a number, 'auto' (one per CPU) or 0 "
           "(single process, no master)\n"
           "  -a, --app SPEC       the app: hello, echo, demo, pubsub, static:DIR, a module "
@@ -147,6 +157,12 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
             break;
         case 'D':
             o->debug = 1;
+            break;
+        case OPT_CERT:
+            o->cert = optarg;
+            break;
+        case OPT_KEY:
+            o->key = optarg;
             break;
         case 'P':
         case 'N':
@@ -268,6 +284,40 @@ static int set_user(pagid_config *c, const char *spec, FILE *err)
     return 0;
 }
 
+static int cli_has_https(const cli_options *o)
+{
+    for (size_t i = 0; i < o->n_listens; i++)
+        if (!strncmp(o->listens[i], "https://", 8))
+            return 1;
+    return 0;
+}
+
+/* -l ADDR, http://ADDR or https://ADDR (then with --cert/--key). 0, or 1
+ * after saying why. */
+static int add_cli_listen(const cli_options *o, pagid_config *c, const char *spec, FILE *err)
+{
+    const char *msg;
+    int tls = !strncmp(spec, "https://", 8);
+    const char *addr = tls ? spec + 8 : !strncmp(spec, "http://", 7) ? spec + 7 : spec;
+    if (tls && (!o->cert || !o->key)) {
+        fprintf(err, "pagid: -l %s: an https listener needs --cert FILE and --key FILE\n", spec);
+        return 1;
+    }
+    if (config_add_listen(c, addr, &msg) < 0) {
+        fprintf(err, "pagid: -l: invalid listen address '%s': %s\n", spec, msg);
+        return 1;
+    }
+    if (!tls)
+        return 0;
+    pagid_listen *l = &c->listens[c->n_listens - 1];
+    if (!(l->tls = config_tls_new()) ||
+        config_tls_add_cert(l->tls, o->cert, o->key, (pagid_pos){0}) < 0) {
+        fprintf(err, "pagid: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
 int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
 {
     const char *msg;
@@ -279,12 +329,13 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
 
     if (o->n_listens > 0) {
         config_clear_listens(c);
-        for (size_t i = 0; i < o->n_listens; i++) {
-            if (config_add_listen(c, o->listens[i], &msg) < 0) {
-                fprintf(err, "pagid: -l: invalid listen address '%s': %s\n", o->listens[i], msg);
-                errors++;
-            }
-        }
+        for (size_t i = 0; i < o->n_listens; i++)
+            errors += add_cli_listen(o, c, o->listens[i], err);
+    }
+    if ((o->cert || o->key) && !cli_has_https(o)) {
+        fprintf(err, "pagid: --cert and --key are for -l https://HOST:PORT listeners, and none "
+                     "is given\n");
+        errors++;
     }
     /* Socket activation and no listener named anywhere: the passed sockets
      * are the listeners (not the default 127.0.0.1:8080 beside them). One

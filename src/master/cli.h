@@ -15,6 +15,7 @@ typedef struct cli_options {
     int show_help;           /* -h/--help */
     const char **listens;    /* -l, repeatable (owned array, borrowed strings) */
     size_t n_listens;
+    const char *cert, *key; /* --cert/--key: of the https:// listeners of -l */
     const char *workers;    /* -w */
     const char *app;        /* -a */
     const char *user;       /* -u USER[:GROUP] */

@@ -40,6 +40,7 @@
 
 #include "../common/log.h"
 #include "../common/tls_server.h"
+#include "preflight_tls.h"
 
 static void set_err(char *err, size_t errlen, const pagid_listen *l, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -565,6 +566,42 @@ static int open_unix(const open_ctx *x, listener_set *ls, const pagid_listen *l,
     return 0;
 }
 
+/* What pagid -t would say about the certificate files that loaded (expiry
+ * soon, chain order, key modes): logged, never fatal, since the contexts
+ * did build and the operator sees it on every reload. A server certificate
+ * expired or not yet valid is fatal (every client would refuse it): -1, all
+ * the findings in err then. */
+static int listeners_check_tls_files(const pagid_config *cfg, const listener_set *ls, char *err,
+                                     size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *notes = open_memstream(&text, &len);
+    if (!notes)
+        return 0;
+    int fatal = 0;
+    for (size_t i = 0; i < ls->n; i++)
+        if (ls->items[i].tls)
+            preflight_tls_files(cfg, ls->items[i].conf, notes, &fatal);
+    fclose(notes);
+    if (fatal) {
+        while (len > 0 && text[len - 1] == '\n')
+            text[--len] = '\0';
+        if (err && errlen)
+            snprintf(err, errlen, "%s", text ? text : "certificate not valid now");
+        free(text);
+        return -1;
+    }
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char *w = strstr(line, ": warning: ");
+        if (w)
+            memmove(w + 2, w + 11, strlen(w + 11) + 1); /* the log says warn already */
+        log_warn("%s", line);
+    }
+    free(text);
+    return 0;
+}
+
 /*
  * The TLS listeners' contexts: certificates and keys are read here, by the
  * master while it is still root, so a key only root may read works with
@@ -587,6 +624,10 @@ static int listeners_load_tls(const pagid_config *cfg, listener_set *ls, char *e
             bad = 1;
     }
     fclose(msgs);
+    if (!bad && listeners_check_tls_files(cfg, ls, err, errlen) < 0) {
+        free(text);
+        return -1;
+    }
     if (bad && err && errlen) {
         while (len > 0 && text[len - 1] == '\n')
             text[--len] = '\0';

@@ -32,7 +32,7 @@
  * also to the error log when that is a file an operator may be watching. */
 static void startup_error(const pagid_config *cfg, const char *msg)
 {
-    fprintf(stderr, "pagid: %s\n", msg);
+    fprintf(stderr, "%s%s\n", config_msg_has_pos(msg) ? "" : "pagid: ", msg);
     if (cfg->error_log_path && *cfg->error_log_path && strcmp(cfg->error_log_path, "stderr"))
         log_error("%s", msg);
 }
@@ -117,7 +117,7 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
         log_set_role("master");
 
     listener_set ls;
-    char err[512];
+    char err[2048];
     /* Before any socket or fork: an unknown user is one clear error, not
      * N dead workers. */
     priv_identity id;

@@ -30,6 +30,7 @@
 #include "../common/pidfile.h"
 #include "../common/strtab.h"
 #include "listeners.h"
+#include "preflight_tls.h"
 #include "privileges.h"
 
 /* CAP_NET_BIND_SERVICE, from linux/capability.h (not worth the header). */
@@ -344,6 +345,8 @@ int preflight_check(const pagid_config *c, FILE *out, FILE *err)
             check_tcp(&p, &c->listens[i]);
         else
             check_unix(&p, &c->listens[i]);
+        if (c->listens[i].tls)
+            p.errors += preflight_tls_check(c, &c->listens[i], err);
     }
     if (p.ifs)
         freeifaddrs(p.ifs);

@@ -272,7 +272,7 @@ static void reload(supervisor *s)
     notify_reloading();
     s->reloading = 1;
     int errors;
-    char err[512];
+    char err[2048];
     unsigned keep = s->active ? s->active->id : 0;
     pagid_config *c = build_config(s, &errors);
     int nworkers = c && !errors ? supervisor_resolve_workers(c) : 0;
@@ -320,6 +320,13 @@ static void reload(supervisor *s)
     listener_set ls;
     int rc = listeners_open_with(c, &ls, reuse, n_reuse, NULL, err, sizeof err);
     free(reuse);
+    if (rc < 0 && config_msg_has_pos(err)) {
+        /* The listen entry's FILE:LINE:COLUMN leads each line, as pagid -t says it. */
+        for (char *line = strtok(err, "\n"); line; line = strtok(NULL, "\n"))
+            log_error("%s", line);
+        log_error("reload failed; generation %u keeps serving", keep);
+        goto fail;
+    }
     if (rc < 0) {
         log_error("reload failed: %s; generation %u keeps serving", err, keep);
         goto fail;

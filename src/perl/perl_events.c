@@ -46,7 +46,14 @@
     X(H, "h") \
     X(PAGI_TRANSPORT, "pagi.transport") \
     X(PAGI_CONNECTION, "pagi.connection") \
-    X(PAGID_SERVER, "pagid.server")
+    X(PAGID_SERVER, "pagid.server") \
+    X(TLS, "tls") \
+    X(SERVER_CERT, "server_cert") \
+    X(CLIENT_CERT_CHAIN, "client_cert_chain") \
+    X(CLIENT_CERT_NAME, "client_cert_name") \
+    X(CLIENT_CERT_ERROR, "client_cert_error") \
+    X(TLS_VERSION, "tls_version") \
+    X(CIPHER_SUITE, "cipher_suite")
 #define KEY_ENUM(id, str) K_##id,
 enum { EVENT_KEYS(KEY_ENUM) K__COUNT };
 static SV *key_svs[K__COUNT];
@@ -391,6 +398,34 @@ static SV *addr_av(pTHX_ const char *host, int port, int unix_ok)
     return newRV_noinc((SV *)av);
 }
 
+static SV *text_or_undef(pTHX_ const char *p)
+{
+    return p ? newSVpv(p, 0) : newSV(0);
+}
+
+/* Tls.pod's hash: undef where the server has nothing, the chain an array
+ * (empty without a client certificate). The subject is text (UTF-8 as
+ * characters); PEM is ASCII. */
+static SV *tls_hv(pTHX_ const pagi_tls_info *t)
+{
+    HV *hv = newHV();
+    KSTORE(hv, K_SERVER_CERT, text_or_undef(aTHX_ t->server_cert));
+    AV *chain = newAV();
+    if (t->client_cert_count)
+        av_extend(chain, (SSize_t)t->client_cert_count - 1);
+    for (size_t i = 0; i < t->client_cert_count; i++)
+        av_push(chain, newSVpv(t->client_cert_chain[i], 0));
+    KSTORE(hv, K_CLIENT_CERT_CHAIN, newRV_noinc((SV *)chain));
+    SV *name = text_or_undef(aTHX_ t->client_cert_name);
+    if (t->client_cert_name)
+        sv_utf8_decode(name);
+    KSTORE(hv, K_CLIENT_CERT_NAME, name);
+    KSTORE(hv, K_CLIENT_CERT_ERROR, text_or_undef(aTHX_ t->client_cert_error));
+    KSTORE(hv, K_TLS_VERSION, t->tls_version ? newSViv(t->tls_version) : newSV(0));
+    KSTORE(hv, K_CIPHER_SUITE, t->cipher_suite ? newSViv(t->cipher_suite) : newSV(0));
+    return newRV_noinc((SV *)hv);
+}
+
 SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
 {
     HV *hv = newHV();
@@ -450,10 +485,13 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
         KSTORE(hv, K_SUBPROTOCOLS, newRV_noinc((SV *)sp));
     }
     HV *ext = newHV();
-    static const char *const known[] = {"websocket.http.response", "tls", "fullflush"};
+    static const char *const known[] = {"websocket.http.response", "fullflush"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (pagi_scope_has_extension(s, known[i]))
             HSTORE(ext, known[i], newRV_noinc((SV *)newHV()));
+    const pagi_tls_info *tls = pagi_scope_tls(s); /* NULL on cleartext: nothing made */
+    if (tls)
+        KSTORE(ext, K_TLS, tls_hv(aTHX_ tls));
     KSTORE(hv, K_EXTENSIONS, newRV_noinc((SV *)ext));
     if (state && SvROK(state)) {
         /* A shallow copy: keys private to the scope, values shared. */

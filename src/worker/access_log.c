@@ -20,6 +20,7 @@
 #include "conn.h"
 #include "http1_parser.h"
 #include "scope.h"
+#include "tls_conn.h"
 
 #define BUF_CAP (4 * ACCESS_FORMAT_LINE_MAX) /* 128 KiB per worker */
 #define FLUSH_AT (BUF_CAP / 2)
@@ -249,6 +250,11 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
         .type = "http",
         .pid = al->pid,
     };
+    if (c->tls) {
+        r.tls_version = tls_conn_version(c->tls);
+        r.tls_cipher = tls_conn_cipher(c->tls);
+        r.tls_reused = tls_conn_session_reused(c->tls);
+    }
     if (al->fmt.needs & (AF_NEED_TIME_CLF | AF_NEED_TIME_ISO)) {
         time_strings(al, start);
         r.time_clf = al->clf;

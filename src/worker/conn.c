@@ -81,8 +81,11 @@ conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *s
         w->conns->prev = c;
     w->conns = c;
     w->n_conns++;
-    if (w->stats)
+    if (w->stats) {
         atomic_fetch_add_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
+        if (c->tls)
+            atomic_fetch_add_explicit(&w->stats->tls_open, 1, memory_order_relaxed);
+    }
     c->state = c->tls ? CONN_HANDSHAKE : CONN_WAIT_REQUEST;
     conn_set_state(c, c->state);
     return c;
@@ -187,7 +190,7 @@ static void conn_update_read(conn *c)
     int want;
     switch (c->state) {
     case CONN_HANDSHAKE:
-        want = !c->hs_want_write;
+        want = !c->tls_want_write;
         break;
     case CONN_WAIT_REQUEST:
     case CONN_READ_HEAD:
@@ -200,11 +203,17 @@ static void conn_update_read(conn *c)
     default:
         want = 0;
     }
+    /* A TLS read that must write first waits for the write watcher, which
+     * brings reading back (conn_on_write): a readable socket would spin. */
+    if (c->tls_want_write)
+        want = 0;
     if (want && !c->reading) {
         ev_io_start(ev, &c->rio);
         c->reading = 1;
-        /* Bytes OpenSSL already decrypted never make the socket readable. */
-        if (c->tls && c->state != CONN_HANDSHAKE && tls_conn_has_pending(c->tls))
+        /* Records OpenSSL read ahead never make the socket readable. At
+         * most one wasted read when it holds only part of one: that read
+         * ends on EAGAIN, and then nothing is re-fed (conn_on_read). */
+        if (c->tls && c->state != CONN_HANDSHAKE && tls_conn_has_buffered(c->tls))
             ev_feed_event(ev, &c->rio, EV_READ);
     } else if (!want && c->reading) {
         ev_io_stop(ev, &c->rio);
@@ -251,6 +260,12 @@ void conn_set_state(conn *c, conn_state s)
     conn_update_timer(c, PROGRESS_NONE);
 }
 
+static void conn_count_handshake(conn *c, enum shm_tls_result r)
+{
+    if (c->w->stats)
+        shm_add(&c->w->stats->tls_handshakes[r], 1);
+}
+
 static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
 {
     conn *c = w->data;
@@ -277,6 +292,7 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
         break;
     case TMO_HANDSHAKE:
         log_debug("TLS handshake with %s timed out", conn_peer_host(c));
+        conn_count_handshake(c, SHM_TLS_TIMEOUT);
         conn_close(c, reason_client_timeout);
         break;
     case TMO_NONE:
@@ -286,26 +302,35 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
 
 /* ---- the TLS handshake ---- */
 
+/* The write watcher runs while output is blocked or while OpenSSL must
+ * write before it can read on (ev_io_start/stop are idempotent). */
+static void conn_update_write_watch(conn *c)
+{
+    struct ev_loop *ev = c->w->loop.ev;
+    if (c->write_blocked || c->tls_want_write)
+        ev_io_start(ev, &c->wio);
+    else
+        ev_io_stop(ev, &c->wio);
+}
+
 /* One step of the handshake, on either readiness. Failures are an everyday
  * sight on a public port (scanners, old clients): logged at debug only. */
 static void conn_tls_step(conn *c)
 {
     struct ev_loop *ev = c->w->loop.ev;
     tls_step st = tls_conn_handshake(c->tls);
-    int want_write = st == TLS_STEP_WANT_WRITE;
-    if (want_write != c->hs_want_write) {
-        c->hs_want_write = want_write;
-        if (want_write)
-            ev_io_start(ev, &c->wio);
-        else
-            ev_io_stop(ev, &c->wio);
-    }
+    c->tls_want_write = st == TLS_STEP_WANT_WRITE;
+    conn_update_write_watch(c);
     switch (st) {
     case TLS_STEP_DONE:
+        conn_count_handshake(c, SHM_TLS_OK);
+        if (c->w->stats && tls_conn_session_reused(c->tls))
+            shm_add(&c->w->stats->tls_resumed, 1);
         conn_set_state(c, CONN_WAIT_REQUEST);
-        /* The request may have come with the client's Finished and be
-         * decrypted already: look now rather than wait for the socket. */
-        if (c->state == CONN_WAIT_REQUEST && c->reading)
+        /* A request that came with the client's Finished may have been read
+         * ahead with it: then the socket will not say so. If nothing is
+         * buffered, the socket wakes us when the request comes. */
+        if (c->state == CONN_WAIT_REQUEST && c->reading && tls_conn_has_buffered(c->tls))
             ev_feed_event(ev, &c->rio, EV_READ);
         break;
     case TLS_STEP_WANT_READ:
@@ -313,10 +338,29 @@ static void conn_tls_step(conn *c)
         conn_update_read(c);
         break;
     case TLS_STEP_EOF:
+        conn_count_handshake(c, SHM_TLS_CLOSED);
         log_debug("TLS handshake with %s: %s", conn_peer_host(c), tls_conn_failure(c->tls));
         conn_close(c, reason_client_closed);
         break;
+    case TLS_STEP_PLAIN_HTTP:
+        conn_count_handshake(c, SHM_TLS_FAILED);
+        log_debug("TLS handshake with %s: %s", conn_peer_host(c), tls_conn_failure(c->tls));
+        if (!c->proto->on_plain_http) {
+            conn_close(c, reason_protocol_error);
+            break;
+        }
+        /* Like nginx, say so in clear (a 400) rather than just hang up: the
+         * TLS session goes, the connection is a cleartext one until it ends. */
+        tls_conn_free(c->tls);
+        c->tls = NULL;
+        c->tls_want_write = 0;
+        conn_update_write_watch(c);
+        if (c->w->stats)
+            atomic_fetch_sub_explicit(&c->w->stats->tls_open, 1, memory_order_relaxed);
+        c->proto->on_plain_http(c);
+        break;
     case TLS_STEP_FAILED:
+        conn_count_handshake(c, SHM_TLS_FAILED);
         log_debug("TLS handshake with %s failed: %s", conn_peer_host(c),
                   tls_conn_failure(c->tls));
         conn_close(c, reason_protocol_error);
@@ -372,6 +416,7 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     if (buf_size(&c->in) == 0)
         conn_lend_input(c);
+    int drained = 0; /* the socket said EAGAIN: OpenSSL holds no whole record */
     for (int rounds = 0; rounds < 4; rounds++) {
         char *p = buf_reserve(&c->in, READ_CHUNK);
         if (!p) {
@@ -385,7 +430,9 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
             buf_commit(&c->in, (size_t)n);
             if (c->w->stats)
                 shm_add(&c->w->stats->bytes_in, (uint64_t)n);
-            if ((size_t)n < READ_CHUNK)
+            /* A short read drained the socket; over TLS, records read
+             * ahead may still wait inside OpenSSL. */
+            if ((size_t)n < READ_CHUNK && !(c->tls && tls_conn_has_buffered(c->tls)))
                 break;
             continue;
         }
@@ -399,14 +446,20 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         }
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            drained = 1;
             break;
+        }
         /* A reset is the client going away; anything else is a read failure. */
         conn_close(c, errno == ECONNRESET ? reason_client_closed : reason_read_error);
         return;
     }
     if (c->state == CONN_CLOSED)
         return;
+    if (c->tls && tls_conn_wants_write(c->tls) && !c->tls_want_write) {
+        c->tls_want_write = 1; /* e.g. a KeyUpdate to answer on a full socket */
+        conn_update_write_watch(c);
+    }
     if (c->state != CONN_LINGER && buf_size(&c->in) > 0)
         c->proto->on_input(c);
     if (c->state == CONN_CLOSED)
@@ -424,8 +477,9 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_READ);
-    /* A record bigger than what was read this round waits inside OpenSSL. */
-    if (c->tls && c->reading && tls_conn_has_pending(c->tls))
+    /* Records read ahead (or the rest of a big one) wait inside OpenSSL
+     * when this round stopped before EAGAIN: read on without the socket. */
+    if (c->tls && c->reading && !drained && tls_conn_has_buffered(c->tls))
         ev_feed_event(ev, &c->rio, EV_READ);
 }
 
@@ -481,13 +535,12 @@ void conn_flush(conn *c)
         conn_close(c, reason_write_error);
         return;
     }
-    struct ev_loop *ev = c->w->loop.ev;
     if (r == OUTQ_AGAIN && !c->write_blocked) {
         c->write_blocked = 1;
-        ev_io_start(ev, &c->wio);
+        conn_update_write_watch(c);
     } else if (r == OUTQ_DONE && c->write_blocked) {
         c->write_blocked = 0;
-        ev_io_stop(ev, &c->wio);
+        conn_update_write_watch(c);
     }
     if (c->state == CONN_CLOSING) {
         if (r == OUTQ_DONE) {
@@ -513,10 +566,17 @@ static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
         conn_tls_step(c);
         return;
     }
+    int read_waited = c->tls_want_write;
+    c->tls_want_write = 0;
     conn_flush(c);
-    /* A TLS read that had to write first (a key update) is retried now. */
-    if (c->tls && c->state != CONN_CLOSED && c->reading && tls_conn_wants_write(c->tls))
-        ev_feed_event(ev, &c->rio, EV_READ);
+    /* A TLS read that had to write first (a key update) is retried now; it
+     * sets tls_want_write again if the socket is still full. */
+    if (read_waited && c->state != CONN_CLOSED) {
+        conn_update_write_watch(c);
+        conn_update_read(c);
+        if (c->reading)
+            ev_feed_event(ev, &c->rio, EV_READ);
+    }
 }
 
 void conn_flush_all(worker_ctx *w)
@@ -554,6 +614,7 @@ void conn_close(conn *c, const char *reason)
     ev_timer_stop(ev, &c->timer);
     conn_flush_list_remove(c);
     /* An orderly end says so (close_notify); a cut-off one just closes. */
+    int was_tls = c->tls != NULL;
     if (c->tls && !reason)
         tls_conn_close_notify(c->tls);
     close(c->fd);
@@ -574,8 +635,11 @@ void conn_close(conn *c, const char *reason)
     if (c->next)
         c->next->prev = c->prev;
     w->n_conns--;
-    if (w->stats)
+    if (w->stats) {
         atomic_fetch_sub_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
+        if (was_tls)
+            atomic_fetch_sub_explicit(&w->stats->tls_open, 1, memory_order_relaxed);
+    }
     /* Freed at the safe point: callers up the stack may still hold c. */
     if (loop_queue(&w->loop, conn_free_job, NULL, c, NULL, NULL) < 0)
         log_error("leaking a connection record (out of memory)");

@@ -52,6 +52,9 @@ typedef struct conn_proto {
     int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
     void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
     void (*on_header_timeout)(conn *c);
+    /* Cleartext HTTP came to a TLS port: the connection is cleartext now;
+     * answer (400) and close. NULL: just close. */
+    void (*on_plain_http)(conn *c);
     /* Our last bytes are written: may the peer still be sending what we
      * answered (then the connection lingers, so no RST eats the answer)? */
     int (*peer_may_send)(const conn *c);
@@ -79,7 +82,9 @@ struct conn {
     conn_timeout tmo;
     double deadline;    /* when tmo fires (absolute, ev_now based) */
     int reading, write_blocked, eof;
-    int hs_want_write; /* CONN_HANDSHAKE: the handshake waits for writability */
+    /* A TLS handshake step or read waits for writability (OpenSSL must send
+     * before it can go on): the write watcher serves it as well. */
+    int tls_want_write;
     int in_lent;  /* c->in is the worker's read buffer, lent for this read callback */
     buf in;       /* unconsumed input only: empty means no memory (see conn_on_read) */
     outq out;

@@ -19,6 +19,7 @@
 #include "reason.h"
 #include "scope.h"
 #include "sse.h"
+#include "tls_conn.h"
 #include "websocket.h"
 
 /* Input kept for a request that is already complete (pipelined bytes). */
@@ -109,7 +110,10 @@ static int h1_on_request(void *ud, const h1_request *req)
         .client_port = c->peer_port,
         .server_host = c->server_host,
         .server_port = c->server_port,
+        .tls = c->tls ? tls_conn_info(c->tls) : NULL,
     };
+    if (c->tls && !sr.tls)
+        return -1; /* out of memory: a TLS scope without its extension would lie */
     h->log_start = ev_now(c->w->loop.ev);
     h->log_status = 0;
     if (req->upgrade_websocket && !c->status_listener) /* checked there; c then speaks ws_proto */
@@ -248,6 +252,14 @@ static void h1_parse_failed(conn *c)
         access_log_request(c->w->alog, c, NULL, 0, status, 0, NULL);
     }
     h1_queue_error(c, status, text);
+    conn_close_after_write(c);
+}
+
+void h1_conn_plain_http(conn *c)
+{
+    if (c->w->alog)
+        access_log_request(c->w->alog, c, NULL, 0, 400, 0, NULL);
+    h1_queue_error(c, 400, "plain HTTP request sent to an HTTPS port");
     conn_close_after_write(c);
 }
 
@@ -415,6 +427,7 @@ const conn_proto h1_proto = {
     .waiting_for_input = h1_conn_waiting_for_body,
     .on_close = h1_conn_on_close,
     .on_header_timeout = h1_conn_header_timeout,
+    .on_plain_http = h1_conn_plain_http,
     .peer_may_send = h1_conn_peer_may_send,
     .init = h1_conn_init,
     .release = h1_conn_free,

@@ -76,6 +76,8 @@ int h1_conn_waiting_for_body(const conn *c);
 void h1_conn_on_close(conn *c, const char *reason);
 /** Timeout while reading the request head: answer 408 and close. */
 void h1_conn_header_timeout(conn *c);
+/* Cleartext HTTP on a TLS port: a 400 in clear, then close. */
+void h1_conn_plain_http(conn *c);
 
 /* Between http1_conn.c and http1_exchange.c. */
 struct scope_ops;

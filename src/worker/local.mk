@@ -11,6 +11,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/runq.c src/worker/runq.h \
 	src/worker/loop.c src/worker/loop.h \
 	src/worker/conn.c src/worker/conn.h src/worker/tls_conn.c src/worker/tls_conn.h \
+	src/worker/tls_info.c src/worker/tls_info.h \
 	src/worker/outq.c src/worker/outq.h src/worker/pagi_buf.c src/worker/pagi_buf.h \
 	src/worker/http1_conn.c src/worker/http1_conn.h \
 	src/worker/scope.c src/worker/scope.h src/worker/scope_api.c src/worker/scope_internal.h \

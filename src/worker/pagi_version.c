@@ -24,4 +24,6 @@ const char *pagi_server_version(void)
 #if UINTPTR_MAX == UINT64_MAX
 _Static_assert(sizeof(pagi_event) == 336, "sizeof(pagi_event) changed: an ABI break");
 _Static_assert(sizeof(pagi_app) == 104, "sizeof(pagi_app) changed: an ABI break");
+/* ABI 2.2's */
+_Static_assert(sizeof(pagi_tls_info) == 112, "sizeof(pagi_tls_info) changed: an ABI break");
 #endif

@@ -15,6 +15,7 @@
 #include "../common/log.h"
 #include "../common/shm.h"
 #include "pubsub.h"
+#include "tls_info.h"
 
 static int shm_kind(pagi_scope_type t)
 {
@@ -87,6 +88,8 @@ static int scope_copy_request(pagi_scope *s, const scope_request *req)
     s->req.raw_path = copy_bytes(&p, req->raw_path);
     s->req.query = copy_bytes(&p, req->query);
     s->req_block = block;
+    /* Shared with the connection: the facts are made once, on the first ask. */
+    s->req.tls = req->tls ? tls_info_ref(req->tls) : NULL;
     return 0;
 }
 
@@ -146,6 +149,8 @@ static void scope_free(pagi_scope *s)
         scope_app_leave(s, t0, "release");
     }
     state_table_unref(s->state);
+    tls_info_unref(s->req.tls); /* after release: the app may still have read it there */
+    s->req.tls = NULL;
     cb_list_free(&s->on_disconnect);
     cb_list_free(&s->on_complete);
     cb_list_free(&s->on_high);

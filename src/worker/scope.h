@@ -16,6 +16,8 @@
 #include "../common/buf.h"
 #include "worker_ctx.h"
 
+struct tls_info;
+
 /** What the protocol driver implements for a scope type. */
 typedef struct scope_ops {
     /** Validate and perform a send; 0 accepted (completion queued/parked) or -1 (error set). */
@@ -48,6 +50,8 @@ typedef struct scope_request {
     const pagi_str *subprotocols; /* websocket: offered subprotocols, in order */
     size_t subprotocol_count;
     unsigned extensions;          /* SCOPE_EXT_* advertised on this scope */
+    struct tls_info *tls;         /* the TLS connection's shared facts (tls_info.h; the
+                                   * scope takes a reference), NULL on cleartext */
 } scope_request;
 
 #define SCOPE_EXT_WEBSOCKET_HTTP_RESPONSE 1u /* "websocket.http.response" */

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "tls_info.h"
+
 static const char *const event_names[PAGI_EV__COUNT] = {
     [PAGI_EV_HTTP_REQUEST] = "http.request",
     [PAGI_EV_HTTP_DISCONNECT] = "http.disconnect",
@@ -182,7 +184,16 @@ int pagi_scope_has_extension(const pagi_scope *s, const char *name)
         return 0;
     if (strcmp(name, "websocket.http.response") == 0)
         return (s->req.extensions & SCOPE_EXT_WEBSOCKET_HTTP_RESPONSE) != 0;
+    if (strcmp(name, "tls") == 0)
+        return s->req.tls != NULL;
     return 0;
+}
+
+const pagi_tls_info *pagi_scope_tls(const pagi_scope *s)
+{
+    if (!SCOPE_LIVE(s))
+        return NULL;
+    return s->req.tls ? tls_info_get(s->req.tls) : NULL;
 }
 
 int pagi_scope_worker_num(const pagi_scope *s, int *is_worker)

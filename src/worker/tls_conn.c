@@ -14,17 +14,22 @@
 #include <unistd.h>
 
 #include "../common/tls_server.h"
+#include "tls_info.h"
 
 /* One TLS record's worth of plaintext. Shared by every connection of the
  * worker: it only lives for one call (a retry gathers the bytes again). */
 #define TLS_GATHER 16384
 static unsigned char tls_gather_buf[TLS_GATHER];
 
+static int tls_ktls_disabled(void);
+
 struct tls_conn {
     SSL *ssl;
     int want_write;
     int notified;
+    int dead; /* a fatal error: OpenSSL forbids SSL_shutdown afterwards */
     char failure[120];
+    struct tls_info *info; /* the PAGI tls extension's facts, shared (tls_conn_info) */
 };
 
 tls_conn *tls_conn_new(const struct tls_server *ts, int fd)
@@ -40,6 +45,8 @@ tls_conn *tls_conn_new(const struct tls_server *ts, int fd)
         return NULL;
     }
     SSL_set_accept_state(t->ssl);
+    if (tls_ktls_disabled())
+        SSL_clear_options(t->ssl, SSL_OP_ENABLE_KTLS);
     return t;
 }
 
@@ -47,6 +54,7 @@ void tls_conn_free(tls_conn *t)
 {
     if (!t)
         return;
+    tls_info_conn_gone(t->info); /* before the session goes: a scope may still ask */
     SSL_free(t->ssl);
     free(t);
 }
@@ -58,11 +66,13 @@ static void tls_note_failure(tls_conn *t)
     const char *r = e ? ERR_reason_error_string(e) : NULL;
     snprintf(t->failure, sizeof t->failure, "%s", r ? r : "TLS error");
     ERR_clear_error();
+    t->dead = 1;
 }
 
 tls_step tls_conn_handshake(tls_conn *t)
 {
     ERR_clear_error();
+    errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is the peer's EOF */
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1)
         return TLS_STEP_DONE;
@@ -74,15 +84,22 @@ tls_step tls_conn_handshake(tls_conn *t)
         return TLS_STEP_WANT_WRITE;
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
+        t->dead = 1;
         snprintf(t->failure, sizeof t->failure, "%s",
                  errno ? strerror(errno) : "connection closed during the handshake");
         return TLS_STEP_EOF;
     case SSL_ERROR_ZERO_RETURN:
         snprintf(t->failure, sizeof t->failure, "connection closed during the handshake");
         return TLS_STEP_EOF;
-    default:
+    default: {
+        /* OpenSSL knows an HTTP request line from a ClientHello (and sends
+         * no alert for it): the caller may answer in the client's language. */
+        int reason = ERR_GET_REASON(ERR_peek_last_error());
         tls_note_failure(t);
-        return TLS_STEP_FAILED;
+        return reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST
+                   ? TLS_STEP_PLAIN_HTTP
+                   : TLS_STEP_FAILED;
+    }
     }
 }
 
@@ -104,9 +121,16 @@ static ssize_t tls_io_result(tls_conn *t, int rc)
     case SSL_ERROR_ZERO_RETURN:
         return 0;
     case SSL_ERROR_SYSCALL:
+        /* A failed socket call (errno says which), or with errno 0 an EOF
+         * OpenSSL did not expect. EAGAIN cannot be meant here (that is
+         * WANT_READ/WRITE) and would make the caller wait on a dead
+         * session: an I/O error instead. */
         ERR_clear_error();
-        if (errno == 0 || errno == EAGAIN)
+        t->dead = 1;
+        if (errno == 0)
             return 0; /* the peer's FIN without close_notify (IGNORE_UNEXPECTED_EOF) */
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            errno = EIO; /* not a retry: OpenSSL gave up on the session */
         return -1;
     default:
         tls_note_failure(t);
@@ -147,8 +171,12 @@ static ssize_t tls_write_bytes(tls_conn *t, const void *p, size_t n)
 ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt)
 {
     /* A big first segment goes as it is; small ones are gathered so that a
-     * response head and its body share one record and one packet. */
-    if (cnt == 1 || iov[0].iov_len >= TLS_GATHER)
+     * response head and its body share one record and one packet. Not under
+     * kernel TLS: there OpenSSL keeps a pointer to the bytes of a write the
+     * socket did not take and sends them from that address on the retry, so
+     * they must stay put (a queue segment does; the shared buffer would be
+     * another connection's by then). */
+    if (cnt == 1 || iov[0].iov_len >= TLS_GATHER || BIO_get_ktls_send(SSL_get_wbio(t->ssl)))
         return tls_write_bytes(t, iov[0].iov_base, iov[0].iov_len);
     size_t have = 0;
     for (int i = 0; i < cnt && have < TLS_GATHER; i++) {
@@ -188,15 +216,60 @@ ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len)
 
 int tls_conn_wants_write(const tls_conn *t) { return t->want_write; }
 
-int tls_conn_has_pending(const tls_conn *t) { return SSL_has_pending(t->ssl); }
+/* Decrypted bytes only: a read returns data now. */
+int tls_conn_has_pending(const tls_conn *t) { return SSL_pending(t->ssl) > 0; }
+
+/* Anything OpenSSL holds from the socket (read ahead): whole records a read
+ * will return without the socket, or the start of one still arriving. */
+int tls_conn_has_buffered(const tls_conn *t) { return SSL_has_pending(t->ssl); }
+
+const char *tls_conn_version(const tls_conn *t)
+{
+    return SSL_get_version(t->ssl);
+}
+
+int tls_conn_session_reused(const tls_conn *t)
+{
+    return SSL_session_reused(t->ssl) == 1;
+}
+
+const char *tls_conn_cipher(const tls_conn *t)
+{
+    const char *c = SSL_get_cipher_name(t->ssl);
+    return c && strcmp(c, "(NONE)") != 0 ? c : NULL;
+}
 
 void tls_conn_close_notify(tls_conn *t)
 {
-    if (t->notified)
+    /* Nothing to say after a fatal error, nor before the handshake ended
+     * (SSL_shutdown would only fail with "shutdown while in init"). */
+    if (t->notified || t->dead || !SSL_is_init_finished(t->ssl))
         return;
     t->notified = 1;
     ERR_clear_error();
     /* One attempt: a full queue or a peer already gone loses only the alert. */
     (void)SSL_shutdown(t->ssl);
     ERR_clear_error();
+}
+
+/* PAGID_NO_KTLS=1 in the environment: encrypt in user space even where the
+ * kernel offers TLS (to compare, or to avoid a kernel's kTLS bugs). Read
+ * once per process: workers inherit the master's environment. */
+static int tls_ktls_disabled(void)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *v = getenv("PAGID_NO_KTLS");
+        off = v && *v && strcmp(v, "0") != 0;
+    }
+    return off;
+}
+
+/* ---- the PAGI tls extension (tls_info.c) ---- */
+
+struct tls_info *tls_conn_info(tls_conn *t)
+{
+    if (!t->info)
+        t->info = tls_info_new(t->ssl);
+    return t->info;
 }

@@ -20,7 +20,8 @@ typedef enum tls_step {
     TLS_STEP_WANT_READ,  /* wait until the socket is readable */
     TLS_STEP_WANT_WRITE, /* wait until the socket is writable */
     TLS_STEP_EOF,        /* the peer closed or reset the connection */
-    TLS_STEP_FAILED      /* a TLS error (bad record, no shared cipher, a rejected certificate) */
+    TLS_STEP_FAILED,     /* a TLS error (bad record, no shared cipher, a rejected certificate) */
+    TLS_STEP_PLAIN_HTTP  /* the first bytes were a cleartext HTTP request: nothing was sent */
 } tls_step;
 
 /** A TLS session on fd (not owned) from ts; NULL when out of memory. */
@@ -44,9 +45,33 @@ ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt);
 ssize_t tls_conn_sendfile(tls_conn *t, int fd, off_t *offset, size_t len);
 /** The last call blocked on the other direction (a read that must write). */
 int tls_conn_wants_write(const tls_conn *t);
-/** Decrypted bytes wait inside OpenSSL: reading must not wait for the socket. */
+/** Decrypted bytes wait inside OpenSSL: a read returns data at once. */
 int tls_conn_has_pending(const tls_conn *t);
-/** Send close_notify once, without waiting for the peer's. */
+/**
+ * OpenSSL holds bytes read from the socket (it reads ahead): whole records,
+ * which make the socket no more readable, or part of one. A read loop that
+ * ended on EAGAIN leaves at most part of one; any other end may leave whole
+ * ones, and the connection must read again without waiting for the socket.
+ */
+int tls_conn_has_buffered(const tls_conn *t);
+/** The negotiated protocol ("TLSv1.3") and cipher (OpenSSL's name), for
+ * the access log; the cipher is NULL before the handshake ended. Static
+ * strings owned by OpenSSL. */
+const char *tls_conn_version(const tls_conn *t);
+const char *tls_conn_cipher(const tls_conn *t);
+/* 1 when the handshake resumed a session (a ticket) rather than a full one. */
+int tls_conn_session_reused(const tls_conn *t);
+/** Send close_notify once, without waiting for the peer's; nothing after a
+ * fatal error or before the handshake finished. */
 void tls_conn_close_notify(tls_conn *t);
+
+struct tls_info;
+/**
+ * The PAGI tls extension's holder of this established session (tls_info.h),
+ * made at the first call, one per connection: the caller takes its own
+ * reference (tls_info_ref) to keep it past the connection. NULL when out of
+ * memory.
+ */
+struct tls_info *tls_conn_info(tls_conn *t);
 
 #endif

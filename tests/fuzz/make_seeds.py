@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_seeds.py - write the hand-made seed corpora of the fuzz harnesses
-http1_parser, config, ws_frame and ws_deflate (the utf8 and static
+http1_parser, config, ws_frame, ws_deflate and tls (the utf8 and static
 harnesses keep their own seeds).
 
 Each seed is one meaningful input (a valid case or a known-tricky one), named
@@ -9,6 +9,7 @@ made and re-creates them: tests/fuzz/make_seeds.py [DIR] (default: corpus/).
 Seeds named regress-* are reproducers of bugs the fuzzers found: keep them.
 """
 import os
+import ssl
 import struct
 import sys
 import zlib
@@ -211,3 +212,78 @@ D = {
 }
 for name, data in D.items():
     put("ws_deflate", name, data)
+
+
+# ---------------------------------------------------------------- tls
+# First byte even: raw client bytes, fed in pieces of 1 << (byte >> 2 & 7)
+# (0: all at once), a FIN at the end when byte & 2. First byte odd: a real
+# client makes the handshake (TLS 1.2 only when byte & 2, a small server
+# send buffer when byte & 4), then a script of steps (see fuzz_tls.c):
+# 0 LEN16 client writes, 1 deliver, 2 LEN16 deliver part, 3 N BYTES splice,
+# 4 LEN16 server reads, 5 LEN16 CUTS16 server writev, 6 LEN16 sendfile,
+# 7 client reads, 8 pending check, 9 B key update, 10 B end (B&1:
+# close_notify, else FIN), 11 server close_notify.
+def hello_and_outgoing(**kw):
+    """A ClientHello from Python's ssl (OpenSSL): what a real client sends."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if kw.get("max_version"):
+        ctx.maximum_version = kw["max_version"]
+    ctx.set_alpn_protocols(["http/1.1"])
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def rec(ctype, payload, version=b"\x03\x03"):
+    return bytes([ctype]) + version + struct.pack(">H", len(payload)) + payload
+
+
+def u16(n):
+    return struct.pack("<H", n)
+
+
+ch13 = hello_and_outgoing()
+ch12 = hello_and_outgoing(max_version=ssl.TLSVersion.TLSv1_2)
+T = {
+    "raw-clienthello-tls13": b"\x00" + ch13,
+    "raw-clienthello-tls12": b"\x00" + ch12,
+    "raw-clienthello-fin": b"\x02" + ch13,
+    "raw-clienthello-bytewise": b"\x04" + ch13,
+    "raw-clienthello-then-records": b"\x00" + ch13 + rec(20, b"\x01") + rec(23, bytes(range(64)))
+                                    + rec(21, b"\x01\x00"),
+    "raw-clienthello-split-16": b"\x10" + ch12 + rec(22, b"\x14\x00\x00\x0c" + b"\x00" * 12),
+    "raw-alert": b"\x00" + rec(21, b"\x02\x28"),
+    "raw-plain-connect": b"\x04CONNECT a:443 HTTP/1.1\r\n\r\n",
+    "raw-heartbeat": b"\x00" + rec(24, b"\x01\x40\x00" + b"A" * 16),
+    "raw-oversized-record": b"\x00" + b"\x16\x03\x01\xff\xff" + b"\x01" * 64,
+    "raw-sslv2-hello": b"\x00" + b"\x80\x2e\x01\x00\x02\x00\x15\x00\x00\x00\x10" + b"\x00\x00\x2f" * 7
+                       + b"R" * 16,
+    "raw-plain-http": b"\x02" + b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "raw-empty-fin": b"\x02",
+    # scripted
+    "script-request-response": b"\x01" + b"\x00" + u16(300) + b"\x01" + b"\x04" + u16(4096)
+                               + b"\x05" + u16(5000) + u16(0x1234) + b"\x07",
+    "script-tls12": b"\x03" + b"\x00" + u16(100) + b"\x01\x04" + u16(100) + b"\x05" + u16(300)
+                    + u16(7) + b"\x07" + b"\x0a\x01\x01\x04" + u16(10),
+    "script-pending": b"\x01" + b"\x00" + u16(16000) + b"\x01" + b"\x04" + u16(10) + b"\x08\x08\x08",
+    "script-partial-record": b"\x01" + b"\x00" + u16(3000) + b"\x02" + u16(1000) + b"\x04" + u16(3000)
+                             + b"\x08\x01\x04" + u16(3000),
+    "script-small-sndbuf-writes": b"\x05" + (b"\x05" + u16(39000) + u16(0xffff)) * 6 + b"\x07"
+                                  + (b"\x06" + u16(30000)) * 4 + b"\x07" + b"\x05" + u16(100) + u16(3),
+    "script-sendfile": b"\x01" + (b"\x06" + u16(20000) + b"\x07") * 3,
+    "script-splice-garbage": b"\x01" + b"\x00" + u16(50) + b"\x02" + u16(20) + b"\x03\x07" + b"garbage!"
+                             + b"\x01\x04" + u16(100) + b"\x05" + u16(10) + u16(0),
+    "script-key-update": b"\x01" + b"\x09\x01" + b"\x00" + u16(10) + b"\x01\x04" + u16(10)
+                         + b"\x05" + u16(10) + u16(0) + b"\x07",
+    "script-fin": b"\x01" + b"\x00" + u16(10) + b"\x0a\x00" + b"\x04" + u16(100) + b"\x04" + u16(100),
+    "script-close-notify-both": b"\x01" + b"\x0b\x07" + b"\x0a\x01\x01\x04" + u16(10)
+                                + b"\x05" + u16(10) + u16(0),
+}
+for name, data in T.items():
+    put("tls", name, data)

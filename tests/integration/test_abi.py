@@ -16,7 +16,7 @@ from lib import Conn, check, check_eq, request, test
 HERE = os.path.dirname(os.path.abspath(__file__))
 ABI_DIR = os.path.join(lib.REPO, "tests", "abi")
 INCLUDE = os.path.join(lib.REPO, "include")
-SERVER_ABI = "2.3"  # 2.2 (TLS) and 2.3 (pub/sub) are reconciled at merge
+SERVER_ABI = "2.3"
 
 
 def build(ctx, name, source, include):

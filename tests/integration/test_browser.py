@@ -93,11 +93,11 @@ class WebDriver:
     def cmd(self, method, path, body=None, timeout=30):
         return self._call(method, "/session/%s%s" % (self.session, path), body, timeout)
 
-    def start_session(self, user_data_dir):
+    def start_session(self, user_data_dir, extra_args=()):
         args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--user-data-dir=%s" % user_data_dir,
-                "--window-size=1200,900"]
+                "--window-size=1200,900"] + list(extra_args)
         caps = {"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "pageLoadStrategy": "normal",

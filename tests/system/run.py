@@ -221,6 +221,82 @@ def http_code(g, url, extra=""):
     return g.out("curl -s -o /dev/null --max-time 10 -w '%%{http_code}' %s '%s'" % (extra, url))
 
 
+
+def make_tls_files(d):
+    """A throwaway CA and two certificates for 127.0.0.1 (different serials),
+    made on the host with the openssl CLI; {name: path}."""
+    def run(*args):
+        subprocess.run(("openssl",) + args, check=True, capture_output=True, timeout=60)
+    files = {"ca": os.path.join(d, "ca.pem"), "ca_key": os.path.join(d, "ca.key")}
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", files["ca_key"], "-out", files["ca"], "-days", "7", "-subj", "/CN=system CA")
+    ext = os.path.join(d, "leaf.ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\n")
+    for n, serial in (("one", "4097"), ("two", "4098")):
+        key, csr, cert = (os.path.join(d, n + s) for s in (".key", ".csr", ".pem"))
+        run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
+        run("x509", "-req", "-in", csr, "-CA", files["ca"], "-CAkey", files["ca_key"],
+            "-set_serial", serial, "-extfile", ext, "-days", "7", "-out", cert)
+        files[n] = (cert, key)
+    return files
+
+
+def served_serial(g):
+    """The serial (hex, as curl's %{certs} prints it) of the certificate the
+    TLS listener serves to a new connection, or ''."""
+    text = g.out("curl -s -o /dev/null --max-time 10 --cacert /etc/pagid/tls/ca.pem "
+                 "-w '%{certs}' https://127.0.0.1:8443/")
+    for line in text.splitlines():
+        if line.startswith("Serial Number:"):
+            return line.split(":", 1)[1].strip().lower()
+    return ""
+
+
+def tls_system_checks(g):
+    with tempfile.TemporaryDirectory() as d:
+        f = make_tls_files(d)
+        pem = {}
+        for name in ("ca", "one", "two"):
+            paths = (f[name],) if name == "ca" else f[name]
+            pem[name] = []
+            for path in paths:
+                with open(path) as fh:
+                    pem[name].append(fh.read())
+
+    def put_pair(name):
+        g.put("/etc/pagid/tls/server.pem", pem[name][0], 0o644)
+        g.put("/etc/pagid/tls/server.key", pem[name][1], 0o600)  # root's alone
+
+    g.put("/etc/pagid/tls/ca.pem", pem["ca"][0], 0o644)
+    put_pair("one")
+    g.put("/etc/pagid/conf.d/tls.yaml",
+          "listen:\n  - address: 127.0.0.1:8443\n    tls:\n"
+          "      cert: /etc/pagid/tls/server.pem\n      key: /etc/pagid/tls/server.key\n", 0o640)
+    r = g.sh("pagid -t -c /etc/pagid/pagid.yaml", timeout=60)
+    check("pagid -t accepts the TLS listener", r.returncode == 0, r.stdout + r.stderr)
+    r = g.sh("systemctl reload pagid.service", timeout=60)
+    ok = r.returncode == 0 and wait_until(
+        lambda: http_code(g, "https://127.0.0.1:8443/", "--cacert /etc/pagid/tls/ca.pem") == "200",
+        10)
+    check("https: a reload adds the TLS listener; the root-only key works with user pagid",
+          ok, r.stderr + g.out("journalctl -u pagid -n 20 --no-pager"))
+    first = served_serial(g)
+    check("https: the first certificate is served", first in ("1001", "10:01"), repr(first))
+    put_pair("two")
+    r = g.sh("systemctl reload pagid.service", timeout=60)
+    check("https: systemctl reload serves the renewed certificate",
+          r.returncode == 0 and wait_until(lambda: served_serial(g) in ("1002", "10:02"), 10),
+          r.stderr + served_serial(g))
+    # (the files go too: an operator's files left in /etc/pagid would keep
+    # purge from removing it)
+    g.sh("rm -r /etc/pagid/conf.d/tls.yaml /etc/pagid/tls && systemctl reload pagid.service",
+         timeout=60)
+    check("https: removing the drop-in closes the TLS listener",
+          wait_until(lambda: http_code(g, "https://127.0.0.1:8443/", "-k") == "000", 10))
+
+
 def main_pid(g):
     return int(g.out("systemctl show -p MainPID --value pagid.service") or 0)
 
@@ -395,6 +471,10 @@ def run_checks(g, debs):
     g.sh("rm /etc/pagid/conf.d/extra.yaml && systemctl reload pagid.service", timeout=60)
     check("conf.d drop-in removed: its listener closes",
           wait_until(lambda: http_code(g, "http://127.0.0.1:8081/") == "000", 10))
+
+    # --- HTTPS: a root-only key read by the master (workers run as pagid),
+    # a renewed certificate picked up by systemctl reload
+    tls_system_checks(g)
 
     # --- logrotate: the workers write to the new file
     for i in range(5):

@@ -18,6 +18,20 @@ tests_unit_test_config_yaml_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_s
 tests_unit_test_config_yaml_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 
+# config_yaml_tls.c: a listen entry's tls: mapping.
+check_PROGRAMS += tests/unit/test_config_yaml_tls
+TESTS += tests/unit/test_config_yaml_tls
+tests_unit_test_config_yaml_tls_SOURCES = tests/unit/test_config_yaml_tls.c
+tests_unit_test_config_yaml_tls_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_config_yaml_tls_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# tls_server.c and tls_tickets.c: in-memory handshakes.
+check_PROGRAMS += tests/unit/test_tls_server
+TESTS += tests/unit/test_tls_server
+tests_unit_test_tls_server_SOURCES = tests/unit/test_tls_server.c
+tests_unit_test_tls_server_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_tls_server_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
 check_PROGRAMS += tests/unit/test_config_suggest
 TESTS += tests/unit/test_config_suggest
 tests_unit_test_config_suggest_SOURCES = tests/unit/test_config_suggest.c

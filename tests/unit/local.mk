@@ -9,3 +9,4 @@ include $(srcdir)/tests/unit/master.mk
 include $(srcdir)/tests/unit/static.mk
 include $(srcdir)/tests/unit/websocket.mk
 include $(srcdir)/tests/unit/logs.mk
+include $(srcdir)/tests/unit/tls.mk

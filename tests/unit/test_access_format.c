@@ -147,13 +147,28 @@ START_TEST(test_escaping)
 }
 END_TEST
 
+START_TEST(test_tls_atoms)
+{
+    access_record r = sample();
+    expect("%{tls_version}x %{tls_cipher}x %{tls_session_reused}x %H", &r, "- - - HTTP/1.1");
+    r.tls_version = "TLSv1.2";
+    r.tls_cipher = "ECDHE-ECDSA-AES128-GCM-SHA256";
+    expect("%{tls_version}x %{tls_cipher}x", &r, "TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256");
+    expect("%{SSL_PROTOCOL}x/%{SSL_CIPHER}x", &r, "TLSv1.2/ECDHE-ECDSA-AES128-GCM-SHA256");
+    expect("%{tls_session_reused}x", &r, ".");
+    r.tls_reused = 1;
+    expect("%{tls_session_reused}x", &r, "r");
+}
+END_TEST
+
 START_TEST(test_json)
 {
     access_record r = sample();
     expect("json", &r,
            "{\"time\":\"2000-10-10T13:55:36.123+00:00\",\"client\":\"10.0.0.1\",\"type\":\"http\","
            "\"method\":\"GET\",\"path\":\"/a/b\",\"query\":\"x=1\",\"protocol\":\"HTTP/1.1\","
-           "\"status\":200,\"bytes\":15,\"duration_ms\":12.500,\"referer\":\"http://x/\","
+           "\"tls_version\":null,\"tls_cipher\":null,\"status\":200,\"bytes\":15,\"duration_ms\":"
+           "12.500,\"referer\":\"http://x/\","
            "\"user_agent\":\"curl/8\",\"reason\":null,\"pid\":42}");
     r.method = NULL;
     r.client = NULL;
@@ -161,10 +176,14 @@ START_TEST(test_json)
     r.reason = "body_too_large";
     r.status = 413;
     r.protocol = NULL;
+    r.tls_version = "TLSv1.3";
+    r.tls_cipher = "TLS_AES_128_GCM_SHA256";
     expect("json", &r,
            "{\"time\":\"2000-10-10T13:55:36.123+00:00\",\"client\":null,\"type\":\"http\","
            "\"method\":null,\"path\":null,\"query\":null,\"protocol\":null,"
-           "\"status\":413,\"bytes\":15,\"duration_ms\":12.500,\"referer\":null,"
+           "\"tls_version\":\"TLSv1.3\",\"tls_cipher\":\"TLS_AES_128_GCM_SHA256\","
+           "\"tls_session_reused\":false,\"status\":413,\"bytes\":15,\"duration_ms\":12.500,"
+           "\"referer\":null,"
            "\"user_agent\":null,\"reason\":\"body_too_large\",\"pid\":42}");
 }
 END_TEST
@@ -247,6 +266,7 @@ END_TEST
 
 START_TEST(test_errors)
 {
+    expect_error("%{tls_nope}x", 0);
     expect_error("%Z", 0);
     expect_error("abc %", 4);
     expect_error("ab %{User-Agent", 3);
@@ -286,6 +306,7 @@ static Suite *access_format_suite(void)
     tcase_add_test(tc, test_no_request_line);
     tcase_add_test(tc, test_atoms);
     tcase_add_test(tc, test_escaping);
+    tcase_add_test(tc, test_tls_atoms);
     tcase_add_test(tc, test_json);
     tcase_add_test(tc, test_json_escaping);
     tcase_add_test(tc, test_long_fields_keep_json_whole);

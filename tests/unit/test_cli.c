@@ -149,6 +149,7 @@ START_TEST(test_usage_lists_every_option)
     static const char *const opts[] = {
         "-c, --config FILE", "-t, --test",    "-l, --listen ADDR", "-w, --workers N",
         "-a, --app SPEC",    "-v, --version", "-h, --help",        "-u, --user USER[:GROUP]",
+        "--cert FILE",       "--key FILE",
     };
     FILE *f = capture();
     cli_usage(f);
@@ -324,6 +325,50 @@ START_TEST(test_build_user_override)
         config_free(&c);
         cli_options_free(&o);
     }
+}
+END_TEST
+
+/* -l https://ADDR with --cert/--key: a TLS listener with that pair; http://
+ * is plain; https without the pair, or the pair without https, is an error. */
+START_TEST(test_build_https_listener)
+{
+    char *a1[] = {"pagid", "-l", "https://127.0.0.1:8443", "-l", "http://127.0.0.1:8080",
+                  "--cert", "c.pem", "--key", "k.pem", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 2);
+    ck_assert_str_eq(c.listens[0].spec, "127.0.0.1:8443");
+    ck_assert_ptr_nonnull(c.listens[0].tls);
+    ck_assert_uint_eq(c.listens[0].tls->n_certs, 1);
+    ck_assert_str_eq(c.listens[0].tls->certs[0].cert, "c.pem");
+    ck_assert_str_eq(c.listens[0].tls->certs[0].key, "k.pem");
+    ck_assert_int_eq(c.listens[0].tls->session_tickets, 1);
+    ck_assert_str_eq(c.listens[1].spec, "127.0.0.1:8080");
+    ck_assert_ptr_null(c.listens[1].tls);
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a2[] = {"pagid", "-l", "https://127.0.0.1:8443", "--cert", "c.pem", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+    fclose(f);
+    ck_assert_str_eq(out_text, "pagid: -l https://127.0.0.1:8443: an https listener needs --cert "
+                               "FILE and --key FILE\n");
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a3[] = {"pagid", "-l", "127.0.0.1:8443", "--cert", "c.pem", "--key", "k.pem", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a3), a3, &o, stderr), 0);
+    f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+    fclose(f);
+    ck_assert_str_eq(out_text, "pagid: --cert and --key are for -l https://HOST:PORT listeners, "
+                               "and none is given\n");
+    config_free(&c);
+    cli_options_free(&o);
 }
 END_TEST
 
@@ -568,6 +613,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_build_override_errors);
     tcase_add_test(tc, test_build_file_errors_counted);
     tcase_add_test(tc, test_build_example_config);
+    tcase_add_test(tc, test_build_https_listener);
     suite_add_tcase(s, tc);
     return s;
 }

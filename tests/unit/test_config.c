@@ -525,6 +525,19 @@ START_TEST(test_reserve_mounts)
 END_TEST
 
 /* preload: a YAML boolean; unset, it follows the apps (on for a Perl app). */
+/* Lines of config_report's form are printed as they are, without "pagid: ". */
+START_TEST(test_msg_has_pos)
+{
+    ck_assert_int_eq(config_msg_has_pos("/etc/pagid.yaml:4:13: cannot load certificate"), 1);
+    ck_assert_int_eq(config_msg_has_pos("t.yaml:1:1: x\nt.yaml:2:2: y"), 1);
+    ck_assert_int_eq(config_msg_has_pos("cannot listen on 127.0.0.1:80: in use"), 0);
+    ck_assert_int_eq(config_msg_has_pos("t.yaml:4: no column"), 0);
+    ck_assert_int_eq(config_msg_has_pos("t.yaml:4:5 no colon"), 0);
+    ck_assert_int_eq(config_msg_has_pos(":4:5: no file"), 0);
+    ck_assert_int_eq(config_msg_has_pos(""), 0);
+}
+END_TEST
+
 START_TEST(test_preload)
 {
     pagid_config c;
@@ -584,6 +597,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_set_app);
     tcase_add_test(tc, test_preload);
     tcase_add_test(tc, test_reserve_mounts);
+    tcase_add_test(tc, test_msg_has_pos);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -611,6 +611,184 @@ START_TEST(pagi_buf_shared_by_two_queues)
 }
 END_TEST
 
+/* ---- sinks (outq_write_sink): a fake that takes a few bytes a call ---- */
+
+/* Takes up to step bytes a call; every `every`-th call is EAGAIN (or the
+ * error err). Checks the rule a TLS session relies on: after EAGAIN the
+ * next call offers the same bytes first, at least as many. */
+typedef struct fake_sink {
+    size_t step;
+    int every, calls, eintr_once, err;
+    char *out;
+    size_t n, cap;
+    char last[65536]; /* what the call that got EAGAIN offered */
+    size_t last_len;
+    int retry;
+    int retries_checked;
+} fake_sink;
+
+static ssize_t fake_take(fake_sink *f, const char *offer, size_t len)
+{
+    if (f->retry) {
+        ck_assert_uint_ge(len, f->last_len);
+        ck_assert(memcmp(offer, f->last, f->last_len) == 0);
+        f->retry = 0;
+        f->retries_checked++;
+    }
+    f->calls++;
+    if (f->eintr_once) {
+        f->eintr_once = 0;
+        errno = EINTR;
+        return -1;
+    }
+    if (f->every && f->calls % f->every == 0) {
+        if (f->err) {
+            errno = f->err;
+            return -1;
+        }
+        f->last_len = len < sizeof f->last ? len : sizeof f->last;
+        memcpy(f->last, offer, f->last_len);
+        f->retry = 1;
+        errno = EAGAIN;
+        return -1;
+    }
+    size_t k = len < f->step ? len : f->step;
+    if (f->n + k > f->cap) {
+        f->cap = (f->n + k) * 2;
+        f->out = realloc(f->out, f->cap);
+        ck_assert_ptr_nonnull(f->out);
+    }
+    memcpy(f->out + f->n, offer, k);
+    f->n += k;
+    return (ssize_t)k;
+}
+
+static ssize_t fake_writev(void *ctx, const struct iovec *iov, int cnt)
+{
+    static char flat[65536];
+    size_t len = 0;
+    for (int i = 0; i < cnt && len < sizeof flat; i++) {
+        ck_assert_uint_gt(iov[i].iov_len, 0); /* no empty segment is offered */
+        size_t k = iov[i].iov_len < sizeof flat - len ? iov[i].iov_len : sizeof flat - len;
+        memcpy(flat + len, iov[i].iov_base, k);
+        len += k;
+    }
+    return fake_take(ctx, flat, len);
+}
+
+static ssize_t fake_sendfile(void *ctx, int fd, off_t *offset, size_t len)
+{
+    static char buf[16384];
+    ssize_t got = pread(fd, buf, len < sizeof buf ? len : sizeof buf, *offset);
+    if (got <= 0)
+        return got;
+    ssize_t n = fake_take(ctx, buf, (size_t)got);
+    if (n > 0)
+        *offset += n;
+    return n;
+}
+
+/* Flush through the fake until done, appending more at every EAGAIN. */
+START_TEST(sink_few_bytes_and_eagain)
+{
+    enum { TOTAL = 200000 };
+    char *want = malloc(TOTAL);
+    pattern(want, TOTAL, 21);
+    int fd = tmpfile_with(want + 30000, 40000);
+    fake_sink f = {.step = 777, .every = 3};
+    outq_sink fs = {&f, fake_writev, fake_sendfile};
+    outq q;
+    outq_init(&q);
+    /* memory, a file, borrowed bytes, then small appends while waiting */
+    ck_assert_int_eq(outq_append(&q, want, 30000), 0);
+    ck_assert_int_eq(outq_append_file(&q, fd, 0, 40000), 0);
+    ck_assert_int_eq(outq_append_ext(&q, want + 70000, 30000, NULL, NULL), 0);
+    size_t queued = 100000, total = 0;
+    int agains = 0;
+    for (int round = 0; round < 100000; round++) {
+        size_t w = 12345, before = outq_buffered(&q);
+        outq_result r = outq_write_sink(&q, &fs, &w);
+        ck_assert_uint_eq(outq_buffered(&q), before - w);
+        total += w;
+        if (r == OUTQ_DONE && queued == TOTAL)
+            break;
+        if (r == OUTQ_AGAIN)
+            agains++;
+        else
+            ck_assert_int_eq(r, OUTQ_DONE);
+        if (queued < TOTAL) {
+            size_t k = TOTAL - queued < 333 ? TOTAL - queued : 333;
+            ck_assert_int_eq(outq_append(&q, want + queued, k), 0);
+            queued += k;
+        }
+    }
+    ck_assert_uint_eq(queued, TOTAL);
+    ck_assert_uint_eq(total, TOTAL);
+    ck_assert_uint_eq(f.n, TOTAL);
+    ck_assert(memcmp(f.out, want, TOTAL) == 0);
+    ck_assert_int_gt(agains, 10);
+    ck_assert_int_eq(f.retries_checked, agains);
+    ck_assert_ptr_null(q.head);
+    outq_free(&q);
+    free(f.out);
+    free(want);
+}
+END_TEST
+
+START_TEST(sink_eintr_is_retried)
+{
+    fake_sink f = {.step = 5, .eintr_once = 1};
+    outq_sink fs = {&f, fake_writev, fake_sendfile};
+    outq q;
+    outq_init(&q);
+    ck_assert_int_eq(outq_append(&q, "hello world", 11), 0);
+    size_t w = 0;
+    ck_assert_int_eq(outq_write_sink(&q, &fs, &w), OUTQ_DONE);
+    ck_assert_uint_eq(w, 11);
+    ck_assert_uint_eq(f.n, 11);
+    ck_assert(memcmp(f.out, "hello world", 11) == 0);
+    outq_free(&q);
+    free(f.out);
+}
+END_TEST
+
+START_TEST(sink_error_keeps_the_rest)
+{
+    fake_sink f = {.step = 4, .every = 3, .err = EPIPE};
+    outq_sink fs = {&f, fake_writev, fake_sendfile};
+    outq q;
+    outq_init(&q);
+    ck_assert_int_eq(outq_append(&q, "0123456789abcdef", 16), 0);
+    size_t w = 0;
+    errno = 0;
+    ck_assert_int_eq(outq_write_sink(&q, &fs, &w), OUTQ_ERROR);
+    ck_assert_int_eq(errno, EPIPE);
+    ck_assert_uint_eq(w, 8); /* two calls took 4 bytes each */
+    ck_assert_uint_eq(outq_buffered(&q), 8);
+    outq_free(&q);
+    free(f.out);
+}
+END_TEST
+
+START_TEST(sink_file_shrank_is_eio)
+{
+    int fd = tmpfile_with("0123456789", 10);
+    fake_sink f = {.step = 3};
+    outq_sink fs = {&f, fake_writev, fake_sendfile};
+    outq q;
+    outq_init(&q);
+    ck_assert_int_eq(outq_append_file(&q, fd, 2, 20), 0);
+    size_t w = 0;
+    errno = 0;
+    ck_assert_int_eq(outq_write_sink(&q, &fs, &w), OUTQ_ERROR);
+    ck_assert_int_eq(errno, EIO);
+    ck_assert_uint_eq(w, 8);
+    ck_assert(memcmp(f.out, "23456789", 8) == 0);
+    outq_free(&q);
+    free(f.out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("outq");
@@ -646,6 +824,14 @@ static Suite *suite(void)
     tcase_add_test(t, ext_released_by_free);
     tcase_add_test(t, ext_zero_length_and_appends_after);
     tcase_add_test(t, pagi_buf_shared_by_two_queues);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("sink");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, sink_few_bytes_and_eagain);
+    tcase_add_test(t, sink_eintr_is_retried);
+    tcase_add_test(t, sink_error_keeps_the_rest);
+    tcase_add_test(t, sink_file_shrank_is_eio);
     suite_add_tcase(s, t);
     return s;
 }

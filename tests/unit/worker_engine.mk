@@ -1,13 +1,17 @@
 # tests/unit for the worker engine (runq, loop, outq, state_table, scope, scope_drain, scope_debug, app_registry,
-# sse, http1_exchange): one Check suite per source file, named after it.
+# sse, http1_exchange, tls_info): one Check suite per source file, named after it.
 check_PROGRAMS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
 	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_drain \
 	tests/unit/test_scope_debug tests/unit/test_app_registry tests/unit/test_sse \
-	tests/unit/test_http1_exchange
+	tests/unit/test_http1_exchange tests/unit/test_tls_info
 TESTS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
 	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_drain \
 	tests/unit/test_scope_debug tests/unit/test_app_registry tests/unit/test_sse \
-	tests/unit/test_http1_exchange
+	tests/unit/test_http1_exchange tests/unit/test_tls_info
+
+tests_unit_test_tls_info_SOURCES = tests/unit/test_tls_info.c
+tests_unit_test_tls_info_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_tls_info_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
 tests_unit_test_runq_SOURCES = tests/unit/test_runq.c
 tests_unit_test_runq_CFLAGS = $(UNIT_TEST_CFLAGS)

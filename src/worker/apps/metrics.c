@@ -19,12 +19,15 @@ static const char *const reason_words[SHM_R__COUNT] = {
     "body_too_large", "queue_overflow", "other",
 };
 static const char *const scope_words[SHM_SCOPE__COUNT] = {"http", "websocket", "sse"};
+static const char *const tls_words[SHM_TLS__COUNT] = {"ok", "failed", "timeout", "closed"};
 static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
 
 typedef struct totals {
     uint64_t requests[6], bytes_in, bytes_out, disconnects[SHM_R__COUNT], log_dropped;
     uint64_t ps_published, ps_delivered, ps_dropped;
-    int64_t open_connections, open_scopes[SHM_SCOPE__COUNT];
+    uint64_t tls_handshakes[SHM_TLS__COUNT];
+    uint64_t tls_resumed;
+    int64_t open_connections, open_scopes[SHM_SCOPE__COUNT], tls_open;
     unsigned workers_up, workers_ready;
 } totals;
 
@@ -48,11 +51,15 @@ static void sum(totals *t, const shm_region *r)
         t->ps_dropped += LOAD(&w->pubsub_dropped);
         for (int k = 0; k < SHM_R__COUNT; k++)
             t->disconnects[k] += LOAD(&w->disconnects[k]);
+        for (int k = 0; k < SHM_TLS__COUNT; k++)
+            t->tls_handshakes[k] += LOAD(&w->tls_handshakes[k]);
+        t->tls_resumed += LOAD(&w->tls_resumed);
         if (pid == 0)
             continue; /* exited: its gauges are stale */
         t->workers_up++;
         t->workers_ready += LOAD(&w->ready) ? 1u : 0u;
         t->open_connections += LOAD(&w->open_connections);
+        t->tls_open += LOAD(&w->tls_open);
         for (int k = 0; k < SHM_SCOPE__COUNT; k++)
             t->open_scopes[k] += LOAD(&w->open_scopes[k]);
     }
@@ -109,6 +116,17 @@ int metrics_render(buf *o, const shm_region *r)
                (unsigned long long)t.ps_dropped);
     buf_printf(o, "pagid_pubsub_dropped_total{where=\"master\"} %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->pubsub_master_dropped));
+    head(o, "pagid_open_tls_connections", "gauge", "Client connections open on TLS listeners.");
+    buf_printf(o, "pagid_open_tls_connections %lld\n", (long long)t.tls_open);
+    head(o, "pagid_tls_handshakes_total", "counter",
+         "TLS handshakes by outcome: ok, failed (protocol error), timeout (timeouts.header), "
+         "closed (by the peer).");
+    for (int k = 0; k < SHM_TLS__COUNT; k++)
+        buf_printf(o, "pagid_tls_handshakes_total{result=\"%s\"} %llu\n", tls_words[k],
+                   (unsigned long long)t.tls_handshakes[k]);
+    head(o, "pagid_tls_sessions_resumed_total", "counter",
+         "Of the ok handshakes, those that resumed a session (by ticket) instead of a full one.");
+    buf_printf(o, "pagid_tls_sessions_resumed_total %llu\n", (unsigned long long)t.tls_resumed);
     head(o, "pagid_worker_restarts_total", "counter", "Crashed workers replaced by the master.");
     buf_printf(o, "pagid_worker_restarts_total %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->worker_restarts));

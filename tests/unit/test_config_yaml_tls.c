@@ -1,0 +1,239 @@
+/*
+ * test_config_yaml_tls.c - Check suite for src/common/config_yaml_tls.c: a
+ * listen entry's tls: mapping loads into pagid_tls (default certificate
+ * first, SNI certificates after it, protocols in normal form, ticket key
+ * files), and every mistake prints exactly "FILE:LINE:COLUMN: message".
+ * Nothing here reads the files: that is tls_server's job.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+
+static char *out_text;
+
+static int load(pagid_config *c, const char *yaml)
+{
+    size_t len;
+    free(out_text);
+    FILE *f = open_memstream(&out_text, &len);
+    ck_assert_ptr_nonnull(f);
+    config_init_defaults(c);
+    int n = config_load_string(c, yaml, "t.yaml", f);
+    fclose(f);
+    return n;
+}
+
+static void expect_error(const char *yaml, const char *expected)
+{
+    pagid_config c;
+    int n = load(&c, yaml);
+    char want[1024];
+    snprintf(want, sizeof want, "%s\n", expected);
+    ck_assert_str_eq(out_text, want);
+    ck_assert_int_eq(n, 1);
+    config_free(&c);
+}
+
+static void teardown(void)
+{
+    free(out_text);
+    out_text = NULL;
+}
+
+#define HEAD "listen:\n  - address: 127.0.0.1:8443\n    tls:\n"
+
+START_TEST(test_tls_minimal_defaults)
+{
+    pagid_config c;
+    ck_assert_int_eq(load(&c, HEAD "      cert: c.pem\n      key: k.pem\n"), 0);
+    ck_assert_str_eq(out_text, "");
+    ck_assert_uint_eq(c.n_listens, 1);
+    const pagid_tls *t = c.listens[0].tls;
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->n_certs, 1);
+    ck_assert_str_eq(t->certs[0].cert, "c.pem");
+    ck_assert_str_eq(t->certs[0].key, "k.pem");
+    ck_assert_uint_eq(t->certs[0].pos.line, 4);
+    ck_assert_uint_eq(t->certs[0].pos.col, 13);
+    ck_assert_uint_eq(t->certs[0].key_pos.line, 5);
+    ck_assert_uint_eq(t->certs[0].key_pos.col, 12);
+    ck_assert_ptr_null(t->protocols);
+    ck_assert_ptr_null(t->ciphers);
+    ck_assert_ptr_null(t->ciphersuites);
+    ck_assert_int_eq(t->client_auth, TLS_CLIENT_NONE);
+    ck_assert_int_eq(t->session_tickets, 1);
+    ck_assert_uint_eq(t->n_ticket_keys, 0);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_tls_full)
+{
+    pagid_config c;
+    int n = load(&c, HEAD "      cert: d.pem\n      key: d.key\n"
+                          "      certificates:\n"
+                          "        - {cert: a.pem, key: a.key}\n"
+                          "        - cert: w.pem\n          key: w.key\n"
+                          "      protocols: [TLSv1.3, TLSv1.2]\n"
+                          "      ciphers: ECDHE-RSA-AES128-GCM-SHA256\n"
+                          "      ciphersuites: TLS_AES_128_GCM_SHA256\n"
+                          "      client_auth: {ca: ca.pem, mode: optional}\n"
+                          "      session_tickets: yes\n"
+                          "      session_ticket_key: [t1.key, t2.key]\n");
+    ck_assert_str_eq(out_text, "");
+    ck_assert_int_eq(n, 0);
+    const pagid_tls *t = c.listens[0].tls;
+    ck_assert_uint_eq(t->n_certs, 3);
+    ck_assert_str_eq(t->certs[0].cert, "d.pem");
+    ck_assert_str_eq(t->certs[1].key, "a.key");
+    ck_assert_str_eq(t->certs[2].cert, "w.pem");
+    ck_assert_uint_eq(t->certs[2].pos.line, 8);
+    ck_assert_uint_eq(t->certs[2].key_pos.line, 9);
+    ck_assert_uint_eq(t->certs[2].key_pos.col, 16);
+    ck_assert_uint_eq(t->certs[1].key_pos.line, 7);
+    ck_assert_str_eq(t->protocols, "TLSv1.2 TLSv1.3");
+    ck_assert_str_eq(t->ciphers, "ECDHE-RSA-AES128-GCM-SHA256");
+    ck_assert_str_eq(t->ciphersuites, "TLS_AES_128_GCM_SHA256");
+    ck_assert_int_eq(t->client_auth, TLS_CLIENT_OPTIONAL);
+    ck_assert_str_eq(t->client_ca, "ca.pem");
+    ck_assert_uint_eq(t->n_ticket_keys, 2);
+    ck_assert_str_eq(t->ticket_keys[1], "t2.key");
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_tls_forms)
+{
+    pagid_config c;
+    /* certificates alone: the first is the default. */
+    ck_assert_int_eq(load(&c, HEAD "      certificates: [{cert: a.pem, key: a.key}]\n"
+                                   "      protocols: TLSv1.3\n"
+                                   "      session_tickets: false\n"),
+                     0);
+    const pagid_tls *t = c.listens[0].tls;
+    ck_assert_uint_eq(t->n_certs, 1);
+    ck_assert_str_eq(t->certs[0].cert, "a.pem");
+    ck_assert_str_eq(t->protocols, "TLSv1.3");
+    ck_assert_int_eq(t->session_tickets, 0);
+    config_free(&c);
+    /* One ticket key file as a scalar; client_auth none needs no CA. */
+    ck_assert_int_eq(load(&c, HEAD "      cert: c\n      key: k\n"
+                                   "      session_ticket_key: t.key\n"
+                                   "      client_auth: {mode: none}\n"),
+                     0);
+    t = c.listens[0].tls;
+    ck_assert_uint_eq(t->n_ticket_keys, 1);
+    ck_assert_str_eq(t->ticket_keys[0], "t.key");
+    ck_assert_int_eq(t->client_auth, TLS_CLIENT_NONE);
+    config_free(&c);
+    /* A plain listen entry has no tls. */
+    ck_assert_int_eq(load(&c, "listen: [127.0.0.1:80]\n"), 0);
+    ck_assert_ptr_null(c.listens[0].tls);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_tls_errors)
+{
+    expect_error(HEAD "      cert: c\n      key: k\n      certs: x\n",
+                 "t.yaml:6:7: unknown key 'certs' in 'listen.tls' (did you mean 'cert'?)");
+    expect_error(HEAD "      cert: c\n      key: k\n      cipher: x\n",
+                 "t.yaml:6:7: unknown key 'cipher' in 'listen.tls' (did you mean 'ciphers'?)");
+    expect_error(HEAD "      cert: c\n      key: k\n      session_ticket: true\n",
+                 "t.yaml:6:7: unknown key 'session_ticket' in 'listen.tls' (did you mean "
+                 "'session_tickets'?)");
+    expect_error(HEAD "      key: k\n",
+                 "t.yaml:4:7: 'listen.tls' needs both 'cert' and 'key' (PEM files): 'cert' is "
+                 "missing");
+    expect_error(HEAD "      protocols: [TLSv1.3]\n",
+                 "t.yaml:4:7: 'listen.tls' needs both 'cert' and 'key' (PEM files), or "
+                 "'certificates'");
+    expect_error(HEAD "      cert: c\n      key: ''\n", "t.yaml:5:12: 'listen.tls.key' is empty");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: [TLSv1.2, SSLv3]\n",
+                 "t.yaml:6:28: protocol 'SSLv3' is not supported: it is insecure (pagid offers "
+                 "TLSv1.2 and TLSv1.3)");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: tlsv1\n",
+                 "t.yaml:6:18: protocol 'tlsv1' is not supported: it is insecure (pagid offers "
+                 "TLSv1.2 and TLSv1.3)");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: [TLS1.3]\n",
+                 "t.yaml:6:19: unknown protocol 'TLS1.3' in 'listen.tls.protocols' (did you "
+                 "mean 'TLSv1.3'?)");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: [http]\n",
+                 "t.yaml:6:19: unknown protocol 'http' in 'listen.tls.protocols' (expected "
+                 "TLSv1.2 or TLSv1.3)");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: \"TLSv1.2 TLSv1.3\"\n",
+                 "t.yaml:6:18: 'listen.tls.protocols' is one string 'TLSv1.2 TLSv1.3': write a "
+                 "list, protocols: [TLSv1.2, TLSv1.3]");
+    expect_error(HEAD "      cert: c\n      key: k\n      protocols: []\n",
+                 "t.yaml:6:18: 'listen.tls.protocols' is empty: name TLSv1.2, TLSv1.3 or both");
+    expect_error(HEAD "      cert: c\n      key: k\n      certificates: []\n",
+                 "t.yaml:6:21: 'listen.tls.certificates' is empty");
+    expect_error(HEAD "      cert: c\n      key: k\n      certificates: [{cert: a, kye: b}]\n",
+                 "t.yaml:6:32: unknown key 'kye' in 'listen.tls.certificates' (did you mean "
+                 "'key'?)");
+    expect_error(HEAD "      cert: c\n      key: k\n      certificates: [{key: b}]\n",
+                 "t.yaml:6:22: 'listen.tls.certificates' needs both 'cert' and 'key' (PEM "
+                 "files): 'cert' is missing");
+    expect_error(HEAD "      cert: c\n      key: k\n      session_tickets: sometimes\n",
+                 "t.yaml:6:24: 'listen.tls.session_tickets' must be true or false, not "
+                 "'sometimes'");
+    expect_error(HEAD "      cert: c\n      key: k\n      session_tickets: false\n"
+                      "      session_ticket_key: t\n",
+                 "t.yaml:7:7: 'listen.tls.session_ticket_key' given with session_tickets: false");
+    expect_error(HEAD "      cert: c\n      key: k\n      session_ticket_key: {a: b}\n",
+                 "t.yaml:6:27: 'listen.tls.session_ticket_key' must be a file or a list of "
+                 "files, not a mapping");
+    expect_error(HEAD "      cert: c\n      key: k\n      ciphers: ''\n",
+                 "t.yaml:6:16: 'listen.tls.ciphers' is empty");
+    expect_error(HEAD "      cert: c\n      key: k\n      client_auth: {mode: require}\n",
+                 "t.yaml:6:20: 'listen.tls.client_auth' needs a 'ca' file to verify clients "
+                 "against");
+    expect_error("listen:\n  - address: 127.0.0.1:8443\n    tls: [c, k]\n",
+                 "t.yaml:3:10: 'listen.tls' must be a mapping, not a list");
+}
+END_TEST
+
+/* Every prefix of a full mapping: an error or a load, never a crash or leak. */
+START_TEST(test_tls_truncations_never_crash)
+{
+    static const char full[] = HEAD "      cert: d.pem\n      key: d.key\n"
+                                    "      certificates: [{cert: a.pem, key: a.key}]\n"
+                                    "      protocols: [TLSv1.2, TLSv1.3]\n"
+                                    "      session_ticket_key: [t1, t2]\n"
+                                    "      client_auth: {ca: ca.pem, mode: optional}\n";
+    char buf[sizeof full];
+    for (size_t len = 0; len < sizeof full; len++) {
+        memcpy(buf, full, len);
+        buf[len] = '\0';
+        pagid_config c;
+        load(&c, buf);
+        config_free(&c);
+    }
+}
+END_TEST
+
+static Suite *config_yaml_tls_suite(void)
+{
+    Suite *s = suite_create("config_yaml_tls");
+    TCase *tc = tcase_create("tls");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_tls_minimal_defaults);
+    tcase_add_test(tc, test_tls_full);
+    tcase_add_test(tc, test_tls_forms);
+    tcase_add_test(tc, test_tls_errors);
+    tcase_add_test(tc, test_tls_truncations_never_crash);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_yaml_tls_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
