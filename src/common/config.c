@@ -59,6 +59,9 @@ void config_init_defaults(pagid_config *c)
     c->error_log_level = LOG_LVL_INFO;
     c->status_listen = NULL; /* off */
     c->status_path = strdup("/metrics");
+    c->pubsub.backend = PUBSUB_BACKEND_LOCAL;
+    c->pubsub.prefix = strdup("pagid:");
+    c->pubsub.buffer = 1024 * 1024;
 }
 
 int config_parse_size(const char *s, size_t *out)
@@ -695,8 +698,13 @@ int config_msg_has_pos(const char *msg)
 int config_finalize(pagid_config *c, FILE *err)
 {
     const char *msg = NULL;
-    if (!c->app || !c->access_log_format || !c->status_path) {
+    if (!c->app || !c->access_log_format || !c->status_path || !c->pubsub.prefix) {
         fprintf(err, "pagid: out of memory\n");
+        return -1;
+    }
+    if (c->pubsub.backend == PUBSUB_BACKEND_REDIS && !c->pubsub.url) {
+        config_report(c, c->pubsub.backend_pos, err,
+                      "'pubsub.backend: redis' needs 'pubsub.url' (redis://HOST:PORT/DB)");
         return -1;
     }
     /* nginx's rule: a group alone would leave the workers with the master's
@@ -759,6 +767,8 @@ void config_free(pagid_config *c)
         config_listen_free(c->status_listen);
     free(c->status_listen);
     free(c->status_path);
+    free(c->pubsub.url);
+    free(c->pubsub.prefix);
     free(c->pid_file);
     free(c->user);
     free(c->group);

@@ -104,6 +104,21 @@ typedef struct pagid_mount {
     pagid_static_opts static_opts;
 } pagid_mount;
 
+typedef enum pubsub_backend_kind {
+    PUBSUB_BACKEND_LOCAL = 0,
+    PUBSUB_BACKEND_REDIS
+} pubsub_backend_kind;
+
+/* `pubsub:` (docs/pubsub.md): messages cross workers with no backend; a
+ * backend carries them between pagid instances too. */
+typedef struct pagid_pubsub {
+    pubsub_backend_kind backend;
+    char *url;     /* redis: checked by redis_url_parse at load; NULL when unset */
+    char *prefix;  /* put before each channel name in the backend ("pagid:") */
+    size_t buffer; /* bytes of publishes kept for the backend while it is down */
+    pagid_pos backend_pos, url_pos;
+} pagid_pubsub;
+
 typedef struct pagid_config {
     char *source;          /* file the config came from, or NULL */
     pagid_listen *listens; /* at least one after config_finalize */
@@ -126,6 +141,7 @@ typedef struct pagid_config {
     log_level error_log_level;
     pagid_listen *status_listen; /* status.listen: the metrics listener; NULL = off */
     char *status_path;           /* status.path: where the metrics are served */
+    pagid_pubsub pubsub;
     char *pid_file, *user, *group;
     /* Where these were set in the file, for messages about them. */
     pagid_pos pid_file_pos, user_pos, group_pos, error_log_pos, access_log_pos;

@@ -412,6 +412,15 @@ static void dump_body(dumper *d, const pagid_config *c)
     key_str(d, "path", c->status_path);
     map_end(d);
 
+    word(d, "pubsub");
+    map_start(d);
+    word(d, "backend");
+    word(d, c->pubsub.backend == PUBSUB_BACKEND_REDIS ? "redis" : "local");
+    key_opt(d, "url", c->pubsub.url, "~");
+    key_str(d, "prefix", c->pubsub.prefix ? c->pubsub.prefix : "");
+    key_size(d, "buffer", c->pubsub.buffer);
+    map_end(d);
+
     key_opt(d, "pid_file", c->pid_file, "~");
     key_opt(d, "user", c->user, "~");
     key_opt(d, "group", c->group, "~");

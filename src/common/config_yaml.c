@@ -462,6 +462,15 @@ static const key_def status_keys[] = {
     {NULL, NULL, 0, NULL, 0, 0},
 };
 
+static const key_def pubsub_keys[] = {
+    STRING_KEY(backend, set_pubsub_backend, pubsub.backend),
+    STRING_KEY(url, set_pubsub_url, pubsub.url),
+    STRING_KEY(prefix, set_pubsub_prefix, pubsub.prefix),
+    /* 0: nothing kept while the backend is down */
+    SIZE_KEY(buffer, pubsub.buffer, 0, (size_t)1 << 34),
+    {NULL, NULL, 0, NULL, 0, 0},
+};
+
 static const key_def top_keys[] = {
     STRING_KEY(listen, set_listen, listens),
     STRING_KEY(workers, set_workers, workers),
@@ -476,6 +485,7 @@ static const key_def top_keys[] = {
     SECTION_KEY(access_log, access_log_keys),
     SECTION_KEY(error_log, error_log_keys),
     SECTION_KEY(status, status_keys),
+    SECTION_KEY(pubsub, pubsub_keys),
     STRING_KEY(pid_file, set_string, pid_file),
     STRING_KEY(user, set_string, user),
     STRING_KEY(group, set_string, group),

@@ -176,6 +176,10 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out);
 
 /** A YAML 1.1 boolean (true/false/yes/no/on/off); 0, or -1 after reporting (config_yaml_app.c). */
 int parse_bool(load_ctx *x, const ynode *n, const char *path, int *out);
+/* config_yaml_pubsub.c: `pubsub.backend`, `pubsub.url`, `pubsub.prefix`. */
+void set_pubsub_backend(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+void set_pubsub_url(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+void set_pubsub_prefix(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /* config_yaml_include.c: `include` (paths and globs of files merged into this one). */
 void set_include(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /**

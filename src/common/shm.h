@@ -61,6 +61,11 @@ typedef struct shm_region {
     _Atomic uint64_t worker_restarts; /* crashes replaced by the master */
     _Atomic uint64_t reloads;         /* successful reloads */
     _Atomic uint64_t pubsub_master_dropped; /* frames the broker dropped: a worker's queue was full */
+    /* The master's pub/sub backend (docs/pubsub.md, "Across machines"):
+     * kind 0 none, 1 redis; up 1 while both its connections work. */
+    _Atomic int pubsub_backend, pubsub_backend_up;
+    _Atomic uint64_t pubsub_backend_sent, pubsub_backend_received, pubsub_backend_dropped;
+    _Atomic uint64_t pubsub_backend_reconnects;
     size_t n_slots;
     _Atomic size_t n_used;            /* slots below this were ever claimed: bound for scans */
     shm_worker slots[];

@@ -149,6 +149,9 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
     }
 
     if (nworkers == 0) {
+        if (cfg->pubsub.backend != PUBSUB_BACKEND_LOCAL)
+            log_warn("pubsub.backend is served by the master: with workers: 0 (no master) "
+                     "pub/sub stays within this process");
         /* Development mode: no master, this process is the only worker. */
         rc = priv_drop(&id) < 0 ? EXIT_STARTUP : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1, -1);
         /* Without a master "do not respawn me" means "could not start". */

@@ -5,11 +5,16 @@
  * memory stays bounded: input is read a frame at a time (at most
  * PUBSUB_MAX_FRAME buffered per peer) and each output queue is capped at
  * PUBSUB_PEER_QUEUE_MAX, past which frames are dropped and counted.
+ * With a backend (pubsub_redis.c) it also stands for all its workers there:
+ * it subscribes a channel when the first worker does and unsubscribes when
+ * the last goes, sends each PUB on, and hands what other instances publish
+ * to every subscribed worker.
  */
 #include "pubsub_broker.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +22,12 @@
 #include <unistd.h>
 
 #include "../common/buf.h"
+#include "../common/config.h"
 #include "../common/log.h"
 #include "../common/pubsub_msg.h"
+#include "../common/redis_url.h"
+#include "../common/shm.h"
+#include "pubsub_redis.h"
 #include "pubsub_routes.h"
 
 #define READ_CHUNK 65536u
@@ -42,6 +51,9 @@ struct pubsub_broker {
     size_t n; /* entries used or free below n */
     pubsub_routes *routes;
     _Atomic uint64_t *dropped;
+    pubsub_redis *backend;              /* NULL: local only */
+    char *backend_url, *backend_prefix; /* what it was made from, to see a change */
+    buf scratch;                        /* a frame built from a backend's message */
 };
 
 pubsub_broker *broker_new(_Atomic uint64_t *dropped)
@@ -58,6 +70,13 @@ pubsub_broker *broker_new(_Atomic uint64_t *dropped)
     return b;
 }
 
+static void channel_emptied(void *ud, const char *channel, size_t len)
+{
+    pubsub_broker *b = ud;
+    if (b->backend)
+        redis_backend_unsubscribe(b->backend, channel, len);
+}
+
 static void peer_reset(pubsub_broker *b, int id)
 {
     peer *p = &b->peers[id];
@@ -69,17 +88,23 @@ static void peer_reset(pubsub_broker *b, int id)
     p->refused = 0;
     buf_free(&p->in);
     buf_free(&p->out);
-    routes_remove_peer(b->routes, id);
+    routes_drop_peer(b->routes, id, channel_emptied, b);
 }
 
 void broker_free(pubsub_broker *b)
 {
     if (!b)
         return;
+    /* First, so closing the peers sends Redis no UNSUBSCRIBE on the way out. */
+    redis_backend_free(b->backend);
+    b->backend = NULL;
     for (size_t i = 0; i < b->n; i++)
         if (b->peers[i].used)
             peer_reset(b, (int)i);
     free(b->peers);
+    free(b->backend_url);
+    free(b->backend_prefix);
+    buf_free(&b->scratch);
     routes_free(b->routes);
     free(b);
 }
@@ -140,6 +165,9 @@ void broker_child_close(pubsub_broker *b)
             close(b->peers[i].fd);
             b->peers[i].fd = -1;
         }
+    /* The Redis sockets too: a worker holding a copy would keep a
+     * connection the master closed open. */
+    redis_backend_child_close(b->backend);
 }
 
 size_t broker_npeers(const pubsub_broker *b)
@@ -147,7 +175,7 @@ size_t broker_npeers(const pubsub_broker *b)
     size_t k = 0;
     for (size_t i = 0; b && i < b->n; i++)
         k += b->peers[i].fd >= 0;
-    return k;
+    return k + (b && b->backend ? 2 : 0);
 }
 
 size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max)
@@ -160,6 +188,8 @@ size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max)
         pfd[k++] = (struct pollfd){.fd = p->fd,
                                    .events = (short)(POLLIN | (buf_size(&p->out) ? POLLOUT : 0))};
     }
+    if (b && b->backend)
+        k += redis_backend_pollfds(b->backend, pfd + k, max - k);
     return k;
 }
 
@@ -228,17 +258,31 @@ static int peer_frames(pubsub_broker *b, int id)
             switch (routes_add(b->routes, f.channel, f.channel_len, id)) {
             case 1:
                 p->channels++;
+                if (b->backend) {
+                    size_t n;
+                    routes_find(b->routes, f.channel, f.channel_len, &n);
+                    if (n == 1) /* the first worker on it: this instance subscribes */
+                        redis_backend_subscribe(b->backend, f.channel, f.channel_len);
+                }
                 break;
             case -1:
                 log_error("pubsub: out of memory for a subscription");
                 break;
             }
             break;
-        case PUBSUB_UNSUB:
-            p->channels -= (size_t)routes_remove(b->routes, f.channel, f.channel_len, id);
+        case PUBSUB_UNSUB: {
+            int removed = routes_remove(b->routes, f.channel, f.channel_len, id);
+            p->channels -= (size_t)removed;
+            size_t n;
+            routes_find(b->routes, f.channel, f.channel_len, &n);
+            if (removed && n == 0 && b->backend)
+                redis_backend_unsubscribe(b->backend, f.channel, f.channel_len);
             break;
+        }
         case PUBSUB_PUB:
             forward(b, id, &f, buf_head(&p->in), (size_t)used);
+            if (b->backend)
+                redis_backend_publish(b->backend, f.channel, f.channel_len, f.data, f.len);
             break;
         }
         buf_consume(&p->in, (size_t)used);
@@ -288,8 +332,11 @@ void broker_io(pubsub_broker *b, const struct pollfd *pfd, size_t n)
                 id = (int)i;
                 break;
             }
-        if (id < 0)
-            continue; /* closed meanwhile by another peer's failure */
+        if (id < 0) {
+            if (b->backend)
+                (void)redis_backend_io(b->backend, &pfd[k]);
+            continue; /* else closed meanwhile by another peer's failure */
+        }
         int gone = 0;
         if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
             gone = peer_read(b, id) < 0;
@@ -303,4 +350,100 @@ void broker_io(pubsub_broker *b, const struct pollfd *pfd, size_t n)
 size_t broker_channels(const pubsub_broker *b)
 {
     return routes_channels(b->routes);
+}
+
+/* ---- the backend ---- */
+
+/* A message another instance published: to every subscribed worker. */
+static void backend_deliver(void *ud, const char *channel, size_t channel_len,
+                            const unsigned char *data, size_t len)
+{
+    pubsub_broker *b = ud;
+    pubsub_frame f = {.type = PUBSUB_PUB,
+                      .channel = channel,
+                      .channel_len = channel_len,
+                      .data = data,
+                      .len = len};
+    buf_reset(&b->scratch);
+    if (pubsub_encode(&f, &b->scratch) < 0) {
+        if (b->dropped)
+            atomic_fetch_add_explicit(b->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    forward(b, -1, &f, buf_head(&b->scratch), buf_size(&b->scratch));
+    if (b->scratch.cap > KEEP_CAP)
+        buf_free(&b->scratch);
+}
+
+static void subscribe_one(void *ud, const char *channel, size_t len)
+{
+    redis_backend_subscribe(ud, channel, len);
+}
+
+static void backend_resubscribe(void *ud, pubsub_redis *r)
+{
+    pubsub_broker *b = ud;
+    routes_each(b->routes, subscribe_one, r);
+}
+
+static int same(const char *a, const char *c)
+{
+    return (!a && !c) || (a && c && !strcmp(a, c));
+}
+
+void broker_set_backend(pubsub_broker *b, const struct pagid_pubsub *cfg, struct shm_region *shm)
+{
+    if (!b)
+        return;
+    int redis = cfg && cfg->backend == PUBSUB_BACKEND_REDIS && cfg->url;
+    if (redis && b->backend && same(cfg->url, b->backend_url) &&
+        same(cfg->prefix, b->backend_prefix)) {
+        redis_backend_set_buffer(b->backend, cfg->buffer);
+        return;
+    }
+    if (!redis && !b->backend)
+        return;
+    if (b->backend)
+        log_info("pubsub: closing the redis backend%s",
+                 redis ? " (its url or prefix changed)" : "");
+    redis_backend_free(b->backend);
+    b->backend = NULL;
+    free(b->backend_url);
+    free(b->backend_prefix);
+    b->backend_url = b->backend_prefix = NULL;
+    if (!redis)
+        return;
+    redis_url u;
+    const char *msg;
+    if (redis_url_parse(cfg->url, &u, &msg) < 0) { /* checked at load: not expected */
+        log_error("pubsub: bad redis url: %s; messages stay on this machine", msg);
+        return;
+    }
+    b->backend_url = strdup(cfg->url);
+    b->backend_prefix = strdup(cfg->prefix ? cfg->prefix : "");
+    if (b->backend_url && b->backend_prefix)
+        b->backend = redis_backend_new(&u, b->backend_prefix, cfg->buffer, shm, backend_deliver,
+                                       backend_resubscribe, b);
+    if (!b->backend) {
+        log_error("pubsub: out of memory for the redis backend; messages stay on this machine");
+        free(b->backend_url);
+        free(b->backend_prefix);
+        b->backend_url = b->backend_prefix = NULL;
+        return;
+    }
+    char where[REDIS_URL_HOST_MAX + 32];
+    redis_url_where(&u, where, sizeof where);
+    log_info("pubsub: backend redis at %s, channel prefix '%s'", where, b->backend_prefix);
+    /* It connects at the next tick and subscribes the routed channels then. */
+}
+
+void broker_tick(pubsub_broker *b, double now)
+{
+    if (b && b->backend)
+        redis_backend_tick(b->backend, now);
+}
+
+double broker_next_timer(const pubsub_broker *b)
+{
+    return b && b->backend ? redis_backend_next(b->backend) : INFINITY;
 }

@@ -15,6 +15,8 @@
 #define PUBSUB_PEER_QUEUE_MAX (4u << 20)
 
 typedef struct pubsub_broker pubsub_broker;
+struct pagid_pubsub;
+struct shm_region;
 
 /** An empty broker; dropped counts frames it drops (may be NULL). NULL when out of memory. */
 pubsub_broker *broker_new(_Atomic uint64_t *dropped);
@@ -38,6 +40,17 @@ size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max);
 size_t broker_npeers(const pubsub_broker *b);
 /** Act on the revents of pfd (filled by broker_pollfds): read, route, write. */
 void broker_io(pubsub_broker *b, const struct pollfd *pfd, size_t n);
+/**
+ * Use the backend cfg names (pagid.yaml `pubsub:`; at start and when a
+ * reload's generation becomes active): kept when its url and prefix are
+ * unchanged, else the old one is closed and the new one connects, and
+ * subscribes every routed channel. Counters go to shm (may be NULL).
+ */
+void broker_set_backend(pubsub_broker *b, const struct pagid_pubsub *cfg, struct shm_region *shm);
+/** The backend's timers (reconnect, connect timeout): act when due. */
+void broker_tick(pubsub_broker *b, double now);
+/** When broker_tick next has something to do (CLOCK_MONOTONIC s), INFINITY when never. */
+double broker_next_timer(const pubsub_broker *b);
 /** Channels with subscribers (tests, STATUS). */
 size_t broker_channels(const pubsub_broker *b);
 

@@ -147,6 +147,11 @@ int routes_remove(pubsub_routes *r, const char *channel, size_t len, int peer)
 
 size_t routes_remove_peer(pubsub_routes *r, int peer)
 {
+    return routes_drop_peer(r, peer, NULL, NULL);
+}
+
+size_t routes_drop_peer(pubsub_routes *r, int peer, routes_channel_fn emptied, void *ud)
+{
     size_t removed = 0;
     for (size_t i = 0; i < r->nbuckets; i++) {
         route **pp = &r->buckets[i];
@@ -154,6 +159,8 @@ size_t routes_remove_peer(pubsub_routes *r, int peer)
             route *x = *pp;
             removed += (size_t)drop_peer(x, peer);
             if (x->n == 0) {
+                if (emptied)
+                    emptied(ud, x->name, x->len);
                 *pp = x->next;
                 free(x->peers);
                 free(x);
@@ -171,6 +178,13 @@ const int *routes_find(const pubsub_routes *r, const char *channel, size_t len, 
     route *x = *slot_of(r, channel, len);
     *n = x ? x->n : 0;
     return x ? x->peers : NULL;
+}
+
+void routes_each(const pubsub_routes *r, routes_channel_fn fn, void *ud)
+{
+    for (size_t i = 0; i < r->nbuckets; i++)
+        for (const route *x = r->buckets[i]; x; x = x->next)
+            fn(ud, x->name, x->len);
 }
 
 size_t routes_channels(const pubsub_routes *r)

@@ -19,6 +19,12 @@ int routes_add(pubsub_routes *r, const char *channel, size_t len, int peer);
 int routes_remove(pubsub_routes *r, const char *channel, size_t len, int peer);
 /** Every route through peer goes (it closed); returns how many. */
 size_t routes_remove_peer(pubsub_routes *r, int peer);
+/** A channel, for the callbacks below (not NUL-terminated). */
+typedef void (*routes_channel_fn)(void *ud, const char *channel, size_t len);
+/** routes_remove_peer, calling emptied (may be NULL) for each channel it left with no peer. */
+size_t routes_drop_peer(pubsub_routes *r, int peer, routes_channel_fn emptied, void *ud);
+/** Call fn for every channel with at least one peer (fn must not change r). */
+void routes_each(const pubsub_routes *r, routes_channel_fn fn, void *ud);
 /**
  * The peers subscribed to channel: *n of them in the returned array, owned by
  * the table and valid until its next change; NULL with *n = 0 when none.

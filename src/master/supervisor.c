@@ -161,6 +161,9 @@ static void activate(supervisor *s, generation *g)
     generation *old = s->active;
     g->state = GEN_ACTIVE;
     s->active = g;
+    /* The serving generation's `pubsub:` is the one in force (a reload
+     * with another url reconnects now, not before its workers are ready). */
+    broker_set_backend(s->env.broker, &g->cfg->pubsub, s->env.shm);
     /* An older generation still starting (SIGHUP during startup) lost. */
     for (generation *o = s->env.all; o; o = o->next)
         if (o->state == GEN_STARTING && o->id < g->id)
@@ -654,6 +657,9 @@ static int next_timeout(const supervisor *s, double now, struct timespec *ts)
     }
     if (s->up == UP_STARTING && s->up_deadline < at)
         at = s->up_deadline;
+    double backend = broker_next_timer(s->env.broker);
+    if (backend < at)
+        at = backend;
     if (isinf(at))
         return 0;
     double d = at - now;
@@ -689,6 +695,7 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     s.env.broker = broker_new(s.env.shm ? &s.env.shm->pubsub_master_dropped : NULL);
     if (!s.env.broker)
         log_warn("out of memory for the pub/sub broker: pub/sub stays within each worker");
+    broker_set_backend(s.env.broker, &cfg->pubsub, s.env.shm);
     generation *g = gen_new(++s.last_id, (pagid_config *)cfg, 0, ls, nworkers);
     if (!g) {
         log_error("out of memory");
@@ -731,6 +738,7 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
             double wd = notify_watchdog_interval();
             s.next_tick = now + (wd > 0 && wd / 4 < TICK_S ? wd / 4 : TICK_S);
         }
+        broker_tick(s.env.broker, now);
         /* A reported worker is the master's child once its middle process
          * has exited, a moment after the report: look again soon. */
         int unsettled = settle_zygotes(&s);

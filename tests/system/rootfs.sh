@@ -14,7 +14,7 @@ CACHE=${PAGID_ROOTFS_CACHE:-/var/cache/pagid-ci}
 MIRROR=${PAGID_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 BASE_PACKAGES=systemd,systemd-sysv,dbus,procps,curl,logrotate,python3,ca-certificates,
-BASE_PACKAGES+=libev4,libyaml-0-2,libhttp-parser2.9,libnettle8,zlib1g,libsystemd0,
+BASE_PACKAGES+=libev4,libyaml-0-2,libhttp-parser2.9,libnettle8,zlib1g,libsystemd0,libhiredis0.14,
 BASE_PACKAGES+=perl,libperl5.36,libfuture-perl,libfuture-io-perl,libfuture-asyncawait-perl
 
 key=$(printf '%s %s %s' "$SUITE" "$MIRROR" "$BASE_PACKAGES" | sha256sum | cut -c1-12)

@@ -90,3 +90,10 @@ TESTS += tests/unit/test_pubsub_msg
 tests_unit_test_pubsub_msg_SOURCES = tests/unit/test_pubsub_msg.c
 tests_unit_test_pubsub_msg_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pubsub_msg_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# redis_url.c: pubsub.url forms, accepted and refused.
+check_PROGRAMS += tests/unit/test_redis_url
+TESTS += tests/unit/test_redis_url
+tests_unit_test_redis_url_SOURCES = tests/unit/test_redis_url.c
+tests_unit_test_redis_url_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_redis_url_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

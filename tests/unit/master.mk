@@ -18,7 +18,7 @@ tests_unit_test_listeners_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIB
 
 tests_unit_test_supervisor_SOURCES = tests/unit/test_supervisor.c
 tests_unit_test_supervisor_CFLAGS = $(UNIT_TEST_CFLAGS)
-tests_unit_test_supervisor_LDADD = libpagid_master.a $(COMMON_LIBS) $(SYSTEMD_LIBS) $(CHECK_LIBS)
+tests_unit_test_supervisor_LDADD = libpagid_master.a $(HIREDIS_LIBS) $(COMMON_LIBS) $(SYSTEMD_LIBS) $(CHECK_LIBS)
 
 # signal_cli.c (pagid -s): pid file checks and the upgrade wait, against fake masters.
 check_PROGRAMS += tests/unit/test_signal_cli
@@ -57,3 +57,10 @@ TESTS += tests/unit/test_pubsub_routes
 tests_unit_test_pubsub_routes_SOURCES = tests/unit/test_pubsub_routes.c
 tests_unit_test_pubsub_routes_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pubsub_routes_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
+
+# pubsub_redis.c: the backoff schedule and the instance tag.
+check_PROGRAMS += tests/unit/test_pubsub_redis
+TESTS += tests/unit/test_pubsub_redis
+tests_unit_test_pubsub_redis_SOURCES = tests/unit/test_pubsub_redis.c
+tests_unit_test_pubsub_redis_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pubsub_redis_LDADD = libpagid_master.a $(HIREDIS_LIBS) $(COMMON_LIBS) $(CHECK_LIBS)

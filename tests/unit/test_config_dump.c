@@ -122,6 +122,10 @@ static void same_config(const pagid_config *a, const pagid_config *b)
     if (a->status_listen)
         same_listen(a->status_listen, b->status_listen);
     SAME_STR(status_path);
+    SAME_NUM(pubsub.backend);
+    SAME_STR(pubsub.url);
+    SAME_STR(pubsub.prefix);
+    SAME_NUM(pubsub.buffer);
     SAME_STR(pid_file);
     SAME_STR(user);
     SAME_STR(group);
@@ -162,6 +166,9 @@ START_TEST(test_defaults_round_trip)
         "access_log:",
         "error_log:",
         "status:",
+        "pubsub:",
+        "  backend: local",
+        "  buffer: 1m",
         "pid_file: ~",
         "user: ~",
         "group: ~",
@@ -223,6 +230,7 @@ static const char every_key[] =
     "  format: '%h \"%r\" %>s # %{x-y}i: %X'\n"
     "error_log: {path: /tmp/pagid err.log, level: debug}\n"
     "status: {listen: 127.0.0.1:9100, path: /stats}\n"
+    "pubsub: {backend: redis, url: 'redis://:p%40w@[::1]:7000/2', prefix: '', buffer: 0}\n"
     "pid_file: /run/pagid/pagid.pid\n"
     "user: 'null'\n"
     "group: '- odd'\n";

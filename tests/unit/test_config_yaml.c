@@ -202,9 +202,63 @@ START_TEST(test_example_file_is_defaults)
     ck_assert_ptr_null(c.pid_file);
     ck_assert_ptr_null(c.user);
     ck_assert_ptr_null(c.group);
+    ck_assert_int_eq(c.pubsub.backend, d.pubsub.backend);
+    ck_assert_ptr_null(c.pubsub.url);
+    ck_assert_str_eq(c.pubsub.prefix, d.pubsub.prefix);
+    ck_assert_uint_eq(c.pubsub.buffer, d.pubsub.buffer);
     config_free(&c);
     config_free(&d);
 }
+
+START_TEST(test_load_pubsub)
+{
+    pagid_config c;
+    ck_assert_int_eq(load(&c, "pubsub:\n  backend: redis\n  url: redis://:s3cret@10.0.0.5:6380/2\n"
+                              "  prefix: app1/\n  buffer: 4m\n"),
+                     0);
+    ck_assert_int_eq(c.pubsub.backend, PUBSUB_BACKEND_REDIS);
+    ck_assert_str_eq(c.pubsub.url, "redis://:s3cret@10.0.0.5:6380/2");
+    ck_assert_str_eq(c.pubsub.prefix, "app1/");
+    ck_assert_uint_eq(c.pubsub.buffer, 4u << 20);
+    ck_assert_uint_eq(c.pubsub.url_pos.line, 3);
+    ck_assert_int_eq(config_finalize(&c, stderr), 0);
+    config_free(&c);
+    /* an empty prefix is allowed: channel names go to Redis as they are */
+    ck_assert_int_eq(load(&c, "pubsub:\n  prefix: ~\n"), 0);
+    ck_assert_str_eq(c.pubsub.prefix, "");
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_err_pubsub)
+{
+    expect_error("pubsub:\n  url: http://x\n",
+                 "t.yaml:2:8: invalid 'pubsub.url' 'http://x': expected redis://HOST[:PORT][/DB], "
+                 "redis+unix:///PATH or unix:/PATH");
+    expect_error("pubsub:\n  url: redis://h:99999\n",
+                 "t.yaml:2:8: invalid 'pubsub.url' 'redis://h:99999': the port must be a number "
+                 "from 1 to 65535");
+    /* the password is never echoed */
+    expect_error("pubsub:\n  url: redis://:pw@h:0\n",
+                 "t.yaml:2:8: invalid 'pubsub.url' 'redis://...': the port must be a number from 1 "
+                 "to 65535");
+    expect_error("pubsub:\n  backend: rediss\n",
+                 "t.yaml:2:12: invalid 'pubsub.backend' 'rediss' (did you mean 'redis'?)");
+    expect_error("pubsub:\n  buffr: 1m\n",
+                 "t.yaml:2:3: unknown key 'buffr' in 'pubsub' (did you mean 'buffer'?)");
+    /* redis without a url: caught when the whole config is known */
+    pagid_config c;
+    ck_assert_int_eq(load(&c, "pubsub:\n  backend: redis\n"), 0);
+    char *text = NULL;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_int_eq(config_finalize(&c, f), -1);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "t.yaml:2:12: 'pubsub.backend: redis' needs 'pubsub.url'"));
+    free(text);
+    config_free(&c);
+}
+END_TEST
 END_TEST
 
 START_TEST(test_load_empty_inputs)
@@ -897,6 +951,7 @@ static Suite *config_yaml_suite(void)
     tcase_add_test(tc, test_load_aliased_apps);
     tcase_add_test(tc, test_load_replaces_listens);
     tcase_add_test(tc, test_load_listen_mapping);
+    tcase_add_test(tc, test_load_pubsub);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
@@ -914,6 +969,7 @@ static Suite *config_yaml_suite(void)
     tcase_add_test(tc, test_err_many_reported_in_order);
     tcase_add_test(tc, test_load_file_errors);
     tcase_add_test(tc, test_load_mutations_never_crash);
+    tcase_add_test(tc, test_err_pubsub);
     suite_add_tcase(s, tc);
     return s;
 }

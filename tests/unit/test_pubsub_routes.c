@@ -65,6 +65,40 @@ START_TEST(a_closed_peer_leaves_every_channel)
 }
 END_TEST
 
+/* Collects channel names as "name," for the callbacks below. */
+static void collect(void *ud, const char *channel, size_t len)
+{
+    char *out = ud;
+    strncat(out, channel, len);
+    strcat(out, ",");
+}
+
+/* The backend unsubscribes exactly the channels a closing peer was last on,
+ * and resubscribes every channel after a reconnect. */
+START_TEST(emptied_channels_and_each)
+{
+    pubsub_routes *r = routes_new();
+    ck_assert_int_eq(routes_add(r, "a", 1, 1), 1);
+    ck_assert_int_eq(routes_add(r, "b", 1, 1), 1);
+    ck_assert_int_eq(routes_add(r, "b", 1, 2), 1);
+    ck_assert_int_eq(routes_add(r, "c", 1, 2), 1);
+    char all[64] = "";
+    routes_each(r, collect, all);
+    ck_assert_uint_eq(strlen(all), 6);
+    ck_assert(strstr(all, "a,") && strstr(all, "b,") && strstr(all, "c,"));
+    char gone[64] = "";
+    ck_assert_uint_eq(routes_drop_peer(r, 1, collect, gone), 2);
+    ck_assert_str_eq(gone, "a,"); /* b still has peer 2 */
+    gone[0] = '\0';
+    ck_assert_uint_eq(routes_drop_peer(r, 2, collect, gone), 2);
+    ck_assert(strlen(gone) == 4 && strstr(gone, "b,") && strstr(gone, "c,"));
+    all[0] = '\0';
+    routes_each(r, collect, all);
+    ck_assert_str_eq(all, "");
+    routes_free(r);
+}
+END_TEST
+
 START_TEST(many_channels_and_peers)
 {
     pubsub_routes *r = routes_new();
@@ -104,6 +138,7 @@ static Suite *routes_suite(void)
     TCase *tc = tcase_create("routes");
     tcase_add_test(tc, add_and_remove);
     tcase_add_test(tc, a_closed_peer_leaves_every_channel);
+    tcase_add_test(tc, emptied_channels_and_each);
     tcase_add_test(tc, many_channels_and_peers);
     tcase_add_test(tc, names_are_bytes);
     suite_add_tcase(s, tc);

@@ -70,6 +70,30 @@ static void head(buf *o, const char *name, const char *type, const char *help)
     buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The master's backend across machines (docs/pubsub.md): only when one is configured. */
+static void pubsub_backend_metrics(buf *o, const shm_region *r)
+{
+    shm_region *m = (shm_region *)r;
+    if (!LOAD(&m->pubsub_backend))
+        return;
+    buf_printf(o, "pagid_pubsub_dropped_total{where=\"backend\"} %llu\n",
+               (unsigned long long)LOAD(&m->pubsub_backend_dropped));
+    head(o, "pagid_pubsub_backend_messages_total", "counter",
+         "Messages the master sent to the backend (redis) and received from it for this "
+         "instance's subscribers.");
+    buf_printf(o, "pagid_pubsub_backend_messages_total{direction=\"sent\"} %llu\n",
+               (unsigned long long)LOAD(&m->pubsub_backend_sent));
+    buf_printf(o, "pagid_pubsub_backend_messages_total{direction=\"received\"} %llu\n",
+               (unsigned long long)LOAD(&m->pubsub_backend_received));
+    head(o, "pagid_pubsub_backend_up", "gauge",
+         "1 while the master's connections to the backend work, else 0.");
+    buf_printf(o, "pagid_pubsub_backend_up %d\n", (int)LOAD(&m->pubsub_backend_up));
+    head(o, "pagid_pubsub_backend_reconnects_total", "counter",
+         "Times the backend came back after its connection was lost.");
+    buf_printf(o, "pagid_pubsub_backend_reconnects_total %llu\n",
+               (unsigned long long)LOAD(&m->pubsub_backend_reconnects));
+}
+
 int metrics_render(buf *o, const shm_region *r)
 {
     if (!r) {
@@ -116,6 +140,7 @@ int metrics_render(buf *o, const shm_region *r)
                (unsigned long long)t.ps_dropped);
     buf_printf(o, "pagid_pubsub_dropped_total{where=\"master\"} %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->pubsub_master_dropped));
+    pubsub_backend_metrics(o, r);
     head(o, "pagid_open_tls_connections", "gauge", "Client connections open on TLS listeners.");
     buf_printf(o, "pagid_open_tls_connections %lld\n", (long long)t.tls_open);
     head(o, "pagid_tls_handshakes_total", "counter",

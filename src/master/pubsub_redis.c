@@ -1,0 +1,745 @@
+/*
+ * pubsub_redis.c - the master's Redis backend (pubsub_redis.h). hiredis
+ * parses the replies (redisReader); the sockets, the commands and the
+ * timers are ours, so they run in the master's ppoll loop and the
+ * SUBSCRIBE/UNSUBSCRIBE bookkeeping is exact (hiredis 0.14's async context
+ * loses a channel that is unsubscribed and subscribed again before the
+ * UNSUBSCRIBE reply arrives, which a chat room's last and next visitor do).
+ *
+ * Two connections, since a subscribed Redis connection accepts no PUBLISH:
+ * `pub` carries PUBLISH commands (its output queue is also the buffer kept
+ * while Redis is away: whole commands, bounded), `sub` carries SUBSCRIBE/
+ * UNSUBSCRIBE and receives the messages (rebuilt from the routes at each
+ * connect, so nothing of it is kept while down).
+ */
+#include "pubsub_redis.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/buf.h"
+#include "../common/log.h"
+#include "../common/pubsub_msg.h"
+#include "pubsub_broker.h"
+
+/* Connect and the first PING answered within this, or the attempt fails. */
+#define CONNECT_TIMEOUT_S 5.0
+#define READ_CHUNK 65536u
+/* Reads per wakeup: one busy channel cannot hold the master's loop. */
+#define READ_ROUNDS 16
+/* An empty output buffer that grew past this gives its memory back. */
+#define KEEP_CAP 65536u
+
+enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_OPEN };
+
+/* A command in pub's output queue: its bytes, and whether it is a message
+ * (counted as sent once written) or the handshake of one connection. */
+typedef struct cmd_rec {
+    uint32_t len;
+    uint32_t msg;
+} cmd_rec;
+
+typedef struct rlink {
+    const char *role; /* "publish" or "subscribe", for the logs */
+    int fd;
+    enum link_state state;
+    int ready; /* its PING was answered: Redis is really there */
+    buf out;
+    buf cmds;         /* pub only: one cmd_rec per command in out */
+    size_t head_sent; /* pub only: bytes of the first command already written */
+    size_t queued;    /* pub only: bytes of messages in out */
+    redisReader *rd;
+    double retry_at;    /* DOWN: when to connect again */
+    double deadline;    /* CONNECTING, or OPEN and not ready: when to give up */
+    unsigned failures;  /* attempts failed since it was last ready */
+    unsigned addr_next; /* TCP: which of the host's addresses to try next */
+} rlink;
+
+struct pubsub_redis {
+    redis_url url;
+    char where[REDIS_URL_HOST_MAX + 32];
+    char *prefix;
+    size_t prefix_len;
+    size_t buffer;
+    unsigned char id[8];
+    rlink pub, sub;
+    int up;     /* both links ready */
+    int was_up; /* up at least once: later ups are reconnections */
+    int down_logged, drop_logged;
+    double down_since;
+    shm_region *shm;
+    redis_deliver_fn deliver;
+    redis_resubscribe_fn resubscribe;
+    void *ud;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+#define COUNT(r, field, n)                                                                         \
+    do {                                                                                           \
+        if ((r)->shm)                                                                              \
+            count(&(r)->shm->field, (n));                                                          \
+    } while (0)
+
+unsigned redis_backoff_ms(unsigned failures)
+{
+    unsigned ms = REDIS_BACKOFF_MIN_MS;
+    for (unsigned i = 1; i < failures && ms < REDIS_BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    return ms < REDIS_BACKOFF_MAX_MS ? ms : REDIS_BACKOFF_MAX_MS;
+}
+
+int redis_untag(const unsigned char id[8], const unsigned char *payload, size_t n,
+                const unsigned char **msg, size_t *len)
+{
+    if (n >= REDIS_TAG_LEN && !memcmp(payload, REDIS_TAG_MAGIC, 4)) {
+        if (!memcmp(payload + 4, id, 8))
+            return 0;
+        *msg = payload + REDIS_TAG_LEN;
+        *len = n - REDIS_TAG_LEN;
+        return 1;
+    }
+    *msg = payload;
+    *len = n;
+    return 1;
+}
+
+/* ---- RESP commands ---- */
+
+static int bulk_head(buf *b, size_t n)
+{
+    return buf_printf(b, "$%zu\r\n", n);
+}
+
+/* One bulk string made of up to three pieces (prefix + name, tag + data). */
+static int bulk3(buf *b, const void *a, size_t an, const void *c, size_t cn, const void *d,
+                 size_t dn)
+{
+    if (bulk_head(b, an + cn + dn) < 0 || buf_append(b, a, an) < 0 || buf_append(b, c, cn) < 0 ||
+        buf_append(b, d, dn) < 0 || buf_append(b, "\r\n", 2) < 0)
+        return -1;
+    return 0;
+}
+
+static int word(buf *b, const char *w)
+{
+    return bulk3(b, w, strlen(w), "", 0, "", 0);
+}
+
+/* "VERB prefix+channel": SUBSCRIBE and UNSUBSCRIBE. */
+static int channel_cmd(pubsub_redis *r, buf *b, const char *verb, const char *ch, size_t len)
+{
+    if (buf_append_str(b, "*2\r\n") < 0 || word(b, verb) < 0 ||
+        bulk3(b, r->prefix, r->prefix_len, ch, len, "", 0) < 0)
+        return -1;
+    return 0;
+}
+
+/* AUTH (when the url has a password) and PING: what opens a connection. */
+static int handshake(pubsub_redis *r, buf *b)
+{
+    if (r->url.password[0]) {
+        int two = r->url.user[0] != 0;
+        if (buf_printf(b, "*%d\r\n", two ? 3 : 2) < 0 || word(b, "AUTH") < 0 ||
+            (two && word(b, r->url.user) < 0) || word(b, r->url.password) < 0)
+            return -1;
+    }
+    return buf_append_str(b, "*1\r\n") < 0 || word(b, "PING") < 0 ? -1 : 0;
+}
+
+/* ---- the links ---- */
+
+static void set_up(pubsub_redis *r, int up)
+{
+    r->up = up;
+    if (r->shm)
+        atomic_store(&r->shm->pubsub_backend_up, up);
+}
+
+static int link_flush(pubsub_redis *r, rlink *l);
+
+static void link_close_fd(rlink *l)
+{
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+    if (l->rd)
+        redisReaderFree(l->rd);
+    l->rd = NULL;
+}
+
+/* Drop the first command of pub's queue (what is left of it). */
+static void pop_cmd(pubsub_redis *r, rlink *l, int count_drop)
+{
+    cmd_rec c;
+    memcpy(&c, buf_head(&l->cmds), sizeof c);
+    buf_consume(&l->out, c.len - l->head_sent);
+    buf_consume(&l->cmds, sizeof c);
+    l->head_sent = 0;
+    if (c.msg) {
+        l->queued -= c.len;
+        if (count_drop)
+            COUNT(r, pubsub_backend_dropped, 1);
+    }
+}
+
+/* The link failed (why: for the log): close it, keep what can be resent,
+ * and schedule the next attempt. */
+static void link_fail(pubsub_redis *r, rlink *l, const char *why)
+{
+    double now = now_s();
+    link_close_fd(l);
+    l->state = LINK_DOWN;
+    l->ready = 0;
+    if (l == &r->pub) {
+        /* A command cut in the middle may or may not have reached Redis:
+         * it is dropped (counted). The handshake belonged to this
+         * connection; whole messages wait for the next one. */
+        if (l->head_sent > 0)
+            pop_cmd(r, l, 1);
+        while (buf_size(&l->cmds) > 0) {
+            cmd_rec c;
+            memcpy(&c, buf_head(&l->cmds), sizeof c);
+            if (c.msg)
+                break;
+            pop_cmd(r, l, 0);
+        }
+    } else {
+        buf_free(&l->out); /* rebuilt from the routes at the next connect */
+    }
+    l->failures++;
+    l->retry_at = now + redis_backoff_ms(l->failures) / 1000.0;
+    if (r->up) {
+        set_up(r, 0);
+        r->down_since = now;
+        log_warn("pubsub: lost the connection to redis at %s (%s: %s); local delivery goes on, "
+                 "publishes for other instances are kept up to %zu bytes; reconnecting",
+                 r->where, l->role, why, r->buffer);
+        r->down_logged = 1;
+    } else if (!r->down_logged) {
+        log_warn("pubsub: cannot connect to redis at %s (%s: %s); retrying every %u ms up to %u s",
+                 r->where, l->role, why, REDIS_BACKOFF_MIN_MS, REDIS_BACKOFF_MAX_MS / 1000);
+        r->down_logged = 1;
+    }
+}
+
+static void link_ready(pubsub_redis *r, rlink *l)
+{
+    if (l->ready)
+        return;
+    l->ready = 1;
+    l->failures = 0;
+    if (r->pub.ready && r->sub.ready && !r->up) {
+        set_up(r, 1);
+        if (r->was_up) {
+            COUNT(r, pubsub_backend_reconnects, 1);
+            log_info("pubsub: reconnected to redis at %s after %.1f s", r->where,
+                     now_s() - r->down_since);
+        } else {
+            log_info("pubsub: connected to redis at %s", r->where);
+        }
+        r->was_up = 1;
+        r->down_logged = 0;
+        r->drop_logged = 0;
+    }
+}
+
+/* A socket to the url, connecting (non-blocking): the fd, or -1 with why. */
+static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char **why)
+{
+    *in_progress = 0;
+    if (r->url.is_unix) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        memcpy(sa.sun_path, r->url.path, strlen(r->url.path) + 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            *why = strerror(errno);
+            return -1;
+        }
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+            if (errno != EINPROGRESS && errno != EAGAIN) {
+                *why = strerror(errno);
+                close(fd);
+                return -1;
+            }
+            *in_progress = 1;
+        }
+        return fd;
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", r->url.port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    /* An address needs no lookup; a name is looked up here, the one place
+     * the master may wait (docs/pubsub.md says to prefer an address). */
+    int rc = getaddrinfo(r->url.host, port, &hints, &res);
+    if (rc != 0) {
+        *why = gai_strerror(rc);
+        return -1;
+    }
+    unsigned n = 0;
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        n++;
+    /* Each attempt takes the next address: "localhost" may be ::1 first
+     * while Redis listens on 127.0.0.1 only. */
+    struct addrinfo *a = res;
+    for (unsigned i = 0; i < l->addr_next % n; i++)
+        a = a->ai_next;
+    l->addr_next++;
+    int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *why = strerror(errno);
+        freeaddrinfo(res);
+        return -1;
+    }
+    int one = 1, idle = 10, intvl = 5, cnt = 3;
+    /* A Redis host that vanishes without a reset is noticed in ~25 s. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+        if (errno != EINPROGRESS) {
+            *why = strerror(errno);
+            close(fd);
+            freeaddrinfo(res);
+            return -1;
+        }
+        *in_progress = 1;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+/* The socket is connected: send the handshake (and, for sub, every channel). */
+static void link_open(pubsub_redis *r, rlink *l)
+{
+    l->state = LINK_OPEN;
+    l->rd = redisReaderCreate();
+    buf hs = BUF_INIT;
+    if (!l->rd || handshake(r, &hs) < 0) {
+        buf_free(&hs);
+        link_fail(r, l, "out of memory");
+        return;
+    }
+    if (l == &r->pub) {
+        /* The handshake goes before the messages kept while down. */
+        cmd_rec c = {(uint32_t)buf_size(&hs), 0};
+        buf cmds = BUF_INIT;
+        if (buf_append(&hs, buf_head(&l->out), buf_size(&l->out)) < 0 ||
+            buf_append(&cmds, &c, sizeof c) < 0 ||
+            buf_append(&cmds, buf_head(&l->cmds), buf_size(&l->cmds)) < 0) {
+            buf_free(&hs);
+            buf_free(&cmds);
+            link_fail(r, l, "out of memory");
+            return;
+        }
+        buf_free(&l->out);
+        buf_free(&l->cmds);
+        l->out = hs;
+        l->cmds = cmds;
+        l->head_sent = 0;
+    } else {
+        buf_free(&l->out);
+        l->out = hs;
+        if (r->resubscribe)
+            r->resubscribe(r->ud, r);
+        if (l->state != LINK_OPEN)
+            return; /* failed meanwhile (out of memory) */
+    }
+    if (link_flush(r, l) < 0)
+        link_fail(r, l, strerror(errno));
+}
+
+static void link_connect(pubsub_redis *r, rlink *l, double now)
+{
+    const char *why = NULL;
+    int in_progress;
+    int fd = open_socket(r, l, &in_progress, &why);
+    if (fd < 0) {
+        link_fail(r, l, why);
+        return;
+    }
+    l->fd = fd;
+    l->deadline = now + CONNECT_TIMEOUT_S;
+    if (in_progress)
+        l->state = LINK_CONNECTING;
+    else
+        link_open(r, l);
+}
+
+/* Write what l's queue holds: 0, or -1 (errno) when the link is broken. */
+static int link_flush(pubsub_redis *r, rlink *l)
+{
+    while (buf_size(&l->out) > 0) {
+        ssize_t w = send(l->fd, buf_head(&l->out), buf_size(&l->out), MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            return -1;
+        }
+        buf_consume(&l->out, (size_t)w);
+        if (l != &r->pub)
+            continue;
+        size_t done = (size_t)w;
+        while (done > 0) {
+            cmd_rec c;
+            memcpy(&c, buf_head(&l->cmds), sizeof c);
+            size_t left = c.len - l->head_sent;
+            if (done < left) {
+                l->head_sent += done;
+                break;
+            }
+            done -= left;
+            buf_consume(&l->cmds, sizeof c);
+            l->head_sent = 0;
+            if (c.msg) {
+                l->queued -= c.len;
+                COUNT(r, pubsub_backend_sent, 1);
+            }
+        }
+    }
+    if (l->out.cap > KEEP_CAP)
+        buf_free(&l->out);
+    if (buf_size(&l->cmds) == 0 && l->cmds.cap > KEEP_CAP)
+        buf_free(&l->cmds);
+    return 0;
+}
+
+static int is_str(const redisReply *x, const char *s)
+{
+    return x && (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS) &&
+           x->len == strlen(s) && !strncasecmp(x->str, s, x->len);
+}
+
+/* A "message" from the subscribe link: to the local subscribers, unless it is ours. */
+static void on_message(pubsub_redis *r, const redisReply *ch, const redisReply *payload)
+{
+    if (ch->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING)
+        return;
+    if (ch->len < r->prefix_len || memcmp(ch->str, r->prefix, r->prefix_len))
+        return;
+    const unsigned char *msg;
+    size_t len;
+    if (!redis_untag(r->id, (const unsigned char *)payload->str, payload->len, &msg, &len))
+        return; /* ours, back from Redis: delivered here already */
+    size_t name_len = ch->len - r->prefix_len;
+    if (name_len == 0 || name_len > PUBSUB_MAX_CHANNEL || len > PUBSUB_MAX_MESSAGE) {
+        COUNT(r, pubsub_backend_dropped, 1);
+        return;
+    }
+    COUNT(r, pubsub_backend_received, 1);
+    if (r->deliver)
+        r->deliver(r->ud, ch->str + r->prefix_len, name_len, msg, len);
+}
+
+/* One reply: 0, or -1 after failing the link. */
+static int on_reply(pubsub_redis *r, rlink *l, const redisReply *x)
+{
+    if (x->type == REDIS_REPLY_ERROR) {
+        char why[160];
+        snprintf(why, sizeof why, "redis said: %.*s", (int)(x->len < 120 ? x->len : 120), x->str);
+        link_fail(r, l, why);
+        return -1;
+    }
+    if (is_str(x, "PONG")) {
+        link_ready(r, l);
+        return 0;
+    }
+    if (x->type != REDIS_REPLY_ARRAY || x->elements < 1)
+        return 0; /* +OK of AUTH, :N of PUBLISH */
+    const redisReply *kind = x->element[0];
+    if (is_str(kind, "pong"))
+        link_ready(r, l);
+    else if (is_str(kind, "message") && x->elements == 3)
+        on_message(r, x->element[1], x->element[2]);
+    return 0;
+}
+
+/* Read and handle what Redis sent: 0, or -1 after failing the link. */
+static int link_read(pubsub_redis *r, rlink *l)
+{
+    char chunk[READ_CHUNK];
+    for (int round = 0; round < READ_ROUNDS; round++) {
+        ssize_t n = recv(l->fd, chunk, sizeof chunk, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            link_fail(r, l, strerror(errno));
+            return -1;
+        }
+        if (n == 0) {
+            link_fail(r, l, "closed by the server");
+            return -1;
+        }
+        if (redisReaderFeed(l->rd, chunk, (size_t)n) != REDIS_OK) {
+            link_fail(r, l, "out of memory");
+            return -1;
+        }
+        for (;;) {
+            void *reply = NULL;
+            if (redisReaderGetReply(l->rd, &reply) != REDIS_OK) {
+                link_fail(r, l, "protocol error");
+                return -1;
+            }
+            if (!reply)
+                break;
+            int rc = on_reply(r, l, reply);
+            freeReplyObject(reply);
+            if (rc < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the interface ---- */
+
+pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t buffer,
+                                shm_region *shm, redis_deliver_fn deliver,
+                                redis_resubscribe_fn resubscribe, void *ud)
+{
+    pubsub_redis *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->prefix = strdup(prefix ? prefix : "");
+    if (!r->prefix) {
+        free(r);
+        return NULL;
+    }
+    r->prefix_len = strlen(r->prefix);
+    r->url = *url;
+    redis_url_where(url, r->where, sizeof r->where);
+    r->buffer = buffer;
+    r->shm = shm;
+    r->deliver = deliver;
+    r->resubscribe = resubscribe;
+    r->ud = ud;
+    /* Unique per master: a clash would make two instances skip each other's
+     * messages, so it comes from the kernel, with time and pid as a fallback. */
+    if (getrandom(r->id, sizeof r->id, GRND_NONBLOCK) != (ssize_t)sizeof r->id) {
+        uint64_t v = (uint64_t)time(NULL) * 2654435761u ^ ((uint64_t)getpid() << 32);
+        memcpy(r->id, &v, sizeof v);
+    }
+    r->pub = (rlink){.role = "publish", .fd = -1};
+    r->sub = (rlink){.role = "subscribe", .fd = -1};
+    if (shm) {
+        atomic_store(&shm->pubsub_backend, 1);
+        atomic_store(&shm->pubsub_backend_up, 0);
+    }
+    return r;
+}
+
+void redis_backend_free(pubsub_redis *r)
+{
+    if (!r)
+        return;
+    link_close_fd(&r->pub);
+    link_close_fd(&r->sub);
+    /* Messages still kept never reach the other instances. */
+    while (buf_size(&r->pub.cmds) > 0)
+        pop_cmd(r, &r->pub, 1);
+    buf_free(&r->pub.out);
+    buf_free(&r->pub.cmds);
+    buf_free(&r->sub.out);
+    if (r->shm) {
+        atomic_store(&r->shm->pubsub_backend, 0);
+        atomic_store(&r->shm->pubsub_backend_up, 0);
+    }
+    free(r->prefix);
+    free(r);
+}
+
+void redis_backend_child_close(pubsub_redis *r)
+{
+    if (!r)
+        return;
+    if (r->pub.fd >= 0)
+        close(r->pub.fd);
+    if (r->sub.fd >= 0)
+        close(r->sub.fd);
+    r->pub.fd = r->sub.fd = -1;
+}
+
+void redis_backend_set_buffer(pubsub_redis *r, size_t buffer)
+{
+    r->buffer = buffer;
+}
+
+int redis_backend_up(const pubsub_redis *r)
+{
+    return r->up;
+}
+
+void redis_backend_subscribe(pubsub_redis *r, const char *channel, size_t len)
+{
+    rlink *l = &r->sub;
+    if (l->state != LINK_OPEN)
+        return; /* every channel is subscribed at the next connect */
+    int was_empty = buf_size(&l->out) == 0;
+    if (channel_cmd(r, &l->out, "SUBSCRIBE", channel, len) < 0) {
+        link_fail(r, l, "out of memory");
+        return;
+    }
+    if (was_empty && link_flush(r, l) < 0)
+        link_fail(r, l, strerror(errno));
+}
+
+void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
+{
+    rlink *l = &r->sub;
+    if (l->state != LINK_OPEN)
+        return;
+    int was_empty = buf_size(&l->out) == 0;
+    if (channel_cmd(r, &l->out, "UNSUBSCRIBE", channel, len) < 0) {
+        link_fail(r, l, "out of memory");
+        return;
+    }
+    if (was_empty && link_flush(r, l) < 0)
+        link_fail(r, l, strerror(errno));
+}
+
+void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_len,
+                           const unsigned char *data, size_t len)
+{
+    rlink *l = &r->pub;
+    /* While connected the queue is a socket's worth of backlog (as much as
+     * a worker's queue in the master); while down, the configured buffer. */
+    size_t limit =
+        l->ready && r->buffer < PUBSUB_PEER_QUEUE_MAX ? PUBSUB_PEER_QUEUE_MAX : r->buffer;
+    size_t size = 64 + r->prefix_len + channel_len + REDIS_TAG_LEN + len;
+    if (l->queued + size > limit) {
+        COUNT(r, pubsub_backend_dropped, 1);
+        if (!r->drop_logged) {
+            log_warn("pubsub: %zu bytes of publishes wait for redis at %s: further ones are "
+                     "dropped (pagid_pubsub_dropped_total{where=\"backend\"})",
+                     l->queued, r->where);
+            r->drop_logged = 1;
+        }
+        return;
+    }
+    size_t before = buf_size(&l->out);
+    unsigned char tag[REDIS_TAG_LEN];
+    memcpy(tag, REDIS_TAG_MAGIC, 4);
+    memcpy(tag + 4, r->id, 8);
+    if (buf_append_str(&l->out, "*3\r\n") < 0 || word(&l->out, "PUBLISH") < 0 ||
+        bulk3(&l->out, r->prefix, r->prefix_len, channel, channel_len, "", 0) < 0 ||
+        bulk3(&l->out, tag, sizeof tag, data, len, "", 0) < 0) {
+        l->out.len = l->out.off + before; /* take back the partial command */
+        COUNT(r, pubsub_backend_dropped, 1);
+        return;
+    }
+    cmd_rec c = {(uint32_t)(buf_size(&l->out) - before), 1};
+    if (buf_append(&l->cmds, &c, sizeof c) < 0) {
+        l->out.len = l->out.off + before;
+        COUNT(r, pubsub_backend_dropped, 1);
+        return;
+    }
+    l->queued += c.len;
+    /* Most publishes leave at once, without waiting for POLLOUT. */
+    if (l->state == LINK_OPEN && before == 0 && link_flush(r, l) < 0)
+        link_fail(r, l, strerror(errno));
+}
+
+size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t max)
+{
+    size_t k = 0;
+    const rlink *ls[2] = {&r->pub, &r->sub};
+    for (int i = 0; i < 2 && k < max; i++) {
+        const rlink *l = ls[i];
+        if (l->fd < 0)
+            continue;
+        short ev = l->state == LINK_CONNECTING
+                       ? POLLOUT
+                       : (short)(POLLIN | (buf_size(&l->out) ? POLLOUT : 0));
+        pfd[k++] = (struct pollfd){.fd = l->fd, .events = ev};
+    }
+    return k;
+}
+
+int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
+{
+    rlink *l = p->fd == r->pub.fd ? &r->pub : p->fd == r->sub.fd ? &r->sub : NULL;
+    if (!l || p->fd < 0)
+        return 0;
+    if (!p->revents)
+        return 1;
+    if (l->state == LINK_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(l->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (err) {
+            link_fail(r, l, strerror(err));
+            return 1;
+        }
+        link_open(r, l);
+        return 1;
+    }
+    if (p->revents & (POLLIN | POLLHUP | POLLERR))
+        if (link_read(r, l) < 0)
+            return 1;
+    if ((p->revents & POLLOUT) && l->state == LINK_OPEN && link_flush(r, l) < 0)
+        link_fail(r, l, strerror(errno));
+    return 1;
+}
+
+static void link_tick(pubsub_redis *r, rlink *l, double now)
+{
+    if (l->state == LINK_DOWN && now >= l->retry_at)
+        link_connect(r, l, now);
+    else if ((l->state == LINK_CONNECTING || (l->state == LINK_OPEN && !l->ready)) &&
+             now >= l->deadline)
+        link_fail(r, l, "timed out");
+}
+
+void redis_backend_tick(pubsub_redis *r, double now)
+{
+    link_tick(r, &r->pub, now);
+    link_tick(r, &r->sub, now);
+}
+
+static double link_next(const rlink *l)
+{
+    if (l->state == LINK_DOWN)
+        return l->retry_at;
+    if (l->state == LINK_CONNECTING || !l->ready)
+        return l->deadline;
+    return INFINITY;
+}
+
+double redis_backend_next(const pubsub_redis *r)
+{
+    double a = link_next(&r->pub), b = link_next(&r->sub);
+    return a < b ? a : b;
+}
