@@ -47,6 +47,7 @@ class SSESub:
         self.eof = False
         self.kept = []
         self.events = []
+        self.head = False  # the body is decoded once the head is read
         while b"\r\n\r\n" not in self.buf:
             self._more(timeout * SLOW)
             check(not self.eof, "sse: closed before the response head")
@@ -54,6 +55,7 @@ class SSESub:
         check(head.startswith(b"HTTP/1.1 200"), "sse answered %r" % head[:60])
         check(b"chunked" in head.lower(), "sse response not chunked: %r" % head)
         self.buf = bytearray(rest)
+        self.head = True
         self._decode()
         end = time.time() + timeout * SLOW
         while not self.events and time.time() < end and not self.eof:
@@ -73,7 +75,8 @@ class SSESub:
             self.eof = True
             return True
         self.buf += d
-        self._decode()
+        if self.head:
+            self._decode()
         return True
 
     def _decode(self):
