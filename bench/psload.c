@@ -127,7 +127,10 @@ static void send_text(int fd, const char *p, size_t n)
 static void on_message(cl *c, const unsigned char *p, size_t n, int is_pub)
 {
     if (n > 7 && memcmp(p, "worker ", 7) == 0) {
-        c->worker = atoi((const char *)p + 7);
+        int w = 0; /* p is not NUL-terminated: digits within the message only */
+        for (size_t i = 7; i < n && p[i] >= '0' && p[i] <= '9' && w < 100000; i++)
+            w = w * 10 + (p[i] - '0');
+        c->worker = w;
         return;
     }
     if (is_pub)
@@ -141,7 +144,9 @@ static void on_message(cl *c, const unsigned char *p, size_t n, int is_pub)
     const unsigned char *q = memchr(p + 2, ':', n - 2);
     if (!q)
         return;
-    long long sent = strtoll((const char *)q + 1, NULL, 10);
+    long long sent = 0; /* digits within the message only, as above */
+    for (const unsigned char *d = q + 1; d < p + n && *d >= '0' && *d <= '9'; d++)
+        sent = sent * 10 + (*d - '0');
     long long d = now_ns() - sent;
     delivered++;
     if (nlat == caplat) {

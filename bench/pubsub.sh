@@ -80,10 +80,12 @@ wait_port() { # name port
 # CPU seconds (user + system) of every process in a server's process group
 # (each server runs in its own session: master and workers, or the app's two).
 group_cpu() {
-    local hz
+    local hz p t=0
     hz=$(getconf CLK_TCK)
-    awk -v g="$1" -v hz="$hz" '{ sub(/^.*\) /, ""); if ($3 == g) t += $12 + $13 }
-        END { printf "%.2f\n", t / hz }' /proc/[0-9]*/stat 2>/dev/null
+    for p in $(pgrep -g "$1" || true); do
+        t=$((t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+    done
+    awk -v t="$t" -v hz="$hz" 'BEGIN { printf "%.2f\n", t / hz }'
 }
 
 start_pagid() { # name port [extra yaml]

@@ -25,37 +25,40 @@ async def serve(port, url, num):
     sub = r.pubsub()
     rooms = {}  # channel -> set of websockets
 
-    async def relay():
-        while True:
-            if not rooms:
-                await asyncio.sleep(0.01)  # get_message needs a subscription
-                continue
-            m = await sub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-            if m and m["type"] == "message":
+    relay_task = None
+
+    async def relay():  # from the first subscription on
+        async for m in sub.listen():
+            if m["type"] == "message":
                 ch = m["channel"].decode()
                 websockets.broadcast(rooms.get(ch, ()), m["data"].decode())
 
     async def client(ws, path):
+        nonlocal relay_task
         ch = path.lstrip("/").split("?")[0]
         if ch not in rooms:
             rooms[ch] = set()
             await sub.subscribe(ch)
+            if relay_task is None:
+                relay_task = asyncio.create_task(relay())
         rooms[ch].add(ws)
         try:
             await ws.send("worker %d" % num)
             async for msg in ws:
                 if isinstance(msg, str):
                     await r.publish(ch, msg)
+        except websockets.ConnectionClosed:
+            pass
         finally:
             rooms[ch].discard(ws)
 
     stop = asyncio.get_running_loop().create_future()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set_result, None)
-    task = asyncio.create_task(relay())
     async with websockets.serve(client, "127.0.0.1", port, reuse_port=True, compression=None,
                                 max_queue=None):
         await stop
-    task.cancel()
+    if relay_task is not None:
+        relay_task.cancel()
 
 
 def main():
