@@ -14,7 +14,7 @@
  * Other messages ("worker N" hellos) are ignored. Waits 2 s for the last
  * deliveries and prints one line:
  *   subs=N published=P expected=E delivered=D lost=L msgs_per_s=R
- *   p50_ms=A p99_ms=B max_ms=C workers=W:n,...
+ *   p50_ms=A p99_ms=B max_ms=C client_cpu_s=S workers=W:n,...
  * Bounded in time; exits by itself (status 1 when it could not set up).
  *
  * Build: cc -O2 -std=c11 -D_GNU_SOURCE -o psload bench/psload.c
@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -217,6 +218,14 @@ static void on_readable(cl *c, int is_pub)
     }
 }
 
+static double cpu_s(void) /* this process's user + system time */
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -304,7 +313,7 @@ int main(int argc, char **argv)
     nlat = 0;
     /* The measured run: RATE messages a second, each stamped when sent. */
     long long published = 0, total = (long long)rate * seconds;
-    double t0 = now_s(), interval = 1.0 / rate;
+    double t0 = now_s(), interval = 1.0 / rate, cpu0 = cpu_s();
     char msg[MAX_SIZE];
     while (published < total) {
         double due = t0 + (double)published * interval;
@@ -319,6 +328,7 @@ int main(int argc, char **argv)
     }
     double sent_for = now_s() - t0;
     pump(ep, now_s() + 2.0);
+    double client_cpu = cpu_s() - cpu0;
     long long expected = published * nsubs;
     qsort(lat_us, nlat, sizeof *lat_us, cmp_u32);
     double p50 = nlat ? lat_us[nlat / 2] / 1000.0 : -1;
@@ -328,9 +338,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsubs; i++)
         per[cls[i].worker >= 0 && cls[i].worker < MAX_WORKERS ? cls[i].worker : MAX_WORKERS]++;
     printf("subs=%d published=%lld expected=%lld delivered=%lld lost=%lld msgs_per_s=%.0f "
-           "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f workers=",
+           "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f client_cpu_s=%.2f workers=",
            nsubs, published, expected, delivered, expected - delivered,
-           (double)delivered / sent_for, p50, p99, mx);
+           (double)delivered / sent_for, p50, p99, mx, client_cpu);
     const char *sep = "";
     for (int w = 0; w <= MAX_WORKERS; w++)
         if (per[w]) {

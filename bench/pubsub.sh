@@ -203,18 +203,18 @@ report() {
     [[ -n $REDIS_SERVER ]] && printf 'redis: %s\n' "$("$REDIS_SERVER" --version | head -1)"
     printf '%s subscribers, %s msgs/s of %s bytes for %ss, 2 server processes, client: bench/psload.c\n\n' \
         "$SUBS" "$RATE" "$SIZE" "$DURATION"
-    printf '%-14s %12s %10s %8s %9s %9s %9s %8s  %s\n' row "delivered/s" expected lost "p50 ms" \
-        "p99 ms" "max ms" "cpu s" "subs per process"
+    printf '%-14s %12s %10s %8s %9s %9s %9s %8s %8s  %s\n' row "delivered/s" expected lost "p50 ms" \
+        "p99 ms" "max ms" "cpu s" "client" "subs per process"
     for row in $ROWS; do
         r=${RES[$row]:-}
         if [[ -z $r ]]; then
             printf '%-14s %s\n' "${LABEL[$row]}" "${WHY[$row]:-no result}"
             continue
         fi
-        printf '%-14s %12s %10s %8s %9s %9s %9s %8s  %s\n' "${LABEL[$row]}" \
+        printf '%-14s %12s %10s %8s %9s %9s %9s %8s %8s  %s\n' "${LABEL[$row]}" \
             "$(field "$r" msgs_per_s)" "$(field "$r" expected)" "$(field "$r" lost)" \
             "$(field "$r" p50_ms)" "$(field "$r" p99_ms)" "$(field "$r" max_ms)" "${CPU[$row]}" \
-            "$(field "$r" workers)"
+            "$(field "$r" client_cpu_s)" "$(field "$r" workers)"
     done
     if [[ -n ${RES[app]:-} ]]; then
         printf '\nratios to the app row (delivered/s above 1 = more, p99 and cpu below 1 = better):\n'
