@@ -171,6 +171,25 @@ int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *dat
 /** Messages dropped (DROP), replaced (CONFLATE) or members closed (DISCONNECT) so far. */
 unsigned long pagi_group_slow_count(const pagi_group *g);
 
+/**
+ * Feed the group from a publish/subscribe channel (ABI 2.3): every message
+ * published on channel by any worker of this pagid (pagi_publish) is
+ * broadcast to the members as pagi_group_send_event(g, event, data, len)
+ * would (event NULL: as pagi_group_send_text), under the group's policy, in
+ * the order each publisher published. A member whose send is refused (a
+ * websocket member and a message that is not UTF-8) misses that message.
+ * What slow members miss is counted in pagi_group_slow_count and in the
+ * server's pub/sub drop metrics. The subscription is the group's, not s's
+ * (s is any live scope of the worker, e.g. the joining one, and gets the
+ * error): it lasts until pagi_group_unsubscribe or pagi_group_free. Returns
+ * 0, also when g is already fed from channel (nothing changes), or -1
+ * (pagi_scope_error(s) says why: a bad channel name, no publish/subscribe)
+ * without finishing s.
+ */
+int pagi_group_subscribe(pagi_group *g, pagi_scope *s, const char *channel, const char *event);
+/** Stop feeding g from channel (messages not yet broadcast are lost); 0, or -1 if it was not. */
+int pagi_group_unsubscribe(pagi_group *g, const char *channel);
+
 /* ------------------------------------------------------------------ */
 /* Lifespan                                                            */
 /* ------------------------------------------------------------------ */

@@ -26,7 +26,8 @@ libpagid_worker_a_SOURCES += \
 	src/worker/preload.c src/worker/preload.h \
 	src/worker/apps/hello.c src/worker/apps/echo.c src/worker/apps/builtin.h \
 	src/worker/apps/demo.c src/worker/apps/demo_page.h \
-	src/worker/pubsub.c src/worker/pubsub.h src/worker/apps/pubsub.c
+	src/worker/pubsub.c src/worker/pubsub.h src/worker/apps/pubsub.c \
+	src/worker/apps/pubsub_group.c src/worker/apps/pubsub_group.h
 
 # The static app and the mount table (path prefix -> app).
 libpagid_worker_a_SOURCES += \

@@ -4,7 +4,9 @@
  * finished only after its disconnect arrived and its last send callback ran.
  * Slow members (send buffer at the high water mark) get the group's policy.
  * A broadcast is one refcounted pagi_buf shared by every websocket member;
- * the worker's drain notice closes every member of every group at once.
+ * the worker's drain notice closes every member of every group at once. A
+ * group fed from pub/sub channels owns their subscriptions (pubsub.h's
+ * scope-less kind, the one call here beyond pagi.h).
  */
 #include <pagi/pagi_easy.h>
 
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "pagi_easy_policy.h"
+#include "pubsub.h"
 
 typedef enum msg_kind { MSG_TEXT, MSG_BYTES, MSG_EVENT } msg_kind;
 
@@ -56,6 +59,15 @@ typedef struct early_msg {
     pagi_buf *buf; /* one reference */
 } early_msg;
 
+/* A channel the group is fed from (pagi_group_subscribe): owned by the group. */
+typedef struct group_feed {
+    struct group_feed *next;
+    pagi_group *g;
+    pagi_subscription *sub; /* scope-less: ended by the group only */
+    char *event;            /* owned; the sse event name, or NULL */
+    char channel[];
+} group_feed;
+
 struct pagi_group {
     pagi_group_policy policy;
     member *head;
@@ -64,6 +76,7 @@ struct pagi_group {
     char *drain_event, *drain_data; /* owned; the sse members' last event on a drain */
     size_t drain_len;
     int has_drain_event;
+    group_feed *feeds;
 };
 
 /*
@@ -422,10 +435,22 @@ pagi_group *pagi_group_new(pagi_group_policy policy)
     return g;
 }
 
+static void feed_free(group_feed *f)
+{
+    pagi_unsubscribe(f->sub); /* its callback never runs again */
+    free(f->event);
+    free(f);
+}
+
 void pagi_group_free(pagi_group *g)
 {
     if (g == NULL)
         return;
+    while (g->feeds != NULL) {
+        group_feed *f = g->feeds;
+        g->feeds = f->next;
+        feed_free(f);
+    }
     while (g->head != NULL)
         member_close(g->head, 1001, "going away");
     free(g->drain_event);
@@ -542,7 +567,7 @@ unsigned long pagi_group_slow_count(const pagi_group *g)
     return g->slow;
 }
 
-static void buf_free(void *ptr, void *ud)
+static void copy_free(void *ptr, void *ud)
 {
     (void)ud;
     free(ptr);
@@ -556,7 +581,7 @@ static pagi_buf *buf_copy(const char *data, size_t len)
         return NULL;
     if (len)
         memcpy(copy, data, len);
-    pagi_buf *b = pagi_buf_wrap(copy, len, buf_free, NULL);
+    pagi_buf *b = pagi_buf_wrap(copy, len, copy_free, NULL);
     if (b == NULL)
         free(copy);
     return b;
@@ -612,4 +637,69 @@ int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *even
     int r = member_offer(m, event ? MSG_EVENT : MSG_TEXT, event, b);
     pagi_buf_unref(b);
     return r;
+}
+
+/*
+ * A message on a channel the group is fed from: one broadcast. What slow
+ * members did not get of it (dropped, a held message replaced, the message
+ * that closed one) is counted on the subscription too, so the server's
+ * pub/sub metrics show it with every other drop.
+ */
+static void feed_message(pagi_subscription *sub, pagi_str channel, const void *data, size_t len,
+                         void *ud)
+{
+    (void)channel;
+    group_feed *f = ud;
+    pagi_group *g = f->g;
+    unsigned long before = g->slow;
+    group_offer(g, f->event ? MSG_EVENT : MSG_TEXT, f->event, data, len);
+    if (g->slow > before)
+        pagi_subscription_count_dropped(sub, (unsigned)(g->slow - before));
+}
+
+static group_feed *find_feed(pagi_group *g, const char *channel, group_feed ***prevp)
+{
+    group_feed **pp = &g->feeds;
+    for (; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->channel, channel) == 0)
+            break;
+    if (prevp != NULL)
+        *prevp = pp;
+    return *pp;
+}
+
+int pagi_group_subscribe(pagi_group *g, pagi_scope *s, const char *channel, const char *event)
+{
+    if (g == NULL || channel == NULL)
+        return -1;
+    if (find_feed(g, channel, NULL) != NULL)
+        return 0;
+    size_t len = strlen(channel);
+    group_feed *f = calloc(1, sizeof *f + len + 1);
+    if (f == NULL || (event != NULL && (f->event = strdup(event)) == NULL)) {
+        free(f);
+        return -1;
+    }
+    memcpy(f->channel, channel, len + 1);
+    f->g = g;
+    f->sub = pubsub_subscribe_owned(s, channel, feed_message, f);
+    if (f->sub == NULL) { /* pagi_scope_error(s) says why */
+        free(f->event);
+        free(f);
+        return -1;
+    }
+    f->next = g->feeds;
+    g->feeds = f;
+    return 0;
+}
+
+int pagi_group_unsubscribe(pagi_group *g, const char *channel)
+{
+    group_feed **pp;
+    group_feed *f = g != NULL && channel != NULL ? find_feed(g, channel, &pp) : NULL;
+    if (f == NULL)
+        return -1;
+    *pp = f->next;
+    feed_free(f);
+    return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../common/buf.h"
+#include "../common/config.h"
 #include "../common/log.h"
 #include "../common/pubsub_msg.h"
 #include "../common/shm.h"
@@ -28,6 +29,9 @@
 #define OUT_MAX (4u << 20)
 #define READ_CHUNK 65536u
 #define KEEP_CAP 65536u
+/* Bounds of what one wakeup reads from the master (see on_link_read). */
+#define READ_BUDGET_MIN 4096u
+#define READ_BUDGET_MAX (256u << 10)
 
 /* One published message, shared by every local subscription it is queued on. */
 typedef struct ps_msg {
@@ -46,7 +50,7 @@ typedef struct ps_channel {
 struct pagi_subscription {
     pubsub *ps;
     ps_channel *ch; /* NULL once unsubscribed */
-    pagi_scope *scope;
+    pagi_scope *scope; /* NULL: owned by the server's code (pubsub_subscribe_owned) */
     pagi_subscription *ch_prev, *ch_next;
     pagi_subscription *sc_prev, *sc_next; /* the scope's list */
     pagi_message_cb cb;
@@ -167,15 +171,24 @@ static void on_link_read(struct ev_loop *loop, ev_io *io, int revents)
     (void)loop;
     (void)revents;
     pubsub *ps = io->data;
-    /* At most 256 KiB per wakeup: the messages are delivered in this loop
-     * round, so this also bounds the burst a client's output takes at once. */
-    for (int round = 0; round < 4 && ps->fd >= 0; round++) {
-        char *p = buf_reserve(&ps->in, READ_CHUNK);
+    /* The messages read are delivered in this loop round, before the
+     * clients' output is flushed at its end: reading at most half the
+     * high-water mark per wakeup keeps the burst one round hands a client
+     * that reads well below the mark, so a broadcast group (pagi_easy.h)
+     * only ever finds a really slow client at or above it. */
+    size_t budget = ps->w->cfg->high_watermark / 2;
+    if (budget < READ_BUDGET_MIN)
+        budget = READ_BUDGET_MIN;
+    if (budget > READ_BUDGET_MAX)
+        budget = READ_BUDGET_MAX;
+    while (budget > 0 && ps->fd >= 0) {
+        size_t want = budget < READ_CHUNK ? budget : READ_CHUNK;
+        char *p = buf_reserve(&ps->in, want);
         if (!p) {
             link_close(ps, "ran out of memory");
             return;
         }
-        ssize_t n = recv(ps->fd, p, READ_CHUNK, 0);
+        ssize_t n = recv(ps->fd, p, want, 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -188,6 +201,7 @@ static void on_link_read(struct ev_loop *loop, ev_io *io, int revents)
             return;
         }
         buf_commit(&ps->in, (size_t)n);
+        budget -= (size_t)n;
         for (;;) {
             pubsub_frame f;
             long used = pubsub_decode(buf_head(&ps->in), buf_size(&ps->in), &f);
@@ -383,7 +397,8 @@ static void deliver_local(pubsub *ps, const char *ch, size_t chlen, const void *
     msg_unref(m);
 }
 
-pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb, void *ud)
+static pagi_subscription *subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb,
+                                    void *ud, int owned)
 {
     worker_ctx *w = scope_worker(s);
     pubsub *ps = w->pubsub;
@@ -421,18 +436,35 @@ pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_messa
         if (ps->nchannels > ps->nbuckets)
             chan_grow(ps);
     }
-    *sub = (pagi_subscription){
-        .ps = ps, .ch = c, .scope = s, .cb = cb, .ud = ud, .max_pending = DEFAULT_MAX_PENDING};
+    *sub = (pagi_subscription){.ps = ps,
+                               .ch = c,
+                               .scope = owned ? NULL : s,
+                               .cb = cb,
+                               .ud = ud,
+                               .max_pending = DEFAULT_MAX_PENDING};
     sub->ch_next = c->subs;
     if (c->subs)
         c->subs->ch_prev = sub;
     c->subs = sub;
+    if (owned)
+        return sub;
     pagi_subscription **head = scope_subs(s);
     sub->sc_next = *head;
     if (*head)
         (*head)->sc_prev = sub;
     *head = sub;
     return sub;
+}
+
+pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb, void *ud)
+{
+    return subscribe(s, channel, cb, ud, 0);
+}
+
+pagi_subscription *pubsub_subscribe_owned(pagi_scope *s, const char *channel, pagi_message_cb cb,
+                                          void *ud)
+{
+    return subscribe(s, channel, cb, ud, 1);
 }
 
 void pagi_unsubscribe(pagi_subscription *sub)
@@ -447,13 +479,15 @@ void pagi_unsubscribe(pagi_subscription *sub)
         c->subs = sub->ch_next;
     if (sub->ch_next)
         sub->ch_next->ch_prev = sub->ch_prev;
-    pagi_subscription **head = scope_subs(sub->scope);
-    if (sub->sc_prev)
-        sub->sc_prev->sc_next = sub->sc_next;
-    else
-        *head = sub->sc_next;
-    if (sub->sc_next)
-        sub->sc_next->sc_prev = sub->sc_prev;
+    if (sub->scope) {
+        pagi_subscription **head = scope_subs(sub->scope);
+        if (sub->sc_prev)
+            sub->sc_prev->sc_next = sub->sc_next;
+        else
+            *head = sub->sc_next;
+        if (sub->sc_next)
+            sub->sc_next->sc_prev = sub->sc_prev;
+    }
     sub->ch = NULL;
     if (!c->subs) {
         link_send(ps, PUBSUB_UNSUB, c->name, c->len, NULL, 0);

@@ -17,5 +17,13 @@ pubsub *pubsub_new(worker_ctx *w, int fd);
 void pubsub_free(pubsub *ps);
 /** s is being released: its subscriptions end (before the app's release callback). */
 void pubsub_scope_released(pagi_scope *s);
+/**
+ * pagi_subscribe, but the subscription belongs to no scope: s (any live
+ * scope of this worker) only gives the worker and takes the error. It ends
+ * with pagi_unsubscribe only, which the caller owes before the app is
+ * destroyed (pagi_easy's groups fed from a channel: the group owns it).
+ */
+pagi_subscription *pubsub_subscribe_owned(pagi_scope *s, const char *channel, pagi_message_cb cb,
+                                          void *ud);
 
 #endif

@@ -17,6 +17,7 @@ tests_unit_test_static_mime_SOURCES = tests/unit/test_static_mime.c
 tests_unit_test_static_mime_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_static_mime_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
-tests_unit_test_mount_SOURCES = tests/unit/test_mount.c
+# The built-in apps include pubsub, whose group mode calls pagi_easy (linked into pagid itself).
+tests_unit_test_mount_SOURCES = tests/unit/test_mount.c $(PAGI_EASY_SOURCES)
 tests_unit_test_mount_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_mount_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)

@@ -3,14 +3,17 @@
  * (src/worker/pagi_easy_group.c) on websocket scopes with a fake driver
  * whose sends can be held in flight: the slow-member policy table, DROP,
  * CONFLATE and DISCONNECT, no member finished before its last send, one
- * shared buffer per broadcast, pagi_group_leave, and the drain notice.
+ * shared buffer per broadcast, pagi_group_leave, the drain notice, and a
+ * group fed from a pub/sub channel.
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/shm.h"
 #include "worker/pagi_easy_policy.h"
+#include "worker/pubsub.h"
 #include "worker/reason.h"
 #include "worker/scope.h"
 #include "worker/state_table.h"
@@ -427,6 +430,69 @@ START_TEST(send_to_before_the_accept_waits_for_it)
 }
 END_TEST
 
+/* A group fed from a channel: every publish is one broadcast under the
+ * group's policy; what a slow member misses is counted in the metrics; the
+ * subscription is the group's (it outlives the scope that made it). */
+START_TEST(a_group_fed_from_a_channel)
+{
+    shm_worker stats;
+    memset(&stats, 0, sizeof stats);
+    w.stats = &stats;
+    w.pubsub = pubsub_new(&w, -1);
+    ck_assert_ptr_nonnull(w.pubsub);
+    pagi_group *g = pagi_group_new(PAGI_GROUP_DROP), *other = pagi_group_new(PAGI_GROUP_DROP);
+    fake_ws a, b, p;
+    join(g, &a);
+    join(g, &b);
+    join(other, &p); /* the publisher, outside g */
+    ck_assert_int_eq(pagi_group_subscribe(g, p.s, "", NULL), -1);
+    ck_assert_ptr_nonnull(pagi_scope_error(p.s));
+    ck_assert_int_eq(pagi_group_subscribe(g, a.s, "feed", NULL), 0);
+    ck_assert_int_eq(pagi_group_subscribe(g, a.s, "feed", NULL), 0); /* once */
+    pagi_publish(p.s, "feed", "m1", 2);
+    ck_assert_int_eq(a.sends + b.sends, 0); /* never inside pagi_publish */
+    drain();
+    ck_assert_int_eq(a.sends, 1);
+    ck_assert_int_eq(b.sends, 1);
+    ck_assert_str_eq(b.last, "m1");
+    b.buffered = slow_bytes;
+    pagi_publish(p.s, "feed", "m2", 2);
+    pagi_publish(p.s, "feed", "m3", 2);
+    drain();
+    ck_assert_int_eq(a.sends, 3);
+    ck_assert_str_eq(a.last, "m3");
+    ck_assert_int_eq(b.sends, 1);
+    ck_assert_uint_eq(pagi_group_slow_count(g), 2);
+    ck_assert_uint_eq(atomic_load(&stats.pubsub_dropped), 2);
+    /* a made the subscription; it leaves, the group is still fed. */
+    hang_up(&a);
+    gone(&a);
+    b.buffered = 0;
+    pagi_publish(p.s, "feed", "m4", 2);
+    drain();
+    ck_assert_str_eq(b.last, "m4");
+    ck_assert_int_eq(pagi_group_unsubscribe(g, "feed"), 0);
+    ck_assert_int_eq(pagi_group_unsubscribe(g, "feed"), -1);
+    pagi_publish(p.s, "feed", "m5", 2);
+    drain();
+    ck_assert_str_eq(b.last, "m4");
+    /* Freed with a feed queued: its message is never delivered. */
+    ck_assert_int_eq(pagi_group_subscribe(g, b.s, "feed", "tick"), 0);
+    pagi_publish(p.s, "feed", "m6", 2);
+    pagi_group_free(g);
+    drain();
+    ck_assert_str_eq(b.last, "m4");
+    hang_up(&b);
+    hang_up(&p);
+    pagi_group_free(other);
+    gone(&b);
+    gone(&p);
+    pubsub_free(w.pubsub);
+    w.pubsub = NULL;
+    w.stats = NULL;
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pagi_easy");
@@ -441,6 +507,7 @@ static Suite *suite(void)
     tcase_add_test(tc, leave_hands_the_member_back_after_its_sends);
     tcase_add_test(tc, drain_closes_every_member_of_every_group);
     tcase_add_test(tc, send_to_before_the_accept_waits_for_it);
+    tcase_add_test(tc, a_group_fed_from_a_channel);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -224,6 +224,72 @@ START_TEST(unsubscribe_inside_the_callback_and_with_the_scope)
 }
 END_TEST
 
+static void read_frames(char *out, size_t n);
+
+/* pagid's own code (pagi_easy's groups) holds subscriptions that belong to
+ * no scope: they end with pagi_unsubscribe only. */
+START_TEST(an_owned_subscription_outlives_its_scope)
+{
+    seen[0] = 0;
+    pagi_scope *s = new_scope(), *t = new_scope();
+    ck_assert_ptr_null(pubsub_subscribe_owned(s, "", on_msg, "o"));
+    pagi_subscription *sub = pubsub_subscribe_owned(s, "c", on_msg, "o");
+    ck_assert_ptr_nonnull(sub);
+    end_scope(s);
+    pagi_publish(t, "c", "1", 1);
+    loop_drain_all(&w.loop);
+    ck_assert_str_eq(seen, "o:1");
+    pagi_unsubscribe(sub);
+    pagi_publish(t, "c", "2", 1);
+    loop_drain_all(&w.loop);
+    ck_assert_str_eq(seen, "o:1");
+    end_scope(t);
+}
+END_TEST
+
+static int big_seen;
+
+static void on_big(pagi_subscription *sub, pagi_str channel, const void *data, size_t len, void *ud)
+{
+    (void)sub;
+    (void)channel;
+    (void)data;
+    (void)ud;
+    ck_assert_uint_eq(len, 1000);
+    big_seen++;
+}
+
+/* One wakeup reads at most half the high-water mark from the master: what
+ * it delivers in one loop round stays below the mark for a client that
+ * reads (the broadcast groups' test of a slow member). */
+START_TEST(one_wakeup_reads_at_most_half_the_high_water_mark)
+{
+    static unsigned char payload[1000];
+    pagi_scope *s = new_scope();
+    ck_assert_ptr_nonnull(pagi_subscribe(s, "big", on_big, NULL));
+    char frames[64];
+    read_frames(frames, sizeof frames); /* the SUB */
+    buf b = BUF_INIT;
+    pubsub_frame f = {
+        .type = PUBSUB_PUB, .channel = "big", .channel_len = 3, .data = payload, .len = 1000};
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(pubsub_encode(&f, &b), 0);
+    ck_assert_int_eq(send(master_fd, b.data, b.len, 0), (ssize_t)b.len);
+    buf_free(&b);
+    big_seen = 0;
+    ev_run(ev, EVRUN_NOWAIT);
+    loop_drain_all(&w.loop);
+    ck_assert_int_gt(big_seen, 0);
+    ck_assert_int_le(big_seen * 1000, (int)(cfg.high_watermark / 2));
+    for (int i = 0; i < 50 && big_seen < 100; i++) {
+        ev_run(ev, EVRUN_NOWAIT);
+        loop_drain_all(&w.loop);
+    }
+    ck_assert_int_eq(big_seen, 100);
+    end_scope(s);
+}
+END_TEST
+
 /* Every whole frame the "master" has received, as "S:chan", "U:chan", "P:chan=data". */
 static void read_frames(char *out, size_t n)
 {
@@ -289,10 +355,12 @@ static Suite *pubsub_suite(void)
     tcase_add_test(tc, bad_arguments_are_refused);
     tcase_add_test(tc, policies_bound_the_pending_queue);
     tcase_add_test(tc, unsubscribe_inside_the_callback_and_with_the_scope);
+    tcase_add_test(tc, an_owned_subscription_outlives_its_scope);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("master");
     tcase_add_checked_fixture(tm, setup_master, teardown);
     tcase_add_test(tm, frames_to_and_from_the_master);
+    tcase_add_test(tm, one_wakeup_reads_at_most_half_the_high_water_mark);
     suite_add_tcase(s, tm);
     return s;
 }

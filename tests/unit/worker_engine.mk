@@ -51,7 +51,8 @@ tests_unit_test_scope_debug_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
 # The test compiles small .so modules at run time against the public header;
 # like pagid, it exports its symbols so a module can call the pagi_* functions.
-tests_unit_test_app_registry_SOURCES = tests/unit/test_app_registry.c
+# The built-in apps include pubsub, whose group mode calls pagi_easy (linked into pagid itself).
+tests_unit_test_app_registry_SOURCES = tests/unit/test_app_registry.c $(PAGI_EASY_SOURCES)
 tests_unit_test_app_registry_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_app_registry_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_app_registry_LDFLAGS = $(AM_LDFLAGS) -Wl,--export-dynamic

@@ -7,13 +7,16 @@
  * unless the query is stay=1 (it then serves until the drain's deadline or
  * its client goes). A client that does not read has messages dropped once
  * its output holds more than MAX_BUFFERED (counted in the worker's
- * pubsub_dropped), so it never grows the worker without bound.
+ * pubsub_dropped), so it never grows the worker without bound. With
+ * ?policy=conflate|drop|disconnect the client (websocket or sse) joins a
+ * broadcast group fed from CHANNEL instead (pubsub_group.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builtin.h"
+#include "pubsub_group.h"
 
 /* Not the transport's high-water mark (64 KiB): one loop round may deliver
  * a burst larger than that to a client that reads perfectly well, before
@@ -102,8 +105,13 @@ static void ps_on_server_drain(pagi_scope *s, void *ud)
 
 static void ps_handle(pagi_scope *s, void *instance)
 {
-    (void)instance;
-    if (pagi_scope_type_of(s) != PAGI_SCOPE_WEBSOCKET) {
+    pagi_str q = pagi_scope_query_string(s);
+    int policy = ps_group_policy(q);
+    if (policy < 0) {
+        pagi_scope_finish(s, "pubsub: the policy is conflate, drop or disconnect");
+        return;
+    }
+    if (policy == 0 && pagi_scope_type_of(s) != PAGI_SCOPE_WEBSOCKET) {
         pagi_scope_finish(s, "pubsub: a websocket endpoint (/CHANNEL)");
         return;
     }
@@ -112,26 +120,50 @@ static void ps_handle(pagi_scope *s, void *instance)
         path.ptr++;
         path.len--;
     }
+    if (path.len == 0 || path.len > PAGI_CHANNEL_MAX || memchr(path.ptr, 0, path.len)) {
+        pagi_scope_finish(s, "pubsub: the path names a channel of 1 to 255 bytes");
+        return;
+    }
+    if (policy > 0) {
+        char channel[PAGI_CHANNEL_MAX + 1];
+        memcpy(channel, path.ptr, path.len);
+        channel[path.len] = 0;
+        ps_group_handle(instance, s, channel, (pagi_group_policy)policy);
+        return;
+    }
     ps_client *c = calloc(1, sizeof *c);
     if (!c) {
         pagi_scope_finish(s, "pubsub: out of memory");
         return;
     }
     pagi_scope_set_userdata(s, c, ps_release);
-    if (path.len == 0 || path.len > PAGI_CHANNEL_MAX || memchr(path.ptr, 0, path.len)) {
-        pagi_scope_finish(s, "pubsub: the path names a channel of 1 to 255 bytes");
-        return;
-    }
     memcpy(c->channel, path.ptr, path.len);
-    pagi_str q = pagi_scope_query_string(s);
     c->stay = q.len == 6 && memcmp(q.ptr, "stay=1", 6) == 0;
     if ((!c->stay && pagi_scope_on_server_drain(s, ps_on_server_drain, NULL) < 0) ||
         pagi_receive(s, ps_on_event, c) < 0)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
+/* The instance is the group mode's table (see pubsub_group.h). */
+static void *ps_create(const char *arg, pagi_loop *loop, const char **err)
+{
+    (void)arg;
+    (void)loop;
+    void *t = ps_groups_new();
+    if (!t)
+        *err = "pubsub: out of memory";
+    return t;
+}
+
+static void ps_destroy(void *instance)
+{
+    ps_groups_free(instance);
+}
+
 const pagi_app app_pubsub = {
     .abi_version = PAGI_ABI_VERSION,
     .name = "pubsub",
+    .create = ps_create,
     .handle = ps_handle,
+    .destroy = ps_destroy,
 };
