@@ -2,7 +2,9 @@
 WebDriver protocol (plain urllib + JSON against chromedriver), loads the demo
 page from a pagid started with no app option (the default app is demo) and
 sees the three demos work: the streamed lines arrive, the SSE clock ticks,
-a WebSocket message typed into the input comes back in the log.
+a WebSocket message typed into the input comes back in the log; and two tabs
+on a 2-worker pagid, their chats held by different workers, each see the
+other's message (the chat goes through publish/subscribe).
 
 Chromium and chromium-driver are Debian packages that dev.sh installs; a
 machine without them fails these tests rather than skipping them, so that a
@@ -245,3 +247,81 @@ def demo_websocket_chat(ctx):
               "input not cleared after sending")
 
     with_browser(ctx, body)
+
+
+def chat_state(wd):
+    return wd.js("""
+        var me = document.getElementById('ws-me').textContent;
+        var items = Array.prototype.map.call(document.querySelectorAll('#ws-log li'),
+                                             function (li) { return li.textContent; });
+        return {me: me, wsStatus: document.getElementById('ws-status').textContent,
+                wsLog: items};
+    """)
+
+
+def wait_chat(wd, pred, timeout):
+    deadline = time.monotonic() + timeout * SLOW
+    st = chat_state(wd)
+    while not pred(st) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        st = chat_state(wd)
+    return st
+
+
+def tab_worker(wd, url):
+    """Load the demo in the current tab; the worker its chat landed on."""
+    wd.navigate(url)
+    st = wait_chat(wd, lambda s: s["wsStatus"] == "open" and " on worker " in s["me"], 8)
+    check(" on worker " in st["me"], "the page never learned its worker: %r" % st)
+    return int(st["me"].rsplit(" ", 1)[1])
+
+
+@test(timeout=120)
+def demo_chat_two_tabs_on_two_workers(ctx):
+    # Two tabs of the demo on a 2-worker pagid, their chats on different
+    # workers: each one's message shows in both (publish/subscribe).
+    srv = ctx.start(app=None, workers=2)
+    check(lib.wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    url = "http://127.0.0.1:%d/" % srv.port
+    wd = WebDriver(ctx)
+    try:
+        profile = os.path.join(ctx.tmpdir, "chromium-profile")
+        os.makedirs(profile)
+        wd.start_session(profile)
+        tab1 = wd.cmd("GET", "/window")
+        w1 = tab_worker(wd, url)
+        tab2 = wd.cmd("POST", "/window/new", {"type": "tab"})["handle"]
+        wd.cmd("POST", "/window", {"handle": tab2})
+        seen = [w1]
+        w2 = tab_worker(wd, url)
+        seen.append(w2)
+        for _ in range(20):  # connections land where they land: reload until apart
+            if w2 != w1:
+                break
+            w2 = tab_worker(wd, url)
+            seen.append(w2)
+        ctx.note("chat workers of the tab loads: %r" % seen)
+        check(w2 != w1, "tab 2 never landed on the other worker: %r" % seen)
+        m1 = "from tab one %d" % os.getpid()
+        m2 = "from tab two %d" % os.getpid()
+        try:
+            wd.cmd("POST", "/window", {"handle": tab1})
+            wd.type_into("#ws-input", m1)
+            wd.click("#ws-send")
+            wd.cmd("POST", "/window", {"handle": tab2})
+            wd.type_into("#ws-input", m2)
+            wd.click("#ws-send")
+            for name, handle in (("tab 1", tab1), ("tab 2", tab2)):
+                wd.cmd("POST", "/window", {"handle": handle})
+                st = wait_chat(wd, lambda s: any(m1 in m for m in s["wsLog"]) and
+                               any(m2 in m for m in s["wsLog"]), 8)
+                for m in (m1, m2):
+                    n = sum(1 for x in st["wsLog"] if m in x)
+                    check(n == 1, "%s (worker %d) shows %r %d times: %r"
+                          % (name, w1 if handle == tab1 else w2, m, n, st["wsLog"]))
+        finally:
+            wd.screenshot(os.path.join(ctx.tmpdir, "demo-tab.png"))
+    except TestFailure as e:
+        raise TestFailure("%s\n    chromedriver log: %s" % (e, wd.read_log()[-600:]))
+    finally:
+        wd.quit()

@@ -1,8 +1,9 @@
 """The demo app (pagid's default) over raw sockets: the page is one
 self-contained document, /stream is a chunked response of 10 lines 200 ms
 apart, /clock is an SSE stream of `event: time` once a second, /ws is a
-chat where every message reaches every client of the worker, everything
-else is 404. The browser's view of the same is test_browser.py."""
+chat where every message reaches every client, everything else is 404.
+Across workers: test_demo_pubsub.py. The browser's view of the same is
+test_browser.py."""
 
 import base64
 import os

@@ -1,7 +1,8 @@
 /*
  * demo_page.h - the demo app's page (GET /): one self-contained HTML page
  * (inline CSS and JS, no external resources) that drives /stream with fetch(),
- * /clock with EventSource and /ws with WebSocket. Edit the HTML in place.
+ * /clock with EventSource and /ws with WebSocket (which says, first, which
+ * worker holds it: the chat spans workers). Edit the HTML in place.
  */
 #ifndef PAGID_APPS_DEMO_PAGE_H
 #define PAGID_APPS_DEMO_PAGE_H
@@ -47,13 +48,14 @@ static const char demo_page[] =
     "</section>\n"
     "<section id=\"sse-demo\">\n"
     "<h2>SSE clock <span id=\"clock-status\" class=\"status\">connecting</span></h2>\n"
-    "<p class=\"hint\"><code>GET /clock</code> with <code>EventSource</code>: an <code>event: time</code> every second.</p>\n"
+    "<p class=\"hint\"><code>GET /clock</code> with <code>EventSource</code>: an <code>event: time</code> every second, published once for every tab by one worker (publish/subscribe across workers).</p>\n"
     "<div id=\"clock\">--:--:--</div>\n"
     "<p class=\"hint\">ticks received: <span id=\"clock-count\">0</span></p>\n"
     "</section>\n"
     "<section id=\"ws-demo\">\n"
     "<h2>WebSocket chat <span id=\"ws-status\" class=\"status\">connecting</span></h2>\n"
-    "<p class=\"hint\"><code>/ws</code>: every message goes to everyone connected to this worker, you included. Open a second tab.</p>\n"
+    "<p class=\"hint\"><code>/ws</code>: every message goes to everyone in the chat, you included, whichever worker holds them (publish/subscribe across workers). Open a second tab.</p>\n"
+    "<p class=\"hint\">you are <span id=\"ws-me\">-</span></p>\n"
     "<form id=\"ws-form\"><input id=\"ws-input\" type=\"text\" autocomplete=\"off\" placeholder=\"say something\"><button id=\"ws-send\" type=\"submit\">Send</button></form>\n"
     "<ul id=\"ws-log\" class=\"log\"></ul>\n"
     "</section>\n"
@@ -95,7 +97,7 @@ static const char demo_page[] =
     "});\n"
     "\n"
     "// WebSocket chat.\n"
-    "var ws;\n"
+    "var ws, me;\n"
     "function wsLog(text, cls) {\n"
     "  var li = document.createElement(\"li\"), log = $(\"ws-log\");\n"
     "  li.textContent = text;\n"
@@ -104,9 +106,18 @@ static const char demo_page[] =
     "  log.scrollTop = log.scrollHeight;\n"
     "}\n"
     "function connect() {\n"
-    "  ws = new WebSocket((location.protocol === \"https:\" ? \"wss://\" : \"ws://\") + location.host + \"/ws\");\n"
+    "  // Subprotocol whoami: the first message names us (\"you are [2.7] on worker 2\").\n"
+    "  me = null;\n"
+    "  ws = new WebSocket((location.protocol === \"https:\" ? \"wss://\" : \"ws://\") + location.host + \"/ws\", [\"whoami\"]);\n"
     "  ws.onopen = function () { setStatus($(\"ws-status\"), \"open\", \"ok\"); };\n"
-    "  ws.onmessage = function (e) { wsLog(typeof e.data === \"string\" ? e.data : \"[binary]\"); };\n"
+    "  ws.onmessage = function (e) {\n"
+    "    if (me === null && typeof e.data === \"string\" && e.data.indexOf(\"you are \") === 0) {\n"
+    "      me = e.data.slice(8);\n"
+    "      $(\"ws-me\").textContent = me;\n"
+    "      return;\n"
+    "    }\n"
+    "    wsLog(typeof e.data === \"string\" ? e.data : \"[binary]\");\n"
+    "  };\n"
     "  ws.onclose = function (e) {\n"
     "    setStatus($(\"ws-status\"), \"closed (\" + e.code + \"), retrying\", \"err\");\n"
     "    setTimeout(connect, 2000);\n"
