@@ -43,7 +43,9 @@ typedef struct pagid_tls {
     char *ciphers;      /* TLS 1.2 cipher list (OpenSSL syntax), or NULL */
     char *ciphersuites; /* TLS 1.3 suites, or NULL */
     tls_client_auth client_auth;
-    char *client_ca; /* CA file clients are verified against */
+    char *client_ca;  /* CA file clients are verified against */
+    char *client_crl; /* CRLs (PEM) client certificates are checked against, or NULL */
+    int verify_depth; /* most intermediate CAs in a client's chain; -1: OpenSSL's default */
     int session_tickets; /* 1 (default) or 0 */
     char **ticket_keys;  /* session_ticket_key files, the first encrypts; NULL: generated */
     size_t n_ticket_keys;
@@ -51,6 +53,7 @@ typedef struct pagid_tls {
     /* Where the values that files and OpenSSL judge later were written
      * (zero when not set): messages point at them. */
     pagid_pos protocols_pos, ciphers_pos, ciphersuites_pos, client_ca_pos, ticket_keys_pos;
+    pagid_pos client_crl_pos;
 } pagid_tls;
 
 typedef struct pagid_listen {

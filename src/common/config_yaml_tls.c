@@ -5,6 +5,7 @@
  * the listeners open (tls_server.c), as root, and pagid -t loads them the
  * same way.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,15 +76,42 @@ static int tls_keys(load_ctx *x, const ynode *n, const char *what, const char *c
     return bad ? -1 : 0;
 }
 
-/* client_auth: {ca: FILE, mode: none|optional|require} */
+/* verify_depth: 0..100 intermediate CAs between a client's certificate and
+ * the trusted CA. 0, or -1 after reporting. */
+static int tls_verify_depth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
+{
+    const char *s = scalar(x, n, "listen.tls.client_auth.verify_depth");
+    if (!s)
+        return -1;
+    char *end, shown[80];
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 0 || v > 100) {
+        report(x, n, "invalid verify_depth '%s' (expected 0 to 100: the intermediate CAs allowed "
+                     "between a client's certificate and the CA)",
+               printable(n, shown, sizeof shown));
+        return -1;
+    }
+    t->verify_depth = (int)v;
+    return 0;
+}
+
+/* client_auth: {ca: FILE, mode: none|optional|require, crl: FILE, verify_depth: N} */
 static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 {
-    static const char *const names[] = {"ca", "mode", NULL};
-    const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
+    static const char *const names[] = {"ca", "mode", "crl", "verify_depth", NULL};
+    const ynode *keys[4] = {NULL}, *vals[4] = {NULL};
     int rc = tls_keys(x, n, "listen.tls.client_auth", names, keys, vals);
     if (rc == -2)
         return -1;
     int bad = rc < 0;
+    if (vals[3] && tls_verify_depth_parse(x, vals[3], t) < 0)
+        bad = 1;
+    if (vals[2]) {
+        if (!(t->client_crl = tls_string(x, vals[2], "listen.tls.client_auth.crl")))
+            return -1;
+        t->client_crl_pos = keep_pos(x, vals[2]);
+    }
     t->client_auth = TLS_CLIENT_REQUIRE;
     if (vals[1]) {
         const char *m = scalar(x, vals[1], "listen.tls.client_auth.mode");

@@ -132,6 +132,32 @@ static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *e
         X509_free(chain[i]);
 }
 
+/* An expired CRL makes OpenSSL refuse every client certificate it covers:
+ * said here, since the handshakes then fail only at debug level. */
+static void check_crl(const pagid_config *c, const pagid_tls *t, FILE *err, int *errors)
+{
+    if (!t->client_crl || t->client_auth == TLS_CLIENT_NONE)
+        return;
+    FILE *f = fopen(t->client_crl, "re");
+    if (!f)
+        return; /* tls_server_new said why */
+    X509_CRL *crl;
+    while ((crl = PEM_read_X509_CRL(f, NULL, NULL, NULL))) {
+        const ASN1_TIME *next = X509_CRL_get0_nextUpdate(crl);
+        if (next && X509_cmp_current_time(next) < 0) {
+            char who[256], when[64];
+            X509_NAME_oneline(X509_CRL_get_issuer(crl), who, sizeof who);
+            say(c, t->client_crl_pos, err, errors, 0,
+                "CRL of %s in %s expired on %s: clients with certificates of that CA are refused "
+                "until a fresh CRL is loaded (reload)",
+                who, t->client_crl, time_text(next, when, sizeof when));
+        }
+        X509_CRL_free(crl);
+    }
+    fclose(f);
+    ERR_clear_error();
+}
+
 /* A private key anyone may read is a key anyone on the host has. */
 static void check_key_mode(const pagid_config *c, const pagid_tls_cert *pc, FILE *err, int *errors)
 {
@@ -149,6 +175,7 @@ int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err,
         check_chain(c, &l->tls->certs[i], err, &errors, &leaf);
         check_key_mode(c, &l->tls->certs[i], err, &errors);
     }
+    check_crl(c, l->tls, err, &errors);
     if (fatal)
         *fatal += leaf;
     return errors;
