@@ -248,6 +248,7 @@ void config_tls_free(pagid_tls *t)
     for (size_t i = 0; i < t->n_certs; i++) {
         free(t->certs[i].cert);
         free(t->certs[i].key);
+        free(t->certs[i].ocsp);
     }
     free(t->certs);
     free(t->protocols);

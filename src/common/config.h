@@ -28,8 +28,10 @@ typedef struct pagid_pos {
  * leaf in cert). Read by the master, as root, when the listeners open. */
 typedef struct pagid_tls_cert {
     char *cert, *key;
-    pagid_pos pos;     /* the entry's cert value in the file */
-    pagid_pos key_pos; /* its key value: where key problems are reported */
+    char *ocsp;         /* a DER OCSP response to staple, or NULL */
+    pagid_pos pos;      /* the entry's cert value in the file */
+    pagid_pos key_pos;  /* its key value: where key problems are reported */
+    pagid_pos ocsp_pos; /* its ocsp value */
 } pagid_tls_cert;
 
 typedef enum tls_client_auth { TLS_CLIENT_NONE, TLS_CLIENT_OPTIONAL, TLS_CLIENT_REQUIRE } tls_client_auth;

@@ -246,6 +246,8 @@ static void tls_mapping(dumper *d, const pagid_tls *t)
             map_start(d);
             key_str(d, "cert", t->certs[i].cert);
             key_str(d, "key", t->certs[i].key);
+            if (t->certs[i].ocsp)
+                key_str(d, "ocsp", t->certs[i].ocsp);
             map_end(d);
         }
         seq_end(d);

@@ -146,7 +146,7 @@ static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 /* One {cert, key} pair (n is the mapping, or the tls mapping itself with
  * its own cert/key values); added to t. 0, or -1 after reporting. */
 static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const ynode *key,
-                        const char *what, pagid_tls *t)
+                        const ynode *ocsp, const char *what, pagid_tls *t)
 {
     if (!cert || !key) {
         report(x, at, "'%s' needs both 'cert' and 'key' (PEM files)%s", what,
@@ -168,6 +168,13 @@ static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const y
         else
             t->certs[t->n_certs - 1].key_pos = keep_pos(x, key);
     }
+    if (rc == 0 && ocsp) {
+        pagid_tls_cert *pc = &t->certs[t->n_certs - 1];
+        snprintf(path, sizeof path, "%s.ocsp", what);
+        if (!(pc->ocsp = tls_string(x, ocsp, path)))
+            rc = -1;
+        pc->ocsp_pos = keep_pos(x, ocsp);
+    }
     free(c);
     free(k);
     return rc;
@@ -176,7 +183,7 @@ static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const y
 /* certificates: [{cert: F, key: F}, ...], the ones SNI chooses from. */
 static int tls_certificates_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 {
-    static const char *const names[] = {"cert", "key", NULL};
+    static const char *const names[] = {"cert", "key", "ocsp", NULL};
     if (n->type != YAML_SEQUENCE_NODE) {
         report(x, n, "'listen.tls.certificates' must be a list of {cert, key} mappings, not %s",
                kind_name(n));
@@ -189,13 +196,13 @@ static int tls_certificates_parse(load_ctx *x, const ynode *n, pagid_tls *t)
     int bad = 0;
     for (size_t i = 0; i < n->len; i++) {
         const ynode *item = item_at(x, n, i);
-        const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
+        const ynode *keys[3] = {NULL}, *vals[3] = {NULL};
         int rc = tls_keys(x, item, "listen.tls.certificates", names, keys, vals);
         if (rc < 0)
             bad = 1;
         /* A typo'd key: its pair's other problems (if any) still show. */
         if (rc == 0 || (rc == -1 && vals[0] && vals[1]))
-            if (tls_pair_add(x, item, vals[0], vals[1], "listen.tls.certificates", t) < 0)
+            if (tls_pair_add(x, item, vals[0], vals[1], vals[2], "listen.tls.certificates", t) < 0)
                 bad = 1;
     }
     return bad ? -1 : 0;
@@ -311,7 +318,7 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
 {
     static const char *const names[] = {
         "cert",         "key",         "certificates",    "protocols",          "ciphers",
-        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", NULL};
+        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", "ocsp", NULL};
     enum {
         K_CERT,
         K_KEY,
@@ -322,6 +329,7 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         K_CLIENT_AUTH,
         K_TICKETS,
         K_TICKET_KEY,
+        K_OCSP,
         K_COUNT
     };
     const ynode *keys[K_COUNT] = {NULL}, *vals[K_COUNT] = {NULL};
@@ -346,8 +354,13 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
     t->pos = keep_pos(x, n);
     /* The default certificate first: cert/key, else the first of certificates. */
     if ((vals[K_CERT] || vals[K_KEY]) &&
-        tls_pair_add(x, n, vals[K_CERT], vals[K_KEY], "listen.tls", t) < 0)
+        tls_pair_add(x, n, vals[K_CERT], vals[K_KEY], vals[K_OCSP], "listen.tls", t) < 0)
         bad = 1;
+    if (vals[K_OCSP] && !vals[K_CERT] && !vals[K_KEY]) {
+        report(x, keys[K_OCSP], "'ocsp' belongs with 'cert' and 'key' (each entry of "
+                                "'certificates' takes its own)");
+        bad = 1;
+    }
     if (vals[K_CERTS] && tls_certificates_parse(x, vals[K_CERTS], t) < 0)
         bad = 1;
     if (vals[K_PROTOCOLS] && tls_protocols_parse(x, vals[K_PROTOCOLS], t) < 0)

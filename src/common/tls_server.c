@@ -8,6 +8,7 @@
  */
 #include "tls_server.h"
 
+#include "tls_ocsp.h"
 #include "tls_tickets.h"
 
 #include <openssl/err.h>
@@ -217,6 +218,8 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
     }
     EVP_PKEY_free(pkey);
     ERR_clear_error();
+    if (rc == 0 && pc->ocsp && tls_ocsp_load(c, ctx, pc, err) < 0)
+        rc = -1;
     if (rc == 0 && !tls_ciphers_fit(ctx, SSL_CTX_get0_certificate(ctx))) {
         const char *kind =
             EVP_PKEY_get_base_id(X509_get0_pubkey(SSL_CTX_get0_certificate(ctx))) == EVP_PKEY_RSA

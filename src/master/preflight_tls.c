@@ -9,6 +9,7 @@
 #include "preflight_tls.h"
 
 #include <openssl/err.h>
+#include <openssl/ocsp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -158,6 +159,40 @@ static void check_crl(const pagid_config *c, const pagid_tls *t, FILE *err, int 
     ERR_clear_error();
 }
 
+/* An OCSP response out of date is not stapled (tls_ocsp.c): said here,
+ * since clients that want one then simply get none. */
+static void check_ocsp_dates(const pagid_config *c, const pagid_tls_cert *pc, FILE *err,
+                             int *errors)
+{
+    BIO *in = pc->ocsp ? BIO_new_file(pc->ocsp, "rb") : NULL;
+    if (!in) {
+        ERR_clear_error();
+        return; /* none, or tls_server_new said why */
+    }
+    OCSP_RESPONSE *resp = d2i_OCSP_RESPONSE_bio(in, NULL);
+    BIO_free(in);
+    OCSP_BASICRESP *bs = resp ? OCSP_response_get1_basic(resp) : NULL;
+    OCSP_SINGLERESP *one = bs ? OCSP_resp_get0(bs, 0) : NULL;
+    ASN1_GENERALIZEDTIME *thisupd = NULL, *nextupd = NULL;
+    char when[64];
+    time_t skew = time(NULL) + 300; /* as tls_ocsp.c allows */
+    if (one && OCSP_single_get0_status(one, NULL, NULL, &thisupd, &nextupd) >= 0) {
+        if (nextupd && X509_cmp_current_time(nextupd) < 0)
+            say(c, pc->ocsp_pos, err, errors, 0,
+                "OCSP response %s expired on %s: it is not stapled until a fresh one is loaded "
+                "(reload)",
+                pc->ocsp, time_text(nextupd, when, sizeof when));
+        else if (thisupd && X509_cmp_time(thisupd, &skew) > 0)
+            say(c, pc->ocsp_pos, err, errors, 0,
+                "OCSP response %s is not valid before %s: it is not stapled until then (and a "
+                "reload)",
+                pc->ocsp, time_text(thisupd, when, sizeof when));
+    }
+    OCSP_BASICRESP_free(bs);
+    OCSP_RESPONSE_free(resp);
+    ERR_clear_error();
+}
+
 /* A private key anyone may read is a key anyone on the host has. */
 static void check_key_mode(const pagid_config *c, const pagid_tls_cert *pc, FILE *err, int *errors)
 {
@@ -174,6 +209,7 @@ int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err,
     for (size_t i = 0; i < l->tls->n_certs; i++) {
         check_chain(c, &l->tls->certs[i], err, &errors, &leaf);
         check_key_mode(c, &l->tls->certs[i], err, &errors);
+        check_ocsp_dates(c, &l->tls->certs[i], err, &errors);
     }
     check_crl(c, l->tls, err, &errors);
     if (fatal)

@@ -667,6 +667,31 @@ class TestPKI:
                       "-crl_nextupdate", (now + datetime.timedelta(days=next_update_days)).strftime(fmt))
         return out
 
+    def ocsp(self, name, revoked=False, out=None, days=7, signer=None):
+        """A DER OCSP response of this CA (as responder; or signed by signer,
+        a (cert, key) pair) on the certificate issued under name: good, or
+        revoked; returns its path."""
+        import datetime
+
+        d = os.path.join(self.dir, "ocsp-db")
+        os.makedirs(d, exist_ok=True)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        expiry = (now + datetime.timedelta(days=30)).strftime("%y%m%d%H%M%SZ")
+        revdate = (now - datetime.timedelta(hours=1)).strftime("%y%m%d%H%M%SZ")
+        index = os.path.join(d, "index-%s.txt" % name)
+        with open(index, "w") as f:
+            f.write("%s\t%s\t%s\t%02X\tunknown\t/CN=%s\n"
+                    % ("R" if revoked else "V", expiry, revdate if revoked else "",
+                       self.serials[name], name))
+        req = os.path.join(d, name + ".req")
+        out = out or os.path.join(self.dir, name + ".ocsp")
+        cert = os.path.join(self.dir, name + ".pem")
+        self._openssl("ocsp", "-issuer", self.ca_cert, "-cert", cert, "-no_nonce", "-reqout", req)
+        rsigner, rkey = signer or (self.ca_cert, self.ca_key)
+        self._openssl("ocsp", "-index", index, "-rsigner", rsigner, "-rkey", rkey,
+                      "-CA", self.ca_cert, "-reqin", req, "-respout", out, "-ndays", str(days))
+        return out
+
     def client_context(self, cert=None, key=None, alpn=None):
         """An ssl.SSLContext trusting this CA, presenting cert/key if given."""
         import ssl
