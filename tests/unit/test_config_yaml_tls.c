@@ -11,37 +11,8 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "config_load_check.h"
 
-static char *out_text;
-
-static int load(pagid_config *c, const char *yaml)
-{
-    size_t len;
-    free(out_text);
-    FILE *f = open_memstream(&out_text, &len);
-    ck_assert_ptr_nonnull(f);
-    config_init_defaults(c);
-    int n = config_load_string(c, yaml, "t.yaml", f);
-    fclose(f);
-    return n;
-}
-
-static void expect_error(const char *yaml, const char *expected)
-{
-    pagid_config c;
-    int n = load(&c, yaml);
-    char want[1024];
-    snprintf(want, sizeof want, "%s\n", expected);
-    ck_assert_str_eq(out_text, want);
-    ck_assert_int_eq(n, 1);
-    config_free(&c);
-}
-
-static void teardown(void)
-{
-    free(out_text);
-    out_text = NULL;
-}
 
 #define HEAD "listen:\n  - address: 127.0.0.1:8443\n    tls:\n"
 
