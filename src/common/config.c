@@ -220,8 +220,10 @@ static int numeric_host_ok(const char *h, size_t len)
 pagid_tls *config_tls_new(void)
 {
     pagid_tls *t = calloc(1, sizeof *t);
-    if (t)
+    if (t) {
         t->session_tickets = 1;
+        t->verify_depth = -1;
+    }
     return t;
 }
 
@@ -249,12 +251,14 @@ void config_tls_free(pagid_tls *t)
     for (size_t i = 0; i < t->n_certs; i++) {
         free(t->certs[i].cert);
         free(t->certs[i].key);
+        free(t->certs[i].ocsp);
     }
     free(t->certs);
     free(t->protocols);
     free(t->ciphers);
     free(t->ciphersuites);
     free(t->client_ca);
+    free(t->client_crl);
     for (size_t i = 0; i < t->n_ticket_keys; i++)
         free(t->ticket_keys[i]);
     free(t->ticket_keys);

@@ -28,8 +28,10 @@ typedef struct pagid_pos {
  * leaf in cert). Read by the master, as root, when the listeners open. */
 typedef struct pagid_tls_cert {
     char *cert, *key;
-    pagid_pos pos;     /* the entry's cert value in the file */
-    pagid_pos key_pos; /* its key value: where key problems are reported */
+    char *ocsp;         /* a DER OCSP response to staple, or NULL */
+    pagid_pos pos;      /* the entry's cert value in the file */
+    pagid_pos key_pos;  /* its key value: where key problems are reported */
+    pagid_pos ocsp_pos; /* its ocsp value */
 } pagid_tls_cert;
 
 typedef enum tls_client_auth { TLS_CLIENT_NONE, TLS_CLIENT_OPTIONAL, TLS_CLIENT_REQUIRE } tls_client_auth;
@@ -43,7 +45,9 @@ typedef struct pagid_tls {
     char *ciphers;      /* TLS 1.2 cipher list (OpenSSL syntax), or NULL */
     char *ciphersuites; /* TLS 1.3 suites, or NULL */
     tls_client_auth client_auth;
-    char *client_ca; /* CA file clients are verified against */
+    char *client_ca;  /* CA file clients are verified against */
+    char *client_crl; /* CRLs (PEM) client certificates are checked against, or NULL */
+    int verify_depth; /* most intermediate CAs in a client's chain; -1: OpenSSL's default */
     int session_tickets; /* 1 (default) or 0 */
     char **ticket_keys;  /* session_ticket_key files, the first encrypts; NULL: generated */
     size_t n_ticket_keys;
@@ -51,6 +55,7 @@ typedef struct pagid_tls {
     /* Where the values that files and OpenSSL judge later were written
      * (zero when not set): messages point at them. */
     pagid_pos protocols_pos, ciphers_pos, ciphersuites_pos, client_ca_pos, ticket_keys_pos;
+    pagid_pos client_crl_pos;
 } pagid_tls;
 
 typedef struct pagid_listen {

@@ -246,6 +246,8 @@ static void tls_mapping(dumper *d, const pagid_tls *t)
             map_start(d);
             key_str(d, "cert", t->certs[i].cert);
             key_str(d, "key", t->certs[i].key);
+            if (t->certs[i].ocsp)
+                key_str(d, "ocsp", t->certs[i].ocsp);
             map_end(d);
         }
         seq_end(d);
@@ -267,6 +269,14 @@ static void tls_mapping(dumper *d, const pagid_tls *t)
             key_str(d, "ca", t->client_ca);
         word(d, "mode");
         word(d, modes[t->client_auth]);
+        if (t->client_crl)
+            key_str(d, "crl", t->client_crl);
+        if (t->verify_depth >= 0) {
+            char n[16];
+            snprintf(n, sizeof n, "%d", t->verify_depth);
+            word(d, "verify_depth");
+            word(d, n);
+        }
         map_end(d);
     }
     word(d, "session_tickets");

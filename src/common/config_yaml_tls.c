@@ -5,6 +5,7 @@
  * the listeners open (tls_server.c), as root, and pagid -t loads them the
  * same way.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,15 +76,42 @@ static int tls_keys(load_ctx *x, const ynode *n, const char *what, const char *c
     return bad ? -1 : 0;
 }
 
-/* client_auth: {ca: FILE, mode: none|optional|require} */
+/* verify_depth: 0..100 intermediate CAs between a client's certificate and
+ * the trusted CA. 0, or -1 after reporting. */
+static int tls_verify_depth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
+{
+    const char *s = scalar(x, n, "listen.tls.client_auth.verify_depth");
+    if (!s)
+        return -1;
+    char *end, shown[80];
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 0 || v > 100) {
+        report(x, n, "invalid verify_depth '%s' (expected 0 to 100: the intermediate CAs allowed "
+                     "between a client's certificate and the CA)",
+               printable(n, shown, sizeof shown));
+        return -1;
+    }
+    t->verify_depth = (int)v;
+    return 0;
+}
+
+/* client_auth: {ca: FILE, mode: none|optional|require, crl: FILE, verify_depth: N} */
 static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 {
-    static const char *const names[] = {"ca", "mode", NULL};
-    const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
+    static const char *const names[] = {"ca", "mode", "crl", "verify_depth", NULL};
+    const ynode *keys[4] = {NULL}, *vals[4] = {NULL};
     int rc = tls_keys(x, n, "listen.tls.client_auth", names, keys, vals);
     if (rc == -2)
         return -1;
     int bad = rc < 0;
+    if (vals[3] && tls_verify_depth_parse(x, vals[3], t) < 0)
+        bad = 1;
+    if (vals[2]) {
+        if (!(t->client_crl = tls_string(x, vals[2], "listen.tls.client_auth.crl")))
+            return -1;
+        t->client_crl_pos = keep_pos(x, vals[2]);
+    }
     t->client_auth = TLS_CLIENT_REQUIRE;
     if (vals[1]) {
         const char *m = scalar(x, vals[1], "listen.tls.client_auth.mode");
@@ -118,7 +146,7 @@ static int tls_client_auth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 /* One {cert, key} pair (n is the mapping, or the tls mapping itself with
  * its own cert/key values); added to t. 0, or -1 after reporting. */
 static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const ynode *key,
-                        const char *what, pagid_tls *t)
+                        const ynode *ocsp, const char *what, pagid_tls *t)
 {
     if (!cert || !key) {
         report(x, at, "'%s' needs both 'cert' and 'key' (PEM files)%s", what,
@@ -140,6 +168,13 @@ static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const y
         else
             t->certs[t->n_certs - 1].key_pos = keep_pos(x, key);
     }
+    if (rc == 0 && ocsp) {
+        pagid_tls_cert *pc = &t->certs[t->n_certs - 1];
+        snprintf(path, sizeof path, "%s.ocsp", what);
+        if (!(pc->ocsp = tls_string(x, ocsp, path)))
+            rc = -1;
+        pc->ocsp_pos = keep_pos(x, ocsp);
+    }
     free(c);
     free(k);
     return rc;
@@ -148,7 +183,7 @@ static int tls_pair_add(load_ctx *x, const ynode *at, const ynode *cert, const y
 /* certificates: [{cert: F, key: F}, ...], the ones SNI chooses from. */
 static int tls_certificates_parse(load_ctx *x, const ynode *n, pagid_tls *t)
 {
-    static const char *const names[] = {"cert", "key", NULL};
+    static const char *const names[] = {"cert", "key", "ocsp", NULL};
     if (n->type != YAML_SEQUENCE_NODE) {
         report(x, n, "'listen.tls.certificates' must be a list of {cert, key} mappings, not %s",
                kind_name(n));
@@ -161,13 +196,13 @@ static int tls_certificates_parse(load_ctx *x, const ynode *n, pagid_tls *t)
     int bad = 0;
     for (size_t i = 0; i < n->len; i++) {
         const ynode *item = item_at(x, n, i);
-        const ynode *keys[2] = {NULL}, *vals[2] = {NULL};
+        const ynode *keys[3] = {NULL}, *vals[3] = {NULL};
         int rc = tls_keys(x, item, "listen.tls.certificates", names, keys, vals);
         if (rc < 0)
             bad = 1;
         /* A typo'd key: its pair's other problems (if any) still show. */
         if (rc == 0 || (rc == -1 && vals[0] && vals[1]))
-            if (tls_pair_add(x, item, vals[0], vals[1], "listen.tls.certificates", t) < 0)
+            if (tls_pair_add(x, item, vals[0], vals[1], vals[2], "listen.tls.certificates", t) < 0)
                 bad = 1;
     }
     return bad ? -1 : 0;
@@ -283,7 +318,7 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
 {
     static const char *const names[] = {
         "cert",         "key",         "certificates",    "protocols",          "ciphers",
-        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", NULL};
+        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", "ocsp", NULL};
     enum {
         K_CERT,
         K_KEY,
@@ -294,6 +329,7 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         K_CLIENT_AUTH,
         K_TICKETS,
         K_TICKET_KEY,
+        K_OCSP,
         K_COUNT
     };
     const ynode *keys[K_COUNT] = {NULL}, *vals[K_COUNT] = {NULL};
@@ -318,8 +354,13 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
     t->pos = keep_pos(x, n);
     /* The default certificate first: cert/key, else the first of certificates. */
     if ((vals[K_CERT] || vals[K_KEY]) &&
-        tls_pair_add(x, n, vals[K_CERT], vals[K_KEY], "listen.tls", t) < 0)
+        tls_pair_add(x, n, vals[K_CERT], vals[K_KEY], vals[K_OCSP], "listen.tls", t) < 0)
         bad = 1;
+    if (vals[K_OCSP] && !vals[K_CERT] && !vals[K_KEY]) {
+        report(x, keys[K_OCSP], "'ocsp' belongs with 'cert' and 'key' (each entry of "
+                                "'certificates' takes its own)");
+        bad = 1;
+    }
     if (vals[K_CERTS] && tls_certificates_parse(x, vals[K_CERTS], t) < 0)
         bad = 1;
     if (vals[K_PROTOCOLS] && tls_protocols_parse(x, vals[K_PROTOCOLS], t) < 0)

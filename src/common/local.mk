@@ -22,7 +22,7 @@ libpagid_common_a_SOURCES += \
 
 # TLS server contexts: built by the master, used by the workers.
 libpagid_common_a_SOURCES += src/common/tls_server.c src/common/tls_server.h \
-	src/common/tls_tickets.c src/common/tls_tickets.h
+	src/common/tls_tickets.c src/common/tls_tickets.h src/common/tls_ocsp.c src/common/tls_ocsp.h
 
 # The access log's format compiler (used by the config check and the worker).
 libpagid_common_a_SOURCES += src/common/access_format.c src/common/access_format.h

@@ -8,6 +8,7 @@
  */
 #include "tls_server.h"
 
+#include "tls_ocsp.h"
 #include "tls_tickets.h"
 
 #include <openssl/err.h>
@@ -79,6 +80,7 @@ static const char *const cert_markers[] = {"-----BEGIN CERTIFICATE-----",
                                            "-----BEGIN TRUSTED CERTIFICATE-----",
                                            "-----BEGIN X509 CERTIFICATE-----", NULL};
 static const char *const key_markers[] = {"PRIVATE KEY-----", NULL};
+static const char *const crl_markers[] = {"-----BEGIN X509 CRL-----", NULL};
 
 /* ssl_error_text, unless the file explains it better. */
 static const char *load_error_text(const char *file, const char *kind,
@@ -216,6 +218,8 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
     }
     EVP_PKEY_free(pkey);
     ERR_clear_error();
+    if (rc == 0 && pc->ocsp && tls_ocsp_load(c, ctx, pc, err) < 0)
+        rc = -1;
     if (rc == 0 && !tls_ciphers_fit(ctx, SSL_CTX_get0_certificate(ctx))) {
         const char *kind =
             EVP_PKEY_get_base_id(X509_get0_pubkey(SSL_CTX_get0_certificate(ctx))) == EVP_PKEY_RSA
@@ -228,6 +232,26 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
         rc = -1;
     }
     return rc;
+}
+
+/* The CRLs of t->client_crl into store, checked for the whole chain (as
+ * nginx's ssl_crl): a client certificate, or an intermediate CA, that a
+ * CRL revokes is refused; so is every client once the CRL has expired
+ * (its nextUpdate passed), until a fresh one is loaded by a reload. */
+static int tls_load_crl(const pagid_config *c, X509_STORE *store, const pagid_tls *t, FILE *err)
+{
+    X509_LOOKUP *lookup = X509_STORE_add_lookup(store, X509_LOOKUP_file());
+    int n = lookup ? X509_load_crl_file(lookup, t->client_crl, X509_FILETYPE_PEM) : 0;
+    if (n <= 0) {
+        char why[256];
+        config_report(c, t->client_crl_pos, err, "cannot load CRL '%s': %s", t->client_crl,
+                      load_error_text(t->client_crl, "X509 CRL", crl_markers, why, sizeof why,
+                                      "no CRL in the file"));
+        ERR_clear_error();
+        return -1;
+    }
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
+    return 0;
 }
 
 static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagid_tls *t, FILE *err)
@@ -245,6 +269,10 @@ static int tls_setup_client_auth(const pagid_config *c, SSL_CTX *ctx, const pagi
     if (names)
         SSL_CTX_set_client_CA_list(ctx, names);
     ERR_clear_error();
+    if (t->verify_depth >= 0)
+        SSL_CTX_set_verify_depth(ctx, t->verify_depth);
+    if (t->client_crl && tls_load_crl(c, SSL_CTX_get_cert_store(ctx), t, err) < 0)
+        return -1;
     if (t->client_auth == TLS_CLIENT_REQUIRE)
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     else
@@ -479,8 +507,8 @@ static void hash_x509(EVP_MD_CTX *md, X509 *x)
 }
 
 /* The listener's identity: SHA-256 over what a resumed session skips
- * checking (its address, client_auth mode and CAs, every certificate and
- * chain). It is the session ID context of all its contexts, so OpenSSL
+ * checking (its address, client_auth mode, CAs, CRLs and depth, every
+ * certificate and chain). It is the session ID context of all its contexts, so OpenSSL
  * refuses a TLS 1.2 ticket or a TLS 1.3 PSK from another listener, or from
  * this one before its CAs or certificates changed; it also goes into the
  * derived ticket keys. 0 or -1. */
@@ -499,6 +527,11 @@ static int tls_listener_id(const pagid_listen *l, const tls_server *ts,
     EVP_DigestUpdate(md, &mode, 1);
     if (t->client_auth != TLS_CLIENT_NONE && t->client_ca)
         hash_file(md, t->client_ca);
+    /* A new CRL or a stricter depth: sessions verified before do not resume. */
+    if (t->client_auth != TLS_CLIENT_NONE && t->client_crl)
+        hash_file(md, t->client_crl);
+    int depth = t->verify_depth;
+    EVP_DigestUpdate(md, &depth, sizeof depth);
     for (size_t i = 0; i < ts->n; i++) {
         FOR_EACH_CERT(ts->ctx[i])
         {

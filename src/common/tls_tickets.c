@@ -75,11 +75,18 @@ static int derive(const tls_tickets *tk, long long epoch, ticket_key *k)
     return ok ? 0 : -1;
 }
 
+static long long (*clock_now)(void);
+
+void tls_tickets_set_clock(long long (*now)(void))
+{
+    clock_now = now;
+}
+
 /* Derived keys: follow the clock. A worker that cannot derive keeps its
  * last keys (tickets it made still work); 0 or -1. */
 static int refresh(tls_tickets *tk)
 {
-    long long now = (long long)time(NULL) / TLS_TICKET_ROTATE_SECONDS;
+    long long now = (clock_now ? clock_now() : (long long)time(NULL)) / TLS_TICKET_ROTATE_SECONDS;
     if (!tk->derived || now == tk->epoch)
         return 0;
     ticket_key cur, prev;

@@ -38,4 +38,7 @@ void tls_tickets_free(tls_tickets *tk);
 /** Seconds a derived key encrypts; it decrypts for as long again. */
 #define TLS_TICKET_ROTATE_SECONDS 3600
 
+/** For tests: the clock derived keys follow (NULL: time(NULL) again). */
+void tls_tickets_set_clock(long long (*now)(void));
+
 #endif

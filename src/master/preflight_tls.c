@@ -9,6 +9,7 @@
 #include "preflight_tls.h"
 
 #include <openssl/err.h>
+#include <openssl/ocsp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -132,6 +133,66 @@ static void check_chain(const pagid_config *c, const pagid_tls_cert *pc, FILE *e
         X509_free(chain[i]);
 }
 
+/* An expired CRL makes OpenSSL refuse every client certificate it covers:
+ * said here, since the handshakes then fail only at debug level. */
+static void check_crl(const pagid_config *c, const pagid_tls *t, FILE *err, int *errors)
+{
+    if (!t->client_crl || t->client_auth == TLS_CLIENT_NONE)
+        return;
+    FILE *f = fopen(t->client_crl, "re");
+    if (!f)
+        return; /* tls_server_new said why */
+    X509_CRL *crl;
+    while ((crl = PEM_read_X509_CRL(f, NULL, NULL, NULL))) {
+        const ASN1_TIME *next = X509_CRL_get0_nextUpdate(crl);
+        if (next && X509_cmp_current_time(next) < 0) {
+            char who[256], when[64];
+            X509_NAME_oneline(X509_CRL_get_issuer(crl), who, sizeof who);
+            say(c, t->client_crl_pos, err, errors, 0,
+                "CRL of %s in %s expired on %s: clients with certificates of that CA are refused "
+                "until a fresh CRL is loaded (reload)",
+                who, t->client_crl, time_text(next, when, sizeof when));
+        }
+        X509_CRL_free(crl);
+    }
+    fclose(f);
+    ERR_clear_error();
+}
+
+/* An OCSP response out of date is not stapled (tls_ocsp.c): said here,
+ * since clients that want one then simply get none. */
+static void check_ocsp_dates(const pagid_config *c, const pagid_tls_cert *pc, FILE *err,
+                             int *errors)
+{
+    BIO *in = pc->ocsp ? BIO_new_file(pc->ocsp, "rb") : NULL;
+    if (!in) {
+        ERR_clear_error();
+        return; /* none, or tls_server_new said why */
+    }
+    OCSP_RESPONSE *resp = d2i_OCSP_RESPONSE_bio(in, NULL);
+    BIO_free(in);
+    OCSP_BASICRESP *bs = resp ? OCSP_response_get1_basic(resp) : NULL;
+    OCSP_SINGLERESP *one = bs ? OCSP_resp_get0(bs, 0) : NULL;
+    ASN1_GENERALIZEDTIME *thisupd = NULL, *nextupd = NULL;
+    char when[64];
+    time_t skew = time(NULL) + 300; /* as tls_ocsp.c allows */
+    if (one && OCSP_single_get0_status(one, NULL, NULL, &thisupd, &nextupd) >= 0) {
+        if (nextupd && X509_cmp_current_time(nextupd) < 0)
+            say(c, pc->ocsp_pos, err, errors, 0,
+                "OCSP response %s expired on %s: it is not stapled until a fresh one is loaded "
+                "(reload)",
+                pc->ocsp, time_text(nextupd, when, sizeof when));
+        else if (thisupd && X509_cmp_time(thisupd, &skew) > 0)
+            say(c, pc->ocsp_pos, err, errors, 0,
+                "OCSP response %s is not valid before %s: it is not stapled until then (and a "
+                "reload)",
+                pc->ocsp, time_text(thisupd, when, sizeof when));
+    }
+    OCSP_BASICRESP_free(bs);
+    OCSP_RESPONSE_free(resp);
+    ERR_clear_error();
+}
+
 /* A private key anyone may read is a key anyone on the host has. */
 static void check_key_mode(const pagid_config *c, const pagid_tls_cert *pc, FILE *err, int *errors)
 {
@@ -148,7 +209,9 @@ int preflight_tls_files(const pagid_config *c, const pagid_listen *l, FILE *err,
     for (size_t i = 0; i < l->tls->n_certs; i++) {
         check_chain(c, &l->tls->certs[i], err, &errors, &leaf);
         check_key_mode(c, &l->tls->certs[i], err, &errors);
+        check_ocsp_dates(c, &l->tls->certs[i], err, &errors);
     }
+    check_crl(c, l->tls, err, &errors);
     if (fatal)
         *fatal += leaf;
     return errors;

@@ -41,7 +41,7 @@ sources() {
         utf8) echo "src/worker/utf8.c" ;;
         static) echo "src/worker/apps/static_path.c src/worker/apps/static_http.c" ;;
         # tls_conn on a context built from a config, as pagid builds it
-        tls) echo "src/worker/tls_conn.c src/worker/tls_info.c src/common/tls_server.c src/common/tls_tickets.c tests/unit/tls_test_cert.c $(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c -lyaml -lssl -lcrypto" ;;
+        tls) echo "src/worker/tls_conn.c src/worker/tls_info.c src/common/tls_server.c src/common/tls_tickets.c src/common/tls_ocsp.c tests/unit/tls_test_cert.c $(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c -lyaml -lssl -lcrypto" ;;
         *) return 1 ;;
     esac
 }

@@ -573,6 +573,7 @@ class TestPKI:
         self.ca_key = os.path.join(self.dir, "ca.key")
         self.ca_cert = os.path.join(self.dir, "ca.pem")
         self._serial = 1
+        self.serials = {}  # name -> serial of the certificates issued
         self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
                       "-nodes", "-keyout", self.ca_key, "-out", self.ca_cert, "-days", "30",
                       "-subj", "/CN=" + ca_name,
@@ -608,6 +609,7 @@ class TestPKI:
             if sans:
                 f.write("subjectAltName=%s\n" % ",".join(sans))
         self._serial += 1
+        self.serials[name] = self._serial
         args = ["x509", "-req", "-in", csr, "-CA", self.ca_cert, "-CAkey", self.ca_key,
                 "-set_serial", str(self._serial), "-extfile", ext, "-out", cert]
         if start_offset_days:
@@ -637,6 +639,58 @@ class TestPKI:
                       "-startdate", start.strftime(fmt), "-enddate", end.strftime(fmt),
                       "-notext", "-create_serial")
         return cert, key
+
+    def crl(self, revoked=(), name="crl.pem", next_update_days=7, last_update_days=0):
+        """A CRL of this CA (PEM) revoking the certificates issued under the
+        names in revoked; returns its path. Negative next_update_days (with
+        last_update_days further back) make an expired one."""
+        import datetime
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+        fmt = "%Y%m%d%H%M%SZ"
+        d = os.path.join(self.dir, "crl-db")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "index.txt"), "w") as f:
+            for n in revoked:
+                f.write("R\t%s\t%s\t%02X\tunknown\t/CN=%s\n"
+                        % ((now + datetime.timedelta(days=30)).strftime("%y%m%d%H%M%SZ"),
+                           (now - datetime.timedelta(hours=1)).strftime("%y%m%d%H%M%SZ"),
+                           self.serials[n], n))
+        conf = os.path.join(d, "ca.cnf")
+        with open(conf, "w") as f:
+            f.write("[ca]\ndefault_ca=d\n[d]\ndatabase=%s/index.txt\ndefault_md=sha256\n" % d)
+        out = os.path.join(self.dir, name)
+        last = now + datetime.timedelta(days=last_update_days)
+        self._openssl("ca", "-batch", "-gencrl", "-config", conf, "-cert", self.ca_cert,
+                      "-keyfile", self.ca_key, "-out", out,
+                      "-crl_lastupdate", last.strftime(fmt),
+                      "-crl_nextupdate", (now + datetime.timedelta(days=next_update_days)).strftime(fmt))
+        return out
+
+    def ocsp(self, name, revoked=False, out=None, days=7, signer=None):
+        """A DER OCSP response of this CA (as responder; or signed by signer,
+        a (cert, key) pair) on the certificate issued under name: good, or
+        revoked; returns its path."""
+        import datetime
+
+        d = os.path.join(self.dir, "ocsp-db")
+        os.makedirs(d, exist_ok=True)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        expiry = (now + datetime.timedelta(days=30)).strftime("%y%m%d%H%M%SZ")
+        revdate = (now - datetime.timedelta(hours=1)).strftime("%y%m%d%H%M%SZ")
+        index = os.path.join(d, "index-%s.txt" % name)
+        with open(index, "w") as f:
+            f.write("%s\t%s\t%s\t%02X\tunknown\t/CN=%s\n"
+                    % ("R" if revoked else "V", expiry, revdate if revoked else "",
+                       self.serials[name], name))
+        req = os.path.join(d, name + ".req")
+        out = out or os.path.join(self.dir, name + ".ocsp")
+        cert = os.path.join(self.dir, name + ".pem")
+        self._openssl("ocsp", "-issuer", self.ca_cert, "-cert", cert, "-no_nonce", "-reqout", req)
+        rsigner, rkey = signer or (self.ca_cert, self.ca_key)
+        self._openssl("ocsp", "-index", index, "-rsigner", rsigner, "-rkey", rkey,
+                      "-CA", self.ca_cert, "-reqin", req, "-respout", out, "-ndays", str(days))
+        return out
 
     def client_context(self, cert=None, key=None, alpn=None):
         """An ssl.SSLContext trusting this CA, presenting cert/key if given."""

@@ -13,7 +13,7 @@ tests_unit_test_config_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 # TOP_SRCDIR lets the test load conf/pagid.yaml from an out-of-tree build.
 check_PROGRAMS += tests/unit/test_config_yaml
 TESTS += tests/unit/test_config_yaml
-tests_unit_test_config_yaml_SOURCES = tests/unit/test_config_yaml.c
+tests_unit_test_config_yaml_SOURCES = tests/unit/test_config_yaml.c tests/unit/config_load_check.h
 tests_unit_test_config_yaml_CPPFLAGS = $(AM_CPPFLAGS) -DTOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_config_yaml_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
@@ -21,7 +21,7 @@ tests_unit_test_config_yaml_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 # config_yaml_tls.c: a listen entry's tls: mapping.
 check_PROGRAMS += tests/unit/test_config_yaml_tls
 TESTS += tests/unit/test_config_yaml_tls
-tests_unit_test_config_yaml_tls_SOURCES = tests/unit/test_config_yaml_tls.c
+tests_unit_test_config_yaml_tls_SOURCES = tests/unit/test_config_yaml_tls.c tests/unit/config_load_check.h
 tests_unit_test_config_yaml_tls_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_yaml_tls_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 
@@ -34,7 +34,7 @@ tests_unit_test_tls_server_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 
 check_PROGRAMS += tests/unit/test_config_suggest
 TESTS += tests/unit/test_config_suggest
-tests_unit_test_config_suggest_SOURCES = tests/unit/test_config_suggest.c
+tests_unit_test_config_suggest_SOURCES = tests/unit/test_config_suggest.c tests/unit/config_load_check.h
 tests_unit_test_config_suggest_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_config_suggest_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 

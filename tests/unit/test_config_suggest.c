@@ -11,6 +11,7 @@
 
 #include "common/config.h"
 #include "common/config_suggest.h"
+#include "config_load_check.h"
 
 static size_t dist(const char *a, const char *b)
 {
@@ -88,30 +89,6 @@ END_TEST
 
 /* ---- through the loader ---------------------------------------------------- */
 
-static char *out_text;
-
-static void expect_error(const char *yaml, const char *expected)
-{
-    pagid_config c;
-    size_t len;
-    free(out_text);
-    FILE *f = open_memstream(&out_text, &len);
-    ck_assert_ptr_nonnull(f);
-    config_init_defaults(&c);
-    int n = config_load_string(&c, yaml, "t.yaml", f);
-    fclose(f);
-    char want[1024];
-    snprintf(want, sizeof want, "%s\n", expected);
-    ck_assert_str_eq(out_text, want);
-    ck_assert_int_eq(n, 1);
-    config_free(&c);
-}
-
-static void teardown(void)
-{
-    free(out_text);
-    out_text = NULL;
-}
 
 START_TEST(test_loader_keys)
 {

@@ -11,37 +11,8 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "config_load_check.h"
 
-static char *out_text;
-
-static int load(pagid_config *c, const char *yaml)
-{
-    size_t len;
-    free(out_text);
-    FILE *f = open_memstream(&out_text, &len);
-    ck_assert_ptr_nonnull(f);
-    config_init_defaults(c);
-    int n = config_load_string(c, yaml, "t.yaml", f);
-    fclose(f);
-    return n;
-}
-
-static void expect_error(const char *yaml, const char *expected)
-{
-    pagid_config c;
-    int n = load(&c, yaml);
-    char want[1024];
-    snprintf(want, sizeof want, "%s\n", expected);
-    ck_assert_str_eq(out_text, want);
-    ck_assert_int_eq(n, 1);
-    config_free(&c);
-}
-
-static void teardown(void)
-{
-    free(out_text);
-    out_text = NULL;
-}
 
 #define HEAD "listen:\n  - address: 127.0.0.1:8443\n    tls:\n"
 
@@ -64,6 +35,9 @@ START_TEST(test_tls_minimal_defaults)
     ck_assert_ptr_null(t->ciphers);
     ck_assert_ptr_null(t->ciphersuites);
     ck_assert_int_eq(t->client_auth, TLS_CLIENT_NONE);
+    ck_assert_ptr_null(t->client_crl);
+    ck_assert_int_eq(t->verify_depth, -1);
+    ck_assert_ptr_null(t->certs[0].ocsp);
     ck_assert_int_eq(t->session_tickets, 1);
     ck_assert_uint_eq(t->n_ticket_keys, 0);
     config_free(&c);
@@ -75,14 +49,16 @@ START_TEST(test_tls_full)
     pagid_config c;
     int n = load(&c, HEAD "      cert: d.pem\n      key: d.key\n"
                           "      certificates:\n"
-                          "        - {cert: a.pem, key: a.key}\n"
+                          "        - {cert: a.pem, key: a.key, ocsp: a.der}\n"
                           "        - cert: w.pem\n          key: w.key\n"
                           "      protocols: [TLSv1.3, TLSv1.2]\n"
                           "      ciphers: ECDHE-RSA-AES128-GCM-SHA256\n"
                           "      ciphersuites: TLS_AES_128_GCM_SHA256\n"
-                          "      client_auth: {ca: ca.pem, mode: optional}\n"
+                          "      client_auth: {ca: ca.pem, mode: optional, crl: r.crl, "
+                          "verify_depth: 2}\n"
                           "      session_tickets: yes\n"
-                          "      session_ticket_key: [t1.key, t2.key]\n");
+                          "      session_ticket_key: [t1.key, t2.key]\n"
+                          "      ocsp: d.der\n");
     ck_assert_str_eq(out_text, "");
     ck_assert_int_eq(n, 0);
     const pagid_tls *t = c.listens[0].tls;
@@ -99,6 +75,14 @@ START_TEST(test_tls_full)
     ck_assert_str_eq(t->ciphersuites, "TLS_AES_128_GCM_SHA256");
     ck_assert_int_eq(t->client_auth, TLS_CLIENT_OPTIONAL);
     ck_assert_str_eq(t->client_ca, "ca.pem");
+    ck_assert_str_eq(t->client_crl, "r.crl");
+    ck_assert_uint_eq(t->client_crl_pos.line, 13);
+    ck_assert_int_eq(t->verify_depth, 2);
+    ck_assert_str_eq(t->certs[0].ocsp, "d.der");
+    ck_assert_uint_eq(t->certs[0].ocsp_pos.line, 16);
+    ck_assert_uint_eq(t->certs[0].ocsp_pos.col, 13);
+    ck_assert_str_eq(t->certs[1].ocsp, "a.der");
+    ck_assert_ptr_null(t->certs[2].ocsp);
     ck_assert_uint_eq(t->n_ticket_keys, 2);
     ck_assert_str_eq(t->ticket_keys[1], "t2.key");
     config_free(&c);
@@ -152,6 +136,14 @@ START_TEST(test_tls_errors)
                  "t.yaml:4:7: 'listen.tls' needs both 'cert' and 'key' (PEM files), or "
                  "'certificates'");
     expect_error(HEAD "      cert: c\n      key: ''\n", "t.yaml:5:12: 'listen.tls.key' is empty");
+    expect_error(HEAD "      cert: c\n      key: k\n      client_auth: {ca: a, verify_depth: 1.5}\n",
+                 "t.yaml:6:42: invalid verify_depth '1.5' (expected 0 to 100: the intermediate CAs "
+                 "allowed between a client's certificate and the CA)");
+    expect_error(HEAD "      cert: c\n      key: k\n      client_auth: {ca: a, crl: ''}\n",
+                 "t.yaml:6:33: 'listen.tls.client_auth.crl' is empty");
+    expect_error(HEAD "      certificates: [{cert: c, key: k, oscp: o}]\n",
+                 "t.yaml:4:40: unknown key 'oscp' in 'listen.tls.certificates' (did you mean "
+                 "'ocsp'?)");
     expect_error(HEAD "      cert: c\n      key: k\n      protocols: [TLSv1.2, SSLv3]\n",
                  "t.yaml:6:28: protocol 'SSLv3' is not supported: it is insecure (pagid offers "
                  "TLSv1.2 and TLSv1.3)");

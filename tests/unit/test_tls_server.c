@@ -18,6 +18,7 @@
 
 #include "common/config.h"
 #include "common/tls_server.h"
+#include "common/tls_tickets.h"
 
 static char dir[64];
 
@@ -231,6 +232,74 @@ START_TEST(test_ticket_resumption)
 }
 END_TEST
 
+static long long fake_now;
+static long long fake_clock(void)
+{
+    return fake_now;
+}
+
+/* Resume with sess; returns the client's new session (caller frees) and
+ * whether the handshake resumed. */
+static SSL_SESSION *resume(tls_server *ts, SSL_CTX *cctx, SSL_SESSION *sess, int *reused)
+{
+    SSL *cl = handshake(ts, cctx, "localhost", sess);
+    ck_assert_ptr_nonnull(cl);
+    *reused = SSL_session_reused(cl);
+    SSL_SESSION *out = SSL_get1_session(cl);
+    SSL_free(cl);
+    return out;
+}
+
+static int same_ticket(SSL_SESSION *a, SSL_SESSION *b)
+{
+    const unsigned char *ta, *tb;
+    size_t la, lb;
+    SSL_SESSION_get0_ticket(a, &ta, &la);
+    SSL_SESSION_get0_ticket(b, &tb, &lb);
+    return la == lb && la > 0 && memcmp(ta, tb, la) == 0;
+}
+
+/* Derived keys rotate each hour: a ticket of the previous hour still
+ * resumes and is renewed; one two hours old makes a full handshake. */
+START_TEST(test_ticket_rotation)
+{
+    pagid_config c;
+    load(&c, "");
+    fake_now = 1800000000LL / TLS_TICKET_ROTATE_SECONDS * TLS_TICKET_ROTATE_SECONDS + 10;
+    tls_tickets_set_clock(fake_clock);
+    tls_server *ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    SSL_CTX *cctx = client_ctx();
+    int reused;
+    SSL_SESSION *first = resume(ts, cctx, NULL, &reused);
+    ck_assert_int_eq(reused, 0);
+    SSL_SESSION *same = resume(ts, cctx, first, &reused);
+    ck_assert_int_eq(reused, 1);
+    ck_assert_msg(same_ticket(first, same), "a TLS 1.2 ticket of the current key was renewed");
+
+    fake_now += TLS_TICKET_ROTATE_SECONDS; /* the next hour */
+    SSL_SESSION *renewed = resume(ts, cctx, first, &reused);
+    ck_assert_int_eq(reused, 1);
+    ck_assert_msg(!same_ticket(first, renewed), "the previous hour's ticket was not renewed");
+
+    fake_now += TLS_TICKET_ROTATE_SECONDS; /* two hours after the first */
+    SSL_SESSION *gone = resume(ts, cctx, first, &reused);
+    ck_assert_int_eq(reused, 0);
+    SSL_SESSION *again = resume(ts, cctx, renewed, &reused);
+    ck_assert_int_eq(reused, 1);
+
+    SSL_SESSION_free(first);
+    SSL_SESSION_free(same);
+    SSL_SESSION_free(renewed);
+    SSL_SESSION_free(gone);
+    SSL_SESSION_free(again);
+    tls_tickets_set_clock(NULL);
+    SSL_CTX_free(cctx);
+    tls_server_free(ts);
+    config_free(&c);
+}
+END_TEST
+
 START_TEST(test_ticket_key_file_errors)
 {
     pagid_config c;
@@ -271,6 +340,7 @@ static Suite *tls_server_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_sni_picks_certificate);
     tcase_add_test(tc, test_ticket_resumption);
+    tcase_add_test(tc, test_ticket_rotation);
     tcase_add_test(tc, test_ticket_key_file_errors);
     suite_add_tcase(s, tc);
     return s;
