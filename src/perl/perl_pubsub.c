@@ -21,15 +21,18 @@
 typedef struct perl_sub {
     pagi_subscription *sub; /* valid only while sub_live() */
     perl_handle *h;
-    perl_hold *obj_hold; /* a reference to the object, so deliveries can name it */
-    perl_hold *cb_hold;  /* the app's callback; NULL: the queue form */
+    perl_hold *obj_hold;        /* a reference to the object, so deliveries can name it */
+    perl_hold *cb_hold;         /* the app's callback; NULL: the queue form */
     unsigned long long dropped; /* as last seen, for after the end */
 } perl_sub;
 
 /* The C subscription still exists: not unsubscribed, and the scope not
  * released (its release frees its subscriptions just before the handle's
  * release sets h->s to NULL; the holds went with it). */
-static int sub_live(const perl_sub *ps) { return ps->sub && ps->h->s; }
+static int sub_live(const perl_sub *ps)
+{
+    return ps->sub && ps->h->s;
+}
 
 static int sub_free_magic(pTHX_ SV *sv, MAGIC *mg)
 {

@@ -236,9 +236,15 @@ void perl_xs_unready(pTHX)
     perl_events_fini(aTHX);
 }
 
-perl_handle *perl_xs_handle(pTHX_ SV *sv) { return get_handle(aTHX_ sv); }
+perl_handle *perl_xs_handle(pTHX_ SV *sv)
+{
+    return get_handle(aTHX_ sv);
+}
 
-SV *perl_xs_failed_future(pTHX_ const char *err) { return failed_future(aTHX_ err); }
+SV *perl_xs_failed_future(pTHX_ const char *err)
+{
+    return failed_future(aTHX_ err);
+}
 
 SV *perl_xs_done_future(pTHX)
 {
