@@ -183,6 +183,12 @@ static void on_message(pagi_subscription *sub, pagi_str channel, const void *dat
     dPERL;
     perl_sub *ps = ud;
     ps->dropped = pagi_subscription_dropped(sub);
+    /* The app's Future for a request scope is done: its sends would fail
+     * and nobody reads `next`; the subscription ends with the scope soon.
+     * A lifespan handler that returned keeps its subscriptions (they live
+     * with the app). */
+    if (ps->h->finished && pagi_scope_type_of(ps->h->s) != PAGI_SCOPE_LIFESPAN)
+        return;
     ENTER;
     SAVETMPS;
     /* Both held for the call: the callback may unsubscribe, dropping the holds. */

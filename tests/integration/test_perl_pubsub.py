@@ -3,7 +3,8 @@ subscribe"): a Perl WebSocket chat on 2 workers with 20 clients spread over
 them, each receiving every message once and in order per publisher; SSE
 subscribers in Perl reading with `next`; a subscription that ends with its
 scope (no delivery after the client left, its callback freed, memory flat);
-unsubscribe; the drop_oldest and conflate policies seen from Perl; a dying
+unsubscribe; nothing delivered after the app returned; the drop_oldest and
+conflate policies seen from Perl; a dying
 callback; refused arguments; a lifespan subscription; an app in IO::Async
 style. Apps: tests/integration/perl/pubsub_*.pl. Skipped when pagid was
 built without Perl."""
@@ -257,6 +258,16 @@ def callback_dies(ctx):
     check("perl: pub/sub callback on channel 'die' died: boom in an async callback" in log,
           "the async callback's failure is logged: %s" % log[-2000:])
     check_eq(srv.stop(), 0, "exit status")
+
+
+@test(timeout=60)
+def no_delivery_after_the_app_returned(ctx):
+    srv = api(ctx)
+    for _ in range(5):
+        check_eq(route(srv, "/finish"), "returned", "/finish")
+    route(srv, "/pid")
+    check("perl:" not in srv.stderr(), "a callback ran after its app returned: %s"
+          % srv.stderr()[-2000:])
 
 
 @test(timeout=60)

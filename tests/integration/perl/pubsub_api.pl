@@ -137,6 +137,20 @@ $route{'/die'} = async sub {
 
 $route{'/pid'} = async sub { return "pid=$$" };
 
+# A message that comes after the app returned is not delivered: the
+# callback's send would be refused (and logged).
+$route{'/finish'} = async sub {
+    my ($scope, $pubsub, $send) = @_;
+    my $ch = 'finish' . ++$serial;
+    $pubsub->subscribe($ch, sub {
+        my ($message) = @_;
+        die "called after the app returned\n" if $message eq 'late';
+        return $send->({type => 'http.response.body', body => 'late'});
+    });
+    await $pubsub->publish($ch, 'late');
+    return 'returned';
+};
+
 sub outcome {
     my ($code) = @_;
     my $r = eval { my $f = $code->(); $f->is_failed ? 'failed: ' . ($f->failure)[0] : 'accepted' };
@@ -210,7 +224,8 @@ sub {
     die "http only\n" if $scope->{type} ne 'http';
     return (async sub {
         my $route = $route{$scope->{path}};
-        my $body = $route ? await $route->($scope, $scope->{extensions}{'pagi.pubsub'}) : 'no such route';
+        my $body = $route ? await $route->($scope, $scope->{extensions}{'pagi.pubsub'}, $send)
+                          : 'no such route';
         await $send->({type => 'http.response.start', status => $route ? 200 : 404,
                        headers => [['content-type', 'text/plain; charset=utf-8']]});
         await $send->({type => 'http.response.body', body => $body});
