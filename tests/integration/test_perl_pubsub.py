@@ -4,9 +4,8 @@ them, each receiving every message once and in order per publisher; SSE
 subscribers in Perl reading with `next`; a subscription that ends with its
 scope (no delivery after the client left, its callback freed, memory flat);
 unsubscribe; nothing delivered after the app returned; the drop_oldest and
-conflate policies seen from Perl; a dying
-callback; refused arguments; a lifespan subscription; an app in IO::Async
-style. Apps: tests/integration/perl/pubsub_*.pl. Skipped when pagid was
+conflate policies seen from Perl; a dying callback; refused arguments; a
+lifespan subscription; an app in IO::Async style. Apps: tests/integration/perl/pubsub_*.pl. Skipped when pagid was
 built without Perl."""
 
 import base64
