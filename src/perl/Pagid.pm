@@ -106,6 +106,8 @@ sub disconnect_future {
 }
 
 package PAGI::Server::Pagid::Transport;
+# extensions->{'pagi.pubsub'} of a request scope is this object too.
+our @ISA = ('PAGI::Server::Pagid::PubSub');
 
 sub buffered_amount { PAGI::Server::Pagid::XS::query($_[0]{h}, 4) // 0 }
 sub high_water_mark { PAGI::Server::Pagid::XS::query($_[0]{h}, 5) }
@@ -126,6 +128,147 @@ sub server_drain_future {
         $weak->done if $weak && !$weak->is_ready;
     });
     return $f;
+}
+
+# The pagi.pubsub extension (docs/perl.md). publish is an XSUB
+# (perl_pubsub.c); a lifespan scope's object is of this class, a request
+# scope's is its pagi.transport object, a subclass.
+package PAGI::Server::Pagid::PubSub;
+
+our %POLICY = (drop_oldest => 0, conflate => 1);
+# Errors name the app's line, not the glue's.
+our @CARP_NOT = ('PAGI::Server::Pagid::Subscription');
+
+# subscribe($channel, [$callback], [policy => ..., max_pending => ...])
+sub subscribe {
+    my ($self, $channel, @opt) = @_;
+    my $cb = @opt % 2 ? shift @opt : undef;    # options are pairs: an odd one out is the callback
+    Carp::croak('subscribe: the callback must be a code reference')
+        if defined $cb && (Scalar::Util::reftype($cb) // '') ne 'CODE';
+    my %opt = @opt;
+    my @bad = grep { $_ ne 'policy' && $_ ne 'max_pending' } sort keys %opt;
+    Carp::croak("subscribe: unknown option '$bad[0]' (policy, max_pending)") if @bad;
+    my $sub = bless {h => $self->{h}, channel => $channel, policy => 'drop_oldest',
+                     max_pending => 1024, queue => [], waiters => [], cb => $cb ? 1 : 0},
+        'PAGI::Server::Pagid::Subscription';
+    # Checked before subscribing: a bad option subscribes nothing.
+    my ($policy, $max) =
+        $sub->_check_policy('subscribe', $opt{policy} // 'drop_oldest', $opt{max_pending});
+    eval { PAGI::Server::Pagid::XS::ps_subscribe($sub, $channel, $cb); 1 }
+        or Carp::croak(PAGI::Server::Pagid::_message($@));
+    $sub->set_policy($policy, $max) if exists $opt{policy} || exists $opt{max_pending};
+    return $sub;
+}
+
+package PAGI::Server::Pagid::Subscription;
+our @CARP_NOT = ('PAGI::Server::Pagid::PubSub');
+
+sub channel     { $_[0]{channel} }
+sub policy      { $_[0]{policy} }
+sub max_pending { $_[0]{max_pending} }
+sub pending     { scalar @{ $_[0]{queue} } }
+sub is_active   { PAGI::Server::Pagid::XS::ps_active($_[0]) ? 1 : 0 }
+sub dropped     { PAGI::Server::Pagid::XS::ps_dropped($_[0]) }
+
+sub count_dropped {
+    my ($self, $n) = @_;
+    PAGI::Server::Pagid::XS::ps_count_dropped($self, $n // 1);
+    return $self;
+}
+
+sub _check_policy {
+    my ($self, $what, $policy, $max) = @_;
+    Carp::croak("$what: the policy is 'drop_oldest' or 'conflate'")
+        unless defined $policy && exists $PAGI::Server::Pagid::PubSub::POLICY{$policy};
+    $max //= $self->{max_pending};
+    Carp::croak("$what: max_pending is a whole number, at least 1")
+        unless defined $max && $max =~ /\A[0-9]+\z/ && $max >= 1;
+    return ($policy, $max);
+}
+
+# set_policy($policy, [$max_pending]): as pagi_subscription_set_policy, and
+# the same bound for the messages waiting here for `next`.
+sub set_policy {
+    my ($self, @args) = @_;
+    my ($policy, $max) = $self->_check_policy('set_policy', @args);
+    PAGI::Server::Pagid::XS::ps_policy($self, $PAGI::Server::Pagid::PubSub::POLICY{$policy}, $max);
+    @$self{qw(policy max_pending)} = ($policy, $max);
+    $self->_trim;
+    return $self;
+}
+
+sub _trim {
+    my ($self) = @_;
+    my $q = $self->{queue};
+    my $keep = $self->{policy} eq 'conflate' ? 1 : $self->{max_pending};
+    return if @$q <= $keep;
+    my $n = @$q - $keep;
+    splice @$q, 0, $n;    # the oldest go
+    PAGI::Server::Pagid::XS::ps_count_dropped($self, $n);
+}
+
+# A Future done with (message, channel): the oldest waiting message, or the
+# next to come; done with nothing once the subscription has ended.
+sub next {
+    my ($self) = @_;
+    Carp::croak('next: this subscription has a callback, which gets its messages')
+        if $self->{cb};
+    my $q = $self->{queue};
+    return Future->done(shift @$q, $self->{channel}) if @$q;
+    return Future->done unless PAGI::Server::Pagid::XS::ps_active($self);
+    my $w = $self->{waiters};
+    @$w = grep { !$_->is_ready } @$w if @$w;    # cancelled ones (a lost wait_any)
+    push @$w, my $f = Future->new;
+    return $f;
+}
+
+sub unsubscribe {
+    my ($self) = @_;
+    PAGI::Server::Pagid::XS::ps_end($self);
+    @{ $self->{queue} } = ();
+    $_->done for grep { !$_->is_ready } splice @{ $self->{waiters} };
+    return;
+}
+
+# From the server (perl_pubsub.c), one message of the queue form.
+sub _queue {
+    my ($self, $message) = @_;
+    my $w = $self->{waiters};
+    while (@$w) {
+        my $f = shift @$w;
+        next if $f->is_ready;    # cancelled: the message waits for the next one
+        $f->done($message, $self->{channel});
+        return;
+    }
+    push @{ $self->{queue} }, $message;
+    $self->_trim;
+}
+
+# From the server: the callback returned a Future not done yet (an async
+# sub), or failed. Kept until it is ready (with the subscription object,
+# which the scope's release frees), its failure logged as a die would be.
+sub _callback_future {
+    my ($self, $f) = @_;
+    return unless $f->can('on_ready');
+    my $channel = $self->{channel};
+    return _callback_failed($channel, $f) if $f->is_ready;
+    my $running = $self->{running} //= {};
+    my $key = Scalar::Util::refaddr($f);
+    $running->{$key} = $f;
+    Scalar::Util::weaken(my $weak = $running);
+    $f->on_ready(sub {
+        delete $weak->{$key} if $weak;
+        _callback_failed($channel, $_[0]);
+    });
+    return;
+}
+
+sub _callback_failed {
+    my ($channel, $f) = @_;
+    return unless $f->is_failed;
+    PAGI::Server::Pagid::XS::log(0, "perl: pub/sub callback on channel '$channel' died: "
+        . PAGI::Server::Pagid::_message(($f->failure)[0]));
+    return;
 }
 
 package PAGI::Server::Pagid::FutureIO;
@@ -182,6 +325,7 @@ BEGIN {
         die "exit(" . ($_[0] // 0) . ") called by the app\n";
     };
 }
+use Carp ();
 use Scalar::Util ();
 use Time::HiRes ();
 use Future::IO;

@@ -47,6 +47,7 @@
     X(PAGI_TRANSPORT, "pagi.transport") \
     X(PAGI_CONNECTION, "pagi.connection") \
     X(PAGID_SERVER, "pagid.server") \
+    X(PAGI_PUBSUB, "pagi.pubsub") \
     X(TLS, "tls") \
     X(SERVER_CERT, "server_cert") \
     X(CLIENT_CERT_CHAIN, "client_cert_chain") \
@@ -59,8 +60,9 @@ enum { EVENT_KEYS(KEY_ENUM) K__COUNT };
 static SV *key_svs[K__COUNT];
 #define KSTORE(hv, id, v) (void)hv_store_ent((hv), key_svs[id], (v), 0)
 
-/* Classes of the pagi.transport and pagi.connection objects, looked up once. */
-static HV *transport_stash, *connection_stash;
+/* Classes of the pagi.transport and pagi.connection objects, looked up once;
+ * a lifespan scope's pagi.pubsub object (other scopes reuse their transport). */
+static HV *transport_stash, *connection_stash, *pubsub_stash;
 
 /* The `pagi` hash of every request scope: the same values for each, so one
  * per interpreter, its values read-only (a lifespan scope gets its own, with
@@ -85,6 +87,7 @@ void perl_events_init(pTHX)
         key_svs[i] = newSVpvn_share(names[i], (I32)strlen(names[i]), 0);
     transport_stash = gv_stashpvs("PAGI::Server::Pagid::Transport", GV_ADD);
     connection_stash = gv_stashpvs("PAGI::Server::Pagid::Connection", GV_ADD);
+    pubsub_stash = gv_stashpvs("PAGI::Server::Pagid::PubSub", GV_ADD);
     HV *pagi = pagi_hv(aTHX);
     HE *he;
     hv_iterinit(pagi);
@@ -99,7 +102,7 @@ void perl_events_fini(pTHX)
         SvREFCNT_dec(key_svs[i]);
         key_svs[i] = NULL;
     }
-    transport_stash = connection_stash = NULL;
+    transport_stash = connection_stash = pubsub_stash = NULL;
     SvREFCNT_dec(request_pagi);
     request_pagi = NULL;
 }
@@ -443,6 +446,11 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
         if (is_worker)
             KSTORE(pagi, K_WORKER_NUM, newSViv(num));
         KSTORE(hv, K_STATE, SvREFCNT_inc(state));
+        /* pagi.pubsub: its subscriptions live as long as the app instance. */
+        HV *ext = newHV(), *ps = newHV();
+        KSTORE(ps, K_H, newSVsv(handle));
+        KSTORE(ext, K_PAGI_PUBSUB, sv_bless(newRV_noinc((SV *)ps), pubsub_stash));
+        KSTORE(hv, K_EXTENSIONS, newRV_noinc((SV *)ext));
         return newRV_noinc((SV *)hv);
     }
     KSTORE(hv, K_PAGI, SvREFCNT_inc(request_pagi));
@@ -511,7 +519,10 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
     KSTORE(hv, K_PAGI_TRANSPORT, obj);
     if (type == PAGI_SCOPE_HTTP)
         KSTORE(hv, K_PAGI_CONNECTION, SvREFCNT_inc(obj));
-    /* pagid.server (the drain notice) is the same object again: no new one per scope. */
+    /* pagid.server (the drain notice) and extensions->{'pagi.pubsub'} are the
+     * same object again (its class is a PAGI::Server::Pagid::PubSub): no new
+     * one per scope. */
     KSTORE(hv, K_PAGID_SERVER, SvREFCNT_inc(obj));
+    KSTORE(ext, K_PAGI_PUBSUB, SvREFCNT_inc(obj));
     return newRV_noinc((SV *)hv);
 }

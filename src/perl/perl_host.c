@@ -69,6 +69,7 @@ static const char *start_interpreter(void)
     perl_host_interp = my_perl;
     perl_xs_boot(aTHX);
     perl_loop_boot(aTHX);
+    perl_pubsub_boot(aTHX);
     eval_pv(perl_glue_source, FALSE);
     if (SvTRUE(ERRSV)) {
         pagi_log(perl_host_loop, 0, "perl: the pagid glue failed to load: %s", SvPV_nolen(ERRSV));
@@ -89,6 +90,7 @@ static const char *start_interpreter(void)
         return "the Perl host's loop hooks failed to load";
     }
     perl_xs_ready(aTHX);
+    perl_pubsub_ready(aTHX);
     return NULL;
 }
 
@@ -99,6 +101,7 @@ static void stop_interpreter(void)
         return;
     perl_xs_stop_watches(aTHX);
     perl_loop_stop_watchers(aTHX);
+    perl_pubsub_unready(aTHX);
     perl_xs_unready(aTHX);
     PL_perl_destruct_level = 1;
     perl_destruct(my_perl);

@@ -67,6 +67,17 @@ void perl_scope_subs(pTHX_ SV *hsv, perl_handle *h, SV **receive, SV **send);
 /* After the glue loaded: the shared done Future; before perl_destruct: let it go. */
 void perl_xs_ready(pTHX);
 void perl_xs_unready(pTHX);
+/* For perl_pubsub.c: the handle of a handle object (croaks when it is not
+ * one); a failed Future with err, and a done one (both owned by the caller). */
+perl_handle *perl_xs_handle(pTHX_ SV *sv);
+SV *perl_xs_failed_future(pTHX_ const char *err);
+SV *perl_xs_done_future(pTHX);
+
+/* perl_pubsub.c: the pagi.pubsub extension (publish, subscription objects). */
+void perl_pubsub_boot(pTHX);
+/* After the glue loaded / before perl_destruct. */
+void perl_pubsub_ready(pTHX);
+void perl_pubsub_unready(pTHX);
 
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
 extern const char perl_glue_source[];

@@ -236,6 +236,21 @@ void perl_xs_unready(pTHX)
     perl_events_fini(aTHX);
 }
 
+perl_handle *perl_xs_handle(pTHX_ SV *sv)
+{
+    return get_handle(aTHX_ sv);
+}
+
+SV *perl_xs_failed_future(pTHX_ const char *err)
+{
+    return failed_future(aTHX_ err);
+}
+
+SV *perl_xs_done_future(pTHX)
+{
+    return done_future ? SvREFCNT_inc(done_future) : future_call(aTHX_ "done", NULL);
+}
+
 /* $receive->(): a Future, pending until the next event, or failed */
 XS_INTERNAL(xs_receive)
 {
