@@ -341,7 +341,7 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
 static void link_open(pubsub_redis *r, rlink *l)
 {
     l->state = LINK_OPEN;
-    l->rd = redisReaderCreate();
+    l->rd = redis_reader_new();
     buf hs = BUF_INIT;
     if (!l->rd || handshake(r, &hs) < 0) {
         buf_free(&hs);
@@ -461,6 +461,63 @@ static void on_message(pubsub_redis *r, const redisReply *ch, const redisReply *
         r->deliver(r->ud, ch->str + r->prefix_len, name_len, msg, len);
 }
 
+/* ---- a bounded reader ----
+ * hiredis 0.14 buffers a partial reply without limit and callocs an array
+ * header's element count at once: a Redis (or anything at its address)
+ * could grow the master without bound. Replies on these links are flat
+ * arrays of a few elements, so deeper or longer ones are refused, and the
+ * bytes of a partial reply are bounded by redis_reader_over. */
+
+static redisReplyObjectFunctions bounded_fn;
+static void *(*default_array)(const redisReadTask *, int);
+
+static void *bounded_array(const redisReadTask *task, int elements)
+{
+    if (task->parent || elements < 0 || elements > REDIS_REPLY_MAX_ELEMENTS)
+        return NULL; /* the reader reports an error: the link fails */
+    return default_array(task, elements);
+}
+
+struct redisReader *redis_reader_new(void)
+{
+    redisReader *rd = redisReaderCreate();
+    if (!rd)
+        return NULL;
+    if (!default_array) {
+        bounded_fn = *rd->fn;
+        default_array = bounded_fn.createArray;
+        bounded_fn.createArray = bounded_array;
+    }
+    rd->fn = &bounded_fn;
+    return rd;
+}
+
+int redis_reader_over(const struct redisReader *rd, size_t limit)
+{
+    size_t left = rd->len - rd->pos;
+    if (left > limit)
+        return 1;
+    /* A bulk string whose header is read: its announced length, before its
+     * bytes arrive (a huge one would otherwise just wait). */
+    if (rd->ridx < 0 || rd->rstack[rd->ridx].type != REDIS_REPLY_STRING)
+        return 0;
+    const char *p = rd->buf + rd->pos, *end = rd->buf + rd->len;
+    unsigned long long n = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        n = n * 10 + (unsigned)(*p - '0');
+        if (n > limit)
+            return 1;
+    }
+    return 0;
+}
+
+/* What a partial reply may hold: one message, its channel, the prefix and
+ * the array around them. */
+static size_t reader_limit(const pubsub_redis *r)
+{
+    return PUBSUB_MAX_MESSAGE + REDIS_TAG_LEN + PUBSUB_MAX_CHANNEL + r->prefix_len + 4096;
+}
+
 /* One reply: 0, or -1 after failing the link. */
 static int on_reply(pubsub_redis *r, rlink *l, const redisReply *x)
 {
@@ -518,6 +575,10 @@ static int link_read(pubsub_redis *r, rlink *l)
             freeReplyObject(reply);
             if (rc < 0)
                 return -1;
+        }
+        if (redis_reader_over(l->rd, reader_limit(r))) {
+            link_fail(r, l, "reply too large");
+            return -1;
         }
     }
     return 0;

@@ -74,6 +74,18 @@ unsigned redis_backoff_ms(unsigned failures);
  * else 1 with *msg and *len the message (a tag of another instance removed; a
  * payload without a tag, from some other Redis client, is the message).
  */
+/* Replies on our links are flat arrays of at most this many elements
+ * (message: kind, channel, payload; pmessage would be 4). */
+#define REDIS_REPLY_MAX_ELEMENTS 4
+
+struct redisReader;
+/** A hiredis reader that refuses nested arrays and arrays longer than
+ * REDIS_REPLY_MAX_ELEMENTS (redisReaderGetReply fails). NULL when out of memory. */
+struct redisReader *redis_reader_new(void);
+/** 1 when the partial reply rd holds, or a bulk string header it has read,
+ * is over limit bytes: the peer is not a sane Redis, drop the link. */
+int redis_reader_over(const struct redisReader *rd, size_t limit);
+
 int redis_untag(const unsigned char id[8], const unsigned char *payload, size_t n,
                 const unsigned char **msg, size_t *len);
 
