@@ -36,6 +36,7 @@
 #include "../common/log.h"
 #include "../common/pubsub_msg.h"
 #include "pubsub_broker.h"
+#include "redis_resolve.h"
 
 /* Connect and the first PING answered within this, or the attempt fails. */
 #define CONNECT_TIMEOUT_S 5.0
@@ -44,8 +45,11 @@
 #define READ_ROUNDS 16
 /* An empty output buffer that grew past this gives its memory back. */
 #define KEEP_CAP 65536u
+/* A name's addresses serve the connects of this long (both links, one
+ * backoff cycle), then it is looked up again. */
+#define ADDRS_FRESH_S 1.0
 
-enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_OPEN };
+enum link_state { LINK_DOWN, LINK_RESOLVING, LINK_CONNECTING, LINK_OPEN };
 
 /* A command in pub's output queue: its bytes, and whether it is a message
  * (counted as sent once written) or the handshake of one connection. */
@@ -65,7 +69,7 @@ typedef struct rlink {
     size_t queued;    /* pub only: bytes of messages in out */
     redisReader *rd;
     double retry_at;    /* DOWN: when to connect again */
-    double deadline;    /* CONNECTING, or OPEN and not ready: when to give up */
+    double deadline;    /* RESOLVING, CONNECTING, or OPEN and not ready: when to give up */
     unsigned failures;  /* attempts failed since it was last ready */
     unsigned addr_next; /* TCP: which of the host's addresses to try next */
 } rlink;
@@ -78,6 +82,12 @@ struct pubsub_redis {
     size_t buffer;
     unsigned char id[8];
     rlink pub, sub;
+    /* TCP: the host's addresses; a literal address is parsed once and kept
+     * (numeric), a name is looked up off the loop by dns. */
+    struct addrinfo *addrs;
+    int numeric;
+    double addrs_at;
+    redis_resolver *dns;
     int up;     /* both links ready */
     int was_up; /* up at least once: later ups are reconnections */
     int down_logged, drop_logged;
@@ -291,20 +301,14 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
         }
         return fd;
     }
-    char port[16];
-    snprintf(port, sizeof port, "%d", r->url.port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    /* An address needs no lookup; a name is looked up here, the one place
-     * the master may wait (docs/pubsub.md says to prefer an address). */
-    int rc = getaddrinfo(r->url.host, port, &hints, &res);
-    if (rc != 0) {
-        *why = gai_strerror(rc);
-        return -1;
-    }
+    struct addrinfo *res = r->addrs;
     unsigned n = 0;
     for (struct addrinfo *a = res; a; a = a->ai_next)
         n++;
+    if (n == 0) {
+        *why = "no address";
+        return -1;
+    }
     /* Each attempt takes the next address: "localhost" may be ::1 first
      * while Redis listens on 127.0.0.1 only. */
     struct addrinfo *a = res;
@@ -314,7 +318,6 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
     int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *why = strerror(errno);
-        freeaddrinfo(res);
         return -1;
     }
     int one = 1, idle = 10, intvl = 5, cnt = 3;
@@ -328,12 +331,10 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
         if (errno != EINPROGRESS) {
             *why = strerror(errno);
             close(fd);
-            freeaddrinfo(res);
             return -1;
         }
         *in_progress = 1;
     }
-    freeaddrinfo(res);
     return fd;
 }
 
@@ -377,7 +378,7 @@ static void link_open(pubsub_redis *r, rlink *l)
         link_fail(r, l, strerror(errno));
 }
 
-static void link_connect(pubsub_redis *r, rlink *l, double now)
+static void link_connect_now(pubsub_redis *r, rlink *l, double now)
 {
     const char *why = NULL;
     int in_progress;
@@ -392,6 +393,59 @@ static void link_connect(pubsub_redis *r, rlink *l, double now)
         l->state = LINK_CONNECTING;
     else
         link_open(r, l);
+}
+
+static void port_str(const pubsub_redis *r, char *port, size_t n)
+{
+    snprintf(port, n, "%d", r->url.port);
+}
+
+/* Connect now, or once the host's name is looked up (never in this loop:
+ * getaddrinfo may wait tens of seconds while DNS is down). */
+static void link_connect(pubsub_redis *r, rlink *l, double now)
+{
+    if (!r->url.is_unix && !r->numeric && (!r->addrs || now - r->addrs_at > ADDRS_FRESH_S)) {
+        if (r->addrs)
+            freeaddrinfo(r->addrs);
+        r->addrs = NULL;
+        char port[16];
+        port_str(r, port, sizeof port);
+        if (redis_resolver_start(r->dns, r->url.host, port) < 0) {
+            link_fail(r, l, strerror(errno));
+            return;
+        }
+        l->state = LINK_RESOLVING;
+        l->deadline = now + CONNECT_TIMEOUT_S;
+        return;
+    }
+    link_connect_now(r, l, now);
+}
+
+/* The lookup ended: the links waiting for it connect (or fail). */
+static void on_resolved(pubsub_redis *r)
+{
+    struct addrinfo *res = NULL;
+    int rc;
+    if (!redis_resolver_take(r->dns, &res, &rc))
+        return;
+    double now = now_s();
+    if (r->addrs)
+        freeaddrinfo(r->addrs);
+    r->addrs = rc == 0 ? res : NULL;
+    r->addrs_at = now;
+    rlink *ls[2] = {&r->pub, &r->sub};
+    for (int i = 0; i < 2; i++) {
+        if (ls[i]->state != LINK_RESOLVING)
+            continue;
+        if (rc != 0) {
+            char why[REDIS_URL_HOST_MAX + 160];
+            snprintf(why, sizeof why, "looking up %s: %s", r->url.host,
+                     gai_strerror(rc));
+            link_fail(r, ls[i], why);
+        } else {
+            link_connect_now(r, ls[i], now);
+        }
+    }
 }
 
 /* Write what l's queue holds: 0, or -1 (errno) when the link is broken. */
@@ -612,6 +666,23 @@ pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t
         uint64_t v = (uint64_t)time(NULL) * 2654435761u ^ ((uint64_t)getpid() << 32);
         memcpy(r->id, &v, sizeof v);
     }
+    if (!url->is_unix) {
+        char port[16];
+        port_str(r, port, sizeof port);
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_NUMERICSERV | AI_NUMERICHOST};
+        if (getaddrinfo(url->host, port, &hints, &r->addrs) == 0) {
+            r->numeric = 1; /* an address: no lookup ever */
+        } else {
+            r->addrs = NULL;
+            r->dns = redis_resolver_new();
+            if (!r->dns) {
+                free(r->prefix);
+                free(r);
+                return NULL;
+            }
+        }
+    }
     r->pub = (rlink){.role = "publish", .fd = -1};
     r->sub = (rlink){.role = "subscribe", .fd = -1};
     if (shm) {
@@ -633,6 +704,9 @@ void redis_backend_free(pubsub_redis *r)
     buf_free(&r->pub.out);
     buf_free(&r->pub.cmds);
     buf_free(&r->sub.out);
+    redis_resolver_free(r->dns);
+    if (r->addrs)
+        freeaddrinfo(r->addrs);
     if (r->shm) {
         atomic_store(&r->shm->pubsub_backend, 0);
         atomic_store(&r->shm->pubsub_backend_up, 0);
@@ -650,6 +724,7 @@ void redis_backend_child_close(pubsub_redis *r)
     if (r->sub.fd >= 0)
         close(r->sub.fd);
     r->pub.fd = r->sub.fd = -1;
+    redis_resolver_child_close(r->dns);
 }
 
 void redis_backend_set_buffer(pubsub_redis *r, size_t buffer)
@@ -735,6 +810,9 @@ void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_
 size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t max)
 {
     size_t k = 0;
+    int dfd = r->dns ? redis_resolver_pollfd(r->dns) : -1;
+    if (dfd >= 0 && k < max)
+        pfd[k++] = (struct pollfd){.fd = dfd, .events = POLLIN};
     const rlink *ls[2] = {&r->pub, &r->sub};
     for (int i = 0; i < 2 && k < max; i++) {
         const rlink *l = ls[i];
@@ -750,6 +828,11 @@ size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t m
 
 int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
 {
+    if (r->dns && p->fd >= 0 && p->fd == redis_resolver_pollfd(r->dns)) {
+        if (p->revents)
+            on_resolved(r);
+        return 1;
+    }
     rlink *l = p->fd == r->pub.fd ? &r->pub : p->fd == r->sub.fd ? &r->sub : NULL;
     if (!l || p->fd < 0)
         return 0;
@@ -779,6 +862,8 @@ static void link_tick(pubsub_redis *r, rlink *l, double now)
 {
     if (l->state == LINK_DOWN && now >= l->retry_at)
         link_connect(r, l, now);
+    else if (l->state == LINK_RESOLVING && now >= l->deadline)
+        link_fail(r, l, "name lookup timed out");
     else if ((l->state == LINK_CONNECTING || (l->state == LINK_OPEN && !l->ready)) &&
              now >= l->deadline)
         link_fail(r, l, "timed out");
@@ -794,7 +879,7 @@ static double link_next(const rlink *l)
 {
     if (l->state == LINK_DOWN)
         return l->retry_at;
-    if (l->state == LINK_CONNECTING || !l->ready)
+    if (l->state == LINK_RESOLVING || l->state == LINK_CONNECTING || !l->ready)
         return l->deadline;
     return INFINITY;
 }

@@ -50,7 +50,7 @@ void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
 void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_len,
                            const unsigned char *data, size_t len);
 
-/** Its descriptors to poll (at most 2): how many were filled. */
+/** Its descriptors to poll (at most 3: two links and a name lookup): how many were filled. */
 size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t max);
 /** Act on p if its fd is one of ours: 1, else 0 (not ours). */
 int redis_backend_io(pubsub_redis *r, const struct pollfd *p);

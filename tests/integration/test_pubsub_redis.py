@@ -63,16 +63,16 @@ class Redis:
                 self.proc.wait(timeout=10)
 
 
-def pubsub_conf(sport, redis_port, extra=""):
+def pubsub_conf(sport, redis_port, extra="", host="127.0.0.1"):
     return ("status:\n  listen: 127.0.0.1:%d\n"
-            "pubsub:\n  backend: redis\n  url: redis://127.0.0.1:%d/0\n%s"
-            % (sport, redis_port, extra))
+            "pubsub:\n  backend: redis\n  url: redis://%s:%d/0\n%s"
+            % (sport, host, redis_port, extra))
 
 
 class Instance:
-    def __init__(self, ctx, redis_port, extra="", workers=2):
+    def __init__(self, ctx, redis_port, extra="", workers=2, host="127.0.0.1"):
         self.sport = free_port()
-        self.path = write_config(ctx, pubsub_conf(self.sport, redis_port, extra),
+        self.path = write_config(ctx, pubsub_conf(self.sport, redis_port, extra, host),
                                  "redis-%d.yaml" % self.sport)
         self.srv = ctx.start("pubsub", workers=workers, args=["-c", self.path])
         check(wait_for(lambda: len(self.srv.workers()) == workers, 10 * SLOW),
@@ -168,6 +168,26 @@ def two_instances_share_one_redis(ctx):
         check("pubsub: connected to redis at 127.0.0.1:%d" % redis.port in a.srv.stderr(),
               "no 'connected' line in the log")
         close_all(clients)
+    finally:
+        redis.stop()
+
+
+@test(timeout=60)
+def host_name_is_looked_up_off_the_loop(ctx):
+    """A name (not an address) is looked up in a thread: localhost connects;
+    a name that does not resolve is retried and logged while the master
+    goes on answering its status endpoint."""
+    redis = Redis(ctx)
+    try:
+        a = Instance(ctx, redis.port, host="localhost")
+        check(a.wait_up(), "backend never up with localhost: %r" % a.m().get(UP))
+        b = Instance(ctx, redis.port, host="no-such-host.invalid")
+        check(wait_for(lambda: "looking up no-such-host.invalid" in b.srv.stderr(), 20 * SLOW),
+              "no lookup failure in the log")
+        for _ in range(5):
+            check_eq(b.m().get(UP), 0, "backend up with a name that does not resolve")
+            time.sleep(0.2)
+        check_eq(a.m().get(UP), 1, "localhost instance still up")
     finally:
         redis.stop()
 
