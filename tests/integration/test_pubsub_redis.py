@@ -318,3 +318,11 @@ def bad_url_is_a_config_error(ctx):
                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=10 * SLOW)
     check_eq(p.returncode, 0, "pagid -t on a good pubsub section (%s)" % p.stdout.decode())
+    # pagid -T shows the configuration, never the password.
+    p = subprocess.run([ctx.pagid, "-T", "-c", good] + lib.root_user_args(),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=10 * SLOW)
+    out = p.stdout.decode()
+    check_eq(p.returncode, 0, "pagid -T (%s)" % out)
+    check("redis://:***@127.0.0.1:6379/0" in out, "-T lacks the masked url: %r" % out)
+    check(":pw@" not in out, "-T shows the password: %r" % out)
