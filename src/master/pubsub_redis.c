@@ -63,6 +63,8 @@ typedef struct rlink {
     int fd;
     enum link_state state;
     int ready; /* its PING was answered: Redis is really there */
+    int hs_pending;  /* replies to the handshake (AUTH, PING) still to come */
+    int err_logged;  /* an error reply after the handshake was logged */
     buf out;
     buf cmds;         /* pub only: one cmd_rec per command in out */
     size_t head_sent; /* pub only: bytes of the first command already written */
@@ -342,6 +344,8 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
 static void link_open(pubsub_redis *r, rlink *l)
 {
     l->state = LINK_OPEN;
+    l->hs_pending = r->url.password[0] ? 2 : 1;
+    l->err_logged = 0;
     l->rd = redis_reader_new();
     buf hs = BUF_INIT;
     if (!l->rd || handshake(r, &hs) < 0) {
@@ -515,6 +519,31 @@ static void on_message(pubsub_redis *r, const redisReply *ch, const redisReply *
         r->deliver(r->ud, ch->str + r->prefix_len, name_len, msg, len);
 }
 
+size_t redis_escape(char *out, size_t outlen, const char *in, size_t len, size_t max)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t j = 0;
+    if (outlen == 0)
+        return 0;
+    for (size_t i = 0; i < len && i < max; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            if (j + 1 >= outlen)
+                break;
+            out[j++] = (char)c;
+        } else {
+            if (j + 4 >= outlen)
+                break;
+            out[j++] = '\\';
+            out[j++] = 'x';
+            out[j++] = hex[c >> 4];
+            out[j++] = hex[c & 15];
+        }
+    }
+    out[j] = '\0';
+    return j;
+}
+
 /* ---- a bounded reader ----
  * hiredis 0.14 buffers a partial reply without limit and callocs an array
  * header's element count at once: a Redis (or anything at its address)
@@ -575,11 +604,29 @@ static size_t reader_limit(const pubsub_redis *r)
 /* One reply: 0, or -1 after failing the link. */
 static int on_reply(pubsub_redis *r, rlink *l, const redisReply *x)
 {
+    int handshake_reply = l->hs_pending > 0;
+    if (handshake_reply)
+        l->hs_pending--;
     if (x->type == REDIS_REPLY_ERROR) {
-        char why[160];
-        snprintf(why, sizeof why, "redis said: %.*s", (int)(x->len < 120 ? x->len : 120), x->str);
-        link_fail(r, l, why);
-        return -1;
+        char why[REDIS_ERROR_LOG_MAX * 4 + 32];
+        size_t k = (size_t)snprintf(why, sizeof why, "redis said: ");
+        redis_escape(why + k, sizeof why - k, x->str, x->len, REDIS_ERROR_LOG_MAX);
+        if (handshake_reply) {
+            /* AUTH or PING refused: this connection is of no use. */
+            link_fail(r, l, why);
+            return -1;
+        }
+        /* One command refused (an ACL on a channel, say): that command is
+         * lost, the connection and the others go on. */
+        COUNT(r, pubsub_backend_dropped, 1);
+        if (!l->err_logged) {
+            log_warn("pubsub: redis at %s refused a command on the %s connection (%s); "
+                     "counted in pagid_pubsub_dropped_total{where=\"backend\"}, further "
+                     "refusals on this connection are not logged",
+                     r->where, l->role, why);
+            l->err_logged = 1;
+        }
+        return 0;
     }
     if (is_str(x, "PONG")) {
         link_ready(r, l);

@@ -78,6 +78,17 @@ unsigned redis_backoff_ms(unsigned failures);
  * (message: kind, channel, payload; pmessage would be 4). */
 #define REDIS_REPLY_MAX_ELEMENTS 4
 
+/* Bytes of a Redis error reply that reach the log. */
+#define REDIS_ERROR_LOG_MAX 120u
+
+/**
+ * The first max bytes of in[len] into out (NUL-terminated, cut to fit
+ * outlen) with bytes outside printable ASCII and backslash as \xNN: server
+ * text for the log, which must not carry line breaks or terminal codes.
+ * The length written.
+ */
+size_t redis_escape(char *out, size_t outlen, const char *in, size_t len, size_t max);
+
 struct redisReader;
 /** A hiredis reader that refuses nested arrays and arrays longer than
  * REDIS_REPLY_MAX_ELEMENTS (redisReaderGetReply fails). NULL when out of memory. */

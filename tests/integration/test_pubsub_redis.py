@@ -172,6 +172,40 @@ def two_instances_share_one_redis(ctx):
         redis.stop()
 
 
+def redis_cmd(port, *args):
+    """One command to the test's Redis, as the default user: its reply's first line."""
+    out = b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in args)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(out)
+        return s.recv(256).split(b"\r\n")[0]
+
+
+@test(timeout=60)
+def refused_command_keeps_the_connection(ctx):
+    """An ACL that refuses one channel: that SUBSCRIBE is counted and logged
+    once (escaped); the connection stays up, no reconnect storm."""
+    redis = Redis(ctx)
+    try:
+        check_eq(redis_cmd(redis.port, "ACL", "SETUSER", "app", "on", ">pw", "resetchannels",
+                           "&pagid:room", "~*", "+@all"), b"+OK", "ACL SETUSER")
+        a = Instance(ctx, redis.port, host="app:pw@127.0.0.1")
+        check(a.wait_up(), "backend never up: %r" % a.m().get(UP))
+        ok, no = WS(a.srv.port, "/room"), WS(a.srv.port, "/other")
+        check(wait_for(lambda: "refused a command on the subscribe connection" in a.srv.stderr(),
+                       10 * SLOW), "no refusal in the log")
+        time.sleep(1.5 * SLOW)
+        m = a.m()
+        check_eq(m.get(UP), 1, "backend up after a refused SUBSCRIBE")
+        check_eq(m.get(RECONNECTS, 0), 0, "reconnects after a refused SUBSCRIBE")
+        check(m.get(DROPPED_B, 0) >= 1, "refusal not counted: %r" % m.get(DROPPED_B))
+        check_eq(a.srv.stderr().count("refused a command"), 1, "refusals logged")
+        ok.close()
+        no.close()
+    finally:
+        redis.stop()
+
+
 @test(timeout=60)
 def host_name_is_looked_up_off_the_loop(ctx):
     """A name (not an address) is looked up in a thread: localhost connects;

@@ -126,12 +126,31 @@ START_TEST(reader_refuses_big_and_nested_arrays)
 }
 END_TEST
 
+START_TEST(escape_for_the_log)
+{
+    char out[64];
+    ck_assert_uint_eq(redis_escape(out, sizeof out, "NOPERM no", 9, 120), 9);
+    ck_assert_str_eq(out, "NOPERM no");
+    redis_escape(out, sizeof out, "a\r\nb\x1b[2J\\", 9, 120);
+    ck_assert_str_eq(out, "a\\x0d\\x0ab\\x1b[2J\\x5c");
+    /* cut at max bytes of input, and to fit out, never mid-escape */
+    redis_escape(out, sizeof out, "abcdef", 6, 3);
+    ck_assert_str_eq(out, "abc");
+    char small[6];
+    redis_escape(small, sizeof small, "a\x01", 2, 120);
+    ck_assert_str_eq(small, "a\\x01");
+    redis_escape(small, sizeof small, "ab\x01", 3, 120);
+    ck_assert_str_eq(small, "ab");
+}
+END_TEST
+
 static Suite *pubsub_redis_suite(void)
 {
     Suite *s = suite_create("pubsub_redis");
     TCase *tc = tcase_create("pure");
     tcase_add_test(tc, backoff_doubles_to_cap);
     tcase_add_test(tc, untag);
+    tcase_add_test(tc, escape_for_the_log);
     tcase_add_test(tc, reader_bounds_streamed_bulk);
     tcase_add_test(tc, reader_bounds_huge_bulk_header);
     tcase_add_test(tc, reader_refuses_big_and_nested_arrays);
