@@ -48,6 +48,15 @@
 /* A name's addresses serve the connects of this long (both links, one
  * backoff cycle), then it is looked up again. */
 #define ADDRS_FRESH_S 1.0
+/* Subscribe commands waiting to be written: past this Redis is not reading
+ * them, the link is dropped (a reconnect rebuilds them from the routes). */
+#define SUB_QUEUE_MAX (1u << 20)
+/* A ready link sends PING this often and fails without its answer within
+ * PING_TIMEOUT_S: a Redis that stops answering but keeps TCP alive. */
+#define PING_EVERY_S 10.0
+#define PING_TIMEOUT_S 10.0
+/* Unacknowledged data older than this breaks the TCP connection. */
+#define TCP_USER_TIMEOUT_MS 25000
 
 enum link_state { LINK_DOWN, LINK_RESOLVING, LINK_CONNECTING, LINK_OPEN };
 
@@ -65,6 +74,8 @@ typedef struct rlink {
     int ready; /* its PING was answered: Redis is really there */
     int hs_pending;  /* replies to the handshake (AUTH, PING) still to come */
     int err_logged;  /* an error reply after the handshake was logged */
+    double ping_at;      /* ready: when to send the next PING */
+    double pong_by;      /* a PING is out: its answer is due by then; 0 when none */
     buf out;
     buf cmds;         /* pub only: one cmd_rec per command in out */
     size_t head_sent; /* pub only: bytes of the first command already written */
@@ -228,6 +239,7 @@ static void link_fail(pubsub_redis *r, rlink *l, const char *why)
     link_close_fd(l);
     l->state = LINK_DOWN;
     l->ready = 0;
+    l->pong_by = 0;
     if (l == &r->pub) {
         /* A command cut in the middle may or may not have reached Redis:
          * it is dropped (counted). The handshake belonged to this
@@ -262,9 +274,11 @@ static void link_fail(pubsub_redis *r, rlink *l, const char *why)
 
 static void link_ready(pubsub_redis *r, rlink *l)
 {
+    l->pong_by = 0;
     if (l->ready)
         return;
     l->ready = 1;
+    l->ping_at = now_s() + PING_EVERY_S;
     l->failures = 0;
     if (r->pub.ready && r->sub.ready && !r->up) {
         set_up(r, 1);
@@ -322,13 +336,15 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
         *why = strerror(errno);
         return -1;
     }
-    int one = 1, idle = 10, intvl = 5, cnt = 3;
+    int one = 1, idle = 10, intvl = 5, cnt = 3, user_timeout = TCP_USER_TIMEOUT_MS;
     /* A Redis host that vanishes without a reset is noticed in ~25 s. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    /* ...and one that stops acknowledging what is sent, in ~25 s too. */
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
     if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
         if (errno != EINPROGRESS) {
             *why = strerror(errno);
@@ -794,6 +810,10 @@ void redis_backend_subscribe(pubsub_redis *r, const char *channel, size_t len)
         link_fail(r, l, "out of memory");
         return;
     }
+    if (buf_size(&l->out) > SUB_QUEUE_MAX) {
+        link_fail(r, l, "redis does not read the subscriptions");
+        return;
+    }
     if (was_empty && link_flush(r, l) < 0)
         link_fail(r, l, strerror(errno));
 }
@@ -806,6 +826,10 @@ void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
     int was_empty = buf_size(&l->out) == 0;
     if (channel_cmd(r, &l->out, "UNSUBSCRIBE", channel, len) < 0) {
         link_fail(r, l, "out of memory");
+        return;
+    }
+    if (buf_size(&l->out) > SUB_QUEUE_MAX) {
+        link_fail(r, l, "redis does not read the subscriptions");
         return;
     }
     if (was_empty && link_flush(r, l) < 0)
@@ -905,8 +929,33 @@ int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
     return 1;
 }
 
+/* A PING on a ready link; on pub it is a command of the queue, not a message. */
+static void link_ping(pubsub_redis *r, rlink *l, double now)
+{
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    size_t before = buf_size(&l->out);
+    cmd_rec c = {(uint32_t)(sizeof ping - 1), 0};
+    if (buf_append(&l->out, ping, sizeof ping - 1) < 0 ||
+        (l == &r->pub && buf_append(&l->cmds, &c, sizeof c) < 0)) {
+        l->out.len = l->out.off + before;
+        link_fail(r, l, "out of memory");
+        return;
+    }
+    l->ping_at = now + PING_EVERY_S;
+    l->pong_by = now + PING_TIMEOUT_S;
+    if (before == 0 && link_flush(r, l) < 0)
+        link_fail(r, l, strerror(errno));
+}
+
 static void link_tick(pubsub_redis *r, rlink *l, double now)
 {
+    if (l->state == LINK_OPEN && l->ready) {
+        if (l->pong_by > 0 && now >= l->pong_by)
+            link_fail(r, l, "no answer to PING");
+        else if (l->pong_by == 0 && now >= l->ping_at)
+            link_ping(r, l, now);
+        return;
+    }
     if (l->state == LINK_DOWN && now >= l->retry_at)
         link_connect(r, l, now);
     else if (l->state == LINK_RESOLVING && now >= l->deadline)
@@ -928,7 +977,7 @@ static double link_next(const rlink *l)
         return l->retry_at;
     if (l->state == LINK_RESOLVING || l->state == LINK_CONNECTING || !l->ready)
         return l->deadline;
-    return INFINITY;
+    return l->pong_by > 0 ? l->pong_by : l->ping_at;
 }
 
 double redis_backend_next(const pubsub_redis *r)

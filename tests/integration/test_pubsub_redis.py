@@ -206,6 +206,28 @@ def refused_command_keeps_the_connection(ctx):
         redis.stop()
 
 
+@test(timeout=120)
+def frozen_redis_is_noticed(ctx):
+    """A Redis that stops answering while its kernel keeps TCP alive
+    (SIGSTOP): the periodic PING goes unanswered, the links are dropped
+    (backend down, logged), and after SIGCONT they come back."""
+    redis = Redis(ctx)
+    try:
+        a = Instance(ctx, redis.port)
+        check(a.wait_up(), "backend never up: %r" % a.m().get(UP))
+        t0 = time.time()
+        os.kill(redis.proc.pid, signal.SIGSTOP)
+        try:
+            check(a.wait_up(0, 45 * SLOW), "a frozen redis still counts as up")
+            ctx.note("noticed after %.1f s" % (time.time() - t0))
+            check("no answer to PING" in a.srv.stderr(), "no PING timeout in the log")
+        finally:
+            os.kill(redis.proc.pid, signal.SIGCONT)
+        check(a.wait_up(1, 30 * SLOW), "backend not back after SIGCONT")
+    finally:
+        redis.stop()
+
+
 @test(timeout=60)
 def host_name_is_looked_up_off_the_loop(ctx):
     """A name (not an address) is looked up in a thread: localhost connects;
