@@ -468,11 +468,32 @@ static void on_resolved(pubsub_redis *r)
     }
 }
 
+/* What of l's queue may be written now: on pub, until Redis has answered
+ * the handshake, only the handshake (messages kept while down are not
+ * written into a connection Redis may still refuse). */
+static size_t sendable(const pubsub_redis *r, const rlink *l)
+{
+    if (l != &r->pub || l->ready)
+        return buf_size(&l->out);
+    size_t n = 0, sent = l->head_sent;
+    const char *p = buf_head(&l->cmds);
+    for (size_t i = 0; i + sizeof(cmd_rec) <= buf_size(&l->cmds); i += sizeof(cmd_rec)) {
+        cmd_rec c;
+        memcpy(&c, p + i, sizeof c);
+        if (c.msg)
+            break;
+        n += c.len - sent;
+        sent = 0;
+    }
+    return n;
+}
+
 /* Write what l's queue holds: 0, or -1 (errno) when the link is broken. */
 static int link_flush(pubsub_redis *r, rlink *l)
 {
-    while (buf_size(&l->out) > 0) {
-        ssize_t w = send(l->fd, buf_head(&l->out), buf_size(&l->out), MSG_NOSIGNAL);
+    size_t want;
+    while ((want = sendable(r, l)) > 0) {
+        ssize_t w = send(l->fd, buf_head(&l->out), want, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -501,7 +522,7 @@ static int link_flush(pubsub_redis *r, rlink *l)
             }
         }
     }
-    if (l->out.cap > KEEP_CAP)
+    if (buf_size(&l->out) == 0 && l->out.cap > KEEP_CAP)
         buf_free(&l->out);
     if (buf_size(&l->cmds) == 0 && l->cmds.cap > KEEP_CAP)
         buf_free(&l->cmds);
@@ -891,7 +912,7 @@ size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t m
             continue;
         short ev = l->state == LINK_CONNECTING
                        ? POLLOUT
-                       : (short)(POLLIN | (buf_size(&l->out) ? POLLOUT : 0));
+                       : (short)(POLLIN | (sendable(r, l) ? POLLOUT : 0));
         pfd[k++] = (struct pollfd){.fd = l->fd, .events = ev};
     }
     return k;
