@@ -443,6 +443,12 @@ void broker_tick(pubsub_broker *b, double now)
         redis_backend_tick(b->backend, now);
 }
 
+void broker_stopping(pubsub_broker *b)
+{
+    if (b && b->backend)
+        redis_backend_stopping(b->backend);
+}
+
 double broker_next_timer(const pubsub_broker *b)
 {
     return b && b->backend ? redis_backend_next(b->backend) : INFINITY;

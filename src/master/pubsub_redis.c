@@ -104,6 +104,7 @@ struct pubsub_redis {
     int up;     /* both links ready */
     int was_up; /* up at least once: later ups are reconnections */
     int down_logged, drop_logged;
+    int stopping; /* the master stops: no new connection */
     double down_since;
     shm_region *shm;
     redis_deliver_fn deliver;
@@ -253,6 +254,10 @@ static void link_fail(pubsub_redis *r, rlink *l, const char *why)
                 break;
             pop_cmd(r, l, 0);
         }
+        /* Connected, the queue may hold more than pubsub.buffer: what is
+         * kept while down is that bound (the oldest go, counted). */
+        while (l->queued > r->buffer && buf_size(&l->cmds) > 0)
+            pop_cmd(r, l, 1);
     } else {
         buf_free(&l->out); /* rebuilt from the routes at the next connect */
     }
@@ -811,6 +816,11 @@ void redis_backend_child_close(pubsub_redis *r)
     redis_resolver_child_close(r->dns);
 }
 
+void redis_backend_stopping(pubsub_redis *r)
+{
+    r->stopping = 1;
+}
+
 void redis_backend_set_buffer(pubsub_redis *r, size_t buffer)
 {
     r->buffer = buffer;
@@ -970,6 +980,8 @@ static void link_ping(pubsub_redis *r, rlink *l, double now)
 
 static void link_tick(pubsub_redis *r, rlink *l, double now)
 {
+    if (l->state == LINK_DOWN && r->stopping)
+        return;
     if (l->state == LINK_OPEN && l->ready) {
         if (l->pong_by > 0 && now >= l->pong_by)
             link_fail(r, l, "no answer to PING");
@@ -992,10 +1004,10 @@ void redis_backend_tick(pubsub_redis *r, double now)
     link_tick(r, &r->sub, now);
 }
 
-static double link_next(const rlink *l)
+static double link_next(const pubsub_redis *r, const rlink *l)
 {
     if (l->state == LINK_DOWN)
-        return l->retry_at;
+        return r->stopping ? INFINITY : l->retry_at;
     if (l->state == LINK_RESOLVING || l->state == LINK_CONNECTING || !l->ready)
         return l->deadline;
     return l->pong_by > 0 ? l->pong_by : l->ping_at;
@@ -1003,6 +1015,6 @@ static double link_next(const rlink *l)
 
 double redis_backend_next(const pubsub_redis *r)
 {
-    double a = link_next(&r->pub), b = link_next(&r->sub);
+    double a = link_next(r, &r->pub), b = link_next(r, &r->sub);
     return a < b ? a : b;
 }

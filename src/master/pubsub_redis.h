@@ -40,6 +40,8 @@ pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t
 void redis_backend_free(pubsub_redis *r);
 /** In a forked child: close the descriptors, touch nothing else. */
 void redis_backend_child_close(pubsub_redis *r);
+/** The master stops: a lost connection is not made again. */
+void redis_backend_stopping(pubsub_redis *r);
 /** A new bound for the publishes buffered while down. */
 void redis_backend_set_buffer(pubsub_redis *r, size_t buffer);
 
