@@ -12,6 +12,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "redis_url.h"
 #include "tls_server.h"
 
 typedef struct dumper {
@@ -426,7 +427,10 @@ static void dump_body(dumper *d, const pagid_config *c)
     map_start(d);
     word(d, "backend");
     word(d, c->pubsub.backend == PUBSUB_BACKEND_REDIS ? "redis" : "local");
-    key_opt(d, "url", c->pubsub.url, "~");
+    /* The password never leaves in a dump (pagid -T goes to terminals and tickets). */
+    char *url = c->pubsub.url ? redis_url_masked(c->pubsub.url) : NULL;
+    key_opt(d, "url", c->pubsub.url ? (url ? url : "redis://***") : NULL, "~");
+    free(url);
     key_str(d, "prefix", c->pubsub.prefix ? c->pubsub.prefix : "");
     key_size(d, "buffer", c->pubsub.buffer);
     map_end(d);

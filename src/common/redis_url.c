@@ -5,6 +5,7 @@
 #include "redis_url.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int hexval(char c)
@@ -219,4 +220,33 @@ void redis_url_where(const redis_url *u, char *out, size_t outlen)
         snprintf(out, outlen, "[%s]:%d", u->host, u->port);
     else
         snprintf(out, outlen, "%s:%d", u->host, u->port);
+}
+
+char *redis_url_masked(const char *url)
+{
+    const char *auth = strstr(url, "://");
+    const char *at = NULL, *colon = NULL;
+    if (auth) {
+        auth += 3;
+        /* The credentials end at the last '@' before the first '/', as parsed. */
+        const char *end = strchr(auth, '/');
+        if (!end)
+            end = auth + strlen(auth);
+        for (const char *p = auth; p < end; p++)
+            if (*p == '@')
+                at = p;
+        if (at)
+            colon = memchr(auth, ':', (size_t)(at - auth));
+    }
+    if (!at)
+        return strdup(url);
+    const char *keep_to = colon ? colon + 1 : auth; /* no ':': all of it hidden */
+    size_t head = (size_t)(keep_to - url), tail = strlen(at);
+    char *out = malloc(head + 3 + tail + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, url, head);
+    memcpy(out + head, "***", 3);
+    memcpy(out + head + 3, at, tail + 1);
+    return out;
 }

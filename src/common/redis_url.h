@@ -36,4 +36,11 @@ int redis_url_parse(const char *s, redis_url *out, const char **msg);
 /** "HOST:PORT", "[V6]:PORT" or "unix:PATH", never the password: for logs. */
 void redis_url_where(const redis_url *u, char *out, size_t outlen);
 
+/**
+ * url as written with its password replaced by "***" (for pagid -T and
+ * anything else that shows the setting): a new string, the caller's to
+ * free; NULL when out of memory. A url without credentials comes back as is.
+ */
+char *redis_url_masked(const char *url);
+
 #endif

@@ -175,7 +175,7 @@ size_t broker_npeers(const pubsub_broker *b)
     size_t k = 0;
     for (size_t i = 0; b && i < b->n; i++)
         k += b->peers[i].fd >= 0;
-    return k + (b && b->backend ? 2 : 0);
+    return k + (b && b->backend ? 3 : 0);
 }
 
 size_t broker_pollfds(const pubsub_broker *b, struct pollfd *pfd, size_t max)
@@ -441,6 +441,12 @@ void broker_tick(pubsub_broker *b, double now)
 {
     if (b && b->backend)
         redis_backend_tick(b->backend, now);
+}
+
+void broker_stopping(pubsub_broker *b)
+{
+    if (b && b->backend)
+        redis_backend_stopping(b->backend);
 }
 
 double broker_next_timer(const pubsub_broker *b)

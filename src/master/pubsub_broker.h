@@ -49,6 +49,8 @@ void broker_io(pubsub_broker *b, const struct pollfd *pfd, size_t n);
 void broker_set_backend(pubsub_broker *b, const struct pagid_pubsub *cfg, struct shm_region *shm);
 /** The backend's timers (reconnect, connect timeout): act when due. */
 void broker_tick(pubsub_broker *b, double now);
+/** The master stops fast: the Redis backend makes no new connection. */
+void broker_stopping(pubsub_broker *b);
 /** When broker_tick next has something to do (CLOCK_MONOTONIC s), INFINITY when never. */
 double broker_next_timer(const pubsub_broker *b);
 /** Channels with subscribers (tests, STATUS). */

@@ -36,6 +36,7 @@
 #include "../common/log.h"
 #include "../common/pubsub_msg.h"
 #include "pubsub_broker.h"
+#include "redis_resolve.h"
 
 /* Connect and the first PING answered within this, or the attempt fails. */
 #define CONNECT_TIMEOUT_S 5.0
@@ -44,8 +45,20 @@
 #define READ_ROUNDS 16
 /* An empty output buffer that grew past this gives its memory back. */
 #define KEEP_CAP 65536u
+/* A name's addresses serve the connects of this long (both links, one
+ * backoff cycle), then it is looked up again. */
+#define ADDRS_FRESH_S 1.0
+/* Subscribe commands waiting to be written: past this Redis is not reading
+ * them, the link is dropped (a reconnect rebuilds them from the routes). */
+#define SUB_QUEUE_MAX (1u << 20)
+/* A ready link sends PING this often and fails without its answer within
+ * PING_TIMEOUT_S: a Redis that stops answering but keeps TCP alive. */
+#define PING_EVERY_S 10.0
+#define PING_TIMEOUT_S 10.0
+/* Unacknowledged data older than this breaks the TCP connection. */
+#define TCP_USER_TIMEOUT_MS 25000
 
-enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_OPEN };
+enum link_state { LINK_DOWN, LINK_RESOLVING, LINK_CONNECTING, LINK_OPEN };
 
 /* A command in pub's output queue: its bytes, and whether it is a message
  * (counted as sent once written) or the handshake of one connection. */
@@ -59,13 +72,17 @@ typedef struct rlink {
     int fd;
     enum link_state state;
     int ready; /* its PING was answered: Redis is really there */
+    int hs_pending;  /* replies to the handshake (AUTH, PING) still to come */
+    int err_logged;  /* an error reply after the handshake was logged */
+    double ping_at;      /* ready: when to send the next PING */
+    double pong_by;      /* a PING is out: its answer is due by then; 0 when none */
     buf out;
     buf cmds;         /* pub only: one cmd_rec per command in out */
     size_t head_sent; /* pub only: bytes of the first command already written */
     size_t queued;    /* pub only: bytes of messages in out */
     redisReader *rd;
     double retry_at;    /* DOWN: when to connect again */
-    double deadline;    /* CONNECTING, or OPEN and not ready: when to give up */
+    double deadline;    /* RESOLVING, CONNECTING, or OPEN and not ready: when to give up */
     unsigned failures;  /* attempts failed since it was last ready */
     unsigned addr_next; /* TCP: which of the host's addresses to try next */
 } rlink;
@@ -78,9 +95,16 @@ struct pubsub_redis {
     size_t buffer;
     unsigned char id[8];
     rlink pub, sub;
+    /* TCP: the host's addresses; a literal address is parsed once and kept
+     * (numeric), a name is looked up off the loop by dns. */
+    struct addrinfo *addrs;
+    int numeric;
+    double addrs_at;
+    redis_resolver *dns;
     int up;     /* both links ready */
     int was_up; /* up at least once: later ups are reconnections */
     int down_logged, drop_logged;
+    int stopping; /* the master stops: no new connection */
     double down_since;
     shm_region *shm;
     redis_deliver_fn deliver;
@@ -216,6 +240,7 @@ static void link_fail(pubsub_redis *r, rlink *l, const char *why)
     link_close_fd(l);
     l->state = LINK_DOWN;
     l->ready = 0;
+    l->pong_by = 0;
     if (l == &r->pub) {
         /* A command cut in the middle may or may not have reached Redis:
          * it is dropped (counted). The handshake belonged to this
@@ -229,6 +254,10 @@ static void link_fail(pubsub_redis *r, rlink *l, const char *why)
                 break;
             pop_cmd(r, l, 0);
         }
+        /* Connected, the queue may hold more than pubsub.buffer: what is
+         * kept while down is that bound (the oldest go, counted). */
+        while (l->queued > r->buffer && buf_size(&l->cmds) > 0)
+            pop_cmd(r, l, 1);
     } else {
         buf_free(&l->out); /* rebuilt from the routes at the next connect */
     }
@@ -250,9 +279,11 @@ static void link_fail(pubsub_redis *r, rlink *l, const char *why)
 
 static void link_ready(pubsub_redis *r, rlink *l)
 {
+    l->pong_by = 0;
     if (l->ready)
         return;
     l->ready = 1;
+    l->ping_at = now_s() + PING_EVERY_S;
     l->failures = 0;
     if (r->pub.ready && r->sub.ready && !r->up) {
         set_up(r, 1);
@@ -291,20 +322,14 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
         }
         return fd;
     }
-    char port[16];
-    snprintf(port, sizeof port, "%d", r->url.port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    /* An address needs no lookup; a name is looked up here, the one place
-     * the master may wait (docs/pubsub.md says to prefer an address). */
-    int rc = getaddrinfo(r->url.host, port, &hints, &res);
-    if (rc != 0) {
-        *why = gai_strerror(rc);
-        return -1;
-    }
+    struct addrinfo *res = r->addrs;
     unsigned n = 0;
     for (struct addrinfo *a = res; a; a = a->ai_next)
         n++;
+    if (n == 0) {
+        *why = "no address";
+        return -1;
+    }
     /* Each attempt takes the next address: "localhost" may be ::1 first
      * while Redis listens on 127.0.0.1 only. */
     struct addrinfo *a = res;
@@ -314,26 +339,25 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
     int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *why = strerror(errno);
-        freeaddrinfo(res);
         return -1;
     }
-    int one = 1, idle = 10, intvl = 5, cnt = 3;
+    int one = 1, idle = 10, intvl = 5, cnt = 3, user_timeout = TCP_USER_TIMEOUT_MS;
     /* A Redis host that vanishes without a reset is noticed in ~25 s. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    /* ...and one that stops acknowledging what is sent, in ~25 s too. */
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
     if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
         if (errno != EINPROGRESS) {
             *why = strerror(errno);
             close(fd);
-            freeaddrinfo(res);
             return -1;
         }
         *in_progress = 1;
     }
-    freeaddrinfo(res);
     return fd;
 }
 
@@ -341,7 +365,9 @@ static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char *
 static void link_open(pubsub_redis *r, rlink *l)
 {
     l->state = LINK_OPEN;
-    l->rd = redisReaderCreate();
+    l->hs_pending = r->url.password[0] ? 2 : 1;
+    l->err_logged = 0;
+    l->rd = redis_reader_new();
     buf hs = BUF_INIT;
     if (!l->rd || handshake(r, &hs) < 0) {
         buf_free(&hs);
@@ -377,7 +403,7 @@ static void link_open(pubsub_redis *r, rlink *l)
         link_fail(r, l, strerror(errno));
 }
 
-static void link_connect(pubsub_redis *r, rlink *l, double now)
+static void link_connect_now(pubsub_redis *r, rlink *l, double now)
 {
     const char *why = NULL;
     int in_progress;
@@ -394,11 +420,85 @@ static void link_connect(pubsub_redis *r, rlink *l, double now)
         link_open(r, l);
 }
 
+static void port_str(const pubsub_redis *r, char *port, size_t n)
+{
+    snprintf(port, n, "%d", r->url.port);
+}
+
+/* Connect now, or once the host's name is looked up (never in this loop:
+ * getaddrinfo may wait tens of seconds while DNS is down). */
+static void link_connect(pubsub_redis *r, rlink *l, double now)
+{
+    if (!r->url.is_unix && !r->numeric && (!r->addrs || now - r->addrs_at > ADDRS_FRESH_S)) {
+        if (r->addrs)
+            freeaddrinfo(r->addrs);
+        r->addrs = NULL;
+        char port[16];
+        port_str(r, port, sizeof port);
+        if (redis_resolver_start(r->dns, r->url.host, port) < 0) {
+            link_fail(r, l, strerror(errno));
+            return;
+        }
+        l->state = LINK_RESOLVING;
+        l->deadline = now + CONNECT_TIMEOUT_S;
+        return;
+    }
+    link_connect_now(r, l, now);
+}
+
+/* The lookup ended: the links waiting for it connect (or fail). */
+static void on_resolved(pubsub_redis *r)
+{
+    struct addrinfo *res = NULL;
+    int rc;
+    if (!redis_resolver_take(r->dns, &res, &rc))
+        return;
+    double now = now_s();
+    if (r->addrs)
+        freeaddrinfo(r->addrs);
+    r->addrs = rc == 0 ? res : NULL;
+    r->addrs_at = now;
+    rlink *ls[2] = {&r->pub, &r->sub};
+    for (int i = 0; i < 2; i++) {
+        if (ls[i]->state != LINK_RESOLVING)
+            continue;
+        if (rc != 0) {
+            char why[REDIS_URL_HOST_MAX + 160];
+            snprintf(why, sizeof why, "looking up %s: %s", r->url.host,
+                     gai_strerror(rc));
+            link_fail(r, ls[i], why);
+        } else {
+            link_connect_now(r, ls[i], now);
+        }
+    }
+}
+
+/* What of l's queue may be written now: on pub, until Redis has answered
+ * the handshake, only the handshake (messages kept while down are not
+ * written into a connection Redis may still refuse). */
+static size_t sendable(const pubsub_redis *r, const rlink *l)
+{
+    if (l != &r->pub || l->ready)
+        return buf_size(&l->out);
+    size_t n = 0, sent = l->head_sent;
+    const char *p = buf_head(&l->cmds);
+    for (size_t i = 0; i + sizeof(cmd_rec) <= buf_size(&l->cmds); i += sizeof(cmd_rec)) {
+        cmd_rec c;
+        memcpy(&c, p + i, sizeof c);
+        if (c.msg)
+            break;
+        n += c.len - sent;
+        sent = 0;
+    }
+    return n;
+}
+
 /* Write what l's queue holds: 0, or -1 (errno) when the link is broken. */
 static int link_flush(pubsub_redis *r, rlink *l)
 {
-    while (buf_size(&l->out) > 0) {
-        ssize_t w = send(l->fd, buf_head(&l->out), buf_size(&l->out), MSG_NOSIGNAL);
+    size_t want;
+    while ((want = sendable(r, l)) > 0) {
+        ssize_t w = send(l->fd, buf_head(&l->out), want, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -427,7 +527,7 @@ static int link_flush(pubsub_redis *r, rlink *l)
             }
         }
     }
-    if (l->out.cap > KEEP_CAP)
+    if (buf_size(&l->out) == 0 && l->out.cap > KEEP_CAP)
         buf_free(&l->out);
     if (buf_size(&l->cmds) == 0 && l->cmds.cap > KEEP_CAP)
         buf_free(&l->cmds);
@@ -461,14 +561,114 @@ static void on_message(pubsub_redis *r, const redisReply *ch, const redisReply *
         r->deliver(r->ud, ch->str + r->prefix_len, name_len, msg, len);
 }
 
+size_t redis_escape(char *out, size_t outlen, const char *in, size_t len, size_t max)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t j = 0;
+    if (outlen == 0)
+        return 0;
+    for (size_t i = 0; i < len && i < max; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            if (j + 1 >= outlen)
+                break;
+            out[j++] = (char)c;
+        } else {
+            if (j + 4 >= outlen)
+                break;
+            out[j++] = '\\';
+            out[j++] = 'x';
+            out[j++] = hex[c >> 4];
+            out[j++] = hex[c & 15];
+        }
+    }
+    out[j] = '\0';
+    return j;
+}
+
+/* ---- a bounded reader ----
+ * hiredis 0.14 buffers a partial reply without limit and callocs an array
+ * header's element count at once: a Redis (or anything at its address)
+ * could grow the master without bound. Replies on these links are flat
+ * arrays of a few elements, so deeper or longer ones are refused, and the
+ * bytes of a partial reply are bounded by redis_reader_over. */
+
+static redisReplyObjectFunctions bounded_fn;
+static void *(*default_array)(const redisReadTask *, int);
+
+static void *bounded_array(const redisReadTask *task, int elements)
+{
+    if (task->parent || elements < 0 || elements > REDIS_REPLY_MAX_ELEMENTS)
+        return NULL; /* the reader reports an error: the link fails */
+    return default_array(task, elements);
+}
+
+struct redisReader *redis_reader_new(void)
+{
+    redisReader *rd = redisReaderCreate();
+    if (!rd)
+        return NULL;
+    if (!default_array) {
+        bounded_fn = *rd->fn;
+        default_array = bounded_fn.createArray;
+        bounded_fn.createArray = bounded_array;
+    }
+    rd->fn = &bounded_fn;
+    return rd;
+}
+
+int redis_reader_over(const struct redisReader *rd, size_t limit)
+{
+    size_t left = rd->len - rd->pos;
+    if (left > limit)
+        return 1;
+    /* A bulk string whose header is read: its announced length, before its
+     * bytes arrive (a huge one would otherwise just wait). */
+    if (rd->ridx < 0 || rd->rstack[rd->ridx].type != REDIS_REPLY_STRING)
+        return 0;
+    const char *p = rd->buf + rd->pos, *end = rd->buf + rd->len;
+    unsigned long long n = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        n = n * 10 + (unsigned)(*p - '0');
+        if (n > limit)
+            return 1;
+    }
+    return 0;
+}
+
+/* What a partial reply may hold: one message, its channel, the prefix and
+ * the array around them. */
+static size_t reader_limit(const pubsub_redis *r)
+{
+    return PUBSUB_MAX_MESSAGE + REDIS_TAG_LEN + PUBSUB_MAX_CHANNEL + r->prefix_len + 4096;
+}
+
 /* One reply: 0, or -1 after failing the link. */
 static int on_reply(pubsub_redis *r, rlink *l, const redisReply *x)
 {
+    int handshake_reply = l->hs_pending > 0;
+    if (handshake_reply)
+        l->hs_pending--;
     if (x->type == REDIS_REPLY_ERROR) {
-        char why[160];
-        snprintf(why, sizeof why, "redis said: %.*s", (int)(x->len < 120 ? x->len : 120), x->str);
-        link_fail(r, l, why);
-        return -1;
+        char why[REDIS_ERROR_LOG_MAX * 4 + 32];
+        size_t k = (size_t)snprintf(why, sizeof why, "redis said: ");
+        redis_escape(why + k, sizeof why - k, x->str, x->len, REDIS_ERROR_LOG_MAX);
+        if (handshake_reply) {
+            /* AUTH or PING refused: this connection is of no use. */
+            link_fail(r, l, why);
+            return -1;
+        }
+        /* One command refused (an ACL on a channel, say): that command is
+         * lost, the connection and the others go on. */
+        COUNT(r, pubsub_backend_dropped, 1);
+        if (!l->err_logged) {
+            log_warn("pubsub: redis at %s refused a command on the %s connection (%s); "
+                     "counted in pagid_pubsub_dropped_total{where=\"backend\"}, further "
+                     "refusals on this connection are not logged",
+                     r->where, l->role, why);
+            l->err_logged = 1;
+        }
+        return 0;
     }
     if (is_str(x, "PONG")) {
         link_ready(r, l);
@@ -519,6 +719,10 @@ static int link_read(pubsub_redis *r, rlink *l)
             if (rc < 0)
                 return -1;
         }
+        if (redis_reader_over(l->rd, reader_limit(r))) {
+            link_fail(r, l, "reply too large");
+            return -1;
+        }
     }
     return 0;
 }
@@ -551,6 +755,23 @@ pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t
         uint64_t v = (uint64_t)time(NULL) * 2654435761u ^ ((uint64_t)getpid() << 32);
         memcpy(r->id, &v, sizeof v);
     }
+    if (!url->is_unix) {
+        char port[16];
+        port_str(r, port, sizeof port);
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_NUMERICSERV | AI_NUMERICHOST};
+        if (getaddrinfo(url->host, port, &hints, &r->addrs) == 0) {
+            r->numeric = 1; /* an address: no lookup ever */
+        } else {
+            r->addrs = NULL;
+            r->dns = redis_resolver_new();
+            if (!r->dns) {
+                free(r->prefix);
+                free(r);
+                return NULL;
+            }
+        }
+    }
     r->pub = (rlink){.role = "publish", .fd = -1};
     r->sub = (rlink){.role = "subscribe", .fd = -1};
     if (shm) {
@@ -572,6 +793,9 @@ void redis_backend_free(pubsub_redis *r)
     buf_free(&r->pub.out);
     buf_free(&r->pub.cmds);
     buf_free(&r->sub.out);
+    redis_resolver_free(r->dns);
+    if (r->addrs)
+        freeaddrinfo(r->addrs);
     if (r->shm) {
         atomic_store(&r->shm->pubsub_backend, 0);
         atomic_store(&r->shm->pubsub_backend_up, 0);
@@ -589,6 +813,12 @@ void redis_backend_child_close(pubsub_redis *r)
     if (r->sub.fd >= 0)
         close(r->sub.fd);
     r->pub.fd = r->sub.fd = -1;
+    redis_resolver_child_close(r->dns);
+}
+
+void redis_backend_stopping(pubsub_redis *r)
+{
+    r->stopping = 1;
 }
 
 void redis_backend_set_buffer(pubsub_redis *r, size_t buffer)
@@ -611,6 +841,10 @@ void redis_backend_subscribe(pubsub_redis *r, const char *channel, size_t len)
         link_fail(r, l, "out of memory");
         return;
     }
+    if (buf_size(&l->out) > SUB_QUEUE_MAX) {
+        link_fail(r, l, "redis does not read the subscriptions");
+        return;
+    }
     if (was_empty && link_flush(r, l) < 0)
         link_fail(r, l, strerror(errno));
 }
@@ -623,6 +857,10 @@ void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
     int was_empty = buf_size(&l->out) == 0;
     if (channel_cmd(r, &l->out, "UNSUBSCRIBE", channel, len) < 0) {
         link_fail(r, l, "out of memory");
+        return;
+    }
+    if (buf_size(&l->out) > SUB_QUEUE_MAX) {
+        link_fail(r, l, "redis does not read the subscriptions");
         return;
     }
     if (was_empty && link_flush(r, l) < 0)
@@ -674,6 +912,9 @@ void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_
 size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t max)
 {
     size_t k = 0;
+    int dfd = r->dns ? redis_resolver_pollfd(r->dns) : -1;
+    if (dfd >= 0 && k < max)
+        pfd[k++] = (struct pollfd){.fd = dfd, .events = POLLIN};
     const rlink *ls[2] = {&r->pub, &r->sub};
     for (int i = 0; i < 2 && k < max; i++) {
         const rlink *l = ls[i];
@@ -681,7 +922,7 @@ size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t m
             continue;
         short ev = l->state == LINK_CONNECTING
                        ? POLLOUT
-                       : (short)(POLLIN | (buf_size(&l->out) ? POLLOUT : 0));
+                       : (short)(POLLIN | (sendable(r, l) ? POLLOUT : 0));
         pfd[k++] = (struct pollfd){.fd = l->fd, .events = ev};
     }
     return k;
@@ -689,6 +930,11 @@ size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t m
 
 int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
 {
+    if (r->dns && p->fd >= 0 && p->fd == redis_resolver_pollfd(r->dns)) {
+        if (p->revents)
+            on_resolved(r);
+        return 1;
+    }
     rlink *l = p->fd == r->pub.fd ? &r->pub : p->fd == r->sub.fd ? &r->sub : NULL;
     if (!l || p->fd < 0)
         return 0;
@@ -714,10 +960,39 @@ int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
     return 1;
 }
 
+/* A PING on a ready link; on pub it is a command of the queue, not a message. */
+static void link_ping(pubsub_redis *r, rlink *l, double now)
+{
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    size_t before = buf_size(&l->out);
+    cmd_rec c = {(uint32_t)(sizeof ping - 1), 0};
+    if (buf_append(&l->out, ping, sizeof ping - 1) < 0 ||
+        (l == &r->pub && buf_append(&l->cmds, &c, sizeof c) < 0)) {
+        l->out.len = l->out.off + before;
+        link_fail(r, l, "out of memory");
+        return;
+    }
+    l->ping_at = now + PING_EVERY_S;
+    l->pong_by = now + PING_TIMEOUT_S;
+    if (before == 0 && link_flush(r, l) < 0)
+        link_fail(r, l, strerror(errno));
+}
+
 static void link_tick(pubsub_redis *r, rlink *l, double now)
 {
+    if (l->state == LINK_DOWN && r->stopping)
+        return;
+    if (l->state == LINK_OPEN && l->ready) {
+        if (l->pong_by > 0 && now >= l->pong_by)
+            link_fail(r, l, "no answer to PING");
+        else if (l->pong_by == 0 && now >= l->ping_at)
+            link_ping(r, l, now);
+        return;
+    }
     if (l->state == LINK_DOWN && now >= l->retry_at)
         link_connect(r, l, now);
+    else if (l->state == LINK_RESOLVING && now >= l->deadline)
+        link_fail(r, l, "name lookup timed out");
     else if ((l->state == LINK_CONNECTING || (l->state == LINK_OPEN && !l->ready)) &&
              now >= l->deadline)
         link_fail(r, l, "timed out");
@@ -729,17 +1004,17 @@ void redis_backend_tick(pubsub_redis *r, double now)
     link_tick(r, &r->sub, now);
 }
 
-static double link_next(const rlink *l)
+static double link_next(const pubsub_redis *r, const rlink *l)
 {
     if (l->state == LINK_DOWN)
-        return l->retry_at;
-    if (l->state == LINK_CONNECTING || !l->ready)
+        return r->stopping ? INFINITY : l->retry_at;
+    if (l->state == LINK_RESOLVING || l->state == LINK_CONNECTING || !l->ready)
         return l->deadline;
-    return INFINITY;
+    return l->pong_by > 0 ? l->pong_by : l->ping_at;
 }
 
 double redis_backend_next(const pubsub_redis *r)
 {
-    double a = link_next(&r->pub), b = link_next(&r->sub);
+    double a = link_next(r, &r->pub), b = link_next(r, &r->sub);
     return a < b ? a : b;
 }

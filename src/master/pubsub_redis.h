@@ -40,6 +40,8 @@ pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t
 void redis_backend_free(pubsub_redis *r);
 /** In a forked child: close the descriptors, touch nothing else. */
 void redis_backend_child_close(pubsub_redis *r);
+/** The master stops: a lost connection is not made again. */
+void redis_backend_stopping(pubsub_redis *r);
 /** A new bound for the publishes buffered while down. */
 void redis_backend_set_buffer(pubsub_redis *r, size_t buffer);
 
@@ -50,7 +52,7 @@ void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
 void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_len,
                            const unsigned char *data, size_t len);
 
-/** Its descriptors to poll (at most 2): how many were filled. */
+/** Its descriptors to poll (at most 3: two links and a name lookup): how many were filled. */
 size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t max);
 /** Act on p if its fd is one of ours: 1, else 0 (not ours). */
 int redis_backend_io(pubsub_redis *r, const struct pollfd *p);
@@ -74,6 +76,29 @@ unsigned redis_backoff_ms(unsigned failures);
  * else 1 with *msg and *len the message (a tag of another instance removed; a
  * payload without a tag, from some other Redis client, is the message).
  */
+/* Replies on our links are flat arrays of at most this many elements
+ * (message: kind, channel, payload; pmessage would be 4). */
+#define REDIS_REPLY_MAX_ELEMENTS 4
+
+/* Bytes of a Redis error reply that reach the log. */
+#define REDIS_ERROR_LOG_MAX 120u
+
+/**
+ * The first max bytes of in[len] into out (NUL-terminated, cut to fit
+ * outlen) with bytes outside printable ASCII and backslash as \xNN: server
+ * text for the log, which must not carry line breaks or terminal codes.
+ * The length written.
+ */
+size_t redis_escape(char *out, size_t outlen, const char *in, size_t len, size_t max);
+
+struct redisReader;
+/** A hiredis reader that refuses nested arrays and arrays longer than
+ * REDIS_REPLY_MAX_ELEMENTS (redisReaderGetReply fails). NULL when out of memory. */
+struct redisReader *redis_reader_new(void);
+/** 1 when the partial reply rd holds, or a bulk string header it has read,
+ * is over limit bytes: the peer is not a sane Redis, drop the link. */
+int redis_reader_over(const struct redisReader *rd, size_t limit);
+
 int redis_untag(const unsigned char id[8], const unsigned char *payload, size_t n,
                 const unsigned char **msg, size_t *len);
 

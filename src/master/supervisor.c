@@ -391,6 +391,7 @@ static void begin_fast_stop(supervisor *s)
         notify_send("STOPPING=1\nSTATUS=stopping");
     s->state = MS_FAST;
     proctitle_master("stopping");
+    broker_stopping(s->env.broker); /* no Redis reconnects in a fast stop */
     double at = supervisor_now() + SUPERVISOR_FAST_STOP_S;
     for (generation *g = s->env.all; g; g = g->next) {
         for (int i = 0; i < g->n; i++) {

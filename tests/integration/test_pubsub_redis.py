@@ -63,16 +63,16 @@ class Redis:
                 self.proc.wait(timeout=10)
 
 
-def pubsub_conf(sport, redis_port, extra=""):
+def pubsub_conf(sport, redis_port, extra="", host="127.0.0.1"):
     return ("status:\n  listen: 127.0.0.1:%d\n"
-            "pubsub:\n  backend: redis\n  url: redis://127.0.0.1:%d/0\n%s"
-            % (sport, redis_port, extra))
+            "pubsub:\n  backend: redis\n  url: redis://%s:%d/0\n%s"
+            % (sport, host, redis_port, extra))
 
 
 class Instance:
-    def __init__(self, ctx, redis_port, extra="", workers=2):
+    def __init__(self, ctx, redis_port, extra="", workers=2, host="127.0.0.1"):
         self.sport = free_port()
-        self.path = write_config(ctx, pubsub_conf(self.sport, redis_port, extra),
+        self.path = write_config(ctx, pubsub_conf(self.sport, redis_port, extra, host),
                                  "redis-%d.yaml" % self.sport)
         self.srv = ctx.start("pubsub", workers=workers, args=["-c", self.path])
         check(wait_for(lambda: len(self.srv.workers()) == workers, 10 * SLOW),
@@ -168,6 +168,82 @@ def two_instances_share_one_redis(ctx):
         check("pubsub: connected to redis at 127.0.0.1:%d" % redis.port in a.srv.stderr(),
               "no 'connected' line in the log")
         close_all(clients)
+    finally:
+        redis.stop()
+
+
+def redis_cmd(port, *args):
+    """One command to the test's Redis, as the default user: its reply's first line."""
+    out = b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in args)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(out)
+        return s.recv(256).split(b"\r\n")[0]
+
+
+@test(timeout=60)
+def refused_command_keeps_the_connection(ctx):
+    """An ACL that refuses one channel: that SUBSCRIBE is counted and logged
+    once (escaped); the connection stays up, no reconnect storm."""
+    redis = Redis(ctx)
+    try:
+        check_eq(redis_cmd(redis.port, "ACL", "SETUSER", "app", "on", ">pw", "resetchannels",
+                           "&pagid:room", "~*", "+@all"), b"+OK", "ACL SETUSER")
+        a = Instance(ctx, redis.port, host="app:pw@127.0.0.1")
+        check(a.wait_up(), "backend never up: %r" % a.m().get(UP))
+        ok, no = WS(a.srv.port, "/room"), WS(a.srv.port, "/other")
+        check(wait_for(lambda: "refused a command on the subscribe connection" in a.srv.stderr(),
+                       10 * SLOW), "no refusal in the log")
+        time.sleep(1.5 * SLOW)
+        m = a.m()
+        check_eq(m.get(UP), 1, "backend up after a refused SUBSCRIBE")
+        check_eq(m.get(RECONNECTS, 0), 0, "reconnects after a refused SUBSCRIBE")
+        check(m.get(DROPPED_B, 0) >= 1, "refusal not counted: %r" % m.get(DROPPED_B))
+        check_eq(a.srv.stderr().count("refused a command"), 1, "refusals logged")
+        ok.close()
+        no.close()
+    finally:
+        redis.stop()
+
+
+@test(timeout=120)
+def frozen_redis_is_noticed(ctx):
+    """A Redis that stops answering while its kernel keeps TCP alive
+    (SIGSTOP): the periodic PING goes unanswered, the links are dropped
+    (backend down, logged), and after SIGCONT they come back."""
+    redis = Redis(ctx)
+    try:
+        a = Instance(ctx, redis.port)
+        check(a.wait_up(), "backend never up: %r" % a.m().get(UP))
+        t0 = time.time()
+        os.kill(redis.proc.pid, signal.SIGSTOP)
+        try:
+            check(a.wait_up(0, 45 * SLOW), "a frozen redis still counts as up")
+            ctx.note("noticed after %.1f s" % (time.time() - t0))
+            check("no answer to PING" in a.srv.stderr(), "no PING timeout in the log")
+        finally:
+            os.kill(redis.proc.pid, signal.SIGCONT)
+        check(a.wait_up(1, 30 * SLOW), "backend not back after SIGCONT")
+    finally:
+        redis.stop()
+
+
+@test(timeout=60)
+def host_name_is_looked_up_off_the_loop(ctx):
+    """A name (not an address) is looked up in a thread: localhost connects;
+    a name that does not resolve is retried and logged while the master
+    goes on answering its status endpoint."""
+    redis = Redis(ctx)
+    try:
+        a = Instance(ctx, redis.port, host="localhost")
+        check(a.wait_up(), "backend never up with localhost: %r" % a.m().get(UP))
+        b = Instance(ctx, redis.port, host="no-such-host.invalid")
+        check(wait_for(lambda: "looking up no-such-host.invalid" in b.srv.stderr(), 20 * SLOW),
+              "no lookup failure in the log")
+        for _ in range(5):
+            check_eq(b.m().get(UP), 0, "backend up with a name that does not resolve")
+            time.sleep(0.2)
+        check_eq(a.m().get(UP), 1, "localhost instance still up")
     finally:
         redis.stop()
 
@@ -298,3 +374,11 @@ def bad_url_is_a_config_error(ctx):
                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=10 * SLOW)
     check_eq(p.returncode, 0, "pagid -t on a good pubsub section (%s)" % p.stdout.decode())
+    # pagid -T shows the configuration, never the password.
+    p = subprocess.run([ctx.pagid, "-T", "-c", good] + lib.root_user_args(),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=10 * SLOW)
+    out = p.stdout.decode()
+    check_eq(p.returncode, 0, "pagid -T (%s)" % out)
+    check("redis://:***@127.0.0.1:6379/0" in out, "-T lacks the masked url: %r" % out)
+    check(":pw@" not in out, "-T shows the password: %r" % out)

@@ -6,6 +6,7 @@
  * tests/integration/test_pubsub_redis.py.
  */
 #include <check.h>
+#include <hiredis/hiredis.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,12 +50,110 @@ START_TEST(untag)
 }
 END_TEST
 
+/* A bulk streamed in chunks: the partial reply goes over the bound as soon
+ * as more than limit bytes wait, long before the announced size. */
+START_TEST(reader_bounds_streamed_bulk)
+{
+    const size_t limit = 1u << 20;
+    struct redisReader *rd = redis_reader_new();
+    ck_assert_ptr_nonnull(rd);
+    const char *head = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1000000000\r\n";
+    ck_assert_int_eq(redisReaderFeed(rd, head, strlen(head)), REDIS_OK);
+    void *reply = NULL;
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+    ck_assert_ptr_null(reply);
+    /* the announced length alone is over the bound */
+    ck_assert_int_eq(redis_reader_over(rd, limit), 1);
+    ck_assert_int_eq(redis_reader_over(rd, 2000000000u), 0);
+    static char chunk[65536];
+    memset(chunk, 'x', sizeof chunk);
+    size_t fed = 0;
+    while (!redis_reader_over(rd, 2 * limit) && fed < 64 * limit) {
+        ck_assert_int_eq(redisReaderFeed(rd, chunk, sizeof chunk), REDIS_OK);
+        ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+        ck_assert_ptr_null(reply);
+        fed += sizeof chunk;
+    }
+    ck_assert_uint_le(fed, 2 * limit + sizeof chunk);
+    redisReaderFree(rd);
+}
+END_TEST
+
+START_TEST(reader_bounds_huge_bulk_header)
+{
+    struct redisReader *rd = redis_reader_new();
+    const char *h = "$9223372036854775807\r\nab";
+    ck_assert_int_eq(redisReaderFeed(rd, h, strlen(h)), REDIS_OK);
+    void *reply = NULL;
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+    ck_assert_ptr_null(reply);
+    ck_assert_int_eq(redis_reader_over(rd, 1u << 20), 1);
+    redisReaderFree(rd);
+}
+END_TEST
+
+START_TEST(reader_refuses_big_and_nested_arrays)
+{
+    void *reply = NULL;
+    struct redisReader *rd = redis_reader_new();
+    const char *big = "*200000000\r\n";
+    ck_assert_int_eq(redisReaderFeed(rd, big, strlen(big)), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_ERR);
+    redisReaderFree(rd);
+
+    rd = redis_reader_new();
+    const char *nested = "*2\r\n*1\r\n:1\r\n:2\r\n";
+    ck_assert_int_eq(redisReaderFeed(rd, nested, strlen(nested)), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_ERR);
+    redisReaderFree(rd);
+
+    /* what the links do receive still parses */
+    rd = redis_reader_new();
+    const char *msg = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n+PONG\r\n";
+    ck_assert_int_eq(redisReaderFeed(rd, msg, strlen(msg)), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+    ck_assert_ptr_nonnull(reply);
+    redisReply *x = reply;
+    ck_assert_int_eq(x->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_eq(x->elements, 3);
+    ck_assert_int_eq(memcmp(x->element[2]->str, "hi", 2), 0);
+    freeReplyObject(reply);
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+    ck_assert_int_eq(((redisReply *)reply)->type, REDIS_REPLY_STATUS);
+    freeReplyObject(reply);
+    ck_assert_int_eq(redis_reader_over(rd, 1u << 20), 0);
+    redisReaderFree(rd);
+}
+END_TEST
+
+START_TEST(escape_for_the_log)
+{
+    char out[64];
+    ck_assert_uint_eq(redis_escape(out, sizeof out, "NOPERM no", 9, 120), 9);
+    ck_assert_str_eq(out, "NOPERM no");
+    redis_escape(out, sizeof out, "a\r\nb\x1b[2J\\", 9, 120);
+    ck_assert_str_eq(out, "a\\x0d\\x0ab\\x1b[2J\\x5c");
+    /* cut at max bytes of input, and to fit out, never mid-escape */
+    redis_escape(out, sizeof out, "abcdef", 6, 3);
+    ck_assert_str_eq(out, "abc");
+    char small[6];
+    redis_escape(small, sizeof small, "a\x01", 2, 120);
+    ck_assert_str_eq(small, "a\\x01");
+    redis_escape(small, sizeof small, "ab\x01", 3, 120);
+    ck_assert_str_eq(small, "ab");
+}
+END_TEST
+
 static Suite *pubsub_redis_suite(void)
 {
     Suite *s = suite_create("pubsub_redis");
     TCase *tc = tcase_create("pure");
     tcase_add_test(tc, backoff_doubles_to_cap);
     tcase_add_test(tc, untag);
+    tcase_add_test(tc, escape_for_the_log);
+    tcase_add_test(tc, reader_bounds_streamed_bulk);
+    tcase_add_test(tc, reader_bounds_huge_bulk_header);
+    tcase_add_test(tc, reader_refuses_big_and_nested_arrays);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -122,6 +122,26 @@ START_TEST(refused)
 }
 END_TEST
 
+static void masked_is(const char *url, const char *want)
+{
+    char *m = redis_url_masked(url);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_str_eq(m, want);
+    free(m);
+}
+
+START_TEST(masked)
+{
+    masked_is("redis://:hunter2@h:1/0", "redis://:***@h:1/0");
+    masked_is("redis://bob:hunter2@[::1]:7000/2", "redis://bob:***@[::1]:7000/2");
+    masked_is("redis://:p@ss@h", "redis://:***@h");
+    masked_is("redis+unix://u:pw@/run/redis.sock?db=1", "redis+unix://u:***@/run/redis.sock?db=1");
+    masked_is("redis://h:6379/0", "redis://h:6379/0");
+    masked_is("unix:/run/redis.sock", "unix:/run/redis.sock");
+    masked_is("redis://secret@h", "redis://***@h");
+}
+END_TEST
+
 static Suite *redis_url_suite(void)
 {
     Suite *s = suite_create("redis_url");
@@ -130,6 +150,7 @@ static Suite *redis_url_suite(void)
     tcase_add_test(tc, credentials);
     tcase_add_test(tc, unix_forms);
     tcase_add_test(tc, refused);
+    tcase_add_test(tc, masked);
     suite_add_tcase(s, tc);
     return s;
 }
