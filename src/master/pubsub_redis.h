@@ -15,9 +15,6 @@
 #include "../common/redis_url.h"
 #include "../common/shm.h"
 
-#define REDIS_BACKOFF_MIN_MS 100u
-#define REDIS_BACKOFF_MAX_MS 5000u
-
 typedef struct pubsub_redis pubsub_redis;
 
 /* A message from another instance for the local subscribers of channel. */
@@ -63,43 +60,6 @@ double redis_backend_next(const pubsub_redis *r);
 /** 1 while both connections work. */
 int redis_backend_up(const pubsub_redis *r);
 
-/** The delay before retry number `failures` (1-based): 100 ms doubling, capped at 5 s. */
-unsigned redis_backoff_ms(unsigned failures);
-
-/* Each message this instance publishes starts with REDIS_TAG_MAGIC and its
- * 8-byte instance id, so it can skip its own when Redis sends them back. */
-#define REDIS_TAG_MAGIC "\xffpgd"
-#define REDIS_TAG_LEN 12u
-
-/**
- * A payload that came from Redis: 0 when it carries id (ours: skip it),
- * else 1 with *msg and *len the message (a tag of another instance removed; a
- * payload without a tag, from some other Redis client, is the message).
- */
-/* Replies on our links are flat arrays of at most this many elements
- * (message: kind, channel, payload; pmessage would be 4). */
-#define REDIS_REPLY_MAX_ELEMENTS 4
-
-/* Bytes of a Redis error reply that reach the log. */
-#define REDIS_ERROR_LOG_MAX 120u
-
-/**
- * The first max bytes of in[len] into out (NUL-terminated, cut to fit
- * outlen) with bytes outside printable ASCII and backslash as \xNN: server
- * text for the log, which must not carry line breaks or terminal codes.
- * The length written.
- */
-size_t redis_escape(char *out, size_t outlen, const char *in, size_t len, size_t max);
-
-struct redisReader;
-/** A hiredis reader that refuses nested arrays and arrays longer than
- * REDIS_REPLY_MAX_ELEMENTS (redisReaderGetReply fails). NULL when out of memory. */
-struct redisReader *redis_reader_new(void);
-/** 1 when the partial reply rd holds, or a bulk string header it has read,
- * is over limit bytes: the peer is not a sane Redis, drop the link. */
-int redis_reader_over(const struct redisReader *rd, size_t limit);
-
-int redis_untag(const unsigned char id[8], const unsigned char *payload, size_t n,
-                const unsigned char **msg, size_t *len);
+#include "redis_wire.h" /* the protocol pieces, unit-tested on their own */
 
 #endif

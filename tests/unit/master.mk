@@ -58,7 +58,7 @@ tests_unit_test_pubsub_routes_SOURCES = tests/unit/test_pubsub_routes.c
 tests_unit_test_pubsub_routes_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pubsub_routes_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
 
-# pubsub_redis.c: the backoff schedule and the instance tag.
+# redis_wire.c: the backoff schedule, the instance tag, the bounded reader, escaping.
 check_PROGRAMS += tests/unit/test_pubsub_redis
 TESTS += tests/unit/test_pubsub_redis
 tests_unit_test_pubsub_redis_SOURCES = tests/unit/test_pubsub_redis.c
