@@ -18,6 +18,7 @@ import threading
 import time
 
 from lib import SLOW, TestFailure, check, check_eq, free_port, test, wait_for
+from test_metrics import scrape
 
 
 class WS:
@@ -160,21 +161,7 @@ def status_conf(sport, extra=""):
 
 
 def metrics(sport):
-    s = socket.create_connection(("127.0.0.1", sport), timeout=5 * SLOW)
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    data = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
-    s.close()
-    out = {}
-    for line in data.partition(b"\r\n\r\n")[2].decode().splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
+    return scrape(sport)[0]
 
 
 PUBLISHED = "pagid_pubsub_published_total"

@@ -22,6 +22,7 @@ import time
 from lib import (SLOW, Conn, TestPKI, app_events, check, check_eq, free_port, test, tls_listen,
                  wait_event, wait_for)
 from test_memory import per_conn, raise_nofile, read_response
+from test_metrics import scrape
 
 try:
     import websockets  # noqa: F401
@@ -51,21 +52,7 @@ class TLSServer:
         check(ok, "workers never ready")
 
     def metrics(self):
-        s = socket.create_connection(("127.0.0.1", self.sport), timeout=5 * SLOW)
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
-        s.close()
-        out = {}
-        for line in data.partition(b"\r\n\r\n")[2].decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name] = float(value)
-        return out
+        return scrape(self.sport)[0]
 
     def metrics_quiet(self):
         try:
