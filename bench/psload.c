@@ -1,7 +1,10 @@
 /*
- * psload.c - the load client of bench/pubsub.sh, one epoll loop: fan-out of
- * published messages to many WebSocket subscribers, publish-to-receive
- * latency measured with the send time carried in each message.
+ * psload.c - the load client of bench/pubsub.sh: fan-out of published
+ * messages to many WebSocket subscribers, publish-to-receive latency
+ * measured with the send time carried in each message. The subscribers are
+ * read by one epoll loop per CPU (PSLOAD_THREADS to choose), as a thousand
+ * browsers would read in parallel: one loop alone made the client's own
+ * serial reads (about 7 us each) most of the measured tail.
  *
  *   psload HOST PORT PATH SUBS RATE SECONDS [SIZE]
  *
@@ -17,13 +20,15 @@
  *   p50_ms=A p99_ms=B max_ms=C client_cpu_s=S workers=W:n,...
  * Bounded in time; exits by itself (status 1 when it could not set up).
  *
- * Build: cc -O2 -std=c11 -D_GNU_SOURCE -o psload bench/psload.c
+ * Build: cc -O2 -std=c11 -D_GNU_SOURCE -pthread -o psload bench/psload.c
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +42,7 @@
 #define INCAP 16384
 #define MAX_SIZE 4096
 #define MAX_WORKERS 64
+#define MAX_THREADS 16
 
 typedef struct cl {
     int fd;
@@ -49,9 +55,17 @@ typedef struct cl {
 
 static cl *cls; /* subscribers, then the publisher last */
 static int nsubs;
-static uint32_t *lat_us; /* one per delivery */
-static size_t nlat, caplat;
-static long long delivered;
+
+/* One reading loop: its epoll, the connections it owns, what it measured. */
+typedef struct reader {
+    int ep;
+    uint32_t *lat_us; /* one per delivery */
+    size_t nlat, caplat;
+    long long delivered;
+    pthread_t th;
+} reader;
+
+static atomic_int stop_readers;
 
 static double now_s(void)
 {
@@ -125,7 +139,7 @@ static void send_text(int fd, const char *p, size_t n)
     }
 }
 
-static void on_message(cl *c, const unsigned char *p, size_t n, int is_pub)
+static void on_message(reader *r, cl *c, const unsigned char *p, size_t n, int is_pub)
 {
     if (n > 7 && memcmp(p, "worker ", 7) == 0) {
         int w = 0; /* p is not NUL-terminated: digits within the message only */
@@ -149,17 +163,17 @@ static void on_message(cl *c, const unsigned char *p, size_t n, int is_pub)
     for (const unsigned char *d = q + 1; d < p + n && *d >= '0' && *d <= '9'; d++)
         sent = sent * 10 + (*d - '0');
     long long d = now_ns() - sent;
-    delivered++;
-    if (nlat == caplat) {
-        caplat = caplat ? caplat * 2 : 1 << 20;
-        lat_us = realloc(lat_us, caplat * sizeof *lat_us);
-        if (!lat_us)
+    r->delivered++;
+    if (r->nlat == r->caplat) {
+        r->caplat = r->caplat ? r->caplat * 2 : 1 << 18;
+        r->lat_us = realloc(r->lat_us, r->caplat * sizeof *r->lat_us);
+        if (!r->lat_us)
             die("memory");
     }
-    lat_us[nlat++] = d > 0 ? (uint32_t)(d / 1000) : 0;
+    r->lat_us[r->nlat++] = d > 0 ? (uint32_t)(d / 1000) : 0;
 }
 
-static void on_readable(cl *c, int is_pub)
+static void on_readable(reader *me, cl *c, int is_pub)
 {
     for (;;) {
         ssize_t r = read(c->fd, c->in + c->inlen, INCAP - c->inlen);
@@ -214,7 +228,7 @@ static void on_readable(cl *c, int is_pub)
             if (have < hl + len)
                 break;
             if ((f[0] & 0x0f) == 1)
-                on_message(c, f + hl, len, is_pub);
+                on_message(me, c, f + hl, len, is_pub);
             off += hl + len;
         }
         memmove(c->in, c->in + off, c->inlen - off);
@@ -238,8 +252,9 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void pump(int ep, double until)
+static void pump(reader *r, double until)
 {
+    int ep = r->ep;
     struct epoll_event evs[256];
     for (;;) {
         double left = until - now_s();
@@ -249,10 +264,36 @@ static void pump(int ep, double until)
         for (int i = 0; i < n; i++) {
             int idx = (int)evs[i].data.u32;
             if (cls[idx].fd >= 0)
-                on_readable(&cls[idx], idx == nsubs);
+                on_readable(r, &cls[idx], idx == nsubs);
         }
         if (n == 0)
             return;
+    }
+}
+
+static void *reader_main(void *arg)
+{
+    reader *r = arg;
+    while (!atomic_load(&stop_readers))
+        pump(r, now_s() + 0.1);
+    return NULL;
+}
+
+/* Hand subscribers [lo, hi) from the setup loop to a loop of their own. */
+static void reader_start(reader *main_r, reader *r, int lo, int hi)
+{
+    r->ep = epoll_create1(0);
+    if (r->ep < 0)
+        die("epoll_create1");
+    for (int i = lo; i < hi; i++) {
+        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        if (epoll_ctl(main_r->ep, EPOLL_CTL_DEL, cls[i].fd, NULL) < 0 ||
+            epoll_ctl(r->ep, EPOLL_CTL_ADD, cls[i].fd, &e) < 0)
+            die("epoll_ctl");
+    }
+    if (pthread_create(&r->th, NULL, reader_main, r) != 0) {
+        fprintf(stderr, "psload: cannot start a reader thread\n");
+        exit(1);
     }
 }
 
@@ -270,10 +311,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "psload: SUBS, RATE, SECONDS >= 1; SIZE 40..%d\n", MAX_SIZE);
         return 2;
     }
+    int nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (getenv("PSLOAD_THREADS"))
+        nthreads = atoi(getenv("PSLOAD_THREADS"));
+    if (nthreads < 1)
+        nthreads = 1;
+    if (nthreads > MAX_THREADS)
+        nthreads = MAX_THREADS;
+    if (nthreads > nsubs)
+        nthreads = nsubs;
+    reader rd[MAX_THREADS] = {0};
     cls = calloc((size_t)nsubs + 1, sizeof *cls);
-    int ep = epoll_create1(0);
-    if (!cls || ep < 0)
+    rd[0].ep = epoll_create1(0);
+    if (!cls || rd[0].ep < 0)
         die("setup");
+    int ep = rd[0].ep;
     for (int i = 0; i <= nsubs; i++) {
         cls[i].fd = dial(host, port, path);
         cls[i].worker = -1;
@@ -281,13 +333,13 @@ int main(int argc, char **argv)
         if (epoll_ctl(ep, EPOLL_CTL_ADD, cls[i].fd, &e) < 0)
             die("epoll_ctl");
         if (i % 100 == 99)
-            pump(ep, now_s() + 0.01); /* answer handshakes as they come */
+            pump(&rd[0], now_s() + 0.01); /* answer handshakes as they come */
     }
     cl *pub = &cls[nsubs];
     double deadline = now_s() + 30;
     int open = 0;
     while (now_s() < deadline) {
-        pump(ep, now_s() + 0.05);
+        pump(&rd[0], now_s() + 0.05);
         open = 0;
         for (int i = 0; i <= nsubs; i++)
             open += cls[i].open;
@@ -303,7 +355,7 @@ int main(int argc, char **argv)
     int warmed = 0;
     while (now_s() < deadline) {
         send_text(pub->fd, "w:", 2);
-        pump(ep, now_s() + 0.05);
+        pump(&rd[0], now_s() + 0.05);
         warmed = 0;
         for (int i = 0; i < nsubs; i++)
             warmed += cls[i].warmed;
@@ -314,9 +366,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "psload: only %d of %d subscribers heard the warm-up\n", warmed, nsubs);
         return 1;
     }
-    pump(ep, now_s() + 0.5); /* late warm-up messages */
-    delivered = 0;
-    nlat = 0;
+    pump(&rd[0], now_s() + 0.5); /* late warm-up messages */
+    rd[0].delivered = 0;
+    rd[0].nlat = 0;
+    /* Subscribers split in nthreads slices: the first stays with this loop
+     * (with the publisher), each other slice gets a thread. */
+    for (int t = 1; t < nthreads; t++)
+        reader_start(&rd[0], &rd[t], nsubs * t / nthreads, nsubs * (t + 1) / nthreads);
     /* The measured run: RATE messages a second, each stamped when sent. */
     long long published = 0, total = (long long)rate * seconds;
     double t0 = now_s(), interval = 1.0 / rate, cpu0 = cpu_s();
@@ -330,12 +386,29 @@ int main(int argc, char **argv)
             published++;
             continue;
         }
-        pump(ep, due);
+        pump(&rd[0], due);
     }
     double sent_for = now_s() - t0;
-    pump(ep, now_s() + 2.0);
+    pump(&rd[0], now_s() + 2.0);
+    atomic_store(&stop_readers, 1);
+    for (int t = 1; t < nthreads; t++)
+        pthread_join(rd[t].th, NULL);
     double client_cpu = cpu_s() - cpu0;
     long long expected = published * nsubs;
+    long long delivered = 0;
+    size_t nlat = 0;
+    for (int t = 0; t < nthreads; t++) {
+        delivered += rd[t].delivered;
+        nlat += rd[t].nlat;
+    }
+    uint32_t *lat_us = malloc((nlat ? nlat : 1) * sizeof *lat_us);
+    if (!lat_us)
+        die("memory");
+    for (int t = 0, at = 0; t < nthreads; t++) {
+        if (rd[t].nlat)
+            memcpy(lat_us + at, rd[t].lat_us, rd[t].nlat * sizeof *lat_us);
+        at += (int)rd[t].nlat;
+    }
     qsort(lat_us, nlat, sizeof *lat_us, cmp_u32);
     double p50 = nlat ? lat_us[nlat / 2] / 1000.0 : -1;
     double p99 = nlat ? lat_us[(size_t)((double)nlat * 0.99)] / 1000.0 : -1;
@@ -344,9 +417,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsubs; i++)
         per[cls[i].worker >= 0 && cls[i].worker < MAX_WORKERS ? cls[i].worker : MAX_WORKERS]++;
     printf("subs=%d published=%lld expected=%lld delivered=%lld lost=%lld msgs_per_s=%.0f "
-           "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f client_cpu_s=%.2f workers=",
+           "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f client_cpu_s=%.2f threads=%d workers=",
            nsubs, published, expected, delivered, expected - delivered,
-           (double)delivered / sent_for, p50, p99, mx, client_cpu);
+           (double)delivered / sent_for, p50, p99, mx, client_cpu, nthreads);
     const char *sep = "";
     for (int w = 0; w <= MAX_WORKERS; w++)
         if (per[w]) {

@@ -65,7 +65,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/pagid-psbench.XXXXXX")
 . "$BENCH_DIR/lib.sh"
 
 PSLOAD=$WORK/psload
-cc -O2 -std=c11 -D_GNU_SOURCE -o "$PSLOAD" "$BENCH_DIR/psload.c" || die "cannot build psload"
+cc -O2 -std=c11 -D_GNU_SOURCE -pthread -o "$PSLOAD" "$BENCH_DIR/psload.c" || die "cannot build psload"
 
 wait_port() { # name port
     local i
