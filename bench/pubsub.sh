@@ -13,7 +13,7 @@
 #   app       the way apps do it today: bench/pubsub_redis_app.py, 2 Python
 #             asyncio processes (websockets + redis-py's asyncio pub/sub)
 #             sharing the port, each talking to Redis itself
-# The client is bench/psload.c (one epoll loop in C, one process, built here
+# The client is bench/psload.c (C, one process, an epoll loop per CPU, built here
 # with cc): Python could not read 100,000 messages/s. Ratios are against the
 # app row. A tool for people: it prints figures and never fails on them.
 #
