@@ -1,0 +1,70 @@
+/*
+ * h2_int.h - between the two files of the HTTP/2 module: the session
+ * (h2_conn.c: nghttp2, connection I/O, limits) and its streams
+ * (h2_stream.c: each stream a PAGI http scope).
+ */
+#ifndef PAGID_H2_INT_H
+#define PAGID_H2_INT_H
+
+#include <nghttp2/nghttp2.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/buf.h"
+#include "conn.h"
+
+typedef struct h2_stream h2_stream;
+
+typedef struct h2_session {
+    conn *c;
+    nghttp2_session *ng;
+    h2_stream *streams; /* every stream nghttp2 still knows of */
+    size_t n_streams;
+    size_t pending; /* response bytes the streams hold, not yet framed */
+    int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
+    int in_pump;
+    double reset_window; /* rapid reset: start of the current second */
+    unsigned resets;     /* client resets of unanswered streams in it */
+} h2_session;
+
+/** A new stream (HEADERS began); NULL when out of memory. */
+h2_stream *h2_stream_new(h2_session *h, int32_t id);
+/** One request header field. 0, or an nghttp2 error to return from the callback. */
+int h2_stream_header(h2_stream *st, const uint8_t *name, size_t nl, const uint8_t *value,
+                     size_t vl);
+/** The header block is whole (end_stream: no body follows). */
+void h2_stream_headers_done(h2_stream *st, int end_stream);
+/** Request body bytes (a DATA frame's payload). 0 or -1. */
+int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len);
+/** END_STREAM from the client. */
+void h2_stream_request_end(h2_stream *st);
+/** After a read: create the scope and start the app of a stream whose head is whole. */
+void h2_stream_start_ready(h2_session *h);
+/** The last frame of the response (END_STREAM) went into the output. */
+void h2_stream_response_sent(h2_stream *st);
+/** nghttp2 closed the stream (error_code from RST_STREAM/GOAWAY): end its
+ * scope if it has one, then free it. */
+void h2_stream_closed(h2_stream *st, uint32_t error_code);
+/** The client sent RST_STREAM on st (its scope's disconnect says client_closed). */
+void h2_stream_peer_reset(h2_stream *st);
+/** The connection is ending: every scope gets the reason (NULL: normal). */
+void h2_stream_abort_all(h2_session *h, const char *reason);
+/** Free every stream left (the session is going away). */
+void h2_stream_free_all(h2_session *h);
+/** Output drained: settle parked sends once the connection is under the low mark. */
+void h2_stream_after_write(h2_session *h);
+/** Has the stream answered (a response started)? For the rapid-reset count. */
+int h2_stream_answered(const h2_stream *st);
+/** A stream's scope waits on a body that has not come (the request timeout applies). */
+int h2_stream_any_waiting(const h2_session *h);
+
+/* h2_conn.c, for the streams. */
+/** Frames are waiting to be written: pump them at the next safe point. */
+void h2_session_kick(h2_session *h);
+/** The data source reading a stream's response body. */
+ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *flags,
+                       nghttp2_data_source *src, void *ud);
+/** A stream count changed: the connection's state (idle or active) follows. */
+void h2_session_streams_changed(h2_session *h);
+
+#endif
