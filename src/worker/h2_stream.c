@@ -408,10 +408,13 @@ static void h2_receive_wanted(pagi_scope *s)
 
 int h2_stream_any_waiting(const h2_session *h)
 {
-    for (const h2_stream *st = h->streams; st; st = st->next)
+    for (const h2_stream *st = h->streams; st; st = st->next) {
+        if (!st->started && !st->ready)
+            return 1; /* a header block still coming: no slowloris by CONTINUATION */
         if (st->scope && !st->req_end && buf_size(&st->body) == 0 &&
             scope_receive_waiting(st->scope))
             return 1;
+    }
     return 0;
 }
 
