@@ -484,3 +484,34 @@ def http2_drain_goaway(ctx):
     check_eq(p.returncode, 0, "nghttp exit")
     check_eq(app_events(ctx, "dr"), ["start", "done 200000"], "app events")
     check(s.srv.wait_exit(15), "server exited after the drain")
+
+
+@test(timeout=60)
+def http2_static_and_access_log(ctx):
+    """Static files over h2 (whole, a range, HEAD), and the access log's
+    request line says HTTP/2.0."""
+    www = os.path.join(ctx.tmpdir, "www")
+    os.makedirs(www)
+    data = os.urandom(300000)
+    with open(os.path.join(www, "f.bin"), "wb") as f:
+        f.write(data)
+    log = os.path.join(ctx.tmpdir, "access.log")
+    s = H2Server(ctx, app="static:" + www, extra="access_log:\n  path: %s\n" % log)
+    out = s.curl_ok("--http2", s.url("/f.bin"))
+    check(out == data, "file over h2: %d bytes, want %d" % (len(out), len(data)))
+    out = s.curl_ok("--http2", "-r", "1000-1999", s.url("/f.bin"))
+    check(out == data[1000:2000], "range over h2")
+    out = s.curl_ok("--http2", "-I", "-w", "%{http_version}", s.url("/f.bin"))
+    check(out.startswith(b"HTTP/2 200") and b"content-length: 300000" in out.lower(),
+          "HEAD over h2: %r" % out[:200])
+    s.srv.stop()
+
+    def logged():
+        try:
+            with open(log) as f:
+                return f.read()
+        except OSError:
+            return ""
+    check(wait_for(lambda: logged().count("HTTP/2.0") >= 3, 5), "access log: %r" % logged())
+    check('"GET /f.bin HTTP/2.0" 200' in logged() and '"GET /f.bin HTTP/2.0" 206' in logged(),
+          "access log lines: %r" % logged())
