@@ -23,6 +23,7 @@
 #include "http1_response.h"
 #include "reason.h"
 #include "scope.h"
+#include "sse.h"
 #include "tls_conn.h"
 
 enum { P_METHOD, P_PATH, P_SCHEME, P_AUTHORITY, P__COUNT };
@@ -68,9 +69,12 @@ struct h2_stream {
     int trailers_ready;
     h2_parked *parked;
     size_t n_parked, cap_parked;
+    sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
 };
 
 static const scope_ops h2_scope_ops;
+static const scope_ops h2_sse_ops;
+static const sse_carrier h2_sse_carrier;
 
 static conn *st_conn(const h2_stream *st)
 {
@@ -226,6 +230,18 @@ oom:
 static void submit_refusal(h2_stream *st, int status, const char *text, int log_line);
 static void drop_body(h2_stream *st);
 
+/* Accept: text/event-stream (any method) makes an sse scope, as over HTTP/1.1. */
+static int accepts_event_stream(const h2_stream *st)
+{
+    for (size_t i = 0; i < st->nf; i++) {
+        const h2_field *f = &st->fv[i];
+        if (f->nlen == 6 && !memcmp(field_name(st, f), "accept", 6) &&
+            strcasestr(field_value(st, f), "text/event-stream"))
+            return 1;
+    }
+    return 0;
+}
+
 /* Make the scope of a stream whose head is whole; 0, or an HTTP status to refuse with. */
 static int stream_make_scope(h2_stream *st)
 {
@@ -279,13 +295,23 @@ static int stream_make_scope(h2_stream *st)
         .tls = c->tls ? tls_conn_info(c->tls) : NULL,
     };
     pagi_scope *s = NULL;
-    if (!c->tls || sr.tls)
-        s = scope_new(c->w, PAGI_SCOPE_HTTP, &h2_scope_ops, st, &sr);
+    pagi_scope_type type = PAGI_SCOPE_HTTP;
+    const scope_ops *ops = &h2_scope_ops;
+    if (!c->status_listener && accepts_event_stream(st)) {
+        st->sse = sse_stream_new(c->w, &h2_sse_carrier, st);
+        type = PAGI_SCOPE_SSE;
+        ops = &h2_sse_ops;
+    }
+    if ((!c->tls || sr.tls) && (type == PAGI_SCOPE_HTTP || st->sse))
+        s = scope_new(c->w, type, ops, st, &sr);
     free(path);
     free(hv);
     buf_free(&cookies);
-    if (!s)
+    if (!s) {
+        sse_stream_free(st->sse);
+        st->sse = NULL;
         return 500;
+    }
     st->scope = s;
     st->no_body = !strcmp(method, "HEAD");
     return 0;
@@ -364,12 +390,13 @@ void h2_stream_request_end(h2_stream *st)
         scope_poke_receive(st->scope);
 }
 
-static int h2_next_event(pagi_scope *s, pagi_event *ev, int take)
+static int body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type req_type,
+                      pagi_event_type disc_type)
 {
     h2_stream *st = scope_proto(s);
     if (!st || !scope_is_connected(s) || scope_is_complete(s)) {
         if (take) {
-            ev->type = PAGI_EV_HTTP_DISCONNECT;
+            ev->type = disc_type;
             const char *r = pagi_conn_disconnect_reason(s);
             ev->reason.ptr = r ? r : "";
             ev->reason.len = r ? strlen(r) : 0;
@@ -385,7 +412,7 @@ static int h2_next_event(pagi_scope *s, pagi_event *ev, int take)
     *d = st->body;
     st->body = tmp;
     buf_reset(&st->body);
-    ev->type = PAGI_EV_HTTP_REQUEST;
+    ev->type = req_type;
     ev->body.ptr = buf_size(d) ? buf_head(d) : "";
     ev->body.len = buf_size(d);
     ev->more = !st->req_end;
@@ -397,6 +424,11 @@ static int h2_next_event(pagi_scope *s, pagi_event *ev, int take)
         h2_session_kick(st->h);
     }
     return 1;
+}
+
+static int h2_next_event(pagi_scope *s, pagi_event *ev, int take)
+{
+    return body_event(s, ev, take, PAGI_EV_HTTP_REQUEST, PAGI_EV_HTTP_DISCONNECT);
 }
 
 static void h2_receive_wanted(pagi_scope *s)
@@ -448,6 +480,8 @@ static void stream_end_scope(h2_stream *st, const char *reason)
         if (c->w->on_request_done)
             c->w->on_request_done(c->w);
     }
+    sse_stream_free(st->sse); /* its timers stop with it */
+    st->sse = NULL;
     st->scope = NULL;
     scope_detach(s);
 }
@@ -490,6 +524,7 @@ static void stream_free(h2_stream *st)
     buf_free(&st->out);
     buf_free(&st->trailers);
     free(st->parked);
+    sse_stream_free(st->sse);
     free(st);
 }
 
@@ -977,6 +1012,82 @@ static const scope_ops h2_scope_ops = {
     .next_event = h2_next_event,
     .receive_wanted = h2_receive_wanted,
     .finished = h2_finished,
+    .buffered = h2_buffered,
+    .above_high = h2_above_high,
+};
+
+/* ---- sse scopes on a stream: sse.c's carrier ---- */
+
+static int sse_start(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud, int decline)
+{
+    (void)decline; /* a declined stream simply ends; no connection to close */
+    return send_start(s, scope_proto(s), ev, cb, ud);
+}
+
+static int sse_body(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
+{
+    return send_body(s, scope_proto(s), ev, cb, ud);
+}
+
+static int sse_next(pagi_scope *s, pagi_event *ev, int take)
+{
+    return body_event(s, ev, take, PAGI_EV_SSE_REQUEST, PAGI_EV_SSE_DISCONNECT);
+}
+
+static pagi_scope *sse_scope(void *owner)
+{
+    return ((h2_stream *)owner)->scope;
+}
+
+static sse_stream *sse_of(const pagi_scope *s)
+{
+    const h2_stream *st = scope_proto(s);
+    return st ? st->sse : NULL;
+}
+
+/* timeouts.sse_idle: this stream ends (reset), the connection's others go on. */
+static void sse_idle(void *owner)
+{
+    h2_stream *st = owner;
+    h2_session *h = st->h;
+    int32_t id = st->id;
+    stream_end_scope(st, reason_idle_timeout);
+    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    h2_session_kick(h);
+}
+
+static size_t sse_queued(void *owner)
+{
+    return st_pending(owner);
+}
+
+static const sse_carrier h2_sse_carrier = {
+    .start = sse_start,
+    .body = sse_body,
+    .next_event = sse_next,
+    .finished = h2_finished,
+    .end = NULL,
+    .scope = sse_scope,
+    .stream = sse_of,
+    .idle = sse_idle,
+    .queued = sse_queued,
+};
+
+static int h2_sse_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
+{
+    return sse_send_with(&h2_sse_carrier, s, ev, cb, ud);
+}
+
+static void h2_sse_finished(pagi_scope *s, const char *error)
+{
+    sse_finished_with(&h2_sse_carrier, s, error);
+}
+
+static const scope_ops h2_sse_ops = {
+    .send = h2_sse_send,
+    .next_event = sse_next,
+    .receive_wanted = h2_receive_wanted,
+    .finished = h2_sse_finished,
     .buffered = h2_buffered,
     .above_high = h2_above_high,
 };

@@ -515,3 +515,30 @@ def http2_static_and_access_log(ctx):
     check(wait_for(lambda: logged().count("HTTP/2.0") >= 3, 5), "access log: %r" % logged())
     check('"GET /f.bin HTTP/2.0" 200' in logged() and '"GET /f.bin HTTP/2.0" 206' in logged(),
           "access log lines: %r" % logged())
+
+
+@test(timeout=60)
+def http2_sse_on_streams(ctx):
+    """Accept: text/event-stream over HTTP/2 is an sse scope on its stream
+    (the echo app's ticks, a decline); timeouts.sse_idle resets only that
+    stream, the connection's others go on."""
+    s = H2Server(ctx, app="echo", extra="timeouts:\n  sse_idle: 1\n")
+    out = s.curl_ok("--http2", "-H", "Accept: text/event-stream", "-w", "%{http_version}",
+                    s.url("/?count=3&interval=50"))
+    check_eq(out, b"event: tick\nid: 1\ndata: 1\n\nevent: tick\nid: 2\ndata: 2\n\n"
+                  b"event: tick\nid: 3\ndata: 3\n\n2", "event stream over h2")
+    r = s.curl("--http2", "-H", "Accept: text/event-stream", "-w", " %{http_code}",
+               s.url("/?status=404"))
+    check(r.stdout.endswith(b" 404"), "declined over h2: %r" % r.stdout)
+    c = H2Client(s.tls_socket())
+    a = c.request("/?count=2&interval=5000", headers=[("accept", "text/event-stream")])
+    c.wait(lambda: any(isinstance(e, h2.events.ResponseReceived) for e in c.events), 5)
+    t0 = time.time()
+    reset = c.wait(lambda: any(isinstance(e, h2.events.StreamReset) and e.stream_id == a
+                               for e in c.events), 10)
+    check(reset, "the idle sse stream was not reset")
+    check(time.time() - t0 < 4.5 * SLOW, "reset came after %.1fs, sse_idle is 1s" % (time.time() - t0))
+    b = c.request("/after", method="POST")
+    status, _, _, _ = c.response(b)
+    check_eq(status, 200, "the connection goes on after the stream's reset")
+    c.close()
