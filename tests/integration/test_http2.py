@@ -542,3 +542,29 @@ def http2_sse_on_streams(ctx):
     status, _, _, _ = c.response(b)
     check_eq(status, 200, "the connection goes on after the stream's reset")
     c.close()
+
+
+@test(timeout=60)
+def http2_connection_cut_ends_every_stream_once(ctx):
+    """A client that drops the connection with 20 streams in flight: every
+    stream's app hears client_closed exactly once, every scope is
+    released, and the worker serves on."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    for i in range(20):
+        sid = c.request("/hold?id=cut%d" % i, method="POST", end=False)
+        c.c.send_data(sid, b"x" * 100)
+    c.flush()
+    check(wait_for(lambda: all(app_events(ctx, "cut%d" % i) for i in range(20)), 10 * SLOW),
+          "not every stream started")
+    c.sock.close()
+    for i in range(20):
+        wait_event(ctx, "cut%d" % i, "disconnect")
+    for i in range(20):
+        check_eq(app_events(ctx, "cut%d" % i), ["start", "disconnect client_closed"],
+                 "stream %d's events" % i)
+    # The scrape's own scope is the one left.
+    check(wait_for(lambda: s.metrics().get('pagid_open_scopes{type="http"}') == 1, 5),
+          "scopes left open: %r" % s.metrics().get('pagid_open_scopes{type="http"}'))
+    out = s.curl_ok("--http2", s.url("/again"))
+    check_eq(out, b"ok /again 2", "served after")
