@@ -283,7 +283,12 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
         c->proto->on_header_timeout(c);
         break;
     case TMO_REQUEST:
-        conn_close(c, reason_client_timeout);
+        if (c->proto->on_request_timeout) {
+            c->proto->on_request_timeout(c);
+            conn_refresh(c);
+        } else {
+            conn_close(c, reason_client_timeout);
+        }
         break;
     case TMO_WRITE:
         conn_close(c, reason_write_timeout);

@@ -52,6 +52,9 @@ typedef struct conn_proto {
     int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
     void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
     void (*on_header_timeout)(conn *c);
+    /* timeouts.request passed while waiting_for_input (NULL: the connection
+     * closes with client_timeout; HTTP/2 resets only the streams waiting). */
+    void (*on_request_timeout)(conn *c);
     /* Cleartext HTTP came to a TLS port: the connection is cleartext now;
      * answer (400) and close. NULL: just close. */
     void (*on_plain_http)(conn *c);

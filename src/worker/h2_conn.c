@@ -374,6 +374,12 @@ static void h2_on_header_timeout(conn *c)
     conn_close(c, reason_client_timeout);
 }
 
+/* Only the streams that keep the app (or their own head) waiting go. */
+static void h2_on_request_timeout(conn *c)
+{
+    h2_stream_timeout_waiting(sess(c));
+}
+
 static int h2_peer_may_send(const conn *c)
 {
     (void)c;
@@ -413,6 +419,7 @@ const conn_proto h2_proto = {
     .waiting_for_input = h2_waiting_for_input,
     .on_close = h2_on_close,
     .on_header_timeout = h2_on_header_timeout,
+    .on_request_timeout = h2_on_request_timeout,
     .on_plain_http = NULL,
     .peer_may_send = h2_peer_may_send,
     .init = NULL,

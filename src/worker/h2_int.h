@@ -57,6 +57,8 @@ void h2_stream_after_write(h2_session *h);
 int h2_stream_answered(const h2_stream *st);
 /** A stream's scope waits on a body that has not come (the request timeout applies). */
 int h2_stream_any_waiting(const h2_session *h);
+/** timeouts.request passed: reset the streams still waiting (client_timeout). */
+void h2_stream_timeout_waiting(h2_session *h);
 
 /* h2_conn.c, for the streams. */
 /** Frames are waiting to be written: pump them at the next safe point. */

@@ -452,6 +452,25 @@ int h2_stream_any_waiting(const h2_session *h)
 
 /* ---- ending ---- */
 
+static void stream_end_scope(h2_stream *st, const char *reason);
+
+void h2_stream_timeout_waiting(h2_session *h)
+{
+    for (h2_stream *st = h->streams; st; st = st->next) {
+        int head = !st->started && !st->ready;
+        int body = st->scope && !st->req_end && buf_size(&st->body) == 0 &&
+                   scope_receive_waiting(st->scope);
+        if (!head && !body)
+            continue;
+        log_info("HTTP/2 stream %d from %s: request timeout", st->id, conn_peer_host(h->c));
+        stream_end_scope(st, reason_client_timeout);
+        st->started = 1; /* no scope to make for it any more */
+        st->ready = 0;
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    }
+    h2_session_kick(h);
+}
+
 static void settle_parked(h2_stream *st)
 {
     for (size_t i = 0; i < st->n_parked; i++)

@@ -568,3 +568,24 @@ def http2_connection_cut_ends_every_stream_once(ctx):
           "scopes left open: %r" % s.metrics().get('pagid_open_scopes{type="http"}'))
     out = s.curl_ok("--http2", s.url("/again"))
     check_eq(out, b"ok /again 2", "served after")
+
+
+@test(timeout=60)
+def http2_request_timeout_resets_only_that_stream(ctx):
+    """timeouts.request with a body that stops coming: that stream's app
+    hears client_timeout and the stream is reset; the connection and its
+    other streams go on."""
+    s = H2Server(ctx, extra="timeouts:\n  request: 1\n")
+    c = H2Client(s.tls_socket())
+    a = c.request("/upload?id=slowbody", method="POST", end=False)
+    c.c.send_data(a, b"x" * 100)
+    c.flush()
+    wait_event(ctx, "slowbody", "disconnect", timeout=10)
+    check_eq(app_events(ctx, "slowbody"), ["start", "disconnect client_timeout"], "app events")
+    reset = c.wait(lambda: any(isinstance(e, h2.events.StreamReset) and e.stream_id == a
+                               for e in c.events), 5)
+    check(reset, "the stream was not reset")
+    b = c.request("/still")
+    status, body, _, _ = c.response(b)
+    check_eq((status, body), (200, b"ok /still 2"), "the connection goes on")
+    c.close()
