@@ -589,3 +589,22 @@ def http2_request_timeout_resets_only_that_stream(ctx):
     status, body, _, _ = c.response(b)
     check_eq((status, body), (200, b"ok /still 2"), "the connection goes on")
     c.close()
+
+
+@test(timeout=60)
+def http2_perl_host(ctx):
+    """A Perl PAGI app works unchanged over h2: its scope says http_version
+    2 and https, :authority is its host header, an upload arrives whole."""
+    from test_perl import app as perl_app
+    s = H2Server(ctx, app=perl_app(ctx, "body"))
+    p = subprocess.run(["curl", "-sS", "--cacert", s.pki.ca_cert, "--http2", "-H", "X-Test: yes",
+                        "--data-binary", "@-", s.url("/a%20b?q=1")], input=b"p" * 100000,
+                       capture_output=True, timeout=30 * SLOW)
+    out = p.stdout.decode(errors="replace")
+    for want in ("method=POST", "raw_path=/a%20b", "query=q=1", "http_version=2",
+                 "scheme=https", "x_test=yes", "length=100000"):
+        check(want in out.split("\n"), "%s missing from the Perl app's answer: %r" % (want, out))
+    p = subprocess.run(["h2load", "-n", "500", "-c", "5", "-m", "10", s.url("/")],
+                       capture_output=True, timeout=60 * SLOW)
+    check("status codes: 500 2xx" in p.stdout.decode(errors="replace"),
+          "h2load on the Perl app: %s" % p.stdout.decode(errors="replace")[-400:])
