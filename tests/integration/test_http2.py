@@ -608,3 +608,47 @@ def http2_perl_host(ctx):
                        capture_output=True, timeout=60 * SLOW)
     check("status codes: 500 2xx" in p.stdout.decode(errors="replace"),
           "h2load on the Perl app: %s" % p.stdout.decode(errors="replace")[-400:])
+
+
+def worker_rss_kib(srv):
+    pids = srv.workers()
+    with open("/proc/%d/status" % pids[0]) as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1])
+    return 0
+
+
+@test(timeout=90)
+def http2_control_frame_floods(ctx):
+    """PINGs sent by the hundred thousand by a client that never reads the
+    acks, and a SETTINGS frame with 100 entries: each connection ends
+    (GOAWAY or close), the worker's memory stays bounded, it serves on."""
+    s = H2Server(ctx)
+    rss0 = worker_rss_kib(s.srv)
+    t = s.tls_socket()
+    t.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    c = H2Client(t)
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    stopped = False
+    t.settimeout(3 * SLOW)
+    try:
+        for _ in range(40000):  # 68 MB of PINGs: far more than the socket buffers hold
+            t.sendall(ping * 100)
+    except (OSError, ssl.SSLError):
+        stopped = True  # reset, or a write that no longer moves: the server stopped reading
+    check(stopped, "the server read 4 million PINGs from a client that never reads the acks")
+    grow = worker_rss_kib(s.srv) - rss0
+    check(grow < 32 * 1024, "worker grew by %d KiB under a PING flood" % grow)
+    check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= 1, 5),
+          "the flood was not counted (nghttp2's outbound ack limit)")
+    c.close()
+    t2 = s.tls_socket()
+    c2 = H2Client(t2)
+    frame = b"".join(b"\x00\x03" + (1000 + i).to_bytes(4, "big") for i in range(100))
+    t2.sendall(len(frame).to_bytes(3, "big") + b"\x04\x00\x00\x00\x00\x00" + frame)
+    c2.wait(lambda: c2.goaway() is not None, 5)
+    check(c2.goaway() is not None or c2.closed, "SETTINGS with 100 entries: no GOAWAY, no close")
+    c2.close()
+    out = s.curl_ok("--http2", s.url("/after"))
+    check_eq(out, b"ok /after 2", "served after the floods")
