@@ -1,7 +1,8 @@
 /*
- * h2_int.h - between the two files of the HTTP/2 module: the session
- * (h2_conn.c: nghttp2, connection I/O, limits) and its streams
- * (h2_stream.c: each stream a PAGI http scope).
+ * h2_int.h - between the files of the HTTP/2 module: the session
+ * (h2_conn.c: nghttp2, connection I/O, limits), its streams (h2_stream.c:
+ * each a PAGI scope) and their responses (h2_response.c). The request
+ * head's parsing (h2_request.h) needs none of this.
  */
 #ifndef PAGID_H2_INT_H
 #define PAGID_H2_INT_H
@@ -12,6 +13,8 @@
 
 #include "../common/buf.h"
 #include "conn.h"
+#include "h2_request.h"
+#include "sse.h"
 
 typedef struct h2_stream h2_stream;
 
@@ -63,10 +66,68 @@ void h2_stream_timeout_waiting(h2_session *h);
 /* h2_conn.c, for the streams. */
 /** Frames are waiting to be written: pump them at the next safe point. */
 void h2_session_kick(h2_session *h);
-/** The data source reading a stream's response body. */
+/** h2_response.c: the data source reading a stream's response body. */
 ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *flags,
                        nghttp2_data_source *src, void *ud);
 /** A stream count changed: the connection's state (idle or active) follows. */
 void h2_session_streams_changed(h2_session *h);
+
+/* Where a stream's response is. */
+enum { R_NONE, R_STARTED, R_TRAILERS, R_FINAL };
+
+typedef struct h2_parked {
+    pagi_send_cb cb;
+    void *ud;
+} h2_parked;
+
+struct h2_stream {
+    h2_session *h;
+    int32_t id;
+    h2_stream *prev, *next;
+    pagi_scope *scope;
+    int ready;      /* the head is whole: start it after the read */
+    int peer_reset; /* the client's RST_STREAM ended it */
+    int started;    /* its scope was made (or it was refused): no longer waiting to start */
+    int refuse;     /* answer this status without the app (431, 400, 501) */
+    h2_head head;   /* the request head while it comes */
+    double log_start;
+    /* request body */
+    buf body;
+    int req_end, end_delivered;
+    /* response */
+    int resp, status, no_body, trailers_announced, submitted, deferred, above_high;
+    int64_t content_length, body_sent;
+    buf out;     /* body bytes not yet framed */
+    int file_fd; /* a file body after them, or -1 */
+    off_t file_off;
+    size_t file_left;
+    buf trailers; /* name NUL value NUL ..., once sent by the app */
+    size_t n_trailers;
+    int trailers_ready;
+    h2_parked *parked;
+    size_t n_parked, cap_parked;
+    sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
+};
+
+static inline conn *st_conn(const h2_stream *st)
+{
+    return st->h->c;
+}
+
+/* Response bytes the stream holds, not yet framed. */
+static inline size_t st_pending(const h2_stream *st)
+{
+    return buf_size(&st->out) + st->file_left;
+}
+
+/* h2_response.c: the response side of a stream. */
+/** http.response.start / body / trailers semantics; 0, or -1 with the scope's error set. */
+int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
+int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
+int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
+/** Answer status with a short text body without the app (or no longer with it). */
+void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line);
+/** Complete the sends parked under the watermark. */
+void h2_resp_settle_parked(h2_stream *st);
 
 #endif
