@@ -20,6 +20,7 @@ from lib import (SLOW, TestFailure, TestPKI, check, check_eq, free_port, test, t
                  wait_event, wait_for, app_events)
 from test_metrics import scrape
 from test_tls_config import run_pagid
+from test_memory import sanitized
 
 try:
     import h2.config
@@ -639,7 +640,10 @@ def http2_control_frame_floods(ctx):
         stopped = True  # reset, or a write that no longer moves: the server stopped reading
     check(stopped, "the server read 4 million PINGs from a client that never reads the acks")
     grow = worker_rss_kib(s.srv) - rss0
-    check(grow < 32 * 1024, "worker grew by %d KiB under a PING flood" % grow)
+    if sanitized(ctx):
+        ctx.note("PING flood: RSS grew %d KiB, not judged under ASan (its quarantine)" % grow)
+    else:
+        check(grow < 32 * 1024, "worker grew by %d KiB under a PING flood" % grow)
     check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= 1, 5),
           "the flood was not counted (nghttp2's outbound ack limit)")
     c.close()
