@@ -395,9 +395,11 @@ def http2_rapid_reset(ctx):
     are served, end the connection with GOAWAY ENHANCE_YOUR_CALM."""
     s = H2Server(ctx)
     c = H2Client(s.tls_socket())
-    for _ in range(400):
+    for i in range(3000):
         if c.closed:
             break
+        if i % 200 == 199:
+            c.pump(0.01)  # see a GOAWAY as soon as it comes
         try:
             sid = c.request("/hold?id=rr", end=False)
             c.c.reset_stream(sid, error_code=8)
