@@ -661,3 +661,72 @@ def http2_control_frame_floods(ctx):
     c2.close()
     out = s.curl_ok("--http2", s.url("/after"))
     check_eq(out, b"ok /after 2", "served after the floods")
+
+
+def h2_frame(typ, flags, sid, payload):
+    return len(payload).to_bytes(3, "big") + bytes([typ, flags]) + sid.to_bytes(4, "big") + payload
+
+
+def read_frames(sock, timeout=5):
+    """(type, flags, stream, payload) of every frame until EOF or timeout."""
+    sock.settimeout(timeout * SLOW)
+    data = b""
+    try:
+        while True:
+            d = sock.recv(65536)
+            if not d:
+                break
+            data += d
+    except (OSError, ssl.SSLError):
+        pass
+    frames, i = [], 0
+    while i + 9 <= len(data):
+        n = int.from_bytes(data[i:i + 3], "big")
+        frames.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7fffffff,
+                       data[i + 9:i + 9 + n]))
+        i += 9 + n
+    return frames
+
+
+@test(timeout=90)
+def http2_continuation_flood_and_hpack_bomb(ctx):
+    """A header block that never ends (CONTINUATION after CONTINUATION) ends
+    the connection with GOAWAY; an HPACK bomb (one 4000-byte dynamic table
+    entry referenced thousands of times: megabytes of decoded headers from
+    a few KB) is refused on its stream (431 or a reset), never decoded into
+    memory; the worker stays small and serves on."""
+    s = H2Server(ctx)
+    rss0 = worker_rss_kib(s.srv)
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+    head = bytes([0x82, 0x87, 0x84, 0x41, 0x09]) + b"localhost"  # GET https / localhost
+    # CONTINUATION flood
+    t = s.tls_socket()
+    t.sendall(preface + h2_frame(1, 0x1, 1, head))  # END_STREAM, no END_HEADERS
+    field = b"\x00\x03x-a\x64" + b"a" * 100  # literal, not indexed: x-a: a*100
+    t.settimeout(5 * SLOW)
+    try:
+        for _ in range(2000):
+            t.sendall(h2_frame(9, 0, 1, field * 100))
+    except (OSError, ssl.SSLError):
+        pass
+    frames = read_frames(t)
+    t.close()
+    check(any(f[0] == 7 for f in frames) or not frames,
+          "CONTINUATION flood: no GOAWAY: %r" % [f[0] for f in frames][:20])
+    # HPACK bomb: insert x-b: 4000 bytes (incremental indexing), then refer to it (index 62).
+    t = s.tls_socket()
+    insert = b"\x40\x03x-b\x7f\xa1\x1e" + b"b" * 4000  # 4000 = 127 + 3873 (0xa1 0x1e)
+    block = head + insert + b"\xbe" * 12000  # 0xbe: indexed field 62
+    t.sendall(preface + h2_frame(1, 0x5, 1, block))
+    frames = read_frames(t, timeout=3)
+    t.close()
+    answered = [f for f in frames if f[2] == 1 and f[0] in (1, 3)]
+    check(answered, "HPACK bomb: stream 1 got neither an answer nor a reset: %r"
+          % [(f[0], f[2]) for f in frames][:20])
+    check(not any(f[0] == 1 and f[2] == 1 and b"\x88" in f[3][:1] for f in answered),
+          "HPACK bomb answered 200")
+    grow = worker_rss_kib(s.srv) - rss0
+    if not sanitized(ctx):
+        check(grow < 16 * 1024, "worker grew by %d KiB" % grow)
+    out = s.curl_ok("--http2", s.url("/after"))
+    check_eq(out, b"ok /after 2", "served after")
