@@ -171,6 +171,10 @@ static void on_readable(cl *c, int is_pub)
         }
         if (r < 0)
             break;
+        /* A short read drained the socket (epoll is level-triggered and says
+         * when more comes): no second read just to be told EAGAIN, which
+         * would cost the client a syscall per message. */
+        int drained = (size_t)r < INCAP - c->inlen;
         c->inlen += (size_t)r;
         size_t off = 0;
         if (!c->open) {
@@ -215,6 +219,8 @@ static void on_readable(cl *c, int is_pub)
         }
         memmove(c->in, c->in + off, c->inlen - off);
         c->inlen -= off;
+        if (drained)
+            break;
     }
 }
 

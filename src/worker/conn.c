@@ -499,6 +499,19 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_READ);
+    /* What the app answered while this input was read goes out now, as
+     * nginx writes in its handler: left for the round's safe point, the
+     * first of several hundred ready connections would wait for all the
+     * others, and the tail latency at high concurrency doubles. Only when
+     * this connection was the last one scheduled (the head of the list):
+     * unlinking from the middle would cost a walk. */
+    if (c->in_flush_list && c->w->flush_list == c) {
+        c->w->flush_list = c->flush_next;
+        c->in_flush_list = 0;
+        conn_flush(c);
+        if (c->state == CONN_CLOSED)
+            return;
+    }
     /* Records read ahead (or the rest of a big one) wait inside OpenSSL
      * when this round stopped before EAGAIN: read on without the socket. */
     if (c->tls && c->reading && !drained && tls_conn_has_buffered(c->tls))
