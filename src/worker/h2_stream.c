@@ -278,6 +278,7 @@ static void stream_end_scope(h2_stream *st, const char *reason)
     if (reason) {
         scope_disconnect(s, reason);
         h2_resp_settle_parked(st);
+        drop_body(st); /* no app will take it now */
     } else {
         scope_mark_complete(s);
         h2_resp_settle_parked(st);
@@ -324,6 +325,11 @@ static void stream_free(h2_stream *st)
     if (st->file_fd >= 0)
         close(st->file_fd);
     h2_head_free(&st->head);
+    /* Body bytes still held (an app that never read them): the connection's
+     * window gets them back, or every abandoned upload would shrink it for
+     * good. nghttp2 credits the connection even for a closed stream. */
+    if (buf_size(&st->body))
+        nghttp2_session_consume_connection(h->ng, buf_size(&st->body));
     buf_free(&st->body);
     buf_free(&st->out);
     buf_free(&st->trailers);

@@ -1,0 +1,58 @@
+"""HTTP/2 flow control and disconnect reasons under hostile or stalled
+clients (the review of issue 15): windows given back for bodies nobody
+will read, one stalled stream not stalling the others' send completions,
+protocol errors reaching every in-flight app with the right reason.
+Drives python3-h2 by hand against apps/h2app.c (see test_http2.py)."""
+
+import time
+
+from lib import SLOW, check, check_eq, test, wait_event, app_events
+from test_http2 import H2Client, H2Server, h2_frame
+
+try:
+    import h2.events
+except ImportError:
+    h2 = None
+
+
+def send_body(c, sid, total, end=True, timeout=20):
+    """Send total bytes on sid as the windows allow; returns bytes left unsent."""
+    left = total
+    deadline = time.time() + timeout * SLOW
+    while left > 0 and time.time() < deadline and not c.closed:
+        room = min(c.c.local_flow_control_window(sid), c.c.max_outbound_frame_size, left)
+        if room <= 0:
+            c.pump(0.1)
+            continue
+        c.c.send_data(sid, b"u" * room, end_stream=end and room == left)
+        c.flush()
+        left -= room
+    return left
+
+
+def ended(c, sid):
+    return any(isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)) and e.stream_id == sid
+               for e in c.events)
+
+
+@test(timeout=90)
+def http2_abandoned_uploads_return_the_window(ctx):
+    """Bodies buffered for an app that never read them, then abandoned by
+    the client's RST_STREAM: the connection window gets those bytes back,
+    so 17 abandoned 60 KB uploads (more than the 1 MiB connection window in
+    all) do not stall a 200 KB upload after them."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    c.pump(0.3)  # our SETTINGS and the connection's WINDOW_UPDATE
+    for i in range(17):
+        sid = c.request("/hold?id=ab%d" % i, method="POST", end=False)
+        check_eq(send_body(c, sid, 60000, end=False), 0, "upload %d not sent" % i)
+        wait_event(ctx, "ab%d" % i, "start")
+        c.c.reset_stream(sid, error_code=8)  # CANCEL
+        c.flush()
+    b = c.request("/upload?id=after", method="POST", end=False)
+    left = send_body(c, b, 200000, timeout=10)
+    check_eq(left, 0, "bytes of the 200 KB upload the connection window held back")
+    status, body, _, _ = c.response(b, timeout=10)
+    check_eq((status, body), (200, b"200000"), "the upload after the abandoned ones")
+    c.close()
