@@ -75,6 +75,11 @@ static void h2_pump(h2_session *h)
     h->in_pump = 0;
     if (outq_buffered(&c->out) != before)
         conn_schedule_flush(c);
+    /* Framing lowered what streams hold: their parked sends may complete
+     * now, whether or not the socket takes anything yet. */
+    h2_stream_after_write(h);
+    if (c->state == CONN_CLOSED)
+        return;
     if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
         c->state != CONN_CLOSED)
         conn_close_after_write(c); /* GOAWAY sent and nothing left in flight */
@@ -344,10 +349,11 @@ static void h2_on_eof(conn *c)
 
 static void h2_on_written(conn *c)
 {
-    h2_session *h = sess(c);
-    h2_pump(h);
+    h2_pump(sess(c));
+    /* Reading stopped while the output was full (h2_wants_read): it resumes
+     * once the socket took it, or a WINDOW_UPDATE would never be read. */
     if (c->state != CONN_CLOSED)
-        h2_stream_after_write(h);
+        conn_refresh(c);
 }
 
 static int h2_wants_read(const conn *c)

@@ -54,7 +54,7 @@ void h2_stream_peer_reset(h2_stream *st);
 void h2_stream_abort_all(h2_session *h, const char *reason);
 /** Free every stream left (the session is going away). */
 void h2_stream_free_all(h2_session *h);
-/** Output drained: settle parked sends once the connection is under the low mark. */
+/** Framing lowered what streams hold: settle the parked sends of each under the low mark. */
 void h2_stream_after_write(h2_session *h);
 /** Has the stream answered (a response started)? For the rapid-reset count. */
 int h2_stream_answered(const h2_stream *st);

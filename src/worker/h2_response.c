@@ -3,7 +3,7 @@
  * HPACK fields (lower-cased names, the fields HTTP/2 forbids dropped, a
  * date added), body bytes queued on the stream and handed to nghttp2's
  * data source as the send windows allow (memory, then a file by pread),
- * trailers, and send completion parked under the connection's watermark.
+ * trailers, and send completion parked under the stream's watermark.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +61,10 @@ static void park_send(h2_stream *st, pagi_send_cb cb, void *ud)
 }
 
 /* After a send queued bytes: pump, and complete or park under the
- * connection's watermark (bytes held across all its streams). */
+ * stream's own watermark (bytes it holds, not yet framed). A connection-wide
+ * mark would let one stream whose window the client keeps shut stall the
+ * completions of every other; the connection's share is bounded by the
+ * pump, which frames into the output only up to the high watermark. */
 static void after_append(h2_stream *st, pagi_send_cb cb, void *ud)
 {
     h2_session *h = st->h;
@@ -70,7 +73,7 @@ static void after_append(h2_stream *st, pagi_send_cb cb, void *ud)
         nghttp2_session_resume_data(h->ng, st->id);
     }
     h2_session_kick(h);
-    if (!st->above_high && h->pending >= st_conn(st)->w->cfg->high_watermark) {
+    if (!st->above_high && st_pending(st) >= st_conn(st)->w->cfg->high_watermark) {
         st->above_high = 1;
         scope_notify_high_water(st->scope);
     }
@@ -84,10 +87,9 @@ static void after_append(h2_stream *st, pagi_send_cb cb, void *ud)
 
 void h2_stream_after_write(h2_session *h)
 {
-    if (h->pending >= h->c->w->cfg->low_watermark)
-        return;
+    size_t low = h->c->w->cfg->low_watermark;
     for (h2_stream *st = h->streams; st; st = st->next) {
-        if (st->above_high && st->scope) {
+        if (st->above_high && st->scope && st_pending(st) < low) {
             st->above_high = 0;
             scope_notify_drain(st->scope);
             h2_resp_settle_parked(st);

@@ -56,3 +56,45 @@ def http2_abandoned_uploads_return_the_window(ctx):
     status, body, _, _ = c.response(b, timeout=10)
     check_eq((status, body), (200, b"200000"), "the upload after the abandoned ones")
     c.close()
+
+
+@test(timeout=90)
+def http2_stalled_stream_does_not_stall_others(ctx):
+    """A stream whose send window the client keeps shut (500 KB response,
+    its stream window never reopened) parks only its own sends: another
+    stream on the connection, whose app waits for each send's completion,
+    gets its whole response."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    c.c.increment_flow_control_window(8 << 20)  # the connection's window is not the limit
+    c.flush()
+    a = c.request("/big?id=stall&kb=500")
+    wait_event(ctx, "stall", "start")
+    c.pump(0.5)  # A's first 64 KB arrive; its window stays shut (never acknowledged)
+    b = c.request("/big?id=other&kb=32")
+    c.wait(lambda: ended(c, b), 10)
+    body = b"".join(e.data for e in c.events
+                    if isinstance(e, h2.events.DataReceived) and e.stream_id == b)
+    check(ended(c, b), "the other stream never ended (%d bytes of 32768 came)" % len(body))
+    check_eq(len(body), 32768, "the other stream's body")
+    check_eq(app_events(ctx, "other"), ["start", "done"], "the other app's events")
+    check(not ended(c, a), "the stalled stream ended although its window is shut")
+    # Reopening A's window lets it finish too.
+    got = sum(e.flow_controlled_length for e in c.events
+              if isinstance(e, h2.events.DataReceived) and e.stream_id == a)
+    total = got
+    c.c.acknowledge_received_data(got, a)
+    c.flush()
+    deadline = time.time() + 20 * SLOW
+    while not ended(c, a) and time.time() < deadline and not c.closed:
+        new = c.pump(0.2)
+        n = sum(e.flow_controlled_length for e in new
+                if isinstance(e, h2.events.DataReceived) and e.stream_id == a)
+        if n:
+            total += n
+            c.c.acknowledge_received_data(n, a)
+            c.flush_quiet()
+    check(ended(c, a), "the stalled stream did not finish once its window opened (%d bytes)"
+          % total)
+    check_eq(total, 500 * 1024, "the stalled stream's body")
+    c.close()

@@ -8,6 +8,8 @@
  *   /hold?id=ID         logs "ID start", reads nothing and never answers;
  *                       logs "ID disconnect REASON" once told
  *   /slow?id=ID&ms=N    reads one body event every N ms, then answers the length
+ *   /big?id=ID&kb=N     answers N KiB in 16 KiB body events, each sent on the
+ *                       previous one's completion; logs "ID done" at the end
  *   anything else       200 "ok PATH HTTP_VERSION"
  */
 #define _POSIX_C_SOURCE 200809L
@@ -32,7 +34,7 @@ static void tlog(const char *id, const char *fmt, ...)
 
 typedef struct req {
     char id[64];
-    size_t len;
+    size_t len, left;
     double ms;
     pagi_timer *timer;
 } req;
@@ -139,6 +141,43 @@ static void send_trailers(pagi_scope *s)
         pagi_scope_finish(s, NULL);
 }
 
+static char big_chunk[16384];
+
+static void big_next(pagi_scope *s, const char *error, void *ud)
+{
+    req *r = ud;
+    if (!error && !r->left) {
+        tlog(r->id, "done");
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    if (error || !pagi_conn_is_connected(s)) {
+        tlog(r->id, "gone %s", error ? error : "");
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    size_t n = r->left < sizeof big_chunk ? r->left : sizeof big_chunk;
+    r->left -= n;
+    pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+    body.body.ptr = big_chunk;
+    body.body.len = n;
+    body.more = r->left > 0;
+    if (pagi_send(s, &body, big_next, r) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
+static void big_start(pagi_scope *s, req *r)
+{
+    char kb[16];
+    query_param(s, "kb", kb, sizeof kb);
+    r->left = (size_t)atol(kb) * 1024;
+    memset(big_chunk, 'b', sizeof big_chunk);
+    pagi_event start = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+    start.status = 200;
+    if (pagi_send(s, &start, big_next, r) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
 static int path_is(pagi_scope *s, const char *p)
 {
     pagi_str path = pagi_scope_path(s);
@@ -157,7 +196,8 @@ static void handle(pagi_scope *s, void *app_data)
         return;
     }
     int upload = path_is(s, "/upload"), hold = path_is(s, "/hold"), slow = path_is(s, "/slow");
-    if (!upload && !hold && !slow) {
+    int big = path_is(s, "/big");
+    if (!upload && !hold && !slow && !big) {
         char text[300];
         pagi_str p = pagi_scope_path(s);
         snprintf(text, sizeof text, "ok %.*s %s", (int)(p.len > 200 ? 200 : p.len), p.ptr,
@@ -176,6 +216,10 @@ static void handle(pagi_scope *s, void *app_data)
     query_param(s, "ms", ms, sizeof ms);
     r->ms = atof(ms);
     tlog(r->id, "start");
+    if (big) {
+        big_start(s, r);
+        return;
+    }
     if (hold) {
         /* Nothing read: the body stays with the server, whose flow control
          * holds the client back; the disconnect comes by the callback. */
