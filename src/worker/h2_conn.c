@@ -176,7 +176,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
                          conn_peer_host(h->c), H2_MAX_RESETS_PER_SECOND);
                 if (h->c->w->stats)
                     shm_add(&h->c->w->stats->h2_calm, 1);
-                h2_goaway(h, NGHTTP2_ENHANCE_YOUR_CALM);
+                h->goaway = 1;
+                h->end_reason = reason_protocol_error;
                 nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
             }
         }
@@ -202,7 +203,12 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
-    (void)ud;
+    h2_session *h = ud;
+    /* A GOAWAY with an error, ours or nghttp2's own (a connection error it
+     * found, e.g. DATA on stream 0): the session ends for that reason. */
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR &&
+        !h->end_reason)
+        h->end_reason = reason_protocol_error;
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
@@ -328,6 +334,7 @@ static void h2_on_input(conn *c)
         nghttp2_session_terminate_session(
             h->ng, rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
         h->goaway = 1;
+        h->end_reason = reason_protocol_error;
         h2_pump(h);
         if (c->state != CONN_CLOSED)
             conn_close_after_write(c);
@@ -371,8 +378,11 @@ static int h2_waiting_for_input(const conn *c)
 static void h2_on_close(conn *c, const char *reason)
 {
     h2_session *h = sess(c);
+    /* A session we terminated (protocol error, flood, rapid reset) closes
+     * by conn_close_after_write, which knows no reason: its streams' apps
+     * hear why here, not server_shutdown. */
     if (h)
-        h2_stream_abort_all(h, reason);
+        h2_stream_abort_all(h, reason ? reason : h->end_reason);
 }
 
 static void h2_on_header_timeout(conn *c)

@@ -26,6 +26,7 @@ typedef struct h2_session {
     size_t pending; /* response bytes the streams hold, not yet framed */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
+    const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
     unsigned resets;     /* client resets of unanswered streams in it */
 } h2_session;

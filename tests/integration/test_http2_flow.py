@@ -98,3 +98,25 @@ def http2_stalled_stream_does_not_stall_others(ctx):
           % total)
     check_eq(total, 500 * 1024, "the stalled stream's body")
     c.close()
+
+
+@test(timeout=60)
+def http2_protocol_error_reason(ctx):
+    """A protocol error ends the connection: every in-flight app hears
+    protocol_error (not server_shutdown), and a GOAWAY PROTOCOL_ERROR goes out."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    for i in range(3):
+        c.request("/hold?id=pe%d" % i, method="POST", end=False)
+    for i in range(3):
+        wait_event(ctx, "pe%d" % i, "start")
+    c.sock.sendall(h2_frame(0, 0, 0, b"x"))  # DATA on stream 0: a connection error
+    c.wait(lambda: c.goaway() is not None, 5)
+    for i in range(3):
+        wait_event(ctx, "pe%d" % i, "disconnect")
+        check_eq(app_events(ctx, "pe%d" % i), ["start", "disconnect protocol_error"],
+                 "stream %d's events" % i)
+    g = c.goaway()
+    check(g is not None, "no GOAWAY")
+    check_eq(int(g.error_code), 1, "GOAWAY code (PROTOCOL_ERROR)")
+    c.close()
