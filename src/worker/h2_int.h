@@ -95,6 +95,8 @@ struct h2_stream {
     /* request body */
     buf body;
     int req_end, end_delivered;
+    int too_large;       /* past limits.max_body_size: answered 413 or reset */
+    uint64_t body_total; /* request body bytes received, for that limit */
     /* response */
     int resp, status, no_body, trailers_announced, submitted, deferred, above_high;
     int64_t content_length, body_sent;

@@ -64,12 +64,46 @@ void h2_stream_headers_done(h2_stream *st, int end_stream)
 
 static void drop_body(h2_stream *st);
 
+/* The request's content-length, or -1 (none, or not a number). */
+static int64_t declared_length(const h2_request *r)
+{
+    for (size_t i = 0; i < r->header_count; i++) {
+        pagi_str n = r->headers[i].name, v = r->headers[i].value;
+        if (n.len != 14 || memcmp(n.ptr, "content-length", 14))
+            continue;
+        int64_t x = 0;
+        if (!v.len)
+            return -1;
+        for (size_t j = 0; j < v.len; j++) {
+            if (v.ptr[j] < '0' || v.ptr[j] > '9' || x > (INT64_MAX - 9) / 10)
+                return -1;
+            x = x * 10 + (v.ptr[j] - '0');
+        }
+        return x;
+    }
+    return -1;
+}
+
 /* Make the scope of a stream whose head is whole; 0, or an HTTP status to refuse with. */
 static int stream_make_scope(h2_stream *st)
 {
     conn *c = st_conn(st);
     h2_request r;
     int status = h2_head_request(&st->head, &r);
+    if (status) {
+        h2_request_free(&r);
+        return status;
+    }
+    /* The limits HTTP/1.1 applies to its request line and body, here to
+     * :path and a declared content-length (a body without one is counted
+     * as it comes, h2_stream_data). */
+    const pagid_limits *l = &c->w->cfg->limits;
+    size_t target = r.raw_path.len + (r.query.len ? r.query.len + 1 : 0);
+    int64_t clen = declared_length(&r);
+    if (l->max_request_line && target > l->max_request_line)
+        status = 414;
+    else if (l->max_body_size && clen > 0 && (uint64_t)clen > l->max_body_size)
+        status = 413;
     if (status) {
         h2_request_free(&r);
         return status;
@@ -126,6 +160,8 @@ static void stream_start_one(h2_stream *st)
         log_info("HTTP/2 stream %d from %s: refused with %d", st->id, conn_peer_host(c), status);
         h2_resp_refuse(st, status,
                        status == 431   ? "request header fields too large"
+                       : status == 413 ? "request body too large"
+                       : status == 414 ? "request target too long"
                        : status == 501 ? "CONNECT is not supported"
                        : status == 500 ? "out of memory"
                                        : "malformed request",
@@ -160,8 +196,36 @@ void h2_stream_start_ready(h2_session *h)
 
 /* ---- the request body ---- */
 
+static void stream_end_scope(h2_stream *st, const char *reason);
+
+/* limits.max_body_size passed: 413 while no response has started (the app,
+ * if it runs, hears body_too_large), else the stream is reset. */
+static void body_too_large(h2_stream *st)
+{
+    h2_session *h = st->h;
+    st->too_large = 1;
+    log_info("HTTP/2 stream %d from %s: request body too large", st->id, conn_peer_host(h->c));
+    int had_scope = st->scope != NULL;
+    if (st->resp == R_NONE && !st->refuse)
+        st->status = 413; /* for the access log line the scope's end writes */
+    stream_end_scope(st, reason_body_too_large);
+    drop_body(st);
+    st->started = 1; /* no scope to make for it any more */
+    st->ready = 0;
+    h2_head_free(&st->head);
+    if (st->resp == R_NONE && !st->refuse)
+        h2_resp_refuse(st, 413, "request body too large", !had_scope);
+    else
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    h2_session_kick(h);
+}
+
 int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
 {
+    size_t max = st_conn(st)->w->cfg->limits.max_body_size;
+    st->body_total += len;
+    if (!st->too_large && !st->refuse && max && st->body_total > max)
+        body_too_large(st);
     if (st->started && (!st->scope || !scope_is_connected(st->scope) || st->end_delivered)) {
         /* Nobody will read it: give the window back at once. (Before its
          * app starts, a body waits: the stream window bounds it.) */

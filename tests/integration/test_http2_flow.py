@@ -120,3 +120,36 @@ def http2_protocol_error_reason(ctx):
     check(g is not None, "no GOAWAY")
     check_eq(int(g.error_code), 1, "GOAWAY code (PROTOCOL_ERROR)")
     c.close()
+
+
+@test(timeout=60)
+def http2_body_and_path_limits(ctx):
+    """limits.max_body_size over HTTP/2: a content-length past it is
+    answered 413 without the app; a body that grows past it (no
+    content-length) gets 413 and the app hears body_too_large.
+    limits.max_request_line bounds :path (414)."""
+    s = H2Server(ctx, extra="limits:\n  max_body_size: 1k\n  max_request_line: 1k\n")
+    c = H2Client(s.tls_socket())
+    c.pump(0.3)
+    a = c.request("/upload?id=cl", method="POST", headers=[("content-length", "100000")],
+                  end=False)
+    status, _, _, _ = c.response(a)
+    check_eq(status, 413, "a content-length past max_body_size")
+    check_eq(app_events(ctx, "cl"), [], "the app of a refused request")
+    b = c.request("/upload?id=grow", method="POST", end=False)
+    wait_event(ctx, "grow", "start")
+    c.c.send_data(b, b"g" * 16000)
+    c.flush()
+    status, _, _, _ = c.response(b)
+    check_eq(status, 413, "a body growing past max_body_size")
+    wait_event(ctx, "grow", "disconnect")
+    check_eq(app_events(ctx, "grow"), ["start", "disconnect body_too_large"], "app events")
+    d = c.request("/" + "p" * 2000)
+    status, _, _, _ = c.response(d)
+    check_eq(status, 414, "a :path past max_request_line")
+    e = c.request("/upload?id=small", method="POST", end=False)
+    c.c.send_data(e, b"s" * 1000, end_stream=True)
+    c.flush()
+    status, body, _, _ = c.response(e)
+    check_eq((status, body), (200, b"1000"), "a body within the limit")
+    c.close()
