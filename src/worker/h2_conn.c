@@ -38,6 +38,8 @@ static h2_session *sess(const conn *c)
 
 /* ---- output ---- */
 
+static void stall_watch(h2_session *h);
+
 static size_t out_cap(const conn *c)
 {
     return c->w->cfg->high_watermark;
@@ -80,9 +82,48 @@ static void h2_pump(h2_session *h)
     h2_stream_after_write(h);
     if (c->state == CONN_CLOSED)
         return;
+    stall_watch(h);
     if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
         c->state != CONN_CLOSED)
         conn_close_after_write(c); /* GOAWAY sent and nothing left in flight */
+}
+
+/*
+ * A client may keep its windows shut (a zero SETTINGS_INITIAL_WINDOW_SIZE,
+ * no WINDOW_UPDATE) while c->out is empty, so the connection's write
+ * timeout never runs: the session's own timer resets the streams holding
+ * bytes once timeouts.write passes with no DATA framed.
+ */
+static void stall_check(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)revents;
+    h2_session *h = t->data;
+    double wt = h->c->w->cfg->timeouts.write;
+    if (!h->pending || wt <= 0) {
+        ev_timer_stop(ev, t);
+        return;
+    }
+    double idle = ev_now(ev) - h->data_at;
+    if (idle < wt) {
+        t->repeat = wt - idle;
+        ev_timer_again(ev, t);
+        return;
+    }
+    ev_timer_stop(ev, t);
+    h2_stream_timeout_stalled(h);
+}
+
+static void stall_watch(h2_session *h)
+{
+    struct ev_loop *ev = h->c->w->loop.ev;
+    double wt = h->c->w->cfg->timeouts.write;
+    if (!h->pending || wt <= 0) {
+        ev_timer_stop(ev, &h->stall);
+    } else if (!ev_is_active(&h->stall)) {
+        h->data_at = ev_now(ev);
+        h->stall.repeat = wt;
+        ev_timer_again(ev, &h->stall);
+    }
 }
 
 void h2_session_kick(h2_session *h)
@@ -246,6 +287,8 @@ static int h2_session_new(conn *c)
     if (!h)
         return -1;
     h->c = c;
+    ev_init(&h->stall, stall_check);
+    h->stall.data = h;
     nghttp2_session_callbacks *cb;
     nghttp2_option *opt;
     if (nghttp2_session_callbacks_new(&cb) != 0) {
@@ -420,6 +463,7 @@ static void h2_release(conn *c)
     h2_session *h = sess(c);
     if (!h)
         return;
+    ev_timer_stop(c->w->loop.ev, &h->stall);
     h2_stream_free_all(h);
     nghttp2_session_del(h->ng);
     free(h);

@@ -26,6 +26,8 @@ typedef struct h2_session {
     size_t pending; /* response bytes the streams hold, not yet framed */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
+    ev_timer stall;  /* timeouts.write while streams hold bytes and none are framed */
+    double data_at;  /* when DATA was last framed (or the stall clock started) */
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
     unsigned resets;     /* client resets of unanswered streams in it */
@@ -61,6 +63,8 @@ void h2_stream_after_write(h2_session *h);
 int h2_stream_answered(const h2_stream *st);
 /** A stream's scope waits on a body that has not come (the request timeout applies). */
 int h2_stream_any_waiting(const h2_session *h);
+/** timeouts.write passed with no DATA framed: reset the streams holding bytes (write_timeout). */
+void h2_stream_timeout_stalled(h2_session *h);
 /** timeouts.request passed: reset the streams still waiting (client_timeout). */
 void h2_stream_timeout_waiting(h2_session *h);
 

@@ -367,6 +367,8 @@ ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len
         }
     }
     h->pending -= n;
+    if (n)
+        h->data_at = ev_now(st_conn(st)->w->loop.ev);
     if (st_pending(st))
         return (ssize_t)n;
     if (st->resp == R_FINAL && !st->trailers_announced) {

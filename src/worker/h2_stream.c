@@ -328,6 +328,19 @@ void h2_stream_timeout_waiting(h2_session *h)
     h2_session_kick(h);
 }
 
+void h2_stream_timeout_stalled(h2_session *h)
+{
+    for (h2_stream *st = h->streams; st; st = st->next) {
+        if (!st_pending(st) || st->too_large)
+            continue;
+        log_info("HTTP/2 stream %d from %s: write timeout (the client's window stays shut)",
+                 st->id, conn_peer_host(h->c));
+        stream_end_scope(st, reason_write_timeout);
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    }
+    h2_session_kick(h);
+}
+
 /* The one way a stream lets go of its scope: completed (reason NULL) or
  * not. Idempotent, so exactly one end per scope whatever comes first. */
 static void stream_end_scope(h2_stream *st, const char *reason)

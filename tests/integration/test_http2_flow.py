@@ -11,6 +11,7 @@ from test_http2 import H2Client, H2Server, h2_frame
 
 try:
     import h2.events
+    import h2.settings
 except ImportError:
     h2 = None
 
@@ -152,4 +153,28 @@ def http2_body_and_path_limits(ctx):
     c.flush()
     status, body, _, _ = c.response(e)
     check_eq((status, body), (200, b"1000"), "a body within the limit")
+    c.close()
+
+
+@test(timeout=60)
+def http2_zero_window_write_timeout(ctx):
+    """A client that keeps its send windows shut (SETTINGS_INITIAL_WINDOW_SIZE
+    0, never a WINDOW_UPDATE) does not hold a stream forever: after
+    timeouts.write without a DATA byte framed the stream is reset, its app
+    hears write_timeout; a stream with nothing to send is left alone."""
+    s = H2Server(ctx, extra="timeouts:\n  write: 1\n")
+    c = H2Client(s.tls_socket(), settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    c.pump(0.3)
+    h = c.request("/hold?id=zwhold", method="POST", end=False)
+    a = c.request("/big?id=zw&kb=80")
+    wait_event(ctx, "zw", "start")
+    t0 = time.time()
+    c.wait(lambda: ended(c, a), 10)
+    check(ended(c, a), "the stream the client never opened a window for is still open after %.1fs"
+          % (time.time() - t0))
+    check(any(isinstance(e, h2.events.StreamReset) and e.stream_id == a for e in c.events),
+          "the stalled stream was not reset")
+    wait_event(ctx, "zw", "gone")
+    check_eq(app_events(ctx, "zw"), ["start", "gone write_timeout"], "the stalled app's events")
+    check_eq(app_events(ctx, "zwhold"), ["start"], "the stream with nothing to send")
     c.close()

@@ -9,7 +9,8 @@
  *                       logs "ID disconnect REASON" once told
  *   /slow?id=ID&ms=N    reads one body event every N ms, then answers the length
  *   /big?id=ID&kb=N     answers N KiB in 16 KiB body events, each sent on the
- *                       previous one's completion; logs "ID done" at the end
+ *                       previous one's completion; logs "ID done" at the end,
+ *                       or "ID gone REASON" when the stream ends first
  *   anything else       200 "ok PATH HTTP_VERSION"
  */
 #define _POSIX_C_SOURCE 200809L
@@ -152,7 +153,8 @@ static void big_next(pagi_scope *s, const char *error, void *ud)
         return;
     }
     if (error || !pagi_conn_is_connected(s)) {
-        tlog(r->id, "gone %s", error ? error : "");
+        const char *why = error ? error : pagi_conn_disconnect_reason(s);
+        tlog(r->id, "gone %s", why ? why : "");
         pagi_scope_finish(s, NULL);
         return;
     }
