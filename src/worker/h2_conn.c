@@ -126,6 +126,33 @@ static void stall_watch(h2_session *h)
     }
 }
 
+/* Per-stream deadlines, not the connection's request timer: that one is
+ * re-armed by any read, so a PING a second kept a stalled upload (or a
+ * trickling header block) alive for good. */
+static void deadline_fired(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)ev;
+    (void)revents;
+    h2_session_arm_deadlines(t->data);
+}
+
+void h2_session_arm_deadlines(h2_session *h)
+{
+    conn *c = h->c;
+    struct ev_loop *ev = c->w->loop.ev;
+    if (c->state == CONN_CLOSED)
+        return;
+    double now = ev_now(ev);
+    double next = h2_stream_deadlines(h, now);
+    if (c->state == CONN_CLOSED)
+        return;
+    ev_timer_stop(ev, &h->deadline);
+    if (next > 0) {
+        ev_timer_set(&h->deadline, next - now > 0.001 ? next - now : 0.001, 0.);
+        ev_timer_start(ev, &h->deadline);
+    }
+}
+
 void h2_session_kick(h2_session *h)
 {
     /* The pump runs from conn_flush (on_written) at the safe point: never
@@ -287,6 +314,8 @@ static int h2_session_new(conn *c)
     if (!h)
         return -1;
     h->c = c;
+    ev_init(&h->deadline, deadline_fired);
+    h->deadline.data = h;
     ev_init(&h->stall, stall_check);
     h->stall.data = h;
     nghttp2_session_callbacks *cb;
@@ -386,6 +415,9 @@ static void h2_on_input(conn *c)
     h2_stream_start_ready(h);
     if (c->state == CONN_CLOSED)
         return;
+    h2_session_arm_deadlines(h);
+    if (c->state == CONN_CLOSED)
+        return;
     if (c->w->draining)
         h2_goaway(h, NGHTTP2_NO_ERROR);
     h2_pump(h);
@@ -415,7 +447,8 @@ static int h2_wants_read(const conn *c)
 
 static int h2_waiting_for_input(const conn *c)
 {
-    return h2_stream_any_waiting(sess(c));
+    (void)c;
+    return 0; /* each stream has its own deadline (h2_session_arm_deadlines) */
 }
 
 static void h2_on_close(conn *c, const char *reason)
@@ -433,10 +466,9 @@ static void h2_on_header_timeout(conn *c)
     conn_close(c, reason_client_timeout);
 }
 
-/* Only the streams that keep the app (or their own head) waiting go. */
 static void h2_on_request_timeout(conn *c)
 {
-    h2_stream_timeout_waiting(sess(c));
+    h2_session_arm_deadlines(sess(c)); /* not armed for HTTP/2; the streams' own timer is */
 }
 
 static int h2_peer_may_send(const conn *c)
@@ -464,6 +496,7 @@ static void h2_release(conn *c)
     if (!h)
         return;
     ev_timer_stop(c->w->loop.ev, &h->stall);
+    ev_timer_stop(c->w->loop.ev, &h->deadline);
     h2_stream_free_all(h);
     nghttp2_session_del(h->ng);
     free(h);

@@ -26,6 +26,7 @@ typedef struct h2_session {
     size_t pending; /* response bytes the streams hold, not yet framed */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
+    ev_timer deadline; /* the earliest stream deadline (timeouts.header, .request) */
     ev_timer stall;  /* timeouts.write while streams hold bytes and none are framed */
     double data_at;  /* when DATA was last framed (or the stall clock started) */
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
@@ -61,12 +62,13 @@ void h2_stream_free_all(h2_session *h);
 void h2_stream_after_write(h2_session *h);
 /** Has the stream answered (a response started)? For the rapid-reset count. */
 int h2_stream_answered(const h2_stream *st);
-/** A stream's scope waits on a body that has not come (the request timeout applies). */
-int h2_stream_any_waiting(const h2_session *h);
 /** timeouts.write passed with no DATA framed: reset the streams holding bytes (write_timeout). */
 void h2_stream_timeout_stalled(h2_session *h);
-/** timeouts.request passed: reset the streams still waiting (client_timeout). */
-void h2_stream_timeout_waiting(h2_session *h);
+/** Each stream's own deadline: a header block past timeouts.header closes
+ * the connection, a body the app waits for that has not come within
+ * timeouts.request resets its stream (client_timeout). Returns the earliest
+ * deadline still ahead (ev_now time), or 0 for none. */
+double h2_stream_deadlines(h2_session *h, double now);
 
 /* h2_conn.c, for the streams. */
 /** Frames are waiting to be written: pump them at the next safe point. */
@@ -74,6 +76,8 @@ void h2_session_kick(h2_session *h);
 /** h2_response.c: the data source reading a stream's response body. */
 ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *flags,
                        nghttp2_data_source *src, void *ud);
+/** A stream's deadline may have changed: run h2_stream_deadlines, arm the timer. */
+void h2_session_arm_deadlines(h2_session *h);
 /** A stream count changed: the connection's state (idle or active) follows. */
 void h2_session_streams_changed(h2_session *h);
 
@@ -95,7 +99,8 @@ struct h2_stream {
     int started;    /* its scope was made (or it was refused): no longer waiting to start */
     int refuse;     /* answer this status without the app (431, 400, 501) */
     h2_head head;   /* the request head while it comes */
-    double log_start;
+    double log_start; /* when its HEADERS began: the header block's deadline counts from it */
+    double input_at;  /* its last body bytes, or when its app began waiting for them */
     /* request body */
     buf body;
     int req_end, end_delivered;

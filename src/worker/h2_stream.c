@@ -32,6 +32,7 @@ h2_stream *h2_stream_new(h2_session *h, int32_t id)
     st->content_length = -1;
     h2_head_init(&st->head);
     st->log_start = ev_now(h->c->w->loop.ev);
+    st->input_at = st->log_start;
     st->next = h->streams;
     if (h->streams)
         h->streams->prev = st;
@@ -222,6 +223,7 @@ static void body_too_large(h2_stream *st)
 
 int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
 {
+    st->input_at = ev_now(st_conn(st)->w->loop.ev);
     size_t max = st_conn(st)->w->cfg->limits.max_body_size;
     st->body_total += len;
     if (!st->too_large && !st->refuse && max && st->body_total > max)
@@ -276,7 +278,9 @@ static int body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type r
     if (st->req_end)
         st->end_delivered = 1;
     if (buf_size(d)) {
-        /* The app took these bytes: the client may send as many more. */
+        /* The app took these bytes: the client may send as many more (and
+         * has timeouts.request from now to do it). */
+        st->input_at = ev_now(st_conn(st)->w->loop.ev);
         nghttp2_session_consume(st->h->ng, st->id, buf_size(d));
         h2_session_kick(st->h);
     }
@@ -291,41 +295,63 @@ static int h2_next_event(pagi_scope *s, pagi_event *ev, int take)
 static void h2_receive_wanted(pagi_scope *s)
 {
     h2_stream *st = scope_proto(s);
-    if (st)
-        conn_refresh(st_conn(st)); /* the request timeout may apply now */
-}
-
-int h2_stream_any_waiting(const h2_session *h)
-{
-    for (const h2_stream *st = h->streams; st; st = st->next) {
-        if (!st->started && !st->ready)
-            return 1; /* a header block still coming: no slowloris by CONTINUATION */
-        if (st->scope && !st->req_end && buf_size(&st->body) == 0 &&
-            scope_receive_waiting(st->scope))
-            return 1;
-    }
-    return 0;
+    if (!st)
+        return;
+    /* The request timeout counts from when the app began waiting (or the
+     * stream's last body bytes, whichever is later). */
+    st->input_at = ev_now(st_conn(st)->w->loop.ev);
+    h2_session_arm_deadlines(st->h);
 }
 
 /* ---- ending ---- */
 
-static void stream_end_scope(h2_stream *st, const char *reason);
-
-void h2_stream_timeout_waiting(h2_session *h)
+/* Is the app waiting for body bytes that have not come? */
+static int body_waiting(const h2_stream *st)
 {
+    return st->scope && !st->req_end && buf_size(&st->body) == 0 &&
+           scope_receive_waiting(st->scope);
+}
+
+double h2_stream_deadlines(h2_session *h, double now)
+{
+    const pagid_timeouts *t = &h->c->w->cfg->timeouts;
+    double next = 0;
     for (h2_stream *st = h->streams; st; st = st->next) {
-        int head = !st->started && !st->ready;
-        int body = st->scope && !st->req_end && buf_size(&st->body) == 0 &&
-                   scope_receive_waiting(st->scope);
-        if (!head && !body)
+        double due;
+        if (!st->started && !st->ready) {
+            /* A header block still coming: timeouts.header bounds it whole,
+             * however its CONTINUATION frames trickle in. The connection
+             * can carry nothing else meanwhile, so it ends. */
+            if (t->header <= 0)
+                continue;
+            due = st->log_start + t->header;
+            if (now >= due) {
+                log_info("HTTP/2 stream %d from %s: header timeout", st->id,
+                         conn_peer_host(h->c));
+                conn_close(h->c, reason_client_timeout);
+                return 0;
+            }
+        } else if (body_waiting(st)) {
+            if (t->request <= 0)
+                continue;
+            due = st->input_at + t->request;
+            if (now >= due) {
+                log_info("HTTP/2 stream %d from %s: request timeout", st->id,
+                         conn_peer_host(h->c));
+                stream_end_scope(st, reason_client_timeout);
+                st->started = 1; /* no scope to make for it any more */
+                st->ready = 0;
+                nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+                h2_session_kick(h);
+                continue;
+            }
+        } else {
             continue;
-        log_info("HTTP/2 stream %d from %s: request timeout", st->id, conn_peer_host(h->c));
-        stream_end_scope(st, reason_client_timeout);
-        st->started = 1; /* no scope to make for it any more */
-        st->ready = 0;
-        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+        }
+        if (!next || due < next)
+            next = due;
     }
-    h2_session_kick(h);
+    return next;
 }
 
 void h2_stream_timeout_stalled(h2_session *h)

@@ -7,11 +7,12 @@ Drives python3-h2 by hand against apps/h2app.c (see test_http2.py)."""
 import time
 
 from lib import SLOW, check, check_eq, test, wait_event, app_events
-from test_http2 import H2Client, H2Server, h2_frame
+from test_http2 import H2Client, H2Server, h2_frame, read_frames
 
 try:
     import h2.events
     import h2.settings
+    import hpack
 except ImportError:
     h2 = None
 
@@ -178,3 +179,50 @@ def http2_zero_window_write_timeout(ctx):
     check_eq(app_events(ctx, "zw"), ["start", "gone write_timeout"], "the stalled app's events")
     check_eq(app_events(ctx, "zwhold"), ["start"], "the stream with nothing to send")
     c.close()
+
+
+@test(timeout=60)
+def http2_request_timeout_per_stream(ctx):
+    """timeouts.request is each stream's own: a PING a second on the
+    connection does not keep a stalled upload alive (its app hears
+    client_timeout within a few seconds); timeouts.header bounds a header
+    block as a whole, however slowly its CONTINUATION frames trickle in."""
+    s = H2Server(ctx, extra="timeouts:\n  request: 2\n  header: 2\n")
+    c = H2Client(s.tls_socket())
+    a = c.request("/upload?id=pingkept", method="POST", end=False)
+    c.c.send_data(a, b"x" * 100)
+    c.flush()
+    wait_event(ctx, "pingkept", "start")
+    t0 = time.time()
+    while time.time() - t0 < 10 * SLOW and len(app_events(ctx, "pingkept")) < 2 and not c.closed:
+        c.c.ping(b"12345678")
+        c.flush_quiet()
+        c.pump(0.5)
+    check_eq(app_events(ctx, "pingkept"), ["start", "disconnect client_timeout"],
+             "a stalled upload kept company by PINGs (after %.1fs)" % (time.time() - t0))
+    c.close()
+    # A header block in 8 fragments (HEADERS, then 7 CONTINUATION frames:
+    # within nghttp2's CONTINUATION cap), one every 0.7 s: 4.9 s in all.
+    enc = hpack.Encoder()
+    block = enc.encode([(":method", "GET"), (":path", "/slowhead"), (":scheme", "https"),
+                        (":authority", "localhost"), ("x-pad", "p" * 200)])
+    k = (len(block) + 7) // 8
+    parts = [block[i:i + k] for i in range(0, len(block), k)]
+    sock = s.tls_socket()
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+                 + h2_frame(1, 0, 1, parts[0]))
+    t0 = time.time()
+    closed = False
+    for n, part in enumerate(parts[1:]):
+        time.sleep(0.7)
+        try:
+            sock.sendall(h2_frame(9, 4 if n == len(parts) - 2 else 0, 1, part))
+        except OSError:
+            closed = True
+            break
+    frames = read_frames(sock, timeout=1)
+    sock.close()
+    closed = closed or any(f[0] == 7 for f in frames)  # GOAWAY
+    headers = [f for f in frames if f[0] == 1 and f[2] == 1]
+    check(closed and not headers, "a header block trickling in for %.1fs was answered, not cut "
+          "(timeouts.header 2s)" % (time.time() - t0))
