@@ -191,6 +191,13 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     h2_session *h = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    if (h2_session_busy(h) >= H2_MAX_STREAMS) {
+        /* Apps of reset streams still run: no more of them until they finish. */
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
+        if (h->c->w->stats)
+            shm_add(&h->c->w->stats->h2_refused, 1);
+        return 0;
+    }
     h2_stream *st = h2_stream_new(h, f->hd.stream_id);
     if (!st)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -230,9 +237,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     case NGHTTP2_RST_STREAM:
         if (h->c->w->stats)
             shm_add(&h->c->w->stats->h2_resets, 1);
+        /* Every client reset of a stream still open counts: an answer
+         * started (a stream, an SSE) ties up as much as an unanswered one. */
         if (st)
             h2_stream_peer_reset(st);
-        if (st && !h2_stream_answered(st)) {
+        if (st) {
             double now = ev_now(h->c->w->loop.ev);
             if (now - h->reset_window >= 1.0) {
                 h->reset_window = now;
@@ -394,6 +403,7 @@ int h2_sniff_preface(conn *c)
 static void h2_on_input(conn *c)
 {
     h2_session *h = sess(c);
+    h2_session_prune_gone(h);
     ssize_t rv =
         nghttp2_session_mem_recv(h->ng, (const uint8_t *)buf_head(&c->in), buf_size(&c->in));
     buf_consume(&c->in, buf_size(&c->in));
@@ -410,6 +420,11 @@ static void h2_on_input(conn *c)
         h2_pump(h);
         if (c->state != CONN_CLOSED)
             conn_close_after_write(c);
+        return;
+    }
+    if (h->end_reason) {
+        /* We ended the session in this read (rapid reset): start no app. */
+        h2_pump(h);
         return;
     }
     h2_stream_start_ready(h);

@@ -31,7 +31,12 @@ typedef struct h2_session {
     double data_at;  /* when DATA was last framed (or the stall clock started) */
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
-    unsigned resets;     /* client resets of unanswered streams in it */
+    unsigned resets;     /* client resets of streams not complete in it */
+    /* Scopes whose stream ended (reset) while their app runs on: held (one
+     * reference each) so they count against the concurrent stream limit
+     * until their apps finish; pruned at each read. */
+    pagi_scope **gone;
+    size_t n_gone, cap_gone;
 } h2_session;
 
 /** A new stream (HEADERS began); NULL when out of memory. */
@@ -60,8 +65,11 @@ void h2_stream_abort_all(h2_session *h, const char *reason);
 void h2_stream_free_all(h2_session *h);
 /** Framing lowered what streams hold: settle the parked sends of each under the low mark. */
 void h2_stream_after_write(h2_session *h);
-/** Has the stream answered (a response started)? For the rapid-reset count. */
-int h2_stream_answered(const h2_stream *st);
+/** Streams open plus scopes whose stream was reset but whose app still
+ * runs: what the concurrent stream limit bounds. */
+size_t h2_session_busy(const h2_session *h);
+/** Drop the held scopes whose apps finished (not inside nghttp2's callbacks). */
+void h2_session_prune_gone(h2_session *h);
 /** timeouts.write passed with no DATA framed: reset the streams holding bytes (write_timeout). */
 void h2_stream_timeout_stalled(h2_session *h);
 /** Each stream's own deadline: a header block past timeouts.header closes

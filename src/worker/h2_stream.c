@@ -42,9 +42,44 @@ h2_stream *h2_stream_new(h2_session *h, int32_t id)
     return st;
 }
 
-int h2_stream_answered(const h2_stream *st)
+size_t h2_session_busy(const h2_session *h)
 {
-    return st->resp != R_NONE || st->refuse;
+    return h->n_streams + h->n_gone;
+}
+
+void h2_session_prune_gone(h2_session *h)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < h->n_gone; i++) {
+        if (scope_is_finished(h->gone[i]))
+            scope_unref(h->gone[i]);
+        else
+            h->gone[k++] = h->gone[i];
+    }
+    h->n_gone = k;
+    if (!k) {
+        free(h->gone);
+        h->gone = NULL;
+        h->cap_gone = 0;
+    }
+}
+
+/* A scope ended with a reason while its app may run on: hold it, so an app
+ * that ignores the disconnect still takes one of the connection's streams. */
+static void hold_gone(h2_session *h, pagi_scope *s)
+{
+    if (scope_is_finished(s))
+        return;
+    if (h->n_gone == h->cap_gone) {
+        size_t ncap = h->cap_gone ? h->cap_gone * 2 : 8;
+        pagi_scope **v = realloc(h->gone, ncap * sizeof *v);
+        if (!v)
+            return;
+        h->gone = v;
+        h->cap_gone = ncap;
+    }
+    scope_ref(s);
+    h->gone[h->n_gone++] = s;
 }
 
 /* ---- the request head ---- */
@@ -379,6 +414,7 @@ static void stream_end_scope(h2_stream *st, const char *reason)
         access_log_request(c->w->alog, c, s, st->log_start, st->status,
                            st->no_body || st->body_sent < 0 ? 0 : (uint64_t)st->body_sent, reason);
     if (reason) {
+        hold_gone(st->h, s);
         scope_disconnect(s, reason);
         h2_resp_settle_parked(st);
         drop_body(st); /* no app will take it now */
@@ -471,6 +507,11 @@ void h2_stream_free_all(h2_session *h)
 {
     while (h->streams)
         stream_free(h->streams);
+    for (size_t i = 0; i < h->n_gone; i++)
+        scope_unref(h->gone[i]);
+    free(h->gone);
+    h->gone = NULL;
+    h->n_gone = h->cap_gone = 0;
 }
 
 /* ---- scope ops ---- */

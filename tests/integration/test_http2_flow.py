@@ -6,7 +6,7 @@ Drives python3-h2 by hand against apps/h2app.c (see test_http2.py)."""
 
 import time
 
-from lib import SLOW, check, check_eq, test, wait_event, app_events
+from lib import SLOW, check, check_eq, test, wait_event, wait_for, app_events
 from test_http2 import H2Client, H2Server, h2_frame, read_frames
 
 try:
@@ -226,3 +226,68 @@ def http2_request_timeout_per_stream(ctx):
     headers = [f for f in frames if f[0] == 1 and f[2] == 1]
     check(closed and not headers, "a header block trickling in for %.1fs was answered, not cut "
           "(timeouts.header 2s)" % (time.time() - t0))
+
+
+@test(timeout=90)
+def http2_rapid_reset_of_answered_streams(ctx):
+    """Rapid reset counts every client reset of a stream whose response is
+    not complete, not only of unanswered ones: batches of 50 streams whose
+    responses have started (HEADERS seen), each batch reset at once, end
+    the connection with GOAWAY ENHANCE_YOUR_CALM; the apps hear
+    protocol_error or client_closed, and the worker serves on."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    batches = 0
+    t0 = time.time()
+    while c.goaway() is None and not c.closed and time.time() - t0 < 15 * SLOW:
+        sids = [c.request("/big?id=ans&kb=200") for _ in range(50)]
+        c.wait(lambda: all(any(isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid
+                               for e in c.events) for sid in sids) or c.goaway() is not None, 5)
+        try:
+            for sid in sids:
+                c.c.reset_stream(sid, error_code=8)
+            c.flush()
+        except Exception:
+            break
+        batches += 1
+        c.pump(0.01)
+    c.wait(lambda: c.goaway() is not None, 5)
+    g = c.goaway()
+    check(g is not None, "no GOAWAY after %d batches of 50 resets of answered streams" % batches)
+    check_eq(int(g.error_code), 11, "GOAWAY code (ENHANCE_YOUR_CALM)")
+    c.close()
+    out = s.curl_ok("--http2", s.url("/after"))
+    check_eq(out, b"ok /after 2", "served after the flood")
+
+
+@test(timeout=90)
+def http2_reset_scopes_count_against_stream_limit(ctx):
+    """Streams reset by the client whose apps ignore the disconnect and run
+    on still count against the 100 concurrent streams: 80 such streams,
+    reset, then 80 more: at most 100 apps run at once, the rest are
+    refused (RST_STREAM REFUSED_STREAM), and once the deaf apps finish new
+    streams are served again."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    first = [c.request("/deaf?id=d%d&ms=%d" % (i, 4000 * SLOW)) for i in range(80)]
+    check(wait_for(lambda: all(app_events(ctx, "d%d" % i) for i in range(80)), 10 * SLOW),
+          "not every first stream started")
+    for sid in first:
+        c.c.reset_stream(sid, error_code=8)
+    c.flush()
+    c.pump(0.3)
+    second = [c.request("/deaf?id=e%d&ms=100" % i) for i in range(80)]
+    c.wait(lambda: all(ended(c, sid) for sid in second), 5)
+    refused = [e.stream_id for e in c.events if isinstance(e, h2.events.StreamReset)
+               and e.stream_id in second and int(e.error_code) == 7]
+    started = sum(1 for i in range(80) if app_events(ctx, "e%d" % i))
+    check(started <= 20 + 2, "%d of the second 80 started beside 80 reset-but-running apps"
+          % started)
+    check(len(refused) >= 58, "only %d of the second 80 refused" % len(refused))
+    check(s.metrics().get("pagid_http2_refused_total", 0) >= 58, "refusals counted")
+    check(wait_for(lambda: all("finish" in app_events(ctx, "d%d" % i) for i in range(80)),
+                   15 * SLOW), "the deaf apps did not finish")
+    a = c.request("/later")
+    status, body, _, _ = c.response(a)
+    check_eq((status, body), (200, b"ok /later 2"), "served once the deaf apps finished")
+    c.close()

@@ -11,6 +11,7 @@
  *   /big?id=ID&kb=N     answers N KiB in 16 KiB body events, each sent on the
  *                       previous one's completion; logs "ID done" at the end,
  *                       or "ID gone REASON" when the stream ends first
+ *   /deaf?id=ID&ms=N    logs "ID start", ignores a disconnect, finishes N ms later
  *   anything else       200 "ok PATH HTTP_VERSION"
  */
 #define _POSIX_C_SOURCE 200809L
@@ -180,6 +181,16 @@ static void big_start(pagi_scope *s, req *r)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
+static void deaf_done(pagi_timer *t, void *ud)
+{
+    (void)t;
+    pagi_scope *s = ud;
+    req *r = pagi_scope_userdata(s);
+    r->timer = NULL;
+    tlog(r->id, "finish");
+    pagi_scope_finish(s, NULL);
+}
+
 static int path_is(pagi_scope *s, const char *p)
 {
     pagi_str path = pagi_scope_path(s);
@@ -198,8 +209,8 @@ static void handle(pagi_scope *s, void *app_data)
         return;
     }
     int upload = path_is(s, "/upload"), hold = path_is(s, "/hold"), slow = path_is(s, "/slow");
-    int big = path_is(s, "/big");
-    if (!upload && !hold && !slow && !big) {
+    int big = path_is(s, "/big"), deaf = path_is(s, "/deaf");
+    if (!upload && !hold && !slow && !big && !deaf) {
         char text[300];
         pagi_str p = pagi_scope_path(s);
         snprintf(text, sizeof text, "ok %.*s %s", (int)(p.len > 200 ? 200 : p.len), p.ptr,
@@ -220,6 +231,10 @@ static void handle(pagi_scope *s, void *app_data)
     tlog(r->id, "start");
     if (big) {
         big_start(s, r);
+        return;
+    }
+    if (deaf) {
+        r->timer = pagi_timer_start(pagi_scope_loop(s), r->ms / 1000.0, 0, deaf_done, s);
         return;
     }
     if (hold) {
