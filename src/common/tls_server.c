@@ -95,10 +95,10 @@ static const char *load_error_text(const char *file, const char *kind,
     return ssl_error_text(out, outlen, fallback);
 }
 
-/* ALPN: HTTP/1.1 is the one protocol spoken; a client that offers only
- * others gets no ALPN answer rather than a failed handshake. */
 /* ALPN: h2 first when the listener speaks HTTP/2 (arg non-NULL), then
- * http/1.1; the client's order decides among what both offer. */
+ * http/1.1. Our order decides among what both offer (SSL_select_next_proto
+ * walks the server's list first); a client offering neither gets no ALPN
+ * answer rather than a failed handshake. */
 static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                            const unsigned char *in, unsigned int inlen, void *arg)
 {

@@ -144,12 +144,16 @@ static int stream_make_scope(h2_stream *st)
         h2_request_free(&r);
         return status;
     }
+    if (r.scheme && strcmp(r.scheme, c->tls ? "https" : "http"))
+        log_debug("HTTP/2 stream %d from %s: :scheme %s on a %s connection; using the connection's",
+                  st->id, conn_peer_host(c), r.scheme, c->tls ? "TLS" : "cleartext");
     scope_request sr = {
         .method = r.method,
         .http_version = "2",
-        .scheme = r.scheme ? r.scheme
-                  : c->tls ? "https"
-                           : "http",
+        /* The connection says what the scheme is, not the client: an
+         * :scheme of http over TLS must not make an app think its request
+         * came in clear (or the reverse). */
+        .scheme = c->tls ? "https" : "http",
         .path = r.path,
         .raw_path = r.raw_path,
         .query = r.query,

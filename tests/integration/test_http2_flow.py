@@ -4,6 +4,7 @@ will read, one stalled stream not stalling the others' send completions,
 protocol errors reaching every in-flight app with the right reason.
 Drives python3-h2 by hand against apps/h2app.c (see test_http2.py)."""
 
+import socket
 import time
 
 from lib import SLOW, check, check_eq, test, wait_event, wait_for, app_events
@@ -290,4 +291,23 @@ def http2_reset_scopes_count_against_stream_limit(ctx):
     a = c.request("/later")
     status, body, _, _ = c.response(a)
     check_eq((status, body), (200, b"ok /later 2"), "served once the deaf apps finished")
+    c.close()
+
+
+@test(timeout=60)
+def http2_scheme_from_the_connection(ctx):
+    """The scope's scheme is the connection's (https over TLS, http on h2c),
+    whatever :scheme the client claims."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    sid = c.c.get_next_available_stream_id()
+    c.c.send_headers(sid, [(":method", "GET"), (":path", "/scheme"), (":scheme", "http"),
+                           (":authority", "localhost")], end_stream=True)
+    c.flush()
+    status, body, _, _ = c.response(sid)
+    check_eq((status, body), (200, b"https"), ":scheme http over TLS")
+    c.close()
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    status, body, _, _ = c.response(c.request("/scheme"))  # the helper says :scheme https
+    check_eq((status, body), (200, b"http"), ":scheme https on h2c")
     c.close()

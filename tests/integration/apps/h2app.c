@@ -12,6 +12,7 @@
  *                       previous one's completion; logs "ID done" at the end,
  *                       or "ID gone REASON" when the stream ends first
  *   /deaf?id=ID&ms=N    logs "ID start", ignores a disconnect, finishes N ms later
+ *   /scheme             200 with the scope's scheme
  *   anything else       200 "ok PATH HTTP_VERSION"
  */
 #define _POSIX_C_SOURCE 200809L
@@ -202,6 +203,10 @@ static void handle(pagi_scope *s, void *app_data)
     (void)app_data;
     if (pagi_scope_type_of(s) != PAGI_SCOPE_HTTP) {
         pagi_scope_finish(s, "h2app: http only");
+        return;
+    }
+    if (path_is(s, "/scheme")) {
+        respond(s, pagi_scope_scheme(s));
         return;
     }
     if (path_is(s, "/trailers")) {
