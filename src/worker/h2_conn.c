@@ -438,10 +438,19 @@ static void h2_on_input(conn *c)
     h2_pump(h);
 }
 
+/* A half-close is not a cancel: requests already whole are answered (the
+ * client reads on), GOAWAY says no more, and the connection closes when
+ * the last stream ends. */
 static void h2_on_eof(conn *c)
 {
     h2_session *h = sess(c);
-    conn_close(c, h->n_streams ? reason_client_closed : NULL);
+    h2_stream_peer_eof(h);
+    if (c->state == CONN_CLOSED)
+        return;
+    h2_goaway(h, NGHTTP2_NO_ERROR);
+    h2_pump(h);
+    if (c->state != CONN_CLOSED && !h->n_streams)
+        conn_close_after_write(c);
 }
 
 static void h2_on_written(conn *c)
@@ -486,10 +495,13 @@ static void h2_on_request_timeout(conn *c)
     h2_session_arm_deadlines(sess(c)); /* not armed for HTTP/2; the streams' own timer is */
 }
 
+/* After our GOAWAY the client may still be sending (WINDOW_UPDATE, PING,
+ * a request crossing the GOAWAY): a close with its bytes unread would be
+ * a TCP reset that can destroy the final frames, so linger. */
 static int h2_peer_may_send(const conn *c)
 {
     (void)c;
-    return 0;
+    return 1;
 }
 
 static void h2_on_drain(conn *c)

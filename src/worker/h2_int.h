@@ -59,6 +59,9 @@ void h2_stream_response_sent(h2_stream *st);
 void h2_stream_closed(h2_stream *st, uint32_t error_code);
 /** The client sent RST_STREAM on st (its scope's disconnect says client_closed). */
 void h2_stream_peer_reset(h2_stream *st);
+/** The client half-closed TCP: streams whose request is not whole end
+ * (client_closed, reset); whole ones are still answered. */
+void h2_stream_peer_eof(h2_session *h);
 /** The connection is ending: every scope gets the reason (NULL: normal). */
 void h2_stream_abort_all(h2_session *h, const char *reason);
 /** Free every stream left (the session is going away). */

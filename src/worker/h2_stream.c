@@ -501,6 +501,18 @@ void h2_stream_closed(h2_stream *st, uint32_t error_code)
     h2_session_streams_changed(h);
 }
 
+void h2_stream_peer_eof(h2_session *h)
+{
+    for (h2_stream *st = h->streams; st; st = st->next) {
+        if (st->req_end || (st->started && !st->scope))
+            continue; /* a whole request is still answered; an ended one has nothing to lose */
+        stream_end_scope(st, reason_client_closed);
+        st->started = 1;
+        st->ready = 0;
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    }
+}
+
 void h2_stream_abort_all(h2_session *h, const char *reason)
 {
     for (h2_stream *st = h->streams; st; st = st->next)

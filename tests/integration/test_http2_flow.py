@@ -311,3 +311,29 @@ def http2_scheme_from_the_connection(ctx):
     status, body, _, _ = c.response(c.request("/scheme"))  # the helper says :scheme https
     check_eq((status, body), (200, b"http"), ":scheme https on h2c")
     c.close()
+
+
+@test(timeout=60)
+def http2_half_close_finishes_complete_requests(ctx):
+    """A client that half-closes TCP after its requests (h2c): a stream
+    whose request was whole still gets its whole response, one whose body
+    can no longer come ends with client_closed, and the connection closes
+    after."""
+    s = H2Server(ctx)
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    a = c.request("/big?id=hc&kb=32&ms=500")  # answered after the half-close
+    b = c.request("/upload?id=hcup", method="POST", end=False)
+    wait_event(ctx, "hcup", "start")
+    c.sock.shutdown(socket.SHUT_WR)
+    # Read to the close without writing (the client can no longer send);
+    # frames by hand, as python-h2 stops at the GOAWAY.
+    frames = read_frames(c.sock, timeout=10)
+    data = [f for f in frames if f[0] == 0 and f[2] == a]
+    body = sum(len(f[3]) for f in data)
+    check(body == 32768 and data and data[-1][1] & 1,
+          "the whole request's response after a half-close: %d bytes, END_STREAM %s"
+          % (body, bool(data and data[-1][1] & 1)))
+    wait_event(ctx, "hcup", "disconnect")
+    check_eq(app_events(ctx, "hcup"), ["start", "disconnect client_closed"], "the upload's app")
+    check(any(f[0] == 7 for f in frames), "no GOAWAY before the close")
+    c.close()

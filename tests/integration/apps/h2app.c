@@ -8,9 +8,10 @@
  *   /hold?id=ID         logs "ID start", reads nothing and never answers;
  *                       logs "ID disconnect REASON" once told
  *   /slow?id=ID&ms=N    reads one body event every N ms, then answers the length
- *   /big?id=ID&kb=N     answers N KiB in 16 KiB body events, each sent on the
- *                       previous one's completion; logs "ID done" at the end,
- *                       or "ID gone REASON" when the stream ends first
+ *   /big?id=ID&kb=N     answers N KiB (after ms=M if given) in 16 KiB body
+ *                       events, each sent on the previous one's completion;
+ *                       logs "ID done" at the end, or "ID gone REASON" when
+ *                       the stream ends first
  *   /deaf?id=ID&ms=N    logs "ID start", ignores a disconnect, finishes N ms later
  *   /scheme             200 with the scope's scheme
  *   anything else       200 "ok PATH HTTP_VERSION"
@@ -170,8 +171,24 @@ static void big_next(pagi_scope *s, const char *error, void *ud)
         pagi_scope_finish(s, pagi_scope_error(s));
 }
 
+static void big_start(pagi_scope *s, req *r);
+
+static void big_later(pagi_timer *t, void *ud)
+{
+    (void)t;
+    pagi_scope *s = ud;
+    req *r = pagi_scope_userdata(s);
+    r->timer = NULL;
+    r->ms = 0;
+    big_start(s, r);
+}
+
 static void big_start(pagi_scope *s, req *r)
 {
+    if (r->ms > 0) {
+        r->timer = pagi_timer_start(pagi_scope_loop(s), r->ms / 1000.0, 0, big_later, s);
+        return;
+    }
     char kb[16];
     query_param(s, "kb", kb, sizeof kb);
     r->left = (size_t)atol(kb) * 1024;
