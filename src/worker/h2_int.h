@@ -22,6 +22,7 @@ typedef struct h2_session {
     conn *c;
     nghttp2_session *ng;
     h2_stream *streams; /* every stream nghttp2 still knows of */
+    h2_stream *ready_head, *ready_tail; /* heads whole, to start after the read, oldest first */
     size_t n_streams;
     size_t pending; /* response bytes the streams hold, not yet framed */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
@@ -104,6 +105,8 @@ struct h2_stream {
     h2_session *h;
     int32_t id;
     h2_stream *prev, *next;
+    h2_stream *ready_next; /* in the session's ready queue */
+    int queued;
     pagi_scope *scope;
     int ready;      /* the head is whole: start it after the read */
     int peer_reset; /* the client's RST_STREAM ended it */

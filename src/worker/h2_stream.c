@@ -93,7 +93,17 @@ int h2_stream_header(h2_stream *st, const uint8_t *name, size_t nl, const uint8_
 
 void h2_stream_headers_done(h2_stream *st, int end_stream)
 {
+    h2_session *h = st->h;
     st->ready = 1;
+    if (!st->queued) {
+        st->queued = 1;
+        st->ready_next = NULL;
+        if (h->ready_tail)
+            h->ready_tail->ready_next = st;
+        else
+            h->ready_head = st;
+        h->ready_tail = st;
+    }
     if (end_stream)
         st->req_end = 1;
 }
@@ -219,18 +229,17 @@ static void stream_start_one(h2_stream *st)
 
 void h2_stream_start_ready(h2_session *h)
 {
-    /* Starting an app may end streams (a synchronous answer does not, but a
-     * connection closed by it would): walk from a stream we hold still. */
-    int again = 1;
-    while (again && h->c->state != CONN_CLOSED) {
-        again = 0;
-        for (h2_stream *st = h->streams; st; st = st->next) {
-            if (st->ready) {
-                stream_start_one(st);
-                again = 1;
-                break;
-            }
-        }
+    /* Oldest first, as the client opened them. A stream freed meanwhile
+     * leaves the queue (stream_free), so popping before starting is safe. */
+    while (h->ready_head && h->c->state != CONN_CLOSED) {
+        h2_stream *st = h->ready_head;
+        h->ready_head = st->ready_next;
+        if (!h->ready_head)
+            h->ready_tail = NULL;
+        st->queued = 0;
+        st->ready_next = NULL;
+        if (st->ready)
+            stream_start_one(st);
     }
 }
 
@@ -465,6 +474,16 @@ static void stream_free(h2_stream *st)
     if (st->next)
         st->next->prev = st->prev;
     h->n_streams--;
+    if (st->queued) {
+        h2_stream **pp = &h->ready_head, *prev = NULL;
+        while (*pp != st) {
+            prev = *pp;
+            pp = &(*pp)->ready_next;
+        }
+        *pp = st->ready_next;
+        if (h->ready_tail == st)
+            h->ready_tail = prev;
+    }
     if (st->file_fd >= 0)
         close(st->file_fd);
     h2_head_free(&st->head);

@@ -337,3 +337,24 @@ def http2_half_close_finishes_complete_requests(ctx):
     check_eq(app_events(ctx, "hcup"), ["start", "disconnect client_closed"], "the upload's app")
     check(any(f[0] == 7 for f in frames), "no GOAWAY before the close")
     c.close()
+
+
+@test(timeout=60)
+def http2_streams_start_in_order(ctx):
+    """Streams whose heads come in one read start in the order the client
+    opened them (oldest first), not newest first."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    c.pump(0.3)
+    for i in range(10):
+        sid = c.c.get_next_available_stream_id()
+        c.c.send_headers(sid, [(":method", "POST"), (":path", "/hold?id=ord%d" % i),
+                               (":scheme", "https"), (":authority", "localhost")])
+    c.flush()  # all ten HEADERS in one write
+    check(wait_for(lambda: all(app_events(ctx, "ord%d" % i) for i in range(10)), 10 * SLOW),
+          "not every stream started")
+    with open(ctx.app_log, "rb") as f:
+        order = [ln.split()[0].decode() for ln in f.read().splitlines()
+                 if ln.startswith(b"ord") and ln.endswith(b" start")]
+    check_eq(order, ["ord%d" % i for i in range(10)], "the order the apps started in")
+    c.close()
