@@ -27,6 +27,8 @@
 /* SETTINGS entries per frame, and control frames (PING, SETTINGS acks)
  * queued unanswered while the client does not read (nghttp2 counts them). */
 #define H2_MAX_SETTINGS 32
+/* CONTINUATION frames after one HEADERS (nghttp2's default, said aloud). */
+#define H2_MAX_CONTINUATIONS 8
 #define H2_MAX_OUTBOUND_ACK 1000
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -251,8 +253,6 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
                 log_warn("HTTP/2 client %s reset more than %d streams a second; GOAWAY "
                          "ENHANCE_YOUR_CALM",
                          conn_peer_host(h->c), H2_MAX_RESETS_PER_SECOND);
-                if (h->c->w->stats)
-                    shm_add(&h->c->w->stats->h2_calm, 1);
                 h->goaway = 1;
                 h->end_reason = reason_protocol_error;
                 nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
@@ -278,6 +278,16 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     return h2_stream_data(st, data, len) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 }
 
+/* Once per connection, whether or not its GOAWAY ever gets framed. */
+static void count_calm(h2_session *h)
+{
+    if (h->calm_counted)
+        return;
+    h->calm_counted = 1;
+    if (h->c->w->stats)
+        shm_add(&h->c->w->stats->h2_calm, 1);
+}
+
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_session *h = ud;
@@ -286,6 +296,10 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR &&
         !h->end_reason)
         h->end_reason = reason_protocol_error;
+    /* Every ENHANCE_YOUR_CALM exit is counted here, whoever decided it: our
+     * rapid-reset limit, or nghttp2's own (floods, SETTINGS entries). */
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM)
+        count_calm(h);
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
@@ -350,6 +364,16 @@ static int h2_session_new(conn *c)
     nghttp2_option_set_max_settings(opt, H2_MAX_SETTINGS);
     nghttp2_option_set_max_outbound_ack(opt, H2_MAX_OUTBOUND_ACK);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    /* Newer nghttp2 has its own CONTINUATION cap and reset rate limit; say
+     * ours where the API exists (Debian 12's 1.52 carries the CONTINUATION
+     * cap as a security fix without the setter). */
+#if NGHTTP2_VERSION_NUM >= 0x013d00
+    nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+#endif
+#if NGHTTP2_VERSION_NUM >= 0x013900
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * H2_MAX_RESETS_PER_SECOND,
+                                               H2_MAX_RESETS_PER_SECOND);
+#endif
     int rv = nghttp2_session_server_new2(&h->ng, cb, h, opt);
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
@@ -411,8 +435,8 @@ static void h2_on_input(conn *c)
         /* A bad preface, a flood nghttp2 gave up on, or our callback's
          * failure: say GOAWAY if we still can, then close. */
         log_info("HTTP/2 from %s: %s", conn_peer_host(c), nghttp2_strerror((int)rv));
-        if (c->w->stats && rv == NGHTTP2_ERR_FLOODED)
-            shm_add(&c->w->stats->h2_calm, 1);
+        if (rv == NGHTTP2_ERR_FLOODED)
+            count_calm(h); /* a client not reading may never let the GOAWAY be framed */
         nghttp2_session_terminate_session(
             h->ng, rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
         h->goaway = 1;

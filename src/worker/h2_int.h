@@ -27,6 +27,7 @@ typedef struct h2_session {
     size_t pending; /* response bytes the streams hold, not yet framed */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
+    int calm_counted; /* pagid_http2_calm_total has this connection */
     ev_timer deadline; /* the earliest stream deadline (timeouts.header, .request) */
     ev_timer stall;  /* timeouts.write while streams hold bytes and none are framed */
     double data_at;  /* when DATA was last framed (or the stall clock started) */

@@ -358,3 +358,23 @@ def http2_streams_start_in_order(ctx):
                  if ln.startswith(b"ord") and ln.endswith(b" start")]
     check_eq(order, ["ord%d" % i for i in range(10)], "the order the apps started in")
     c.close()
+
+
+@test(timeout=60)
+def http2_settings_flood_counted(ctx):
+    """A SETTINGS frame of 100 entries (past the 32 allowed) ends the
+    connection with GOAWAY ENHANCE_YOUR_CALM, and pagid_http2_calm_total
+    counts it (every ENHANCE_YOUR_CALM exit is counted, not only the ones
+    nghttp2 reports as FLOODED)."""
+    s = H2Server(ctx)
+    before = s.metrics().get("pagid_http2_calm_total", 0)
+    t = s.tls_socket()
+    entries = b"".join(b"\x00\x03" + (1000 + i).to_bytes(4, "big") for i in range(100))
+    t.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, entries))
+    frames = read_frames(t)
+    t.close()
+    goaways = [f for f in frames if f[0] == 7 and len(f[3]) >= 8]
+    check(goaways, "no GOAWAY after a SETTINGS flood: %r" % [f[:3] for f in frames])
+    check_eq(int.from_bytes(goaways[0][3][4:8], "big"), 11, "GOAWAY code (ENHANCE_YOUR_CALM)")
+    check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= before + 1, 5),
+          "the SETTINGS flood not counted in pagid_http2_calm_total")
