@@ -174,6 +174,13 @@ void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line)
     h2_session_kick(st->h);
 }
 
+/* RFC 9113 8.2.1: a field value may not begin or end with SP or HTAB. */
+static int value_padded(pagi_str v)
+{
+    return v.len && (v.ptr[0] == ' ' || v.ptr[0] == '\t' || v.ptr[v.len - 1] == ' ' ||
+                     v.ptr[v.len - 1] == '\t');
+}
+
 static int parse_clen(pagi_str v, int64_t *out)
 {
     int64_t n = 0;
@@ -207,6 +214,10 @@ int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_
     for (size_t i = 0; i < ev->header_count; i++) {
         if (h1_header_check(&ev->headers[i], &err) < 0)
             return scope_fail(s, "http.response.start: %s", err);
+        if (value_padded(ev->headers[i].value))
+            return scope_fail(s, "http.response.start: header %.*s: the value begins or ends "
+                                 "with whitespace (not allowed over HTTP/2)",
+                              (int)ev->headers[i].name.len, ev->headers[i].name.ptr);
         if (name_is(ev->headers[i].name, "content-length")) {
             int64_t v;
             if (parse_clen(ev->headers[i].value, &v) < 0 || (clen >= 0 && v != clen))
@@ -276,9 +287,10 @@ int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_c
         size_t len = 0;
         if (open_body_file(s, ev, &fd, &off, &len) < 0)
             return -1;
-        if (cl >= 0 && st->body_sent + (int64_t)len > cl) {
+        if (cl >= 0 && st->body_sent + (int64_t)len != cl) {
             close(fd);
-            return scope_fail(s, "http.response.body: body exceeds content-length");
+            return scope_fail(s, "http.response.body: body %s content-length",
+                              st->body_sent + (int64_t)len > cl ? "exceeds" : "falls short of");
         }
         if (st->no_body || len == 0) {
             close(fd);
@@ -293,6 +305,10 @@ int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_c
         size_t len = ev->body.len;
         if (cl >= 0 && st->body_sent + (int64_t)len > cl)
             return scope_fail(s, "http.response.body: body exceeds content-length");
+        /* A final body short of the content-length would end the stream as
+         * if whole: the app's error, the stream reset (h2_finished). */
+        if (cl >= 0 && !ev->more && st->body_sent + (int64_t)len < cl)
+            return scope_fail(s, "http.response.body: body falls short of content-length");
         if (!st->no_body && len && buf_append(&st->out, ev->body.ptr, len) < 0)
             return scope_fail(s, "http.response.body: out of memory");
         st->body_sent += (int64_t)len;
@@ -312,8 +328,9 @@ int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_se
                              "body sent first");
     const char *err = NULL;
     for (size_t i = 0; i < ev->header_count; i++)
-        if (h1_header_check(&ev->headers[i], &err) < 0)
-            return scope_fail(s, "http.response.trailers: %s", err);
+        if (h1_header_check(&ev->headers[i], &err) < 0 || value_padded(ev->headers[i].value))
+            return scope_fail(s, "http.response.trailers: %s",
+                              err ? err : "a value begins or ends with whitespace");
     for (size_t i = 0; i < ev->header_count; i++) {
         pagi_str nm = ev->headers[i].name, v = ev->headers[i].value;
         if (hop_by_hop(nm) || name_is(nm, "content-length"))

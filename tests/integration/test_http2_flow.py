@@ -378,3 +378,23 @@ def http2_settings_flood_counted(ctx):
     check_eq(int.from_bytes(goaways[0][3][4:8], "big"), 11, "GOAWAY code (ENHANCE_YOUR_CALM)")
     check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= before + 1, 5),
           "the SETTINGS flood not counted in pagid_http2_calm_total")
+
+
+@test(timeout=60)
+def http2_response_framing_errors(ctx):
+    """A final body shorter than the response's content-length resets the
+    stream (INTERNAL_ERROR) rather than ending it as if whole; a response
+    header value with leading whitespace (RFC 9113 8.2.1) is the app's
+    error: 500."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    a = c.request("/short")
+    c.wait(lambda: ended(c, a), 5)
+    resets = [e for e in c.events if isinstance(e, h2.events.StreamReset) and e.stream_id == a]
+    check(resets and int(resets[0].error_code) == 2,
+          "a body short of its content-length: %r" % [type(e).__name__ for e in c.events
+                                                      if getattr(e, "stream_id", 0) == a])
+    b = c.request("/padded")
+    status, _, _, _ = c.response(b)
+    check_eq(status, 500, "a header value with a leading space")
+    c.close()

@@ -14,6 +14,8 @@
  *                       the stream ends first
  *   /deaf?id=ID&ms=N    logs "ID start", ignores a disconnect, finishes N ms later
  *   /scheme             200 with the scope's scheme
+ *   /short              content-length: 10 then a final body of 3 bytes
+ *   /padded             a response header value with a leading space
  *   anything else       200 "ok PATH HTTP_VERSION"
  */
 #define _POSIX_C_SOURCE 200809L
@@ -220,6 +222,24 @@ static void handle(pagi_scope *s, void *app_data)
     (void)app_data;
     if (pagi_scope_type_of(s) != PAGI_SCOPE_HTTP) {
         pagi_scope_finish(s, "h2app: http only");
+        return;
+    }
+    if (path_is(s, "/short") || path_is(s, "/padded")) {
+        int shrt = path_is(s, "/short");
+        static const pagi_header cl[] = {{{"content-length", 14}, {"10", 2}}};
+        static const pagi_header pad[] = {{{"x-pad", 5}, {" v", 2}}};
+        pagi_event start = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+        start.status = 200;
+        start.headers = shrt ? cl : pad;
+        start.header_count = 1;
+        pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+        body.body.ptr = "abc";
+        body.body.len = 3;
+        if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &body, NULL, NULL) < 0) {
+            pagi_scope_finish(s, pagi_scope_error(s));
+            return;
+        }
+        pagi_scope_finish(s, NULL);
         return;
     }
     if (path_is(s, "/scheme")) {
