@@ -21,8 +21,8 @@
  * flight across its streams. Memory for bodies is bounded by the latter. */
 #define H2_STREAM_WINDOW 65535
 #define H2_CONN_WINDOW (1 << 20)
-/* Rapid reset (CVE-2023-44487): client resets of streams not answered yet,
- * per second, before the connection is ended with ENHANCE_YOUR_CALM. */
+/* Rapid reset (CVE-2023-44487): client resets of open streams (answered or
+ * not), per second, before the connection is ended with ENHANCE_YOUR_CALM. */
 #define H2_MAX_RESETS_PER_SECOND 100
 /* SETTINGS entries per frame, and control frames (PING, SETTINGS acks)
  * queued unanswered while the client does not read (nghttp2 counts them). */
