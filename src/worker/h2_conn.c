@@ -293,8 +293,7 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     h2_session *h = ud;
     /* A GOAWAY with an error, ours or nghttp2's own (a connection error it
      * found, e.g. DATA on stream 0): the session ends for that reason. */
-    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR &&
-        !h->end_reason)
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR && !h->end_reason)
         h->end_reason = reason_protocol_error;
     /* Every ENHANCE_YOUR_CALM exit is counted here, whoever decided it: our
      * rapid-reset limit, or nghttp2's own (floods, SETTINGS entries). */

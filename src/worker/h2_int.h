@@ -27,10 +27,10 @@ typedef struct h2_session {
     size_t pending; /* response bytes the streams hold, not yet framed */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
-    int calm_counted; /* pagid_http2_calm_total has this connection */
-    ev_timer deadline; /* the earliest stream deadline (timeouts.header, .request) */
-    ev_timer stall;  /* timeouts.write while streams hold bytes and none are framed */
-    double data_at;  /* when DATA was last framed (or the stall clock started) */
+    int calm_counted;       /* pagid_http2_calm_total has this connection */
+    ev_timer deadline;      /* the earliest stream deadline (timeouts.header, .request) */
+    ev_timer stall;         /* timeouts.write while streams hold bytes and none are framed */
+    double data_at;         /* when DATA was last framed (or the stall clock started) */
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
     unsigned resets;     /* client resets of streams not complete in it */

@@ -215,8 +215,9 @@ int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_
         if (h1_header_check(&ev->headers[i], &err) < 0)
             return scope_fail(s, "http.response.start: %s", err);
         if (value_padded(ev->headers[i].value))
-            return scope_fail(s, "http.response.start: header %.*s: the value begins or ends "
-                                 "with whitespace (not allowed over HTTP/2)",
+            return scope_fail(s,
+                              "http.response.start: header %.*s: the value begins or ends "
+                              "with whitespace (not allowed over HTTP/2)",
                               (int)ev->headers[i].name.len, ev->headers[i].name.ptr);
         if (name_is(ev->headers[i].name, "content-length")) {
             int64_t v;

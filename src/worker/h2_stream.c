@@ -374,8 +374,7 @@ double h2_stream_deadlines(h2_session *h, double now)
                 continue;
             due = st->log_start + t->header;
             if (now >= due) {
-                log_info("HTTP/2 stream %d from %s: header timeout", st->id,
-                         conn_peer_host(h->c));
+                log_info("HTTP/2 stream %d from %s: header timeout", st->id, conn_peer_host(h->c));
                 conn_close(h->c, reason_client_timeout);
                 return 0;
             }
@@ -384,8 +383,7 @@ double h2_stream_deadlines(h2_session *h, double now)
                 continue;
             due = st->input_at + t->request;
             if (now >= due) {
-                log_info("HTTP/2 stream %d from %s: request timeout", st->id,
-                         conn_peer_host(h->c));
+                log_info("HTTP/2 stream %d from %s: request timeout", st->id, conn_peer_host(h->c));
                 stream_end_scope(st, reason_client_timeout);
                 st->started = 1; /* no scope to make for it any more */
                 st->ready = 0;
@@ -407,8 +405,8 @@ void h2_stream_timeout_stalled(h2_session *h)
     for (h2_stream *st = h->streams; st; st = st->next) {
         if (!st_pending(st) || st->too_large)
             continue;
-        log_info("HTTP/2 stream %d from %s: write timeout (the client's window stays shut)",
-                 st->id, conn_peer_host(h->c));
+        log_info("HTTP/2 stream %d from %s: write timeout (the client's window stays shut)", st->id,
+                 conn_peer_host(h->c));
         stream_end_scope(st, reason_write_timeout);
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
     }
