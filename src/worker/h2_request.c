@@ -131,8 +131,10 @@ static int build_headers(const h2_head *hd, h2_request *r)
         hv[k].value = (pagi_str){fvalue(hd, f), f->vlen};
         k++;
     }
-    if (cookie_at != SIZE_MAX)
-        hv[cookie_at].value = (pagi_str){buf_head(&r->cookies), buf_size(&r->cookies)};
+    if (cookie_at != SIZE_MAX) /* empty cookies leave the buffer unallocated */
+        hv[cookie_at].value = buf_size(&r->cookies)
+                                  ? (pagi_str){buf_head(&r->cookies), buf_size(&r->cookies)}
+                                  : (pagi_str){"", 0};
     r->headers = hv;
     r->header_count = k;
     return 0;

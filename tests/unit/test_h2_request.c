@@ -82,6 +82,24 @@ START_TEST(test_no_query_no_authority)
 }
 END_TEST
 
+/* A cookie field with an empty value (HPACK static entry 32 as it is):
+ * one empty cookie header, no read through an unallocated buffer. */
+START_TEST(test_empty_cookie)
+{
+    h2_head hd;
+    std_head(&hd, "GET", "/");
+    ck_assert_int_eq(add(&hd, "cookie", "", 8192, 100), 0);
+    h2_request r;
+    ck_assert_int_eq(h2_head_request(&hd, &r), 0);
+    ck_assert_uint_eq(r.header_count, 2);
+    ck_assert(streq(r.headers[1].name, "cookie"));
+    ck_assert(streq(r.headers[1].value, ""));
+    ck_assert_ptr_nonnull(r.headers[1].value.ptr);
+    h2_request_free(&r);
+    h2_head_free(&hd);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     h2_head hd;
@@ -156,6 +174,7 @@ static Suite *h2_request_suite(void)
     TCase *tc = tcase_create("head");
     tcase_add_test(tc, test_request_facts);
     tcase_add_test(tc, test_no_query_no_authority);
+    tcase_add_test(tc, test_empty_cookie);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_limits);
     suite_add_tcase(s, tc);
