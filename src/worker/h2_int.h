@@ -124,6 +124,9 @@ struct h2_stream {
     /* response */
     int resp, status, no_body, trailers_announced, submitted, deferred, above_high;
     int64_t content_length, body_sent;
+    char *kept_head; /* a bodiless response's head until its final body (owned) */
+    size_t n_kept;
+    int kept_status;
     buf out;     /* body bytes not yet framed */
     int file_fd; /* a file body after them, or -1 */
     off_t file_off;

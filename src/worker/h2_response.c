@@ -99,7 +99,7 @@ void h2_stream_after_write(h2_session *h)
 
 /* Submit the response head with the stream's data source behind it. */
 static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t n,
-                       const char **err)
+                       const char **err, int with_body)
 {
     conn *c = st_conn(st);
     nghttp2_nv *nva = calloc(n + 2, sizeof *nva);
@@ -142,7 +142,7 @@ static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t
         nva[k++] =
             (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, strlen(date), NGHTTP2_NV_FLAG_NONE};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_stream_read};
-    int rv = nghttp2_submit_response(st->h->ng, st->id, nva, k, &prd);
+    int rv = nghttp2_submit_response(st->h->ng, st->id, nva, k, with_body ? &prd : NULL);
     free(nva);
     if (rv != 0) {
         *err = nghttp2_strerror(rv);
@@ -168,7 +168,7 @@ void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line)
     } else {
         st->h->pending += buf_size(&st->out);
         st->resp = R_FINAL;
-        if (submit_head(st, status, &ct, 1, &err) < 0)
+        if (submit_head(st, status, &ct, 1, &err, 1) < 0)
             nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     }
     h2_session_kick(st->h);
@@ -201,6 +201,46 @@ static int parse_clen(pagi_str v, int64_t *out)
     return 0;
 }
 
+/* A copy of the app's head (an array of headers, then their bytes) in one block. */
+static int keep_head(h2_stream *st, const pagi_event *ev)
+{
+    size_t n = ev->header_count, bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += ev->headers[i].name.len + ev->headers[i].value.len;
+    char *m = malloc(n * sizeof(pagi_header) + bytes + 1);
+    if (!m)
+        return -1;
+    pagi_header *h = (pagi_header *)m;
+    char *p = m + n * sizeof(pagi_header);
+    for (size_t i = 0; i < n; i++) {
+        pagi_str nm = ev->headers[i].name, v = ev->headers[i].value;
+        if (nm.len)
+            memcpy(p, nm.ptr, nm.len);
+        h[i].name = (pagi_str){p, nm.len};
+        p += nm.len;
+        if (v.len)
+            memcpy(p, v.ptr, v.len);
+        h[i].value = (pagi_str){p, v.len};
+        p += v.len;
+    }
+    free(st->kept_head);
+    st->kept_head = m;
+    st->n_kept = n;
+    st->kept_status = ev->status;
+    return 0;
+}
+
+/* The final body of a response without one: its head ends the stream. */
+static int submit_kept_head(h2_stream *st, const char **err)
+{
+    int rv =
+        submit_head(st, st->kept_status, (const pagi_header *)st->kept_head, st->n_kept, err, 0);
+    free(st->kept_head);
+    st->kept_head = NULL;
+    st->n_kept = 0;
+    return rv;
+}
+
 int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
     if (st->resp != R_NONE)
@@ -229,8 +269,14 @@ int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_
     if (ev->status == 204 || ev->status == 304)
         st->no_body = 1;
     st->content_length = st->no_body ? -1 : clen;
-    if (submit_head(st, ev->status, ev->headers, ev->header_count, &err) < 0)
+    if (st->no_body && !ev->trailers) {
+        /* No body (HEAD, 204, 304): the head goes out with END_STREAM once
+         * the app's final body says the response is whole; keep a copy. */
+        if (keep_head(st, ev) < 0)
+            return scope_fail(s, "http.response.start: out of memory");
+    } else if (submit_head(st, ev->status, ev->headers, ev->header_count, &err, 1) < 0) {
         return scope_fail(s, "http.response.start: %s", err);
+    }
     conn *c = st_conn(st);
     st->resp = R_STARTED;
     st->status = ev->status;
@@ -318,6 +364,11 @@ int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_c
     st->h->pending += st_pending(st) - before;
     if (final)
         st->resp = st->trailers_announced ? R_TRAILERS : R_FINAL;
+    if (final && st->kept_head) {
+        const char *err = NULL;
+        if (submit_kept_head(st, &err) < 0)
+            return scope_fail(s, "http.response.start: %s", err);
+    }
     after_append(st, cb, ud);
     return 0;
 }

@@ -493,6 +493,7 @@ static void stream_free(h2_stream *st)
     buf_free(&st->body);
     buf_free(&st->out);
     buf_free(&st->trailers);
+    free(st->kept_head);
     free(st->parked);
     sse_stream_free(st->sse);
     free(st);

@@ -398,3 +398,21 @@ def http2_response_framing_errors(ctx):
     status, _, _, _ = c.response(b)
     check_eq(status, 500, "a header value with a leading space")
     c.close()
+
+
+@test(timeout=60)
+def http2_head_ends_on_headers(ctx):
+    """A response without a body (HEAD here) ends the stream on its HEADERS
+    frame (END_STREAM), with no empty DATA frame after it."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    a = c.request("/head-me", method="HEAD")
+    status, body, _, ended_ = c.response(a)
+    check_eq((status, body, ended_), (200, b"", True), "HEAD's answer")
+    resp = [e for e in c.events if isinstance(e, h2.events.ResponseReceived) and e.stream_id == a]
+    check(resp and resp[0].stream_ended is not None, "END_STREAM not on the HEADERS frame")
+    check(not any(isinstance(e, h2.events.DataReceived) and e.stream_id == a for e in c.events),
+          "a DATA frame after a HEAD's HEADERS")
+    b = c.request("/after")
+    check_eq(c.response(b)[:2], (200, b"ok /after 2"), "the connection goes on")
+    c.close()
