@@ -19,7 +19,7 @@ ROOT=$(pwd)
 JOBS=${JOBS:-2}
 
 PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
-          libhttp-parser-dev libyaml-dev libsystemd-dev zlib1g-dev nettle-dev libssl-dev openssl libhiredis-dev redis-server check curl python3
+          libhttp-parser-dev libyaml-dev libsystemd-dev zlib1g-dev nettle-dev libssl-dev openssl libhiredis-dev libnghttp2-dev nghttp2-client python3-h2 redis-server check curl python3
           python3-websockets python3-redis python3-cryptography nginx-light wrk hey chromium chromium-driver sslscan
           clang libclang-rt-14-dev systemd
           libperl-dev libfuture-perl libfuture-asyncawait-perl libfuture-io-perl

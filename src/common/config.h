@@ -74,7 +74,19 @@ typedef struct pagid_listen {
     gid_t gid;
     pagid_pos pos; /* the address in the file */
     pagid_tls *tls; /* NULL: cleartext (owned) */
+    int http2;      /* PAGID_H2_*: the listen entry's `http2` key */
 } pagid_listen;
+
+/* A listener's `http2:`. Unset means on for TLS (ALPN h2) and off for
+ * cleartext; cleartext HTTP/2 is only h2c with prior knowledge. */
+enum { PAGID_H2_DEFAULT = 0, PAGID_H2_OFF, PAGID_H2_ON, PAGID_H2_PRIOR_KNOWLEDGE };
+/** Does the listener offer h2 by ALPN (TLS) or accept h2c prior knowledge (cleartext)? */
+static inline int config_listen_h2(const pagid_listen *l)
+{
+    if (l->tls)
+        return l->http2 != PAGID_H2_OFF;
+    return l->http2 == PAGID_H2_PRIOR_KNOWLEDGE;
+}
 
 typedef enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level;
 

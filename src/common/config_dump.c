@@ -294,7 +294,9 @@ static void tls_mapping(dumper *d, const pagid_tls *t)
 
 static void listen_entry(dumper *d, const pagid_listen *l)
 {
-    if (!l->tls && (l->kind != LISTEN_UNIX || !(l->has_mode || l->has_uid || l->has_gid))) {
+    int h2c = !l->tls && l->http2 == PAGID_H2_PRIOR_KNOWLEDGE;
+    if (!l->tls && !h2c &&
+        (l->kind != LISTEN_UNIX || !(l->has_mode || l->has_uid || l->has_gid))) {
         str(d, l->spec);
         return;
     }
@@ -314,6 +316,10 @@ static void listen_entry(dumper *d, const pagid_listen *l)
         key_count(d, "group", (size_t)l->gid);
     if (l->tls)
         tls_mapping(d, l->tls);
+    if (l->tls || h2c) {
+        word(d, "http2");
+        word(d, h2c ? "prior-knowledge" : config_listen_h2(l) ? "true" : "false");
+    }
     map_end(d);
 }
 

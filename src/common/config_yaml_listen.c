@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "config_suggest.h"
@@ -97,12 +98,52 @@ static int resolve_id(load_ctx *x, const ynode *n, const char *path, int is_grou
     }
 }
 
+/* `http2`: true/false (TLS: ALPN h2, on by default), or prior-knowledge
+ * (cleartext: h2c when the client starts with the HTTP/2 preface). */
+static int parse_http2(load_ctx *x, const ynode *n, int tls, int *out)
+{
+    char shown[80];
+    const char *s = scalar(x, n, "listen.http2");
+    if (!s)
+        return -1;
+    if (strcmp(s, "prior-knowledge") == 0) {
+        if (tls) {
+            report(x, n, "'listen.http2: prior-knowledge' is for cleartext listeners; a TLS "
+                         "listener offers h2 by ALPN (http2: true, the default)");
+            return -1;
+        }
+        *out = PAGID_H2_PRIOR_KNOWLEDGE;
+        return 0;
+    }
+    static const char *const yes[] = {"true", "yes", "on", NULL};
+    static const char *const no[] = {"false", "no", "off", NULL};
+    int b = -1;
+    for (size_t i = 0; yes[i]; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            b = 1;
+        else if (strcasecmp(s, no[i]) == 0)
+            b = 0;
+    }
+    if (b < 0) {
+        report(x, n, "'listen.http2' must be true, false or prior-knowledge, not '%s'",
+               printable(n, shown, sizeof shown));
+        return -1;
+    }
+    if (b && !tls) {
+        report(x, n, "'listen.http2: true' needs TLS (ALPN h2); on a cleartext listener write "
+                     "'http2: prior-knowledge' for h2c");
+        return -1;
+    }
+    *out = b ? PAGID_H2_ON : PAGID_H2_OFF;
+    return 0;
+}
+
 /* The mapping form: {address: ADDR [, mode: 0660] [, owner: USER] [, group: GROUP]
- * [, tls: {...}]}. */
+ * [, tls: {...}] [, http2: BOOL|prior-knowledge]}. */
 static void add_listen_mapping(load_ctx *x, const ynode *n)
 {
-    static const char *const names[] = {"address", "mode", "owner", "group", "tls", NULL};
-    const ynode *keys[5] = {NULL}, *vals[5] = {NULL};
+    static const char *const names[] = {"address", "mode", "owner", "group", "tls", "http2", NULL};
+    const ynode *keys[6] = {NULL}, *vals[6] = {NULL};
     char shown[80], sub[32];
     int bad = 0;
     for (size_t p = 0; p < n->len; p++) {
@@ -113,9 +154,9 @@ static void add_listen_mapping(load_ctx *x, const ynode *n)
             continue;
         }
         size_t i = 0;
-        while (i < 5 && strcmp(name, names[i]))
+        while (i < 6 && strcmp(name, names[i]))
             i++;
-        if (i == 5) {
+        if (i == 6) {
             const char *near = config_suggest_among(name, strlen(name), names);
             if (near)
                 report(x, key, "unknown key '%s' in a 'listen' entry (did you mean '%s'?)",
@@ -123,7 +164,7 @@ static void add_listen_mapping(load_ctx *x, const ynode *n)
             else
                 report(x, key,
                        "unknown key '%s' in a 'listen' entry (expected address, mode, owner, "
-                       "group or tls)",
+                       "group, tls or http2)",
                        printable(key, shown, sizeof shown));
             bad = 1;
         } else if (keys[i]) {
@@ -182,8 +223,13 @@ static void add_listen_mapping(load_ctx *x, const ynode *n)
     pagid_tls *tls = NULL;
     if (vals[4] && config_tls_parse(x, vals[4], &tls) < 0)
         bad = 1;
-    if (bad)
+    int http2 = PAGID_H2_DEFAULT;
+    if (vals[5] && parse_http2(x, vals[5], vals[4] != NULL, &http2) < 0)
+        bad = 1;
+    if (bad) {
+        config_tls_free(tls);
         return;
+    }
     if (config_add_listen(x->c, addr, &msg) < 0) {
         report(x, vals[0], "invalid listen address '%s': %s",
                printable(vals[0], shown, sizeof shown), msg);
@@ -199,6 +245,7 @@ static void add_listen_mapping(load_ctx *x, const ynode *n)
     added->has_gid = keys[3] != NULL;
     added->gid = (gid_t)gid;
     added->tls = tls;
+    added->http2 = http2;
 }
 
 static void add_listen(load_ctx *x, const ynode *n, const char *path)

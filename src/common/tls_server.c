@@ -17,6 +17,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -94,16 +95,20 @@ static const char *load_error_text(const char *file, const char *kind,
     return ssl_error_text(out, outlen, fallback);
 }
 
-/* ALPN: HTTP/1.1 is the one protocol spoken; a client that offers only
- * others gets no ALPN answer rather than a failed handshake. */
+/* ALPN: h2 first when the listener speaks HTTP/2 (arg non-NULL), then
+ * http/1.1. Our order decides among what both offer (SSL_select_next_proto
+ * walks the server's list first); a client offering neither gets no ALPN
+ * answer rather than a failed handshake. */
 static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                            const unsigned char *in, unsigned int inlen, void *arg)
 {
     (void)ssl;
-    (void)arg;
-    static const unsigned char ours[] = "\x08http/1.1";
+    static const unsigned char both[] = "\x02h2\x08http/1.1";
+    static const unsigned char h1[] = "\x08http/1.1";
+    const unsigned char *ours = arg ? both : h1;
+    unsigned int ours_len = arg ? sizeof both - 1 : sizeof h1 - 1;
     unsigned char *sel = NULL;
-    if (SSL_select_next_proto(&sel, outlen, ours, sizeof ours - 1, in, inlen) ==
+    if (SSL_select_next_proto(&sel, outlen, ours, ours_len, in, inlen) ==
         OPENSSL_NPN_NEGOTIATED) {
         *out = sel;
         return SSL_TLSEXT_ERR_OK;
@@ -355,7 +360,10 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
      * buffered, which the worker sees through SSL_has_pending. */
     SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_max_early_data(ctx, 0);
-    SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
+    /* Any non-NULL arg means "h2 too"; a static object, so nothing to free. */
+    static const char h2_on = 1;
+    SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select,
+                               config_listen_h2(l) ? (void *)(uintptr_t)&h2_on : NULL);
     /* The session ID context is the listener's identity, set by
      * tls_server_new once every certificate is loaded. */
     /* A per-process session cache would resume only on the worker that

@@ -267,7 +267,8 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
         r.path_len = p.len;
         r.query = q.ptr;
         r.query_len = q.len;
-        r.protocol = strcmp(pagi_scope_http_version(s), "1.0") == 0 ? "HTTP/1.0" : "HTTP/1.1";
+        const char *hv = pagi_scope_http_version(s);
+        r.protocol = !strcmp(hv, "1.0") ? "HTTP/1.0" : !strcmp(hv, "2") ? "HTTP/2.0" : "HTTP/1.1";
         r.type = pagi_scope_type_name(s);
         r.req_header = req_header;
         r.ud = s;

@@ -21,6 +21,7 @@
 #include "reason.h"
 #include "scope.h"
 #include "tls_conn.h"
+#include "h2_conn.h"
 
 #define READ_CHUNK 16384
 #define LINGER_SECONDS 1.0
@@ -282,7 +283,12 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
         c->proto->on_header_timeout(c);
         break;
     case TMO_REQUEST:
-        conn_close(c, reason_client_timeout);
+        if (c->proto->on_request_timeout) {
+            c->proto->on_request_timeout(c);
+            conn_refresh(c);
+        } else {
+            conn_close(c, reason_client_timeout);
+        }
         break;
     case TMO_WRITE:
         conn_close(c, reason_write_timeout);
@@ -327,6 +333,10 @@ static void conn_tls_step(conn *c)
         if (c->w->stats && tls_conn_session_reused(c->tls))
             shm_add(&c->w->stats->tls_resumed, 1);
         conn_set_state(c, CONN_WAIT_REQUEST);
+        if (c->h2_allowed && tls_conn_alpn_h2(c->tls) && h2_conn_start(c) < 0) {
+            conn_close(c, reason_server_error);
+            break;
+        }
         /* A request that came with the client's Finished may have been read
          * ahead with it: then the socket will not say so. If nothing is
          * buffered, the socket wakes us when the request comes. */
@@ -460,7 +470,19 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         c->tls_want_write = 1; /* e.g. a KeyUpdate to answer on a full socket */
         conn_update_write_watch(c);
     }
-    if (c->state != CONN_LINGER && buf_size(&c->in) > 0)
+    if (c->h2_allowed && !c->tls && c->state == CONN_WAIT_REQUEST && !c->served &&
+        buf_size(&c->in) > 0 && c->proto != &h2_proto) {
+        /* h2c with prior knowledge: the preface, or HTTP/1 from here on. */
+        int r = h2_sniff_preface(c);
+        if (r == -2) {
+            conn_close(c, reason_server_error);
+            return;
+        }
+        if (r == 0)
+            c->h2_allowed = 0;
+    }
+    if (c->state != CONN_LINGER && buf_size(&c->in) > 0 &&
+        !(c->h2_allowed && !c->tls && c->proto != &h2_proto))
         c->proto->on_input(c);
     if (c->state == CONN_CLOSED)
         return;
@@ -603,6 +625,17 @@ void conn_flush_all(worker_ctx *w)
 }
 
 /* ---- ending ---- */
+
+void conn_notice_drain(worker_ctx *w)
+{
+    conn *c = w->conns;
+    while (c) {
+        conn *next = c->next; /* on_drain may close c (freed later, still linked out) */
+        if (c->state != CONN_CLOSED && c->proto->on_drain)
+            c->proto->on_drain(c);
+        c = next;
+    }
+}
 
 static void conn_free_job(const runq_item *it) { free(it->a); }
 

@@ -52,12 +52,18 @@ typedef struct conn_proto {
     int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
     void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
     void (*on_header_timeout)(conn *c);
+    /* timeouts.request passed while waiting_for_input (NULL: the connection
+     * closes with client_timeout; HTTP/2 resets only the streams waiting). */
+    void (*on_request_timeout)(conn *c);
     /* Cleartext HTTP came to a TLS port: the connection is cleartext now;
      * answer (400) and close. NULL: just close. */
     void (*on_plain_http)(conn *c);
     /* Our last bytes are written: may the peer still be sending what we
      * answered (then the connection lingers, so no RST eats the answer)? */
     int (*peer_may_send)(const conn *c);
+    /* The worker started draining (NULL: the drain's usual course): HTTP/2
+     * says GOAWAY so the client opens no more streams. */
+    void (*on_drain)(conn *c);
     /* Set up the protocol's state on a new connection (NULL: nothing to do). */
     int (*init)(conn *c);
     /* Free every byte of protocol state. conn_close calls it exactly once,
@@ -66,6 +72,7 @@ typedef struct conn_proto {
 } conn_proto;
 
 struct ws_conn;
+struct h2_session;
 struct tls_conn;
 struct tls_server;
 
@@ -99,12 +106,18 @@ struct conn {
     h1_conn h1;
     struct ws_conn *ws; /* set once the connection is a WebSocket (owned) */
     struct tls_conn *tls; /* the TLS session on a TLS listener (owned), else NULL */
+    struct h2_session *h2; /* the HTTP/2 session once c speaks h2 (owned by h2_conn.c) */
+    /* HTTP/2 is allowed: ALPN h2 after the handshake, or (cleartext) an h2c
+     * preface as the first bytes; cleared once the first bytes said HTTP/1. */
+    int h2_allowed;
 };
 
 /** Take an accepted socket speaking proto first, through TLS when tls is
  * set (the handshake comes first); returns NULL (socket closed) on failure. */
 conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
                int server_port, const conn_proto *proto, const struct tls_server *tls);
+/** Tell every live connection's protocol that the worker drains. */
+void conn_notice_drain(worker_ctx *w);
 /**
  * The peer's address as text ("127.0.0.1", "::1"), "" on a unix socket.
  * The string lives in the worker and is valid until the next call.

@@ -122,7 +122,7 @@ static int h1_on_request(void *ud, const h1_request *req)
     const scope_ops *ops = &h1_exchange_ops;
     if (req->accepts_event_stream && !req->upgrade_websocket && !c->status_listener) {
         /* The spec: Accept: text/event-stream makes an sse scope, for every method. */
-        if (!(h->sse = sse_stream_new(c)))
+        if (!(h->sse = sse_stream_new(c->w, &sse_h1_carrier, c)))
             return -1;
         type = PAGI_SCOPE_SSE;
         ops = &sse_exchange_ops;

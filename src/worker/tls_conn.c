@@ -273,3 +273,11 @@ struct tls_info *tls_conn_info(tls_conn *t)
         t->info = tls_info_new(t->ssl);
     return t->info;
 }
+
+int tls_conn_alpn_h2(const tls_conn *t)
+{
+    const unsigned char *p = NULL;
+    unsigned int n = 0;
+    SSL_get0_alpn_selected(t->ssl, &p, &n);
+    return n == 2 && p[0] == 'h' && p[1] == '2';
+}

@@ -61,6 +61,8 @@ const char *tls_conn_version(const tls_conn *t);
 const char *tls_conn_cipher(const tls_conn *t);
 /* 1 when the handshake resumed a session (a ticket) rather than a full one. */
 int tls_conn_session_reused(const tls_conn *t);
+/** 1 when ALPN chose h2 in the handshake. */
+int tls_conn_alpn_h2(const tls_conn *t);
 /** Send close_notify once, without waiting for the peer's; nothing after a
  * fatal error or before the handshake finished. */
 void tls_conn_close_notify(tls_conn *t);

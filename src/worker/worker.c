@@ -54,6 +54,7 @@ typedef struct acceptor {
     int port;
     int status; /* the status.listen socket */
     const struct tls_server *tls; /* a TLS listener's context, else NULL */
+    int h2; /* HTTP/2 allowed: ALPN h2 (TLS) or h2c prior knowledge (listen.http2) */
     struct worker_run_ctx *run;
 } acceptor;
 
@@ -212,6 +213,8 @@ static int accept_batch(acceptor *a, int force)
         conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port, &h1_proto, a->tls);
         if (c && a->status)
             c->status_listener = 1;
+        if (c)
+            c->h2_allowed = a->h2;
     }
     return taken;
 }
@@ -407,6 +410,7 @@ static void worker_drain(worker_run_ctx *r)
         return;
     w->draining = 1;
     log_info("draining: %zu connection(s) open", w->n_conns);
+    conn_notice_drain(w);
     if (w->under_master)
         proctitle_worker(w->worker_num, r->generation, 1);
     accepting_set(r, 0);
@@ -614,6 +618,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         a->run = r;
         a->status = listeners[i].conf && listeners[i].conf->status;
         a->tls = listeners[i].tls;
+        a->h2 = listeners[i].conf && config_listen_h2(listeners[i].conf);
         acceptor_describe(a, &listeners[i]);
         ev_io_init(&a->io, worker_on_accept, a->fd, EV_READ);
         a->io.data = a;

@@ -3,7 +3,7 @@
 #
 # Usage: tests/fuzz/run.sh [SECONDS] [HARNESS...]
 #   SECONDS   how long each harness runs (default 60; dev.sh's smoke run uses 10)
-#   HARNESS   http1_parser config ws_frame ws_deflate utf8 static tls (default: all)
+#   HARNESS   http1_parser config ws_frame ws_deflate utf8 static tls h2 (default: all)
 # Environment:
 #   FUZZ_OUT  work dir (default /tmp/pagid-fuzz): binaries, the growing corpus
 #             of each harness (NAME/corpus, kept between runs), logs, and the
@@ -26,7 +26,7 @@ CC=${CC:-clang}
 case $secs in '' | *[!0-9]*) echo "run.sh: SECONDS must be a number" >&2; exit 2 ;; esac
 mkdir -p "$out" || exit 1
 
-all="http1_parser config ws_frame ws_deflate utf8 static tls"
+all="http1_parser config ws_frame ws_deflate utf8 static tls h2"
 names=${*:-$all}
 
 # sources NAME: the files a harness is built from (relative to the top dir; ?FILE
@@ -42,12 +42,15 @@ sources() {
         static) echo "src/worker/apps/static_path.c src/worker/apps/static_http.c" ;;
         # tls_conn on a context built from a config, as pagid builds it
         tls) echo "src/worker/tls_conn.c src/worker/tls_info.c src/common/tls_server.c src/common/tls_tickets.c src/common/tls_ocsp.c tests/unit/tls_test_cert.c $(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c ?src/common/redis_url.c -lyaml -lssl -lcrypto" ;;
+        # the HTTP/2 input path: nghttp2's framing and HPACK into h2_request.c
+        h2) echo "src/worker/h2_request.c src/common/buf.c src/worker/http1_parser.c src/worker/http1_parser_head.c src/worker/h1_arena.c -lhttp_parser -lnghttp2" ;;
         *) return 1 ;;
     esac
 }
 maxlen() {
     case $1 in
         http1_parser | config) echo 4096 ;;
+        h2) echo 16384 ;;
         *) echo 8192 ;;
     esac
 }

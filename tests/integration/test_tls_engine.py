@@ -133,10 +133,12 @@ def random_file(path, size):
 
 @test(timeout=60)
 def curl_keepalive_and_http10(ctx):
-    """curl fetches three URLs over one TLS connection (it says "Re-using"),
-    then HTTP/1.0 with a body; TLS 1.3 and ALPN http/1.1 are negotiated."""
+    """curl --http1.1 fetches three URLs over one TLS connection (it says
+    "Re-using"), then HTTP/1.0 with a body; TLS 1.3 and ALPN http/1.1 are
+    negotiated (without --http1.1 curl offers h2 first, and gets it:
+    test_http2.py)."""
     t = TLSServer(ctx)
-    r = t.curl("-v", t.url("/a"), t.url("/b?x=1"), t.url("/c"))
+    r = t.curl("-v", "--http1.1", t.url("/a"), t.url("/b?x=1"), t.url("/c"))
     err = r.stderr.decode("utf-8", "replace")
     check(r.returncode == 0, "curl failed: %s" % err[-500:])
     check("Re-using existing connection" in err, "curl opened new connections: %s" % err[-800:])

@@ -132,7 +132,7 @@ START_TEST(test_loader_mappings)
                  "t.yaml:2:6: unknown key 'adress' in a 'listen' entry (did you mean 'address'?)");
     expect_error("listen:\n  - {address: 'unix:/a.sock', user: root}\n",
                  "t.yaml:2:31: unknown key 'user' in a 'listen' entry (expected address, mode, "
-                 "owner, group or tls)");
+                 "owner, group, tls or http2)");
     expect_error("app: {statik: /tmp}\n",
                  "t.yaml:1:7: unknown key 'statik' in 'app' (did you mean 'static'?)");
     expect_error("app: {static: /tmp, listin: true}\n",

@@ -642,7 +642,7 @@ START_TEST(test_err_wrong_type)
                  "t.yaml:2:9: 'timeouts.idle' must be a single value, not a mapping");
     expect_error("listen: {a: 1}\n",
                  "t.yaml:1:10: unknown key 'a' in a 'listen' entry (expected address, mode, owner, "
-                 "group or tls)");
+                 "group, tls or http2)");
     expect_error("listen: [[':80']]\n", "t.yaml:1:10: 'listen' must be a single value, not a list");
     expect_error("workers:\n", "t.yaml:1:9: 'workers' needs a value");
     expect_error("pid_file: [a]\n", "t.yaml:1:11: 'pid_file' must be a single value, not a list");
@@ -864,7 +864,7 @@ START_TEST(test_err_listen_mapping)
     expect_error("listen:\n  - {mode: '0600'}\n", "t.yaml:2:5: a 'listen' entry needs an address");
     expect_error("listen:\n  - {address: 'unix:/a.sock', user: root}\n",
                  "t.yaml:2:31: unknown key 'user' in a 'listen' entry (expected address, mode, "
-                 "owner, group or tls)");
+                 "owner, group, tls or http2)");
     expect_error("listen:\n  - {address: 'unix:/a.sock', mode: 1, mode: 2}\n",
                  "t.yaml:2:40: duplicate key 'mode' in a 'listen' entry");
     expect_error("listen:\n  - {address: 'unix:a.sock'}\n",

@@ -188,6 +188,35 @@ START_TEST(test_tls_errors)
 }
 END_TEST
 
+/* listen.http2: on by default with TLS, off in clear unless prior-knowledge. */
+START_TEST(test_listen_http2)
+{
+    pagid_config c;
+    ck_assert_int_eq(load(&c, HEAD "      cert: c\n      key: k\n"
+                                   "  - 127.0.0.1:80\n"
+                                   "  - {address: 127.0.0.1:81, http2: prior-knowledge}\n"
+                                   "  - {address: 127.0.0.1:82, http2: false, tls: {cert: c, "
+                                   "key: k}}\n"),
+                     0);
+    ck_assert_str_eq(out_text, "");
+    ck_assert_uint_eq(c.n_listens, 4);
+    ck_assert_int_eq(config_listen_h2(&c.listens[0]), 1);
+    ck_assert_int_eq(config_listen_h2(&c.listens[1]), 0);
+    ck_assert_int_eq(config_listen_h2(&c.listens[2]), 1);
+    ck_assert_int_eq(c.listens[2].http2, PAGID_H2_PRIOR_KNOWLEDGE);
+    ck_assert_int_eq(config_listen_h2(&c.listens[3]), 0);
+    config_free(&c);
+    expect_error("listen:\n  - {address: 127.0.0.1:80, http2: true}\n",
+                 "t.yaml:2:36: 'listen.http2: true' needs TLS (ALPN h2); on a cleartext "
+                 "listener write 'http2: prior-knowledge' for h2c");
+    expect_error("listen:\n  - {address: 127.0.0.1:80, http2: h2c}\n",
+                 "t.yaml:2:36: 'listen.http2' must be true, false or prior-knowledge, not 'h2c'");
+    expect_error(HEAD "      cert: c\n      key: k\n    http2: prior-knowledge\n",
+                 "t.yaml:6:12: 'listen.http2: prior-knowledge' is for cleartext listeners; a "
+                 "TLS listener offers h2 by ALPN (http2: true, the default)");
+}
+END_TEST
+
 /* Every prefix of a full mapping: an error or a load, never a crash or leak. */
 START_TEST(test_tls_truncations_never_crash)
 {
@@ -216,6 +245,7 @@ static Suite *config_yaml_tls_suite(void)
     tcase_add_test(tc, test_tls_full);
     tcase_add_test(tc, test_tls_forms);
     tcase_add_test(tc, test_tls_errors);
+    tcase_add_test(tc, test_listen_http2);
     tcase_add_test(tc, test_tls_truncations_never_crash);
     suite_add_tcase(s, tc);
     return s;

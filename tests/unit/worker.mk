@@ -23,3 +23,10 @@ TESTS += tests/unit/test_accept_gate
 tests_unit_test_accept_gate_SOURCES = tests/unit/test_accept_gate.c
 tests_unit_test_accept_gate_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_accept_gate_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
+# h2_request: an HTTP/2 request head from HPACK fields to a scope's facts.
+check_PROGRAMS += tests/unit/test_h2_request
+TESTS += tests/unit/test_h2_request
+tests_unit_test_h2_request_SOURCES = tests/unit/test_h2_request.c
+tests_unit_test_h2_request_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_h2_request_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)

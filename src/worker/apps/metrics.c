@@ -27,6 +27,7 @@ typedef struct totals {
     uint64_t ps_published, ps_delivered, ps_dropped;
     uint64_t tls_handshakes[SHM_TLS__COUNT];
     uint64_t tls_resumed;
+    uint64_t h2_connections, h2_streams, h2_resets, h2_calm, h2_refused;
     int64_t open_connections, open_scopes[SHM_SCOPE__COUNT], tls_open;
     unsigned workers_up, workers_ready;
 } totals;
@@ -54,6 +55,11 @@ static void sum(totals *t, const shm_region *r)
         for (int k = 0; k < SHM_TLS__COUNT; k++)
             t->tls_handshakes[k] += LOAD(&w->tls_handshakes[k]);
         t->tls_resumed += LOAD(&w->tls_resumed);
+        t->h2_connections += LOAD(&w->h2_connections);
+        t->h2_streams += LOAD(&w->h2_streams);
+        t->h2_resets += LOAD(&w->h2_resets);
+        t->h2_calm += LOAD(&w->h2_calm);
+        t->h2_refused += LOAD(&w->h2_refused);
         if (pid == 0)
             continue; /* exited: its gauges are stale */
         t->workers_up++;
@@ -152,6 +158,19 @@ int metrics_render(buf *o, const shm_region *r)
     head(o, "pagid_tls_sessions_resumed_total", "counter",
          "Of the ok handshakes, those that resumed a session (by ticket) instead of a full one.");
     buf_printf(o, "pagid_tls_sessions_resumed_total %llu\n", (unsigned long long)t.tls_resumed);
+    head(o, "pagid_http2_connections_total", "counter", "Connections that spoke HTTP/2 (h2 or h2c).");
+    buf_printf(o, "pagid_http2_connections_total %llu\n", (unsigned long long)t.h2_connections);
+    head(o, "pagid_http2_streams_total", "counter", "HTTP/2 streams the clients opened.");
+    buf_printf(o, "pagid_http2_streams_total %llu\n", (unsigned long long)t.h2_streams);
+    head(o, "pagid_http2_resets_total", "counter", "RST_STREAM frames the clients sent.");
+    buf_printf(o, "pagid_http2_resets_total %llu\n", (unsigned long long)t.h2_resets);
+    head(o, "pagid_http2_calm_total", "counter",
+         "HTTP/2 connections ended with ENHANCE_YOUR_CALM (rapid reset, a frame flood).");
+    buf_printf(o, "pagid_http2_calm_total %llu\n", (unsigned long long)t.h2_calm);
+    head(o, "pagid_http2_refused_total", "counter",
+         "HTTP/2 streams refused (REFUSED_STREAM): the connection's streams, with reset ones whose "
+         "apps still run, were at the limit.");
+    buf_printf(o, "pagid_http2_refused_total %llu\n", (unsigned long long)t.h2_refused);
     head(o, "pagid_worker_restarts_total", "counter", "Crashed workers replaced by the master.");
     buf_printf(o, "pagid_worker_restarts_total %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->worker_restarts));

@@ -1,0 +1,29 @@
+/*
+ * h2_conn.h - HTTP/2 as a connection protocol: what the rest of the worker
+ * needs to hand a connection to it (after ALPN h2, or an h2c preface on a
+ * listener that allows prior knowledge).
+ */
+#ifndef PAGID_H2_CONN_H
+#define PAGID_H2_CONN_H
+
+typedef struct conn conn;
+struct conn_proto;
+
+/** HTTP/2 (RFC 9113) through nghttp2's framing; streams are PAGI scopes. */
+extern const struct conn_proto h2_proto;
+
+/**
+ * A connection that has served nothing yet speaks HTTP/2 from now on: its
+ * HTTP/1 state is released and the session made. 0, or -1 when out of
+ * memory (the caller closes it).
+ */
+int h2_conn_start(conn *c);
+
+/**
+ * h2c with prior knowledge: does c->in begin with the client preface?
+ * 1 yes (c speaks HTTP/2 now), 0 no (it stays HTTP/1), -1 not enough bytes
+ * yet to say, -2 out of memory.
+ */
+int h2_sniff_preface(conn *c);
+
+#endif
