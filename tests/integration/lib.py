@@ -2,6 +2,7 @@
 stopping the server under test, raw HTTP/1.x over sockets, reading the
 lifecycle app's log. Python 3 standard library only."""
 
+import collections
 import os
 import re
 import signal
@@ -66,11 +67,21 @@ def wait_for(pred, timeout, interval=0.02):
 # ---------------------------------------------------------------------------
 
 
+_recent_ports = collections.deque(maxlen=512)
+
+
 def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    # The kernel may hand out a port it just handed out (the probe socket is
+    # closed at once), so two calls in a row could name the same port for
+    # two listeners of one config: never repeat one of the last 512.
+    for _ in range(100):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _recent_ports:
+            break
+    _recent_ports.append(port)
     return port
 
 
