@@ -281,7 +281,7 @@ def demo_chat_two_tabs_on_two_workers(ctx):
     # Two tabs of the demo on a 2-worker pagid, their chats on different
     # workers: each one's message shows in both (publish/subscribe).
     srv = ctx.start(app=None, workers=2)
-    check(lib.wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(lib.wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     url = "http://127.0.0.1:%d/" % srv.port
     wd = WebDriver(ctx)
     try:

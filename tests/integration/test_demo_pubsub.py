@@ -88,7 +88,7 @@ def spread_clients(port, workers, want_each=1, tries=40):
 @test(timeout=60)
 def chat_across_two_workers(ctx):
     srv = ctx.start("demo", workers=2)
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     clients = spread_clients(srv.port, 2, want_each=2)
     ctx.note("chat clients on workers %r" % sorted(c.worker for c in clients))
     check_eq(len({c.name for c in clients}), len(clients), "distinct names")

@@ -37,7 +37,7 @@ def spread(ctx, srv, n, path):
 def chat_over_2_workers(ctx):
     sport = free_port()
     srv = ctx.start(app(ctx, "pubsub_chat"), workers=2, config=status_conf(sport))
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never all up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     clients, by_worker = spread(ctx, srv, 20, "/room")
     pubs = [v[0] for k, v in sorted(by_worker.items())]
     sync(clients, pubs[0], "sync")
@@ -101,7 +101,7 @@ def new_events(c, wait):
 @test(timeout=90)
 def sse_subscribers_over_2_workers(ctx):
     srv = ctx.start(app(ctx, "pubsub_sse"), workers=2)
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never all up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     subs = [sse_subscriber(srv.port, "/news") for _ in range(10)]
     check(len({c.worker for c in subs}) == 2, "subscribers on workers %r" % [c.worker for c in subs])
     # A keep-alive publisher on each worker (GET answers which worker, publishing nothing).
@@ -320,7 +320,7 @@ def next_loses_a_race(ctx):
 @test(timeout=90)
 def io_async_style_app(ctx):
     srv = ctx.start(app(ctx, "pubsub_io_async"), workers=2)
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     a = client_on(srv.port, 1, path="/")
     b = client_on(srv.port, 2, path="/")
     for c in (a, b):
@@ -373,7 +373,7 @@ def doc_example_chat(ctx):
     with open(path, "w") as f:
         f.write(code)
     srv = ctx.start(path, workers=2)
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     clients = [PlainWS(srv.port, "/lobby") for _ in range(6)]
     other = PlainWS(srv.port, "/elsewhere")
     sync(clients, clients[0], "sync")

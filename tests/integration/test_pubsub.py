@@ -260,7 +260,7 @@ def client_on(port, worker, tries=40, path="/room"):
 @test(timeout=90)
 def worker_killed_mid_stream(ctx):
     srv = ctx.start("pubsub", workers=2)
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     pub = client_on(srv.port, 1)
     a = client_on(srv.port, 1)
     b = client_on(srv.port, 2)
@@ -305,7 +305,7 @@ def worker_killed_mid_stream(ctx):
 @test(timeout=90)
 def reload_mid_stream(ctx):
     srv = ctx.start("pubsub", workers=2, config="timeouts:\n  shutdown: 30s\n")
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     old_pub = WS(srv.port, "/room?stay=1")
     old_sub = WS(srv.port, "/room?stay=1")
     sync([old_sub], old_pub, "sync")
@@ -368,7 +368,7 @@ def slow_subscribers_are_bounded(ctx):
     sport = free_port()
     conf = status_conf(sport, "timeouts:\n  heartbeat: 60s\n")
     srv = ctx.start("pubsub", workers=2, config=conf)
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     pids = {}
     for p in srv.workers():
         with open("/proc/%d/cmdline" % p, "rb") as f:

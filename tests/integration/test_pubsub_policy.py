@@ -185,7 +185,7 @@ def increasing(seq, who):
 def slow_clients_under(ctx, policy):
     sport = free_port()
     srv = ctx.start("pubsub", workers=2, config=status_conf(sport, CONF_EXTRA))
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     pids = {}
     for p in srv.workers():
         with open("/proc/%d/cmdline" % p, "rb") as f:

@@ -200,7 +200,7 @@ def sse_message_lines_and_http_answers(ctx):
 @test(timeout=90)
 def sse_streams_across_a_reload(ctx):
     srv = ctx.start("pubsub", workers=2, config="timeouts:\n  shutdown: 30s\n")
-    check(wait_for(lambda: len(srv.workers()) == 2, 10 * SLOW), "workers never up")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
     leaving = Sub(srv.port, "r")
     staying = Sub(srv.port, "r", "?stay=1")
     old_workers = set(srv.workers())
