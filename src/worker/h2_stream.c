@@ -552,22 +552,10 @@ void h2_stream_free_all(h2_session *h)
 
 static int h2_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
-    switch (ev->type) {
-    case PAGI_EV_HTTP_RESPONSE_START:
-    case PAGI_EV_HTTP_RESPONSE_BODY:
-    case PAGI_EV_HTTP_RESPONSE_TRAILERS:
-        break;
-    default:
-        return scope_fail(s, "send: '%s' is not an event an http scope can send",
-                          pagi_event_type_name(ev->type));
-    }
     h2_stream *st = scope_proto(s);
-    if (scope_is_complete(s))
-        return scope_fail(s, "send: the response is already complete");
-    if (!st || !scope_is_connected(s)) {
-        scope_complete_send(s, cb, ud, NULL);
-        return 0;
-    }
+    int go = scope_http_send_gate(s, ev, st != NULL, cb, ud);
+    if (go <= 0)
+        return go;
     switch (ev->type) {
     case PAGI_EV_HTTP_RESPONSE_START:
         return h2_resp_start(s, st, ev, cb, ud);

@@ -251,23 +251,10 @@ static int send_trailers(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send
 
 static int h1x_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
-    switch (ev->type) {
-    case PAGI_EV_HTTP_RESPONSE_START:
-    case PAGI_EV_HTTP_RESPONSE_BODY:
-    case PAGI_EV_HTTP_RESPONSE_TRAILERS:
-        break;
-    default:
-        return scope_fail(s, "send: '%s' is not an event an http scope can send",
-                          pagi_event_type_name(ev->type));
-    }
     conn *c = exchange_conn(s);
-    if (scope_is_complete(s))
-        return scope_fail(s, "send: the response is already complete");
-    if (!c || !scope_is_connected(s)) {
-        /* The spec: a send after disconnect is a no-op that does not raise. */
-        scope_complete_send(s, cb, ud, NULL);
-        return 0;
-    }
+    int go = scope_http_send_gate(s, ev, c != NULL, cb, ud);
+    if (go <= 0)
+        return go;
     switch (ev->type) {
     case PAGI_EV_HTTP_RESPONSE_START:
         return h1x_send_start(s, c, ev, cb, ud);

@@ -639,3 +639,25 @@ void scope_notify_drain(pagi_scope *s)
 {
     queue_all(s, &s->on_drain, notify_cb_job, "on_drain");
 }
+
+int scope_http_send_gate(pagi_scope *s, const pagi_event *ev, int has_exchange, pagi_send_cb cb,
+                         void *ud)
+{
+    switch (ev->type) {
+    case PAGI_EV_HTTP_RESPONSE_START:
+    case PAGI_EV_HTTP_RESPONSE_BODY:
+    case PAGI_EV_HTTP_RESPONSE_TRAILERS:
+        break;
+    default:
+        return scope_fail(s, "send: '%s' is not an event an http scope can send",
+                          pagi_event_type_name(ev->type));
+    }
+    if (scope_is_complete(s))
+        return scope_fail(s, "send: the response is already complete");
+    if (!has_exchange || !scope_is_connected(s)) {
+        /* The spec: a send after disconnect is a no-op that does not raise. */
+        scope_complete_send(s, cb, ud, NULL);
+        return 0;
+    }
+    return 1;
+}

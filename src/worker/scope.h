@@ -100,6 +100,14 @@ pagi_buf *scope_send_buf(const pagi_scope *s, const void *p, size_t n);
 void scope_complete_send(pagi_scope *s, pagi_send_cb cb, void *ud, const char *err);
 /** Record a rejected call's message; returns -1 for convenience. */
 int scope_fail(pagi_scope *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/**
+ * What every protocol's http send checks first: the event is one an http
+ * scope sends, the response is not complete, and the exchange is still
+ * there (has_exchange) and connected. Returns 1 to go on, 0 when the send
+ * was the spec's no-op after a disconnect (completed already), -1 refused.
+ */
+int scope_http_send_gate(pagi_scope *s, const pagi_event *ev, int has_exchange, pagi_send_cb cb,
+                         void *ud);
 
 /**
  * Abnormal end, in the spec's order: is_connected false, reason set,
