@@ -30,10 +30,10 @@ int accept_gate_open(const shm_region *r, const shm_worker *self, size_t mine, s
         total += (uint64_t)atomic_load_explicit(&p->open_connections, memory_order_relaxed);
         n++;
     }
-    /* mine + 1 <= 1.25 * (total + 1) / n + 1, in integers. Alone (n == 1)
+    /* mine + 1 <= SHARE * (total + 1) / n + 1, in integers. Alone (n == 1)
      * this always holds. Two workers deciding at once each see the other's
      * count from before, which is lower: the bound only gets tighter. */
-    return 4 * (uint64_t)mine * n <= 5 * (total + 1);
+    return ACCEPT_GATE_SHARE_DEN * (uint64_t)mine * n <= ACCEPT_GATE_SHARE_NUM * (total + 1);
 }
 
 size_t accept_gate_to_wake(shm_region *r, const shm_worker *self, size_t max_conns,

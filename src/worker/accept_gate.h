@@ -16,9 +16,17 @@
  * stuck, it would not take the connections left for it. */
 #define ACCEPT_GATE_STALE_MS 2000
 
+/* The share a worker may hold: 1.1 times the average (plus one). Every
+ * connection a busy worker holds above the average is a write it does while
+ * its peer idles; for a broadcast to 1,000 subscribers the busiest worker's
+ * count is the delivery tail (1.25 allowed 614 of 1,000). Tighter than this
+ * and the gate closes on nearly every accept of a burst. */
+#define ACCEPT_GATE_SHARE_NUM 11
+#define ACCEPT_GATE_SHARE_DEN 10
+
 /**
  * 1 when the worker of slot `self`, holding `mine` connections, may accept
- * one more: afterwards it holds at most 1.25 times the average of the
+ * one more: afterwards it holds at most 1.1 times the average of the
  * workers that can accept (ready, heartbeat fresh, below `max_conns`)
  * plus one. 0 when a less loaded peer should take it. Always 1 without a
  * region or a slot, and when no peer can accept.

@@ -1,6 +1,6 @@
 """Connections spread over workers (docs/ARCHITECTURE.md, "Spreading
 connections over workers"): with N workers and C connections opened in a
-burst, no worker holds more than 1.25 * C / N + 2 of them, for keep-alive
+burst, no worker holds more than 1.1 * C / N + 2 of them, for keep-alive
 HTTP, WebSocket and SSE alike; connections waiting in the shared queue are
 served when a worker is killed while its peer cannot accept.
 
@@ -112,7 +112,7 @@ def read_response(s):
 def spread_rounds(srv, workers, count, head, expect):
     """ROUNDS bursts of count connections held open; each round checks the
     split, closes them and waits for the server to let go."""
-    bound = 1.25 * count / len(workers) + 2
+    bound = 1.1 * count / len(workers) + 2
     splits = []
     for _ in range(ROUNDS):
         conns = burst(srv.port, count, head)
