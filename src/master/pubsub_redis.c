@@ -11,15 +11,15 @@
  * while Redis is away: whole commands, bounded), `sub` carries SUBSCRIBE/
  * UNSUBSCRIBE and receives the messages (rebuilt from the routes at each
  * connect, so nothing of it is kept while down).
+ *
+ * Opening a link (lookup, socket, handshake) is pubsub_redis_connect.c.
  */
-#include "pubsub_redis.h"
+#include "pubsub_redis_int.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <math.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +28,6 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,17 +37,11 @@
 #include "pubsub_broker.h"
 #include "redis_resolve.h"
 #include "redis_wire.h"
-
-/* Connect and the first PING answered within this, or the attempt fails. */
-#define CONNECT_TIMEOUT_S 5.0
 #define READ_CHUNK 65536u
 /* Reads per wakeup: one busy channel cannot hold the master's loop. */
 #define READ_ROUNDS 16
 /* An empty output buffer that grew past this gives its memory back. */
 #define KEEP_CAP 65536u
-/* A name's addresses serve the connects of this long (both links, one
- * backoff cycle), then it is looked up again. */
-#define ADDRS_FRESH_S 1.0
 /* Subscribe commands waiting to be written: past this Redis is not reading
  * them, the link is dropped (a reconnect rebuilds them from the routes). */
 #define SUB_QUEUE_MAX (1u << 20)
@@ -56,64 +49,8 @@
  * PING_TIMEOUT_S: a Redis that stops answering but keeps TCP alive. */
 #define PING_EVERY_S 10.0
 #define PING_TIMEOUT_S 10.0
-/* Unacknowledged data older than this breaks the TCP connection. */
-#define TCP_USER_TIMEOUT_MS 25000
 
-enum link_state { LINK_DOWN, LINK_RESOLVING, LINK_CONNECTING, LINK_OPEN };
-
-/* A command in pub's output queue: its bytes, and whether it is a message
- * (counted as sent once written) or the handshake of one connection. */
-typedef struct cmd_rec {
-    uint32_t len;
-    uint32_t msg;
-} cmd_rec;
-
-typedef struct rlink {
-    const char *role; /* "publish" or "subscribe", for the logs */
-    int fd;
-    enum link_state state;
-    int ready; /* its PING was answered: Redis is really there */
-    int hs_pending;  /* replies to the handshake (AUTH, PING) still to come */
-    int err_logged;  /* an error reply after the handshake was logged */
-    double ping_at;      /* ready: when to send the next PING */
-    double pong_by;      /* a PING is out: its answer is due by then; 0 when none */
-    buf out;
-    buf cmds;         /* pub only: one cmd_rec per command in out */
-    size_t head_sent; /* pub only: bytes of the first command already written */
-    size_t queued;    /* pub only: bytes of messages in out */
-    redisReader *rd;
-    double retry_at;    /* DOWN: when to connect again */
-    double deadline;    /* RESOLVING, CONNECTING, or OPEN and not ready: when to give up */
-    unsigned failures;  /* attempts failed since it was last ready */
-    unsigned addr_next; /* TCP: which of the host's addresses to try next */
-} rlink;
-
-struct pubsub_redis {
-    redis_url url;
-    char where[REDIS_URL_HOST_MAX + 32];
-    char *prefix;
-    size_t prefix_len;
-    size_t buffer;
-    unsigned char id[8];
-    rlink pub, sub;
-    /* TCP: the host's addresses; a literal address is parsed once and kept
-     * (numeric), a name is looked up off the loop by dns. */
-    struct addrinfo *addrs;
-    int numeric;
-    double addrs_at;
-    redis_resolver *dns;
-    int up;     /* both links ready */
-    int was_up; /* up at least once: later ups are reconnections */
-    int down_logged, drop_logged;
-    int stopping; /* the master stops: no new connection */
-    double down_since;
-    shm_region *shm;
-    redis_deliver_fn deliver;
-    redis_resubscribe_fn resubscribe;
-    void *ud;
-};
-
-static double now_s(void)
+double rlink_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -140,18 +77,6 @@ static int channel_cmd(pubsub_redis *r, buf *b, const char *verb, const char *ch
     return 0;
 }
 
-/* AUTH (when the url has a password) and PING: what opens a connection. */
-static int handshake(pubsub_redis *r, buf *b)
-{
-    if (r->url.password[0]) {
-        int two = r->url.user[0] != 0;
-        if (buf_printf(b, "*%d\r\n", two ? 3 : 2) < 0 || redis_word(b, "AUTH") < 0 ||
-            (two && redis_word(b, r->url.user) < 0) || redis_word(b, r->url.password) < 0)
-            return -1;
-    }
-    return buf_append_str(b, "*1\r\n") < 0 || redis_word(b, "PING") < 0 ? -1 : 0;
-}
-
 /* ---- the links ---- */
 
 static void set_up(pubsub_redis *r, int up)
@@ -160,8 +85,6 @@ static void set_up(pubsub_redis *r, int up)
     if (r->shm)
         atomic_store(&r->shm->pubsub_backend_up, up);
 }
-
-static int link_flush(pubsub_redis *r, rlink *l);
 
 static void link_close_fd(rlink *l)
 {
@@ -190,9 +113,9 @@ static void pop_cmd(pubsub_redis *r, rlink *l, int count_drop)
 
 /* The link failed (why: for the log): close it, keep what can be resent,
  * and schedule the next attempt. */
-static void link_fail(pubsub_redis *r, rlink *l, const char *why)
+void rlink_fail(pubsub_redis *r, rlink *l, const char *why)
 {
-    double now = now_s();
+    double now = rlink_now();
     link_close_fd(l);
     l->state = LINK_DOWN;
     l->ready = 0;
@@ -239,193 +162,20 @@ static void link_ready(pubsub_redis *r, rlink *l)
     if (l->ready)
         return;
     l->ready = 1;
-    l->ping_at = now_s() + PING_EVERY_S;
+    l->ping_at = rlink_now() + PING_EVERY_S;
     l->failures = 0;
     if (r->pub.ready && r->sub.ready && !r->up) {
         set_up(r, 1);
         if (r->was_up) {
             COUNT(r, pubsub_backend_reconnects, 1);
             log_info("pubsub: reconnected to redis at %s after %.1f s", r->where,
-                     now_s() - r->down_since);
+                     rlink_now() - r->down_since);
         } else {
             log_info("pubsub: connected to redis at %s", r->where);
         }
         r->was_up = 1;
         r->down_logged = 0;
         r->drop_logged = 0;
-    }
-}
-
-/* A socket to the url, connecting (non-blocking): the fd, or -1 with why. */
-static int open_socket(pubsub_redis *r, rlink *l, int *in_progress, const char **why)
-{
-    *in_progress = 0;
-    if (r->url.is_unix) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        memcpy(sa.sun_path, r->url.path, strlen(r->url.path) + 1);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            *why = strerror(errno);
-            return -1;
-        }
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-            if (errno != EINPROGRESS && errno != EAGAIN) {
-                *why = strerror(errno);
-                close(fd);
-                return -1;
-            }
-            *in_progress = 1;
-        }
-        return fd;
-    }
-    struct addrinfo *res = r->addrs;
-    unsigned n = 0;
-    for (struct addrinfo *a = res; a; a = a->ai_next)
-        n++;
-    if (n == 0) {
-        *why = "no address";
-        return -1;
-    }
-    /* Each attempt takes the next address: "localhost" may be ::1 first
-     * while Redis listens on 127.0.0.1 only. */
-    struct addrinfo *a = res;
-    for (unsigned i = 0; i < l->addr_next % n; i++)
-        a = a->ai_next;
-    l->addr_next++;
-    int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        *why = strerror(errno);
-        return -1;
-    }
-    int one = 1, idle = 10, intvl = 5, cnt = 3, user_timeout = TCP_USER_TIMEOUT_MS;
-    /* A Redis host that vanishes without a reset is noticed in ~25 s. */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-    /* ...and one that stops acknowledging what is sent, in ~25 s too. */
-    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
-    if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
-        if (errno != EINPROGRESS) {
-            *why = strerror(errno);
-            close(fd);
-            return -1;
-        }
-        *in_progress = 1;
-    }
-    return fd;
-}
-
-/* The socket is connected: send the handshake (and, for sub, every channel). */
-static void link_open(pubsub_redis *r, rlink *l)
-{
-    l->state = LINK_OPEN;
-    l->hs_pending = r->url.password[0] ? 2 : 1;
-    l->err_logged = 0;
-    l->rd = redis_reader_new();
-    buf hs = BUF_INIT;
-    if (!l->rd || handshake(r, &hs) < 0) {
-        buf_free(&hs);
-        link_fail(r, l, "out of memory");
-        return;
-    }
-    if (l == &r->pub) {
-        /* The handshake goes before the messages kept while down. */
-        cmd_rec c = {(uint32_t)buf_size(&hs), 0};
-        buf cmds = BUF_INIT;
-        if (buf_append(&hs, buf_head(&l->out), buf_size(&l->out)) < 0 ||
-            buf_append(&cmds, &c, sizeof c) < 0 ||
-            buf_append(&cmds, buf_head(&l->cmds), buf_size(&l->cmds)) < 0) {
-            buf_free(&hs);
-            buf_free(&cmds);
-            link_fail(r, l, "out of memory");
-            return;
-        }
-        buf_free(&l->out);
-        buf_free(&l->cmds);
-        l->out = hs;
-        l->cmds = cmds;
-        l->head_sent = 0;
-    } else {
-        buf_free(&l->out);
-        l->out = hs;
-        if (r->resubscribe)
-            r->resubscribe(r->ud, r);
-        if (l->state != LINK_OPEN)
-            return; /* failed meanwhile (out of memory) */
-    }
-    if (link_flush(r, l) < 0)
-        link_fail(r, l, strerror(errno));
-}
-
-static void link_connect_now(pubsub_redis *r, rlink *l, double now)
-{
-    const char *why = NULL;
-    int in_progress;
-    int fd = open_socket(r, l, &in_progress, &why);
-    if (fd < 0) {
-        link_fail(r, l, why);
-        return;
-    }
-    l->fd = fd;
-    l->deadline = now + CONNECT_TIMEOUT_S;
-    if (in_progress)
-        l->state = LINK_CONNECTING;
-    else
-        link_open(r, l);
-}
-
-static void port_str(const pubsub_redis *r, char *port, size_t n)
-{
-    snprintf(port, n, "%d", r->url.port);
-}
-
-/* Connect now, or once the host's name is looked up (never in this loop:
- * getaddrinfo may wait tens of seconds while DNS is down). */
-static void link_connect(pubsub_redis *r, rlink *l, double now)
-{
-    if (!r->url.is_unix && !r->numeric && (!r->addrs || now - r->addrs_at > ADDRS_FRESH_S)) {
-        if (r->addrs)
-            freeaddrinfo(r->addrs);
-        r->addrs = NULL;
-        char port[16];
-        port_str(r, port, sizeof port);
-        if (redis_resolver_start(r->dns, r->url.host, port) < 0) {
-            link_fail(r, l, strerror(errno));
-            return;
-        }
-        l->state = LINK_RESOLVING;
-        l->deadline = now + CONNECT_TIMEOUT_S;
-        return;
-    }
-    link_connect_now(r, l, now);
-}
-
-/* The lookup ended: the links waiting for it connect (or fail). */
-static void on_resolved(pubsub_redis *r)
-{
-    struct addrinfo *res = NULL;
-    int rc;
-    if (!redis_resolver_take(r->dns, &res, &rc))
-        return;
-    double now = now_s();
-    if (r->addrs)
-        freeaddrinfo(r->addrs);
-    r->addrs = rc == 0 ? res : NULL;
-    r->addrs_at = now;
-    rlink *ls[2] = {&r->pub, &r->sub};
-    for (int i = 0; i < 2; i++) {
-        if (ls[i]->state != LINK_RESOLVING)
-            continue;
-        if (rc != 0) {
-            char why[REDIS_URL_HOST_MAX + 160];
-            snprintf(why, sizeof why, "looking up %s: %s", r->url.host,
-                     gai_strerror(rc));
-            link_fail(r, ls[i], why);
-        } else {
-            link_connect_now(r, ls[i], now);
-        }
     }
 }
 
@@ -450,7 +200,7 @@ static size_t sendable(const pubsub_redis *r, const rlink *l)
 }
 
 /* Write what l's queue holds: 0, or -1 (errno) when the link is broken. */
-static int link_flush(pubsub_redis *r, rlink *l)
+int rlink_flush(pubsub_redis *r, rlink *l)
 {
     size_t want;
     while ((want = sendable(r, l)) > 0) {
@@ -536,7 +286,7 @@ static int on_reply(pubsub_redis *r, rlink *l, const redisReply *x)
         redis_escape(why + k, sizeof why - k, x->str, x->len, REDIS_ERROR_LOG_MAX);
         if (handshake_reply) {
             /* AUTH or PING refused: this connection is of no use. */
-            link_fail(r, l, why);
+            rlink_fail(r, l, why);
             return -1;
         }
         /* One command refused (an ACL on a channel, say): that command is
@@ -576,21 +326,21 @@ static int link_read(pubsub_redis *r, rlink *l)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
-            link_fail(r, l, strerror(errno));
+            rlink_fail(r, l, strerror(errno));
             return -1;
         }
         if (n == 0) {
-            link_fail(r, l, "closed by the server");
+            rlink_fail(r, l, "closed by the server");
             return -1;
         }
         if (redisReaderFeed(l->rd, chunk, (size_t)n) != REDIS_OK) {
-            link_fail(r, l, "out of memory");
+            rlink_fail(r, l, "out of memory");
             return -1;
         }
         for (;;) {
             void *reply = NULL;
             if (redisReaderGetReply(l->rd, &reply) != REDIS_OK) {
-                link_fail(r, l, "protocol error");
+                rlink_fail(r, l, "protocol error");
                 return -1;
             }
             if (!reply)
@@ -601,7 +351,7 @@ static int link_read(pubsub_redis *r, rlink *l)
                 return -1;
         }
         if (redis_reader_over(l->rd, reader_limit(r))) {
-            link_fail(r, l, "reply too large");
+            rlink_fail(r, l, "reply too large");
             return -1;
         }
     }
@@ -638,7 +388,7 @@ pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t
     }
     if (!url->is_unix) {
         char port[16];
-        port_str(r, port, sizeof port);
+        snprintf(port, sizeof port, "%d", url->port);
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
                                  .ai_flags = AI_NUMERICSERV | AI_NUMERICHOST};
         if (getaddrinfo(url->host, port, &hints, &r->addrs) == 0) {
@@ -719,15 +469,15 @@ void redis_backend_subscribe(pubsub_redis *r, const char *channel, size_t len)
         return; /* every channel is subscribed at the next connect */
     int was_empty = buf_size(&l->out) == 0;
     if (channel_cmd(r, &l->out, "SUBSCRIBE", channel, len) < 0) {
-        link_fail(r, l, "out of memory");
+        rlink_fail(r, l, "out of memory");
         return;
     }
     if (buf_size(&l->out) > SUB_QUEUE_MAX) {
-        link_fail(r, l, "redis does not read the subscriptions");
+        rlink_fail(r, l, "redis does not read the subscriptions");
         return;
     }
-    if (was_empty && link_flush(r, l) < 0)
-        link_fail(r, l, strerror(errno));
+    if (was_empty && rlink_flush(r, l) < 0)
+        rlink_fail(r, l, strerror(errno));
 }
 
 void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
@@ -737,15 +487,15 @@ void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
         return;
     int was_empty = buf_size(&l->out) == 0;
     if (channel_cmd(r, &l->out, "UNSUBSCRIBE", channel, len) < 0) {
-        link_fail(r, l, "out of memory");
+        rlink_fail(r, l, "out of memory");
         return;
     }
     if (buf_size(&l->out) > SUB_QUEUE_MAX) {
-        link_fail(r, l, "redis does not read the subscriptions");
+        rlink_fail(r, l, "redis does not read the subscriptions");
         return;
     }
-    if (was_empty && link_flush(r, l) < 0)
-        link_fail(r, l, strerror(errno));
+    if (was_empty && rlink_flush(r, l) < 0)
+        rlink_fail(r, l, strerror(errno));
 }
 
 void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_len,
@@ -786,8 +536,8 @@ void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_
     }
     l->queued += c.len;
     /* Most publishes leave at once, without waiting for POLLOUT. */
-    if (l->state == LINK_OPEN && before == 0 && link_flush(r, l) < 0)
-        link_fail(r, l, strerror(errno));
+    if (l->state == LINK_OPEN && before == 0 && rlink_flush(r, l) < 0)
+        rlink_fail(r, l, strerror(errno));
 }
 
 size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t max)
@@ -813,7 +563,7 @@ int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
 {
     if (r->dns && p->fd >= 0 && p->fd == redis_resolver_pollfd(r->dns)) {
         if (p->revents)
-            on_resolved(r);
+            rlink_resolved(r);
         return 1;
     }
     rlink *l = p->fd == r->pub.fd ? &r->pub : p->fd == r->sub.fd ? &r->sub : NULL;
@@ -827,17 +577,17 @@ int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
         if (getsockopt(l->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
             err = errno;
         if (err) {
-            link_fail(r, l, strerror(err));
+            rlink_fail(r, l, strerror(err));
             return 1;
         }
-        link_open(r, l);
+        rlink_open(r, l);
         return 1;
     }
     if (p->revents & (POLLIN | POLLHUP | POLLERR))
         if (link_read(r, l) < 0)
             return 1;
-    if ((p->revents & POLLOUT) && l->state == LINK_OPEN && link_flush(r, l) < 0)
-        link_fail(r, l, strerror(errno));
+    if ((p->revents & POLLOUT) && l->state == LINK_OPEN && rlink_flush(r, l) < 0)
+        rlink_fail(r, l, strerror(errno));
     return 1;
 }
 
@@ -850,13 +600,13 @@ static void link_ping(pubsub_redis *r, rlink *l, double now)
     if (buf_append(&l->out, ping, sizeof ping - 1) < 0 ||
         (l == &r->pub && buf_append(&l->cmds, &c, sizeof c) < 0)) {
         l->out.len = l->out.off + before;
-        link_fail(r, l, "out of memory");
+        rlink_fail(r, l, "out of memory");
         return;
     }
     l->ping_at = now + PING_EVERY_S;
     l->pong_by = now + PING_TIMEOUT_S;
-    if (before == 0 && link_flush(r, l) < 0)
-        link_fail(r, l, strerror(errno));
+    if (before == 0 && rlink_flush(r, l) < 0)
+        rlink_fail(r, l, strerror(errno));
 }
 
 static void link_tick(pubsub_redis *r, rlink *l, double now)
@@ -865,18 +615,18 @@ static void link_tick(pubsub_redis *r, rlink *l, double now)
         return;
     if (l->state == LINK_OPEN && l->ready) {
         if (l->pong_by > 0 && now >= l->pong_by)
-            link_fail(r, l, "no answer to PING");
+            rlink_fail(r, l, "no answer to PING");
         else if (l->pong_by == 0 && now >= l->ping_at)
             link_ping(r, l, now);
         return;
     }
     if (l->state == LINK_DOWN && now >= l->retry_at)
-        link_connect(r, l, now);
+        rlink_connect(r, l, now);
     else if (l->state == LINK_RESOLVING && now >= l->deadline)
-        link_fail(r, l, "name lookup timed out");
+        rlink_fail(r, l, "name lookup timed out");
     else if ((l->state == LINK_CONNECTING || (l->state == LINK_OPEN && !l->ready)) &&
              now >= l->deadline)
-        link_fail(r, l, "timed out");
+        rlink_fail(r, l, "timed out");
 }
 
 void redis_backend_tick(pubsub_redis *r, double now)
