@@ -176,3 +176,22 @@ def smuggled_second_request_not_served(ctx):
     extra = c.expect_closed(3)
     check(b"HTTP/1.1" not in extra, "a second response followed the 400: %r" % extra[:100])
     c.close()
+
+
+@test(timeout=60)
+def max_body_size_zero_sets_no_limit(ctx):
+    # As nginx's client_max_body_size 0: no bound, not "no body". 11 MiB is
+    # past the 10m default, declared and chunked.
+    srv = ctx.start("echo", config="limits:\n  max_body_size: 0\n")
+    big = b"z" * (11 << 20)
+    r = request(srv.port, "POST", "/", body=big, timeout=30)
+    check_eq((r.status, len(r.body)), (200, len(big)), "declared 11 MiB body with no limit")
+    chunk = b"y" * 65536
+    c = Conn(srv.port, timeout=30)
+    c.send(head("POST / HTTP/1.1", "Host: t", "Transfer-Encoding: chunked"))
+    for _ in range(176):  # 11 MiB
+        c.send(b"10000\r\n" + chunk + b"\r\n")
+    c.send(b"0\r\n\r\n")
+    r = c.read_response()
+    c.close()
+    check_eq((r.status, len(r.body)), (200, 176 * 65536), "chunked 11 MiB body with no limit")
