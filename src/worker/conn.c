@@ -274,11 +274,14 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
     c->tmo = TMO_NONE;
     switch (kind) {
     case TMO_IDLE:
-        conn_close(c, reason_idle_timeout);
+    case TMO_KEEPALIVE: {
+        const char *why = kind == TMO_IDLE ? reason_idle_timeout : reason_keepalive_timeout;
+        if (c->proto->on_idle_timeout)
+            c->proto->on_idle_timeout(c, why);
+        else
+            conn_close(c, why);
         break;
-    case TMO_KEEPALIVE:
-        conn_close(c, reason_keepalive_timeout);
-        break;
+    }
     case TMO_HEADER:
         c->proto->on_header_timeout(c);
         break;

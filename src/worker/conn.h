@@ -64,6 +64,10 @@ typedef struct conn_proto {
     /* The worker started draining (NULL: the drain's usual course): HTTP/2
      * says GOAWAY so the client opens no more streams. */
     void (*on_drain)(conn *c);
+    /* timeouts.idle or timeouts.keepalive passed with nothing in flight
+     * (NULL: close with reason). HTTP/2 says GOAWAY first, so the client
+     * knows the close lost no request of its. */
+    void (*on_idle_timeout)(conn *c, const char *reason);
     /* Set up the protocol's state on a new connection (NULL: nothing to do). */
     int (*init)(conn *c);
     /* Free every byte of protocol state. conn_close calls it exactly once,

@@ -540,6 +540,22 @@ static void h2_on_drain(conn *c)
     h2_session_kick(h);
 }
 
+/* No stream is open: GOAWAY (NO_ERROR, the last stream we processed) and
+ * close once it is written, as on a drain, rather than a bare FIN the client
+ * could mistake for a lost request. */
+static void h2_on_idle_timeout(conn *c, const char *reason)
+{
+    h2_session *h = sess(c);
+    if (!h || h->n_streams) {
+        conn_close(c, reason);
+        return;
+    }
+    h2_goaway(h, NGHTTP2_NO_ERROR);
+    h2_pump(h);
+    if (c->state != CONN_CLOSED)
+        conn_close_after_write(c);
+}
+
 static void h2_release(conn *c)
 {
     h2_session *h = sess(c);
@@ -568,4 +584,5 @@ const conn_proto h2_proto = {
     .init = NULL,
     .release = h2_release,
     .on_drain = h2_on_drain,
+    .on_idle_timeout = h2_on_idle_timeout,
 };

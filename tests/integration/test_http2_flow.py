@@ -416,3 +416,27 @@ def http2_head_ends_on_headers(ctx):
     b = c.request("/after")
     check_eq(c.response(b)[:2], (200, b"ok /after 2"), "the connection goes on")
     c.close()
+
+
+@test(timeout=60)
+def http2_idle_close_says_goaway(ctx):
+    """timeouts.keepalive (after a request) and timeouts.idle (before any)
+    end an h2 connection with GOAWAY NO_ERROR naming the last stream
+    processed, then the close: never a bare FIN."""
+    s = H2Server(ctx, extra="timeouts:\n  idle: 1\n  keepalive: 1\n")
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    sid = c.request("/a")
+    status, body, _, _ = c.response(sid)
+    check_eq((status, body), (200, b"ok /a 2"), "the request before the keep-alive timeout")
+    c.wait(lambda: c.goaway() is not None, 10)
+    g = c.goaway()
+    check(g is not None, "no GOAWAY before the keep-alive close")
+    check_eq((int(g.error_code), g.last_stream_id), (0, sid), "GOAWAY code and last stream")
+    check(c.wait(lambda: c.closed, 10), "the connection stays open after its GOAWAY")
+    c.close()
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    c.wait(lambda: c.goaway() is not None, 10)
+    g = c.goaway()
+    check(g is not None, "no GOAWAY before the idle close")
+    check_eq((int(g.error_code), g.last_stream_id), (0, 0), "GOAWAY of a connection never used")
+    c.close()
