@@ -37,6 +37,10 @@ void config_init_defaults(pagid_config *c)
     c->limits.max_ws_message_size = 1024 * 1024;
     c->limits.max_receive_queue = 1000;
     c->limits.max_receive_queue_size = 1024 * 1024;
+    c->limits.http2_max_streams = 100;
+    c->limits.http2_stream_window = 65535;
+    c->limits.http2_connection_window = 1024 * 1024;
+    c->limits.http2_max_resets = 100;
 
     c->timeouts.header = 30;
     c->timeouts.idle = 60;

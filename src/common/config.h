@@ -99,6 +99,14 @@ typedef struct pagid_limits {
     size_t max_ws_message_size;
     size_t max_receive_queue; /* events queued for an app that does not receive */
     size_t max_receive_queue_size; /* bytes of WebSocket messages (inflated) queued for the app */
+    /* HTTP/2: streams a client may open at once; the request body it may send
+     * ahead of the app's receives, per stream and per connection (the bound on
+     * a connection's body memory); client resets of open streams per second
+     * before GOAWAY ENHANCE_YOUR_CALM (rapid reset). */
+    size_t http2_max_streams;
+    size_t http2_stream_window;
+    size_t http2_connection_window;
+    size_t http2_max_resets;
 } pagid_limits;
 
 /* Durations in seconds; 0 disables a timeout. */

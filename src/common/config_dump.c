@@ -387,6 +387,10 @@ static void dump_body(dumper *d, const pagid_config *c)
     key_size(d, "max_ws_message_size", l->max_ws_message_size);
     key_count(d, "max_receive_queue", l->max_receive_queue);
     key_size(d, "max_receive_queue_size", l->max_receive_queue_size);
+    key_count(d, "http2_max_streams", l->http2_max_streams);
+    key_size(d, "http2_stream_window", l->http2_stream_window);
+    key_size(d, "http2_connection_window", l->http2_connection_window);
+    key_count(d, "http2_max_resets", l->http2_max_resets);
     map_end(d);
 
     word(d, "timeouts");

@@ -420,6 +420,11 @@ static const key_def limits_keys[] = {
     SIZE_KEY(max_ws_message_size, limits.max_ws_message_size, 1, (size_t)1 << 40),
     COUNT_KEY(max_receive_queue, limits.max_receive_queue, 1, 10000000),
     SIZE_KEY(max_receive_queue_size, limits.max_receive_queue_size, 1, SIZE_MAX),
+    /* RFC 9113 6.5.2 / 6.9.1: a window is at most 2^31-1 */
+    COUNT_KEY(http2_max_streams, limits.http2_max_streams, 1, 100000),
+    SIZE_KEY(http2_stream_window, limits.http2_stream_window, 1024, 2147483647),
+    SIZE_KEY(http2_connection_window, limits.http2_connection_window, 65535, 2147483647),
+    COUNT_KEY(http2_max_resets, limits.http2_max_resets, 1, 1000000),
     {NULL, NULL, 0, NULL, 0, 0},
 };
 

@@ -14,16 +14,8 @@
 #include "h2_int.h"
 #include "reason.h"
 
-/* Streams the client may open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
-#define H2_MAX_STREAMS 100
-/* A stream's receive window: the request body a client may send ahead of
- * the app's receives; the connection's is the sum a client may have in
- * flight across its streams. Memory for bodies is bounded by the latter. */
-#define H2_STREAM_WINDOW 65535
-#define H2_CONN_WINDOW (1 << 20)
-/* Rapid reset (CVE-2023-44487): client resets of open streams (answered or
- * not), per second, before the connection is ended with ENHANCE_YOUR_CALM. */
-#define H2_MAX_RESETS_PER_SECOND 100
+/* Streams at once, the receive windows and the rapid-reset rate
+ * (CVE-2023-44487) are limits.http2_* (config.h). */
 /* SETTINGS entries per frame, and control frames (PING, SETTINGS acks)
  * queued unanswered while the client does not read (nghttp2 counts them). */
 #define H2_MAX_SETTINGS 32
@@ -193,7 +185,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     h2_session *h = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    if (h2_session_busy(h) >= H2_MAX_STREAMS) {
+    if (h2_session_busy(h) >= h->c->w->cfg->limits.http2_max_streams) {
         /* Apps of reset streams still run: no more of them until they finish. */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
         if (h->c->w->stats)
@@ -249,10 +241,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
                 h->reset_window = now;
                 h->resets = 0;
             }
-            if (++h->resets > H2_MAX_RESETS_PER_SECOND && !h->goaway) {
-                log_warn("HTTP/2 client %s reset more than %d streams a second; GOAWAY "
+            size_t max_resets = h->c->w->cfg->limits.http2_max_resets;
+            if (++h->resets > max_resets && !h->goaway) {
+                log_warn("HTTP/2 client %s reset more than %zu streams a second; GOAWAY "
                          "ENHANCE_YOUR_CALM",
-                         conn_peer_host(h->c), H2_MAX_RESETS_PER_SECOND);
+                         conn_peer_host(h->c), max_resets);
                 h->goaway = 1;
                 h->end_reason = reason_protocol_error;
                 nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
@@ -370,8 +363,8 @@ static int h2_session_new(conn *c)
     nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
 #endif
 #if NGHTTP2_VERSION_NUM >= 0x013900
-    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * H2_MAX_RESETS_PER_SECOND,
-                                               H2_MAX_RESETS_PER_SECOND);
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * c->w->cfg->limits.http2_max_resets,
+                                               c->w->cfg->limits.http2_max_resets);
 #endif
     int rv = nghttp2_session_server_new2(&h->ng, cb, h, opt);
     nghttp2_session_callbacks_del(cb);
@@ -382,13 +375,14 @@ static int h2_session_new(conn *c)
     }
     const pagid_limits *l = &c->w->cfg->limits;
     nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)l->http2_max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)l->http2_stream_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)l->max_header_size},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
     };
     if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
-        nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW) != 0) {
+        nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0,
+                                              (int32_t)l->http2_connection_window) != 0) {
         nghttp2_session_del(h->ng);
         free(h);
         return -1;

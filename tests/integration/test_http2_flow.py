@@ -440,3 +440,31 @@ def http2_idle_close_says_goaway(ctx):
     check(g is not None, "no GOAWAY before the idle close")
     check_eq((int(g.error_code), g.last_stream_id), (0, 0), "GOAWAY of a connection never used")
     c.close()
+
+
+@test(timeout=60)
+def http2_limits_from_config(ctx):
+    """limits.http2_*: SETTINGS carry the configured streams and stream
+    window, the connection window is opened to its configured size, and the
+    configured reset rate ends a connection with ENHANCE_YOUR_CALM (20
+    resets: well under the default 100)."""
+    s = H2Server(ctx, extra="limits:\n  http2_max_streams: 50\n  http2_stream_window: 128k\n"
+                            "  http2_connection_window: 3m\n  http2_max_resets: 10\n")
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    rs = c.c.remote_settings
+    c.wait(lambda: rs.max_concurrent_streams == 50 and c.c.outbound_flow_control_window > 65535, 5)
+    check_eq((rs.max_concurrent_streams, rs.initial_window_size), (50, 131072),
+             "SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_INITIAL_WINDOW_SIZE")
+    check_eq(c.c.outbound_flow_control_window, 3 << 20, "the connection window")
+    hdrs = [(":method", "GET"), (":path", "/hold?id=rr"), (":scheme", "http"),
+            (":authority", "localhost")]
+    for _ in range(20):
+        sid = c.c.get_next_available_stream_id()
+        c.c.send_headers(sid, hdrs, end_stream=False)
+        c.c.reset_stream(sid, error_code=8)
+    c.flush()
+    c.wait(lambda: c.goaway() is not None, 5)
+    g = c.goaway()
+    check(g is not None, "no GOAWAY after 20 resets with http2_max_resets: 10")
+    check_eq(int(g.error_code), 11, "GOAWAY code (ENHANCE_YOUR_CALM)")
+    c.close()

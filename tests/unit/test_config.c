@@ -281,6 +281,10 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c.limits.max_ws_message_size, 1048576);
     ck_assert_uint_eq(c.limits.max_receive_queue, 1000);
     ck_assert_uint_eq(c.limits.max_receive_queue_size, 1048576);
+    ck_assert_uint_eq(c.limits.http2_max_streams, 100);
+    ck_assert_uint_eq(c.limits.http2_stream_window, 65535);
+    ck_assert_uint_eq(c.limits.http2_connection_window, 1048576);
+    ck_assert_uint_eq(c.limits.http2_max_resets, 100);
     ck_assert_double_eq(c.timeouts.header, 30);
     ck_assert_double_eq(c.timeouts.idle, 60);
     ck_assert_double_eq(c.timeouts.keepalive, 75);

@@ -101,6 +101,10 @@ static void same_config(const pagid_config *a, const pagid_config *b)
     SAME_NUM(limits.max_ws_message_size);
     SAME_NUM(limits.max_receive_queue);
     SAME_NUM(limits.max_receive_queue_size);
+    SAME_NUM(limits.http2_max_streams);
+    SAME_NUM(limits.http2_stream_window);
+    SAME_NUM(limits.http2_connection_window);
+    SAME_NUM(limits.http2_max_resets);
     SAME_NUM(timeouts.header);
     SAME_NUM(timeouts.idle);
     SAME_NUM(timeouts.keepalive);
@@ -217,6 +221,10 @@ static const char every_key[] =
     "  max_ws_message_size: 2g\n"
     "  max_receive_queue: 9\n"
     "  max_receive_queue_size: 3m\n"
+    "  http2_max_streams: 7\n"
+    "  http2_stream_window: 128k\n"
+    "  http2_connection_window: 2m\n"
+    "  http2_max_resets: 30\n"
     "timeouts:\n"
     "  header: 500ms\n"
     "  idle: 1.5m\n"

@@ -60,6 +60,10 @@ static const char full_yaml[] = "listen:\n"
                                 "  max_ws_message_size: 2m\n"
                                 "  max_receive_queue: 10\n"
                                 "  max_receive_queue_size: 256k\n"
+                                "  http2_max_streams: 20\n"
+                                "  http2_stream_window: 1m\n"
+                                "  http2_connection_window: 8m\n"
+                                "  http2_max_resets: 50\n"
                                 "timeouts:\n"
                                 "  header: 1s\n"
                                 "  idle: 2\n"
@@ -107,6 +111,10 @@ START_TEST(test_load_full)
     ck_assert_uint_eq(c.limits.max_ws_message_size, 2097152);
     ck_assert_uint_eq(c.limits.max_receive_queue, 10);
     ck_assert_uint_eq(c.limits.max_receive_queue_size, 262144);
+    ck_assert_uint_eq(c.limits.http2_max_streams, 20);
+    ck_assert_uint_eq(c.limits.http2_stream_window, 1048576);
+    ck_assert_uint_eq(c.limits.http2_connection_window, 8388608);
+    ck_assert_uint_eq(c.limits.http2_max_resets, 50);
     ck_assert_double_eq(c.timeouts.header, 1);
     ck_assert_double_eq(c.timeouts.idle, 2);
     ck_assert_double_eq(c.timeouts.keepalive, 3);
@@ -684,6 +692,8 @@ START_TEST(test_err_out_of_range)
                  "t.yaml:2:20: 'limits.max_connections' must be at most 10000000");
     expect_error("limits:\n  max_request_line: 8\n",
                  "t.yaml:2:21: 'limits.max_request_line' must be at least 16");
+    expect_error("limits:\n  http2_stream_window: 2g\n",
+                 "t.yaml:2:24: 'limits.http2_stream_window' must be at most 2147483647");
     expect_error("flow_control:\n  high_watermark: 8k\n",
                  "t.yaml:2:19: 'flow_control.low_watermark' (16384) must be less than "
                  "'flow_control.high_watermark' (8192)");
