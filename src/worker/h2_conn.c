@@ -428,10 +428,15 @@ static void h2_on_input(conn *c)
         /* A bad preface, a flood nghttp2 gave up on, or our callback's
          * failure: say GOAWAY if we still can, then close. */
         log_info("HTTP/2 from %s: %s", conn_peer_host(c), nghttp2_strerror((int)rv));
-        if (rv == NGHTTP2_ERR_FLOODED)
-            count_calm(h); /* a client not reading may never let the GOAWAY be framed */
-        nghttp2_session_terminate_session(
-            h->ng, rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+        /* A flood is an attack, not a broken client: ENHANCE_YOUR_CALM, and
+         * counted (a client not reading may never let the GOAWAY be framed).
+         * The CONTINUATION cap (CVE-2024-28182) is in Debian 12's nghttp2 as a
+         * security fix. */
+        int flood = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+        if (flood)
+            count_calm(h);
+        nghttp2_session_terminate_session(h->ng, flood ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                       : NGHTTP2_PROTOCOL_ERROR);
         h->goaway = 1;
         h->end_reason = reason_protocol_error;
         h2_pump(h);

@@ -689,7 +689,7 @@ def read_frames(sock, timeout=5):
 @test(timeout=90)
 def http2_continuation_flood_and_hpack_bomb(ctx):
     """A header block that never ends (CONTINUATION after CONTINUATION) ends
-    the connection with GOAWAY; an HPACK bomb (one 4000-byte dynamic table
+    the connection with GOAWAY ENHANCE_YOUR_CALM, counted; an HPACK bomb (one 4000-byte dynamic table
     entry referenced thousands of times: megabytes of decoded headers from
     a few KB) is refused on its stream (431 or a reset), never decoded into
     memory; the worker stays small and serves on."""
@@ -709,8 +709,12 @@ def http2_continuation_flood_and_hpack_bomb(ctx):
         pass
     frames = read_frames(t)
     t.close()
-    check(any(f[0] == 7 for f in frames) or not frames,
-          "CONTINUATION flood: no GOAWAY: %r" % [f[0] for f in frames][:20])
+    goaways = [f for f in frames if f[0] == 7]
+    check(goaways, "CONTINUATION flood: no GOAWAY: %r" % [f[0] for f in frames][:20])
+    check_eq(int.from_bytes(goaways[0][3][4:8], "big"), 11,
+             "CONTINUATION flood: GOAWAY code (ENHANCE_YOUR_CALM)")
+    check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= 1, 5),
+          "CONTINUATION flood not counted in pagid_http2_calm_total")
     # HPACK bomb: insert x-b: 4000 bytes (incremental indexing), then refer to it (index 62).
     t = s.tls_socket()
     insert = b"\x40\x03x-b\x7f\xa1\x1e" + b"b" * 4000  # 4000 = 127 + 3873 (0xa1 0x1e)
