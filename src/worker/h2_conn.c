@@ -22,6 +22,13 @@
 /* CONTINUATION frames after one HEADERS (nghttp2's default, said aloud). */
 #define H2_MAX_CONTINUATIONS 8
 #define H2_MAX_OUTBOUND_ACK 1000
+/* Frames a second that ask nothing of the server but its CPU: empty DATA
+ * not ending a stream (CVE-2019-9518) and PRIORITY (CVE-2019-9513). A
+ * browser sends a handful per connection. */
+#define H2_MAX_IDLE_FRAMES_PER_SECOND 1000
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -212,6 +219,28 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
     return st ? h2_stream_header(st, name, nl, value, vl) : 0;
 }
 
+/* One more event in a one-second window: 1 once count passes max in it. */
+static int over_rate(h2_session *h, double *window, unsigned *count, size_t max)
+{
+    double now = ev_now(h->c->w->loop.ev);
+    if (now - *window >= 1.0) {
+        *window = now;
+        *count = 0;
+    }
+    return ++*count > max;
+}
+
+/* The client attacks (what: for the log): GOAWAY ENHANCE_YOUR_CALM, once. */
+static void end_calm(h2_session *h, const char *what)
+{
+    if (h->goaway && h->end_reason)
+        return;
+    log_warn("HTTP/2 client %s %s; GOAWAY ENHANCE_YOUR_CALM", conn_peer_host(h->c), what);
+    h->goaway = 1;
+    h->end_reason = reason_protocol_error;
+    nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_session *h = ud;
@@ -227,6 +256,15 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     case NGHTTP2_DATA:
         if (st && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
             h2_stream_request_end(st);
+        else if (f->hd.length == 0 &&
+                 over_rate(h, &h->idle_window, &h->idle_frames, H2_MAX_IDLE_FRAMES_PER_SECOND))
+            end_calm(h, "sent more than " STR(H2_MAX_IDLE_FRAMES_PER_SECOND)
+                        " empty DATA or PRIORITY frames a second");
+        break;
+    case NGHTTP2_PRIORITY:
+        if (over_rate(h, &h->idle_window, &h->idle_frames, H2_MAX_IDLE_FRAMES_PER_SECOND))
+            end_calm(h, "sent more than " STR(H2_MAX_IDLE_FRAMES_PER_SECOND)
+                        " empty DATA or PRIORITY frames a second");
         break;
     case NGHTTP2_RST_STREAM:
         if (h->c->w->stats)
@@ -235,22 +273,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
          * started (a stream, an SSE) ties up as much as an unanswered one. */
         if (st)
             h2_stream_peer_reset(st);
-        if (st) {
-            double now = ev_now(h->c->w->loop.ev);
-            if (now - h->reset_window >= 1.0) {
-                h->reset_window = now;
-                h->resets = 0;
-            }
-            size_t max_resets = h->c->w->cfg->limits.http2_max_resets;
-            if (++h->resets > max_resets && !h->goaway) {
-                log_warn("HTTP/2 client %s reset more than %zu streams a second; GOAWAY "
-                         "ENHANCE_YOUR_CALM",
-                         conn_peer_host(h->c), max_resets);
-                h->goaway = 1;
-                h->end_reason = reason_protocol_error;
-                nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
-            }
-        }
+        if (st && over_rate(h, &h->reset_window, &h->resets,
+                            h->c->w->cfg->limits.http2_max_resets) && !h->goaway)
+            end_calm(h, "reset more streams a second than limits.http2_max_resets");
         break;
     default:
         break;

@@ -34,6 +34,8 @@ typedef struct h2_session {
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
     unsigned resets;     /* client resets of streams not complete in it */
+    double idle_window;  /* empty DATA / PRIORITY floods: start of the current second */
+    unsigned idle_frames; /* such frames in it */
     /* Scopes whose stream ended (reset) while their app runs on: held (one
      * reference each) so they count against the concurrent stream limit
      * until their apps finish; pruned at each read. */

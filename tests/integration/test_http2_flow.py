@@ -468,3 +468,35 @@ def http2_limits_from_config(ctx):
     check(g is not None, "no GOAWAY after 20 resets with http2_max_resets: 10")
     check_eq(int(g.error_code), 11, "GOAWAY code (ENHANCE_YOUR_CALM)")
     c.close()
+
+
+@test(timeout=60)
+def http2_empty_data_and_priority_floods(ctx):
+    """Frames that ask for nothing but CPU: 3000 empty DATA frames on an
+    open upload (CVE-2019-9518), or 3000 PRIORITY frames (CVE-2019-9513),
+    sent in one go end the connection with GOAWAY ENHANCE_YOUR_CALM,
+    counted; a few hundred (a slow upload's empty frames) do not."""
+    s = H2Server(ctx)
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+    post = hpack.Encoder().encode([(":method", "POST"), (":path", "/upload?id=fl"),
+                                   (":scheme", "http"), (":authority", "localhost")])
+
+    def flood(frames):
+        t = socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW)
+        try:
+            t.sendall(preface + h2_frame(1, 0x4, 1, post) + frames)
+        except OSError:
+            pass
+        got = read_frames(t, timeout=2)
+        t.close()
+        return [int.from_bytes(f[3][4:8], "big") for f in got if f[0] == 7]
+
+    calm0 = s.metrics().get("pagid_http2_calm_total", 0)
+    check_eq(flood(h2_frame(0, 0, 1, b"") * 300), [], "300 empty DATA frames: GOAWAY")
+    check_eq(flood(h2_frame(0, 0, 1, b"") * 3000), [11], "empty DATA flood: GOAWAY codes")
+    prio = b"".join(h2_frame(2, 0, 3 + 2 * i, b"\x00\x00\x00\x01\x10") for i in range(3000))
+    check_eq(flood(prio), [11], "PRIORITY flood: GOAWAY codes")
+    check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= calm0 + 2, 5),
+          "floods not counted in pagid_http2_calm_total")
+    out = s.curl_ok("--http2", s.url("/after"))
+    check_eq(out, b"ok /after 2", "served after")
