@@ -283,14 +283,15 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
         r.query = qm ? qm + 1 : NULL;
         r.query_len = qm ? target.len - plen - 1 : 0;
     }
-    if ((al->fmt.needs & AF_NEED_RESP_HEADERS) && status && buf_size(&c->h1.log_resp)) {
-        r.resp_values = buf_head(&c->h1.log_resp);
-        r.resp_values_len = buf_size(&c->h1.log_resp);
+    buf *resp = s ? scope_log_resp_buf(s) : NULL;
+    if ((al->fmt.needs & AF_NEED_RESP_HEADERS) && status && resp && buf_size(resp)) {
+        r.resp_values = buf_head(resp);
+        r.resp_values_len = buf_size(resp);
     }
     al->used += access_format_render(&al->fmt, &r, al->buf + al->used, BUF_CAP - al->used);
     al->lines++;
-    if (c->h1.log_resp.len)
-        buf_free(&c->h1.log_resp); /* an idle connection keeps none */
+    if (resp && resp->cap)
+        buf_free(resp); /* logged: a scope that lives on keeps none */
     if (al->used >= FLUSH_AT)
         access_log_flush(al);
     else if (!ev_is_active(&al->timer))
@@ -312,11 +313,11 @@ static int name_is(pagi_str n, const char *lower)
     return 1;
 }
 
-void access_log_response_start(access_log *al, conn *c, const pagi_event *ev)
+void access_log_response_start(access_log *al, pagi_scope *s, const pagi_event *ev)
 {
     if (!(al->fmt.needs & AF_NEED_RESP_HEADERS))
         return;
-    buf *b = &c->h1.log_resp;
+    buf *b = scope_log_resp_buf(s);
     buf_reset(b);
     for (size_t k = 0; k < al->fmt.n_resp; k++) {
         for (size_t i = 0; i < ev->header_count; i++) {

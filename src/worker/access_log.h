@@ -43,7 +43,8 @@ uint64_t access_log_dropped(const access_log *al);
 void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, int status,
                         uint64_t bytes, const char *reason);
 
-/** At a response start: keep the response headers the format logs (%{name}o). */
-void access_log_response_start(access_log *al, conn *c, const pagi_event *ev);
+/** At a response start: keep the response headers the format logs
+ * (%{name}o) with the scope, for its line. */
+void access_log_response_start(access_log *al, pagi_scope *s, const pagi_event *ev);
 
 #endif

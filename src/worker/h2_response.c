@@ -281,6 +281,8 @@ int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_
     st->resp = R_STARTED;
     st->status = ev->status;
     st->trailers_announced = ev->trailers ? 1 : 0;
+    if (c->w->alog)
+        access_log_response_start(c->w->alog, s, ev);
     shm_count_request(c->w->stats, ev->status);
     scope_mark_started(s);
     after_append(st, cb, ud);

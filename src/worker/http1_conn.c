@@ -77,7 +77,6 @@ void h1_conn_free(conn *c)
     sse_stream_free(c->h1.sse);
     c->h1.sse = NULL;
     buf_free(&c->h1.body);
-    buf_free(&c->h1.log_resp);
     free(c->h1.parked);
     c->h1.parked = NULL;
     c->h1.n_parked = c->h1.cap_parked = 0;

@@ -51,7 +51,6 @@ typedef struct h1_conn {
     /* Access log facts of the current exchange (written to only when the log is on, or cheap). */
     double log_start; /* ev_now when the request head arrived */
     int log_status;   /* status sent, or the server's error status; 0 = none */
-    buf log_resp;     /* response header values the format logs (%{name}o) */
 } h1_conn;
 
 struct conn_proto;

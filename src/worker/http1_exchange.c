@@ -102,7 +102,7 @@ int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb
     h->trailers_announced = ctx.trailers;
     h->log_status = ev->status;
     if (c->w->alog)
-        access_log_response_start(c->w->alog, c, ev);
+        access_log_response_start(c->w->alog, s, ev);
     shm_count_request(c->w->stats, ev->status);
     scope_mark_started(s);
     h1_exchange_after_append(c, cb, ud);

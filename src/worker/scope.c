@@ -157,6 +157,7 @@ static void scope_free(pagi_scope *s)
     cb_list_free(&s->on_drain);
     cb_list_free(&s->on_server_drain);
     buf_free(&s->delivery);
+    buf_free(&s->log_resp);
     free(s->error);
     s->error = NULL;
     pagi_scope_type type = s->type;
@@ -206,6 +207,11 @@ void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data)
 
 void *scope_layer_data(const pagi_scope *s) { return s->layer; }
 buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
+
+buf *scope_log_resp_buf(pagi_scope *s)
+{
+    return &s->log_resp;
+}
 worker_ctx *scope_worker(const pagi_scope *s) { return s->w; }
 struct pagi_subscription **scope_subs(pagi_scope *s) { return &s->subs; }
 

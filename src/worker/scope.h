@@ -91,6 +91,10 @@ int scope_receive_waiting(const pagi_scope *s);
 /** Scope-owned storage for the bytes of the event being delivered. */
 buf *scope_delivery_buf(pagi_scope *s);
 
+/** Scope-owned storage for the response header values its access log line
+ * shows (access_log_response_start), whatever protocol carries it. */
+buf *scope_log_resp_buf(pagi_scope *s);
+
 /** During pagi_send_buf, the buffer whose bytes are the event's payload, if
  * p/n are exactly those bytes (a driver queueing them as they are takes a
  * reference, pagi_buf_queue); NULL in a plain pagi_send, and for bytes the

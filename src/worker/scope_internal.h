@@ -56,6 +56,7 @@ struct pagi_scope {
     int recv_queued; /* a delivery job is on the run queue */
     unsigned long recv_gen; /* bumped on disconnect: retires deliveries queued before it */
     buf delivery;    /* bytes of the event being delivered */
+    buf log_resp;    /* response header values the access log format logs (%{name}o) */
 
     /* pagi.connection */
     int connected;

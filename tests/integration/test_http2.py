@@ -519,6 +519,30 @@ def http2_static_and_access_log(ctx):
 
 
 @test(timeout=60)
+def http2_access_log_response_headers(ctx):
+    """%{name}o shows the response's header values for each h2 stream (they
+    are kept with the stream's scope, not the connection), an SSE stream's
+    too; two requests on one connection each log their own."""
+    log = os.path.join(ctx.tmpdir, "access.log")
+    s = H2Server(ctx, app="echo", extra="access_log:\n  path: %s\n  format: '%%U %%H %%s "
+                                        "%%{content-type}o'\n" % log)
+    s.curl_ok("--http2", s.url("/one"), "--next", "--http2", "--cacert", s.pki.ca_cert, "-H",
+              "Accept: text/event-stream", s.url("/two?count=1"))
+    s.srv.stop()
+
+    def lines():
+        try:
+            with open(log) as f:
+                return sorted(ln for ln in f.read().splitlines() if "HTTP/2.0" in ln)
+        except OSError:
+            return []
+    check(wait_for(lambda: len(lines()) >= 2, 5), "access log: %r" % lines())
+    check_eq(lines(), ["/one HTTP/2.0 200 application/octet-stream",
+                      "/two HTTP/2.0 200 text/event-stream"],
+             "access log lines")
+
+
+@test(timeout=60)
 def http2_sse_on_streams(ctx):
     """Accept: text/event-stream over HTTP/2 is an sse scope on its stream
     (the echo app's ticks, a decline); timeouts.sse_idle resets only that
