@@ -42,7 +42,7 @@ libpagid_worker_a_SOURCES += \
 # WebSocket: handshake and scope, the connection protocol, framing, UTF-8, permessage-deflate.
 libpagid_worker_a_SOURCES += \
 	src/worker/websocket.c src/worker/websocket.h src/worker/websocket_int.h \
-	src/worker/websocket_io.c \
+	src/worker/websocket_io.c src/worker/websocket_h1.c \
 	src/worker/ws_frame.c src/worker/ws_frame.h src/worker/utf8.c src/worker/utf8.h \
 	src/worker/ws_deflate.c src/worker/ws_deflate.h \
 	src/worker/memtrim.c src/worker/memtrim.h
