@@ -50,7 +50,7 @@ int ws_queue_frame(ws_conn *ws, unsigned opcode, const void *data, size_t len)
 
 int ws_queue_frame_buf(ws_conn *ws, unsigned opcode, pagi_buf *b)
 {
-    if (ws->pmd)
+    if (ws->pmd || !ws->car->write_buf) /* compressed, or a carrier that copies anyway */
         return ws_queue_frame(ws, opcode, pagi_buf_data(b) ? pagi_buf_data(b) : "",
                               pagi_buf_len(b));
     uint8_t hdr[WS_MAX_HEADER];
