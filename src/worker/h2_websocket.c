@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/shm.h"
 #include "access_log.h"
 #include "h2_int.h"
 #include "reason.h"
@@ -59,6 +60,8 @@ int h2_ws_make(h2_stream *st, const h2_request *r, const scope_request *base)
         return 500;
     st->ws = ws;
     st->scope = ws->s;
+    if (c->w->stats)
+        shm_add(&c->w->stats->h2_websockets, 1);
     st->ws_in = buf_size(&st->body); /* frames that came with the CONNECT */
     return 0;
 }

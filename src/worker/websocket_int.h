@@ -100,7 +100,6 @@ struct ws_conn {
     ws_deflate *pmd;
 
     h1_response_plan plan; /* denial response framing (HTTP/1.1) */
-    int64_t deny_sent;     /* denial body bytes sent */
 
     /* frame reader */
     int in_frame;

@@ -164,6 +164,7 @@ def ws_h2_echo_cleartext_and_tls(ctx):
         echo_round_trips(cl, "e%d" % tls)
         # the connection stays usable for a plain request
         cl.close()
+    check_eq(s.metrics().get("pagid_http2_websockets_total"), 2, "pagid_http2_websockets_total")
     check_eq(events_for(ctx, "e0")[0], "scheme ws ext 1", "scheme on h2c")
     check_eq(events_for(ctx, "e1")[0], "scheme wss ext 1", "scheme on TLS")
 
