@@ -301,3 +301,23 @@ def ws_h2_shutdown_going_away(ctx):
     check(time.monotonic() - t0 >= 0.5, "websocket cut before the shutdown deadline")
     check(s.srv.wait_exit(10), "pagid did not exit after SIGTERM")
     check_disconnect(ctx, "sd", 1006, "server_shutdown")
+
+
+@test(timeout=60)
+def ws_h2_outlives_request_timeout(ctx):
+    """An accepted websocket stream is not a request body the app waits for:
+    timeouts.request and timeouts.header do not end it (ws_idle does)."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx),
+                 extra="timeouts:\n  request: 1s\n  header: 1s\n  ws_idle: 30s\n")
+    cl = client(s)
+    ws = connect_ws(cl, "/echo?id=lt")
+    ws.send_frame(0x1, "first")
+    check_eq(ws.recv_message(), (1, b"first"), "echo")
+    end = time.time() + 3
+    while time.time() < end:
+        cl.pump(0.2)
+    check(not any(e.startswith("disconnect") for e in events_for(ctx, "lt")),
+          "websocket ended by a request timeout: %r" % events_for(ctx, "lt"))
+    ws.send_frame(0x1, "after 3s")
+    check_eq(ws.recv_message(), (1, b"after 3s"), "echo after the request timeout")
