@@ -31,7 +31,7 @@ typedef enum ws_state {
     WS_DENIED,     /* a 403 or a whole denial response queued; closing after the write */
     WS_OPEN,       /* 101 queued: messages both ways */
     WS_CLOSE_SENT, /* our Close is queued; waiting up to ws_close for the peer's */
-    WS_CLOSING,    /* handshake over or connection failed: last bytes out, then the transport ends */
+    WS_CLOSING,    /* handshake over or failed: last bytes out, then the transport ends */
     WS_GONE        /* the transport is closed; only the app side is left */
 } ws_state;
 
@@ -89,7 +89,7 @@ struct ws_conn {
     ws_state state;
     int connect_delivered;
     int app_finished;
-    int input_pending; /* frames wait in the input: read them at the next flush (not in an app call) */
+    int input_pending; /* frames wait in the input: read at the next flush (not in an app call) */
     int paused;        /* the queue is full but a receive is pending: the next message waits */
     int stalled;       /* paused on the byte bound: the timer waits timeouts.write for a take */
     char accept_key[29];
