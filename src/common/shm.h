@@ -52,7 +52,7 @@ typedef struct shm_worker {
     _Atomic int64_t tls_open;
     /* HTTP/2: connections that spoke it, streams opened, RST_STREAMs the
      * clients sent, connections ended for a flood or rapid reset. */
-    _Atomic uint64_t h2_connections, h2_streams, h2_resets, h2_calm, h2_refused;
+    _Atomic uint64_t h2_connections, h2_streams, h2_resets, h2_calm, h2_refused, h2_websockets;
     /* pub/sub (docs/pubsub.md): messages this worker published, callbacks it
      * made, messages it dropped (its full channel to the master, a
      * subscription's full queue, a client that does not drain). */

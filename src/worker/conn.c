@@ -555,6 +555,24 @@ static void conn_flush_list_remove(conn *c)
     c->in_flush_list = 0;
 }
 
+void conn_write_last(conn *c)
+{
+    size_t written = 0;
+    if (outq_buffered(&c->out) && c->tls) {
+        outq_sink sink = {c->tls, conn_tls_writev, conn_tls_sendfile};
+        (void)outq_write_sink(&c->out, &sink, &written);
+    } else if (outq_buffered(&c->out)) {
+        (void)outq_write(&c->out, c->fd, &written);
+    }
+    if (written && c->w->stats)
+        shm_add(&c->w->stats->bytes_out, written);
+    /* Input left unread would make the close a TCP reset, and a reset may
+     * destroy those last bytes at the peer before it reads them. */
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+        ;
+}
+
 void conn_flush(conn *c)
 {
     if (c->state == CONN_CLOSED)

@@ -135,6 +135,10 @@ void conn_refresh(conn *c);
 void conn_schedule_flush(conn *c);
 /** Write now; may complete responses and start pipelined requests. */
 void conn_flush(conn *c);
+/** Inside on_close: one best-effort non-blocking write of the queued
+ * output (no callbacks, errors ignored), and the input waiting read away:
+ * last words before the close. */
+void conn_write_last(conn *c);
 /**
  * End the connection. reason NULL is a normal close; otherwise the active
  * exchange (if any) ends abnormally with that reason word. Idempotent.

@@ -404,6 +404,7 @@ static int h2_session_new(conn *c)
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)l->http2_stream_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)l->max_header_size},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}, /* websockets (RFC 8441) */
     };
     if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
         nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0,
@@ -528,6 +529,16 @@ static void h2_on_close(conn *c, const char *reason)
     /* A session we terminated (protocol error, flood, rapid reset) closes
      * by conn_close_after_write, which knows no reason: its streams' apps
      * hear why here, not server_shutdown. */
+    if (h && reason == reason_server_shutdown && h2_stream_going_away(h)) {
+        /* Open websockets' Close 1001, as HTTP/1.1 websockets get at shutdown. */
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(h->ng, &data);
+            if (n <= 0 || outq_append(&c->out, data, (size_t)n) < 0)
+                break;
+        }
+        conn_write_last(c);
+    }
     if (h)
         h2_stream_abort_all(h, reason ? reason : h->end_reason);
 }

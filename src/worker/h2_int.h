@@ -17,6 +17,7 @@
 #include "sse.h"
 
 typedef struct h2_stream h2_stream;
+struct ws_conn;
 
 typedef struct h2_session {
     conn *c;
@@ -66,6 +67,8 @@ void h2_stream_peer_reset(h2_stream *st);
 /** The client half-closed TCP: streams whose request is not whole end
  * (client_closed, reset); whole ones are still answered. */
 void h2_stream_peer_eof(h2_session *h);
+/** Shutdown: queue a Close 1001 on every open websocket stream; how many. */
+int h2_stream_going_away(h2_session *h);
 /** The connection is ending: every scope gets the reason (NULL: normal). */
 void h2_stream_abort_all(h2_session *h, const char *reason);
 /** Free every stream left (the session is going away). */
@@ -139,6 +142,10 @@ struct h2_stream {
     h2_parked *parked;
     size_t n_parked, cap_parked;
     sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
+    /* a websocket (RFC 8441): its state (released at stream_free), the
+     * frames' bytes in body; input received and credited back so far */
+    struct ws_conn *ws;
+    uint64_t ws_in, ws_credited;
 };
 
 static inline conn *st_conn(const h2_stream *st)
@@ -161,5 +168,28 @@ int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_se
 void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line);
 /** Complete the sends parked under the watermark. */
 void h2_resp_settle_parked(h2_stream *st);
+/** Bytes were queued on st->out: frame them, complete cb now or park it (cb may be NULL). */
+void h2_resp_after_append(h2_stream *st, pagi_send_cb cb, void *ud);
+
+/* h2_stream.c, for h2_websocket.c */
+/** End st's scope for reason, and reset the stream (CANCEL); the connection goes on. */
+void h2_stream_reset(h2_stream *st, const char *reason);
+
+/* h2_websocket.c: a stream that is a websocket (RFC 8441). */
+struct scope_request;
+/** Make st's websocket scope from the extended CONNECT r; 0, or a status to refuse with. */
+int h2_ws_make(h2_stream *st, const h2_request *r, const struct scope_request *sr);
+/** New frame bytes are in st->body. */
+void h2_ws_data(h2_stream *st);
+/** The client ended its side (END_STREAM). */
+void h2_ws_peer_end(h2_stream *st);
+/** A safe point after framing: read input held back, credit the window. */
+void h2_ws_after_write(h2_stream *st);
+/** The scope ends (stream_end_scope; reason NULL: normally). */
+void h2_ws_end(h2_stream *st, const char *reason);
+/** The stream is freed: let go of the websocket. */
+void h2_ws_free(h2_stream *st);
+/** The connection is closing under the server's shutdown: a Close 1001 when open (1), else 0. */
+int h2_ws_going_away(h2_stream *st);
 
 #endif

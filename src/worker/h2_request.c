@@ -59,7 +59,8 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
     }
     int slot = -1;
     if (nl && name[0] == ':') {
-        static const char *const names[H2_P__COUNT] = {":method", ":path", ":scheme", ":authority"};
+        static const char *const names[H2_P__COUNT] = {":method", ":path", ":scheme", ":authority",
+                                                       ":protocol"};
         for (int i = 0; i < H2_P__COUNT; i++)
             if (strlen(names[i]) == nl && !memcmp(names[i], name, nl))
                 slot = i;
@@ -151,8 +152,18 @@ int h2_head_request(const h2_head *hd, h2_request *r)
     if (hd->pseudo[H2_P_METHOD] < 0)
         return 400;
     r->method = fvalue(hd, &hd->fv[hd->pseudo[H2_P_METHOD]]);
-    if (!strcmp(r->method, "CONNECT"))
-        return 501; /* RFC 8441 (WebSockets over HTTP/2) is not enabled yet */
+    if (!strcmp(r->method, "CONNECT")) {
+        /* Only RFC 8441's extended CONNECT for a websocket; a plain CONNECT
+         * (a tunnel) or another :protocol is not something pagid serves. */
+        if (hd->pseudo[H2_P_PROTOCOL] < 0 ||
+            strcasecmp(fvalue(hd, &hd->fv[hd->pseudo[H2_P_PROTOCOL]]), "websocket"))
+            return 501;
+        if (hd->pseudo[H2_P_SCHEME] < 0 || hd->pseudo[H2_P_AUTHORITY] < 0)
+            return 400;
+        r->websocket = 1;
+    } else if (hd->pseudo[H2_P_PROTOCOL] >= 0) {
+        return 400; /* RFC 8441 4: :protocol only with CONNECT */
+    }
     if (hd->pseudo[H2_P_PATH] < 0)
         return 400;
     const h2_field *pf = &hd->fv[hd->pseudo[H2_P_PATH]];

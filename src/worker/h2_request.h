@@ -13,7 +13,7 @@
 
 #include "../common/buf.h"
 
-enum { H2_P_METHOD, H2_P_PATH, H2_P_SCHEME, H2_P_AUTHORITY, H2_P__COUNT };
+enum { H2_P_METHOD, H2_P_PATH, H2_P_SCHEME, H2_P_AUTHORITY, H2_P_PROTOCOL, H2_P__COUNT };
 
 /* Offsets of one field in the head's bytes: name NUL value NUL. */
 typedef struct h2_field {
@@ -52,14 +52,16 @@ typedef struct h2_request {
     pagi_header *headers; /* owned array */
     size_t header_count;
     int event_stream; /* Accept: text/event-stream */
+    int websocket;    /* an extended CONNECT with :protocol websocket (RFC 8441) */
     char *path_mem;   /* owned: the decoded path */
     buf cookies;      /* owned: the joined cookie value */
 } h2_request;
 
 /**
  * Turn a whole head into a request: 0, or the status to refuse it with
- * (400: no :method or :path, a %00 in the path; 501: CONNECT; 500: out of
- * memory). r is freed with h2_request_free either way; the head must
+ * (400: no :method or :path, a %00 in the path; 501: CONNECT, unless an
+ * extended CONNECT for :protocol websocket (RFC 8441), which sets websocket;
+ * 500: out of memory). r is freed with h2_request_free either way; the head must
  * outlive it.
  */
 int h2_head_request(const h2_head *hd, h2_request *r);

@@ -65,7 +65,7 @@ static void park_send(h2_stream *st, pagi_send_cb cb, void *ud)
  * mark would let one stream whose window the client keeps shut stall the
  * completions of every other; the connection's share is bounded by the
  * pump, which frames into the output only up to the high watermark. */
-static void after_append(h2_stream *st, pagi_send_cb cb, void *ud)
+void h2_resp_after_append(h2_stream *st, pagi_send_cb cb, void *ud)
 {
     h2_session *h = st->h;
     if (st->deferred) {
@@ -94,6 +94,8 @@ void h2_stream_after_write(h2_session *h)
             scope_notify_drain(st->scope);
             h2_resp_settle_parked(st);
         }
+        if (st->ws && st->scope)
+            h2_ws_after_write(st);
     }
 }
 
@@ -285,7 +287,7 @@ int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_
         access_log_response_start(c->w->alog, s, ev);
     shm_count_request(c->w->stats, ev->status);
     scope_mark_started(s);
-    after_append(st, cb, ud);
+    h2_resp_after_append(st, cb, ud);
     return 0;
 }
 
@@ -371,7 +373,7 @@ int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_c
         if (submit_kept_head(st, &err) < 0)
             return scope_fail(s, "http.response.start: %s", err);
     }
-    after_append(st, cb, ud);
+    h2_resp_after_append(st, cb, ud);
     return 0;
 }
 
@@ -403,7 +405,7 @@ int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_se
     }
     st->trailers_ready = 1;
     st->resp = R_FINAL;
-    after_append(st, cb, ud);
+    h2_resp_after_append(st, cb, ud);
     return 0;
 }
 

@@ -175,6 +175,15 @@ static int stream_make_scope(h2_stream *st)
         .server_port = c->server_port,
         .tls = c->tls ? tls_conn_info(c->tls) : NULL,
     };
+    if (r.websocket) {
+        /* RFC 8441: a websocket scope, on a listener that serves apps; a
+         * CONNECT that ends its stream at once has no tunnel to carry. */
+        status = c->status_listener || st->req_end ? (c->status_listener ? 501 : 400)
+                 : c->tls && !sr.tls                ? 500
+                                                    : h2_ws_make(st, &r, &sr);
+        h2_request_free(&r);
+        return status;
+    }
     pagi_scope *s = NULL;
     pagi_scope_type type = PAGI_SCOPE_HTTP;
     const scope_ops *ops = &h2_scope_ops;
@@ -274,8 +283,8 @@ int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
     st->input_at = ev_now(st_conn(st)->w->loop.ev);
     size_t max = st_conn(st)->w->cfg->limits.max_body_size;
     st->body_total += len;
-    if (!st->too_large && !st->refuse && max && st->body_total > max)
-        body_too_large(st);
+    if (!st->ws && !st->too_large && !st->refuse && max && st->body_total > max)
+        body_too_large(st); /* a websocket's messages have their own bounds */
     if (st->started && (!st->scope || !scope_is_connected(st->scope) || st->end_delivered)) {
         /* Nobody will read it: give the window back at once. (Before its
          * app starts, a body waits: the stream window bounds it.) */
@@ -285,15 +294,21 @@ int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
     }
     if (buf_append(&st->body, data, len) < 0)
         return -1;
-    if (st->scope)
+    if (st->ws) {
+        st->ws_in += len;
+        h2_ws_data(st);
+    } else if (st->scope) {
         scope_poke_receive(st->scope);
+    }
     return 0;
 }
 
 void h2_stream_request_end(h2_stream *st)
 {
     st->req_end = 1;
-    if (st->scope)
+    if (st->ws && st->scope)
+        h2_ws_peer_end(st);
+    else if (st->scope)
         scope_poke_receive(st->scope);
 }
 
@@ -356,7 +371,7 @@ static void h2_receive_wanted(pagi_scope *s)
 /* Is the app waiting for body bytes that have not come? */
 static int body_waiting(const h2_stream *st)
 {
-    return st->scope && !st->req_end && buf_size(&st->body) == 0 &&
+    return st->scope && !st->ws && !st->req_end && buf_size(&st->body) == 0 &&
            scope_receive_waiting(st->scope);
 }
 
@@ -421,6 +436,13 @@ static void stream_end_scope(h2_stream *st, const char *reason)
     if (!s)
         return;
     conn *c = st_conn(st);
+    if (st->ws) { /* websocket_io.c turns the end into the scope's, and logs it */
+        if (reason)
+            hold_gone(st->h, s);
+        h2_ws_end(st, reason);
+        drop_body(st);
+        return;
+    }
     if (c->w->alog)
         access_log_request(c->w->alog, c, s, st->log_start, st->status,
                            st->no_body || st->body_sent < 0 ? 0 : (uint64_t)st->body_sent, reason);
@@ -496,7 +518,17 @@ static void stream_free(h2_stream *st)
     free(st->kept_head);
     free(st->parked);
     sse_stream_free(st->sse);
+    if (st->ws)
+        h2_ws_free(st);
     free(st);
+}
+
+void h2_stream_reset(h2_stream *st, const char *reason)
+{
+    h2_session *h = st->h;
+    stream_end_scope(st, reason);
+    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    h2_session_kick(h);
 }
 
 void h2_stream_peer_reset(h2_stream *st)
@@ -529,6 +561,15 @@ void h2_stream_peer_eof(h2_session *h)
         st->ready = 0;
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
     }
+}
+
+int h2_stream_going_away(h2_session *h)
+{
+    int n = 0;
+    for (h2_stream *st = h->streams; st; st = st->next)
+        if (st->ws && st->scope)
+            n += h2_ws_going_away(st);
+    return n;
 }
 
 void h2_stream_abort_all(h2_session *h, const char *reason)

@@ -14,7 +14,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/tls_info.c src/worker/tls_info.h \
 	src/worker/outq.c src/worker/outq.h src/worker/pagi_buf.c src/worker/pagi_buf.h \
 	src/worker/http1_conn.c src/worker/http1_conn.h \
-	src/worker/h2_conn.c src/worker/h2_conn.h src/worker/h2_stream.c src/worker/h2_int.h \
+	src/worker/h2_conn.c src/worker/h2_conn.h src/worker/h2_stream.c src/worker/h2_websocket.c src/worker/h2_int.h \
 	src/worker/h2_request.c src/worker/h2_request.h src/worker/h2_response.c \
 	src/worker/scope.c src/worker/scope.h src/worker/scope_api.c src/worker/scope_internal.h \
 	src/worker/scope_debug.c src/worker/crash.c src/worker/crash.h \
@@ -42,7 +42,7 @@ libpagid_worker_a_SOURCES += \
 # WebSocket: handshake and scope, the connection protocol, framing, UTF-8, permessage-deflate.
 libpagid_worker_a_SOURCES += \
 	src/worker/websocket.c src/worker/websocket.h src/worker/websocket_int.h \
-	src/worker/websocket_io.c \
+	src/worker/websocket_io.c src/worker/websocket_h1.c \
 	src/worker/ws_frame.c src/worker/ws_frame.h src/worker/utf8.c src/worker/utf8.h \
 	src/worker/ws_deflate.c src/worker/ws_deflate.h \
 	src/worker/memtrim.c src/worker/memtrim.h

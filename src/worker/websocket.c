@@ -1,14 +1,12 @@
 /*
- * websocket.c - the WebSocket opening handshake and the websocket scope's
- * side of the PAGI interface: checking the upgrade request before any scope
- * exists, websocket.connect, the accept (101) or a refusal (403, or the
- * denial-response extension), send validation against the session state,
- * message delivery to pull receives, and what the app finishing means.
- * Frames and the close handshake live in websocket_io.c.
+ * websocket.c - the websocket scope's side of the PAGI interface, whatever
+ * carries it: websocket.connect, the accept or a refusal (403, or the
+ * denial-response extension) through the carrier, send validation against
+ * the session state, message delivery to pull receives, and what the app
+ * finishing means. Frames and the close handshake live in websocket_io.c;
+ * the HTTP/1.1 handshake in websocket_h1.c, the HTTP/2 one in h2_websocket.c.
  */
 #include <math.h>
-#include <nettle/base64.h>
-#include <nettle/sha1.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,48 +18,10 @@
 #include "reason.h"
 #include "websocket_int.h"
 
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-#define MAX_SUBPROTOCOLS 64
 
 /* ---- the handshake request ---- */
 
-static int is_b64(char ch)
-{
-    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-           ch == '+' || ch == '/';
-}
-
-/* RFC 6455 4.2.1: the key is the base64 form of 16 bytes: 22 characters and "==". */
-static int key_valid(pagi_str k)
-{
-    if (k.len != 24 || k.ptr[22] != '=' || k.ptr[23] != '=')
-        return 0;
-    for (size_t i = 0; i < 22; i++)
-        if (!is_b64(k.ptr[i]))
-            return 0;
-    return 1;
-}
-
-static void accept_key(pagi_str key, char out[29])
-{
-    struct sha1_ctx ctx;
-    uint8_t digest[SHA1_DIGEST_SIZE];
-    sha1_init(&ctx);
-    sha1_update(&ctx, key.len, (const uint8_t *)key.ptr);
-    sha1_update(&ctx, sizeof WS_GUID - 1, (const uint8_t *)WS_GUID);
-    sha1_digest(&ctx, sizeof digest, digest);
-    base64_encode_raw(out, sizeof digest, digest);
-    out[28] = '\0';
-}
-
-static int str_is(pagi_str s, const char *lit)
-{
-    size_t n = strlen(lit);
-    return s.len == n && memcmp(s.ptr, lit, n) == 0;
-}
-
-/* Split one Sec-WebSocket-Protocol value on commas, trimming blanks; -1 if too many. */
-static int add_subprotocols(pagi_str v, pagi_str *out, size_t *n)
+int ws_add_subprotocols(pagi_str v, pagi_str *out, size_t *n, size_t max)
 {
     const char *p = v.ptr, *end = v.ptr + v.len;
     while (p < end) {
@@ -72,7 +32,7 @@ static int add_subprotocols(pagi_str v, pagi_str *out, size_t *n)
         while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
             b--;
         if (b > a) {
-            if (*n == MAX_SUBPROTOCOLS)
+            if (*n == max)
                 return -1;
             out[(*n)++] = (pagi_str){a, (size_t)(b - a)};
         }
@@ -83,102 +43,30 @@ static int add_subprotocols(pagi_str v, pagi_str *out, size_t *n)
     return 0;
 }
 
-/* A refused handshake never reaches the app: answer and close. */
-static void ws_reject(conn *c, int status, const char *text)
+ws_conn *ws_conn_new(worker_ctx *w, const ws_carrier *car, void *owner, const scope_request *sr,
+                     const ws_deflate_params *pmd, int pmd_offered)
 {
-    log_info("websocket handshake from %s:%d refused with %d: %s", conn_peer_host(c), c->peer_port,
-             status, text);
-    buf *tmp = &c->w->scratch;
-    buf_reset(tmp);
-    const char *date = h1_date_now((long)ev_now(c->w->loop.ev));
-    if (status == 426) {
-        buf_printf(tmp,
-                   "HTTP/1.1 426 Upgrade Required\r\nDate: %s\r\nSec-WebSocket-Version: 13\r\n"
-                   "Content-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n"
-                   "%s\n",
-                   date, strlen(text) + 1, text);
-    } else if (h1_error_response(tmp, status, text, date, 0) < 0) {
-        buf_reset(tmp);
-    }
-    outq_append(&c->out, buf_head(tmp), buf_size(tmp));
-    if (c->w->alog) /* no scope: the line has the status only */
-        access_log_request(c->w->alog, c, NULL, c->h1.log_start, status, 0, NULL);
-    conn_close_after_write(c);
-}
-
-int ws_on_upgrade_request(conn *c, const h1_request *req, const scope_request *base)
-{
-    pagi_str key = {NULL, 0}, version = {NULL, 0};
-    int keys = 0, versions = 0, too_many = 0;
-    pagi_str protos[MAX_SUBPROTOCOLS];
-    size_t nprotos = 0;
-    ws_deflate_params pmd;
-    int pmd_ok = 0;
-    for (size_t i = 0; i < req->header_count; i++) {
-        const pagi_header *h = &req->headers[i];
-        if (str_is(h->name, "sec-websocket-key")) {
-            key = h->value;
-            keys++;
-        } else if (str_is(h->name, "sec-websocket-version")) {
-            version = h->value;
-            versions++;
-        } else if (str_is(h->name, "sec-websocket-protocol")) {
-            too_many |= add_subprotocols(h->value, protos, &nprotos) < 0;
-        } else if (str_is(h->name, "sec-websocket-extensions") && !pmd_ok) {
-            pmd_ok = ws_deflate_negotiate(h->value.ptr, h->value.len, &pmd);
-        }
-    }
-    if (strcmp(req->method, "GET") != 0) {
-        ws_reject(c, 400, "websocket handshake must use GET");
-        return 0;
-    }
-    if (versions != 1 || !str_is(version, "13")) {
-        ws_reject(c, 426, "websocket version 13 required");
-        return 0;
-    }
-    if (keys != 1 || !key_valid(key)) {
-        ws_reject(c, 400, "invalid Sec-WebSocket-Key");
-        return 0;
-    }
-    if (req->chunked || req->content_length > 0) {
-        ws_reject(c, 400, "websocket handshake with a body");
-        return 0;
-    }
-    if (too_many) {
-        ws_reject(c, 400, "too many subprotocols offered");
-        return 0;
-    }
-
     ws_conn *ws = calloc(1, sizeof *ws);
     if (!ws)
-        return -1;
-    accept_key(key, ws->accept_key);
-    ws->pmd_offered = pmd_ok;
-    if (pmd_ok)
-        ws->pmd_params = pmd;
-    scope_request sr = *base;
-    sr.scheme = c->tls ? "wss" : "ws";
-    sr.subprotocols = protos;
-    sr.subprotocol_count = nprotos;
-    sr.extensions = SCOPE_EXT_WEBSOCKET_HTTP_RESPONSE;
-    pagi_scope *s = scope_new(c->w, PAGI_SCOPE_WEBSOCKET, &ws_scope_ops, ws, &sr);
+        return NULL;
+    ws->pmd_offered = pmd_offered;
+    if (pmd_offered)
+        ws->pmd_params = *pmd;
+    scope_request r = *sr;
+    r.extensions = SCOPE_EXT_WEBSOCKET_HTTP_RESPONSE;
+    pagi_scope *s = scope_new(w, PAGI_SCOPE_WEBSOCKET, &ws_scope_ops, ws, &r);
     if (!s) {
         free(ws);
-        return -1;
+        return NULL;
     }
-    ws->c = c;
+    ws->car = car;
+    ws->owner = owner;
+    ws->w = w;
     ws->s = s;
     ws->state = WS_HANDSHAKE;
     utf8_reset(&ws->u8);
     ws_timers_init(ws);
-    c->ws = ws;
-
-    /* The HTTP/1 side only starts the app and lends its send-completion parking;
-       the connection speaks ws_proto from here (before CONN_ACTIVE sets read interest). */
-    c->proto = &ws_proto;
-    h1_exchange_begin(c, s, req);
-    c->h1.req_keep_alive = 0; /* the connection never goes back to HTTP/1 requests */
-    return 0;
+    return ws;
 }
 
 /* ---- sends ---- */
@@ -207,7 +95,6 @@ static int header_is(const pagi_header *h, const char *name)
 
 static int send_accept(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
-    conn *c = ws->c;
     if (ev->subprotocol.len && !subprotocol_offered(s, ev->subprotocol))
         return scope_fail(s, "websocket.accept: subprotocol '%.*s' was not offered by the client",
                           (int)(ev->subprotocol.len > 100 ? 100 : ev->subprotocol.len),
@@ -239,35 +126,18 @@ static int send_accept(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_se
         if (!ws->pmd)
             log_warn("permessage-deflate: cannot set up zlib streams; not negotiated");
     }
-    buf *tmp = &c->w->scratch;
-    buf_reset(tmp);
-    int rc = buf_printf(tmp,
-                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                        "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n",
-                        ws->accept_key);
-    if (rc >= 0 && ev->subprotocol.len)
-        rc = buf_printf(tmp, "Sec-WebSocket-Protocol: %.*s\r\n", (int)ev->subprotocol.len,
-                        ev->subprotocol.ptr);
-    if (rc >= 0 && ws->pmd) {
-        char ext[160];
-        if (ws_deflate_response(&ws->pmd_params, ext, sizeof ext) > 0)
-            rc = buf_printf(tmp, "Sec-WebSocket-Extensions: %s\r\n", ext);
-    }
-    for (size_t i = 0; rc >= 0 && i < ev->header_count; i++)
-        rc =
-            buf_printf(tmp, "%.*s: %.*s\r\n", (int)ev->headers[i].name.len, ev->headers[i].name.ptr,
-                       (int)ev->headers[i].value.len, ev->headers[i].value.ptr);
-    if (rc >= 0)
-        rc = buf_append(tmp, "\r\n", 2);
-    if (rc < 0 || outq_append(&c->out, buf_head(tmp), buf_size(tmp)) < 0) {
+    char ext[160];
+    const char *e = NULL;
+    if (ws->pmd && ws_deflate_response(&ws->pmd_params, ext, sizeof ext) > 0)
+        e = ext;
+    if (ws->car->accept(ws, ev, e) < 0) {
         ws_deflate_free(ws->pmd);
         ws->pmd = NULL;
         return scope_fail(s, "websocket.accept: out of memory");
     }
     ws->state = WS_OPEN;
-    c->h1.log_status = 101;
     scope_mark_started(s);
-    h1_exchange_after_append(c, cb, ud);
+    ws->car->after_append(ws, cb, ud);
     ws_opened(ws);
     return 0;
 }
@@ -293,7 +163,7 @@ static int send_message(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_s
     if ((lent ? ws_queue_frame_buf(ws, op, lent)
               : ws_queue_frame(ws, op, m.ptr ? m.ptr : "", m.len)) < 0)
         return scope_fail(s, "websocket.send: out of memory");
-    h1_exchange_after_append(ws->c, cb, ud);
+    ws->car->after_append(ws, cb, ud);
     return 0;
 }
 
@@ -310,19 +180,12 @@ static int send_keepalive(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi
     return 0;
 }
 
-/* The bare refusal (403; 500 when the app failed before answering), then close. */
+/* The bare refusal (403; 500 when the app failed before answering), then the end. */
 static void deny_status(ws_conn *ws, int status)
 {
-    conn *c = ws->c;
-    buf *tmp = &c->w->scratch;
-    buf_reset(tmp);
-    const char *text = status == 403 ? "Forbidden" : "Internal Server Error";
-    if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
-        outq_append(&c->out, buf_head(tmp), buf_size(tmp));
     ws->state = WS_DENIED;
-    c->h1.log_status = status;
     scope_mark_started(ws->s);
-    conn_close_after_write(c);
+    ws->car->refuse(ws, status);
 }
 
 static int send_close(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void *ud)
@@ -356,7 +219,6 @@ static int send_close(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_sen
 static int send_denial_start(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_send_cb cb,
                              void *ud)
 {
-    conn *c = ws->c;
     if (ws->state != WS_HANDSHAKE)
         return scope_fail(s,
                           "websocket.http.response.start: a denial response was already started");
@@ -365,38 +227,12 @@ static int send_denial_start(pagi_scope *s, ws_conn *ws, const pagi_event *ev, p
                           ev->status);
     if (ev->header_count && !ev->headers)
         return scope_fail(s, "websocket.http.response.start: header_count without headers");
-    h1_response_ctx ctx = {
-        .http_minor = 1,
-        .keep_alive = 0, /* the connection closes after a refusal */
-        .date = h1_date_now((long)ev_now(c->w->loop.ev)),
-    };
-    buf *head = &c->w->scratch;
-    buf_reset(head);
-    const char *err = NULL;
-    if (h1_response_head(head, ev->status, ev->headers, ev->header_count, &ctx, &ws->plan, &err) <
-        0)
-        return scope_fail(s, "websocket.http.response.start: %s", err ? err : "invalid response");
-    if (outq_append(&c->out, buf_head(head), buf_size(head)) < 0)
-        return scope_fail(s, "websocket.http.response.start: out of memory");
-    ws->state = WS_DENYING;
-    c->h1.body_sent = 0;
-    c->h1.log_status = ev->status;
-    scope_mark_started(s);
-    h1_exchange_after_append(c, cb, ud);
-    return 0;
-}
-
-static int append_chunk_size(conn *c, size_t n)
-{
-    char line[32];
-    int k = snprintf(line, sizeof line, "%zx\r\n", n);
-    return outq_append(&c->out, line, (size_t)k);
+    return ws->car->deny_start(ws, ev, cb, ud);
 }
 
 static int send_denial_body(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_send_cb cb,
                             void *ud)
 {
-    conn *c = ws->c;
     if (ws->state != WS_DENYING)
         return scope_fail(s, "websocket.http.response.body: %s",
                           ws->state == WS_HANDSHAKE ? "websocket.http.response.start was not sent"
@@ -405,29 +241,7 @@ static int send_denial_body(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pa
         return scope_fail(s, "websocket.http.response.body: only body applies (no file or fd)");
     if (ev->body.len && !ev->body.ptr)
         return scope_fail(s, "websocket.http.response.body: body length without data");
-    int64_t cl = ws->plan.content_length;
-    if (cl >= 0 && c->h1.body_sent + (int64_t)ev->body.len > cl)
-        return scope_fail(s, "websocket.http.response.body: body exceeds content-length");
-    int rc = 0;
-    if (!ws->plan.no_body && ev->body.len) {
-        if (ws->plan.chunked)
-            rc = append_chunk_size(c, ev->body.len);
-        if (rc == 0)
-            rc = outq_append(&c->out, ev->body.ptr, ev->body.len);
-        if (rc == 0 && ws->plan.chunked)
-            rc = outq_append(&c->out, "\r\n", 2);
-    }
-    if (rc < 0)
-        return scope_fail(s, "websocket.http.response.body: out of memory");
-    c->h1.body_sent += (int64_t)ev->body.len;
-    if (!ev->more) {
-        if (ws->plan.chunked && !ws->plan.no_body)
-            outq_append(&c->out, "0\r\n\r\n", 5);
-        ws->state = WS_DENIED;
-        conn_close_after_write(c);
-    }
-    h1_exchange_after_append(c, cb, ud);
-    return 0;
+    return ws->car->deny_body(ws, ev, cb, ud);
 }
 
 static int ws_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
@@ -572,7 +386,7 @@ static void ws_finished(pagi_scope *s, const char *error)
     case WS_DENYING:
         log_error("websocket app %s%s before finishing its denial response to %.*s; closed",
                   error ? "failed: " : "finished", error ? error : "", plen, path.ptr);
-        conn_close(ws->c, reason_server_error);
+        ws->car->abort(ws, reason_server_error);
         break;
     case WS_OPEN:
         if (error)
@@ -593,13 +407,13 @@ static void ws_finished(pagi_scope *s, const char *error)
 static size_t ws_buffered(const pagi_scope *s)
 {
     const ws_conn *ws = ws_of_scope(s);
-    return ws && ws->c ? outq_buffered(&ws->c->out) : 0;
+    return ws && ws->owner ? ws->car->queued(ws) : 0;
 }
 
 static int ws_above_high(const pagi_scope *s)
 {
     const ws_conn *ws = ws_of_scope(s);
-    return ws && ws->c ? ws->c->h1.above_high : 0;
+    return ws && ws->owner ? ws->car->above_high(ws) : 0;
 }
 
 const scope_ops ws_scope_ops = {

@@ -1,14 +1,17 @@
 /*
- * websocket_int.h - the state shared by websocket.c (handshake, the scope's
- * send/receive side) and websocket_io.c (the connection protocol: frames,
- * close handshake, timers). Nothing outside those two files includes it.
+ * websocket_int.h - the state shared by websocket.c (the scope's
+ * send/receive side), websocket_io.c (frames, close handshake, timers) and
+ * the carriers a websocket rides on: websocket_h1.c (an upgraded HTTP/1.1
+ * connection) and h2_websocket.c (an HTTP/2 stream, RFC 8441). Nothing
+ * else includes it.
  *
  * Ownership: a ws_conn is created with the websocket scope and is the
- * scope's proto pointer. The connection side (c->ws) lets go of it in
- * ws_conn_free (conn_close); the app side lets go when it finished or took
- * the websocket.disconnect. The last one frees it and detaches the scope, so
- * messages that arrived before the end are still delivered, then the
- * disconnect with its code and reason, even after the TCP connection closed.
+ * scope's proto pointer. The transport side (owner) lets go of it in
+ * ws_detach (conn_close, or the h2 stream's end); the app side lets go when
+ * it finished or took the websocket.disconnect. The last one frees it and
+ * detaches the scope, so messages that arrived before the end are still
+ * delivered, then the disconnect with its code and reason, even after the
+ * transport closed.
  */
 #ifndef PAGID_WEBSOCKET_INT_H
 #define PAGID_WEBSOCKET_INT_H
@@ -16,6 +19,7 @@
 #include <ev.h>
 
 #include "conn.h"
+#include "pagi_buf.h"
 #include "utf8.h"
 #include "websocket.h"
 #include "ws_deflate.h"
@@ -27,9 +31,47 @@ typedef enum ws_state {
     WS_DENIED,     /* a 403 or a whole denial response queued; closing after the write */
     WS_OPEN,       /* 101 queued: messages both ways */
     WS_CLOSE_SENT, /* our Close is queued; waiting up to ws_close for the peer's */
-    WS_CLOSING,    /* handshake over or connection failed: last bytes out, then TCP close */
-    WS_GONE        /* the connection is closed; only the app side is left */
+    WS_CLOSING,    /* handshake over or failed: last bytes out, then the transport ends */
+    WS_GONE        /* the transport is closed; only the app side is left */
 } ws_state;
+
+typedef struct ws_conn ws_conn;
+
+/*
+ * What a websocket needs of the transport it rides on. Every function gets
+ * the ws_conn; ws->owner is the transport's object (a conn, an h2_stream),
+ * never NULL while these are called.
+ */
+typedef struct ws_carrier {
+    /* The handshake's answer: the accept's head (extensions: the negotiated
+     * permessage-deflate response, or NULL); 0, or -1 out of memory. */
+    int (*accept)(ws_conn *ws, const pagi_event *ev, const char *extensions);
+    /* A bare refusal (403, or 500 when the app failed); the transport ends after it. */
+    void (*refuse)(ws_conn *ws, int status);
+    /* The denial response extension (state WS_HANDSHAKE / WS_DENYING); 0, or scope_fail's -1. */
+    int (*deny_start)(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void *ud);
+    int (*deny_body)(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void *ud);
+    /* Bytes from the peer not read yet (frames are parsed in place and consumed from it). */
+    buf *(*input)(ws_conn *ws);
+    /* Queue bytes for the peer (copied), or a lent buffer by reference. 0 or -1. */
+    int (*write)(ws_conn *ws, const void *p, size_t n);
+    int (*write_buf)(ws_conn *ws, pagi_buf *b);
+    /* Frames were queued: write them soon. */
+    void (*kick)(ws_conn *ws);
+    /* After a send's bytes were queued: complete it now, or park it under the watermark. */
+    void (*after_append)(ws_conn *ws, pagi_send_cb cb, void *ud);
+    size_t (*queued)(const ws_conn *ws);
+    int (*above_high)(const ws_conn *ws);
+    /* Input was consumed or reading paused/resumed: the transport lets the peer send (or not). */
+    void (*refresh)(ws_conn *ws);
+    /* End once the queued bytes are out (TCP close; END_STREAM). */
+    void (*finish)(ws_conn *ws);
+    /* End now for reason; ws_transport_closed has run when it returns. */
+    void (*abort)(ws_conn *ws, const char *reason);
+    /* The scope ended (ws_transport_closed): its log line (why NULL = complete), detach. */
+    void (*ended)(ws_conn *ws, const char *why);
+    const char *(*peer)(const ws_conn *ws, int *port);
+} ws_carrier;
 
 /* One complete message waiting for the app. */
 typedef struct ws_msg {
@@ -39,13 +81,15 @@ typedef struct ws_msg {
     char data[];
 } ws_msg;
 
-typedef struct ws_conn {
-    conn *c;       /* NULL once the connection is closed */
+struct ws_conn {
+    const ws_carrier *car;
+    void *owner;   /* the transport (car's object); NULL once it is closed */
+    worker_ctx *w;
     pagi_scope *s; /* NULL once released */
     ws_state state;
     int connect_delivered;
     int app_finished;
-    int input_pending; /* frames wait in c->in: read them at the next flush (not in an app call) */
+    int input_pending; /* frames wait in the input: read at the next flush (not in an app call) */
     int paused;        /* the queue is full but a receive is pending: the next message waits */
     int stalled;       /* paused on the byte bound: the timer waits timeouts.write for a take */
     char accept_key[29];
@@ -55,7 +99,7 @@ typedef struct ws_conn {
     ws_deflate_params pmd_params;
     ws_deflate *pmd;
 
-    h1_response_plan plan; /* denial response framing */
+    h1_response_plan plan; /* denial response framing (HTTP/1.1) */
 
     /* frame reader */
     int in_frame;
@@ -88,10 +132,16 @@ typedef struct ws_conn {
     ev_timer timer;
     int timers_init;
     struct ws_keepalive *ka; /* owned; NULL until a websocket.keepalive with an interval */
-} ws_conn;
+};
 
 /* websocket.c */
 extern const scope_ops ws_scope_ops;
+/** A new ws_conn for a validated handshake and its scope (sr: the scope's
+ * request, subprotocols filled in); NULL when out of memory. */
+ws_conn *ws_conn_new(worker_ctx *w, const ws_carrier *car, void *owner, const scope_request *sr,
+                     const ws_deflate_params *pmd, int pmd_offered);
+/** Split one Sec-WebSocket-Protocol value; -1 when over max in all. */
+int ws_add_subprotocols(pagi_str v, pagi_str *out, size_t *n, size_t max);
 
 /* websocket_io.c */
 void ws_timers_init(ws_conn *ws);
@@ -116,5 +166,19 @@ void ws_queue_taken(ws_conn *ws, size_t len);
 void ws_drop_queue(ws_conn *ws);
 /** Free the ws_conn once neither side needs it (and detach the scope). */
 void ws_maybe_release(ws_conn *ws);
+
+/* websocket_io.c, for the carriers */
+/** New bytes are in the input. */
+void ws_input(ws_conn *ws);
+/** The peer is gone without (finishing) the close handshake: 1006 client_closed. */
+void ws_peer_gone(ws_conn *ws);
+/** A safe point after output was written: read input held back. */
+void ws_flushed(ws_conn *ws);
+/** Whether the transport should take more input from the peer now. */
+int ws_wants_input(const ws_conn *ws);
+/** The transport ends (reason NULL: normally): the scope's end, once. */
+void ws_transport_closed(ws_conn *ws, const char *reason);
+/** The transport lets go of ws (idempotent through owner). */
+void ws_detach(ws_conn *ws);
 
 #endif

@@ -22,18 +22,17 @@
 
 static struct ev_loop *ws_loop(const ws_conn *ws)
 {
-    return ws->c->w->loop.ev;
+    return ws->w->loop.ev;
 }
 
 /* ---- output ---- */
 
 int ws_queue_frame(ws_conn *ws, unsigned opcode, const void *data, size_t len)
 {
-    conn *c = ws->c;
     int rsv1 = 0;
     const void *payload = data;
     if (ws->pmd && (opcode == WS_OP_TEXT || opcode == WS_OP_BINARY)) {
-        buf *tmp = &c->w->scratch;
+        buf *tmp = &ws->w->scratch;
         buf_reset(tmp);
         if (ws_deflate_message(ws->pmd, data, len, tmp) < 0)
             return -1;
@@ -43,23 +42,22 @@ int ws_queue_frame(ws_conn *ws, unsigned opcode, const void *data, size_t len)
     }
     uint8_t hdr[WS_MAX_HEADER];
     size_t n = ws_frame_write_header(hdr, 1, rsv1, opcode, len);
-    if (outq_append(&c->out, hdr, n) < 0 || (len && outq_append(&c->out, payload, len) < 0))
+    if (ws->car->write(ws, hdr, n) < 0 || (len && ws->car->write(ws, payload, len) < 0))
         return -1;
-    conn_schedule_flush(c);
+    ws->car->kick(ws);
     return 0;
 }
 
 int ws_queue_frame_buf(ws_conn *ws, unsigned opcode, pagi_buf *b)
 {
-    if (ws->pmd)
+    if (ws->pmd || !ws->car->write_buf) /* compressed, or a carrier that copies anyway */
         return ws_queue_frame(ws, opcode, pagi_buf_data(b) ? pagi_buf_data(b) : "",
                               pagi_buf_len(b));
-    conn *c = ws->c;
     uint8_t hdr[WS_MAX_HEADER];
     size_t n = ws_frame_write_header(hdr, 1, 0, opcode, pagi_buf_len(b));
-    if (outq_append(&c->out, hdr, n) < 0 || pagi_buf_queue(b, &c->out) < 0)
+    if (ws->car->write(ws, hdr, n) < 0 || ws->car->write_buf(ws, b) < 0)
         return -1;
-    conn_schedule_flush(c);
+    ws->car->kick(ws);
     return 0;
 }
 
@@ -105,7 +103,7 @@ struct ws_keepalive {
 
 static void ws_arm_close_timer(ws_conn *ws)
 {
-    double t = ws->c->w->cfg->timeouts.ws_close;
+    double t = ws->w->cfg->timeouts.ws_close;
     if (t <= 0 || ev_is_active(&ws->timer))
         return;
     ev_timer_set(&ws->timer, t, 0.);
@@ -120,7 +118,8 @@ static void ws_stop_keepalive(ws_conn *ws)
     ev_timer_stop(ws_loop(ws), &ws->ka->pong);
 }
 
-/* Go to CLOSING: the last bytes (our Close, if any) leave, then TCP closes, within ws_close. */
+/* Go to CLOSING: the last bytes (our Close, if any) leave, then the transport ends, within
+ * ws_close. */
 static void ws_finish(ws_conn *ws)
 {
     ws->state = WS_CLOSING;
@@ -128,14 +127,15 @@ static void ws_finish(ws_conn *ws)
     ws_stop_keepalive(ws);
     ev_timer_stop(ws_loop(ws), &ws->timer); /* the idle deadline gives way to ws_close */
     ws_arm_close_timer(ws);
-    conn_close_after_write(ws->c);
+    ws->car->finish(ws);
 }
 
 /* Fail the connection (RFC 6455 7.1.7): our Close with the code, then close. */
 static void ws_fail(ws_conn *ws, int code, const char *why)
 {
-    conn *c = ws->c;
-    log_info("websocket %s:%d: %s; closing with %d", conn_peer_host(c), c->peer_port, why, code);
+    int port = 0;
+    const char *host = ws->car->peer(ws, &port);
+    log_info("websocket %s:%d: %s; closing with %d", host, port, why, code);
     const char *word = code == WS_CLOSE_POLICY           ? reason_queue_overflow
                        : code == WS_CLOSE_TOO_BIG        ? reason_body_too_large
                        : code == WS_CLOSE_INTERNAL_ERROR ? reason_server_error
@@ -164,7 +164,7 @@ static void ws_on_timer(struct ev_loop *ev, ev_timer *t, int revents)
     }
     /* ws_close: the peer did not complete the close handshake (or read our last bytes). */
     ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_client_timeout, NULL, 0);
-    conn_close(ws->c, reason_client_timeout);
+    ws->car->abort(ws, reason_client_timeout);
 }
 
 static void ws_on_ping_timer(struct ev_loop *ev, ev_timer *t, int revents)
@@ -184,7 +184,7 @@ static void ws_on_pong_timer(struct ev_loop *ev, ev_timer *t, int revents)
     ws_conn *ws = t->data;
     /* The spec: no pong in time -> close with 1006, reason keepalive_timeout. */
     ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_keepalive_timeout, NULL, 0);
-    conn_close(ws->c, reason_keepalive_timeout);
+    ws->car->abort(ws, reason_keepalive_timeout);
 }
 
 void ws_timers_init(ws_conn *ws)
@@ -206,7 +206,7 @@ static void ws_timers_stop(ws_conn *ws)
 
 static void ws_touch_idle(ws_conn *ws)
 {
-    double t = ws->c->w->cfg->timeouts.ws_idle;
+    double t = ws->w->cfg->timeouts.ws_idle;
     if (t <= 0 || ws->state != WS_OPEN)
         return;
     ws->timer.repeat = t;
@@ -239,11 +239,10 @@ void ws_set_keepalive(ws_conn *ws, double interval, double timeout)
 
 void ws_opened(ws_conn *ws)
 {
-    conn *c = ws->c;
     ws_touch_idle(ws);
-    /* Frames that came with or right after the upgrade are read once the 101 is on its way. */
-    ws->input_pending = buf_size(&c->in) > 0;
-    conn_refresh(c);
+    /* Frames that came with or right after the upgrade are read once the accept is on its way. */
+    ws->input_pending = buf_size(ws->car->input(ws)) > 0;
+    ws->car->refresh(ws);
 }
 
 void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_len)
@@ -255,16 +254,16 @@ void ws_close_from_app(ws_conn *ws, int code, const char *reason, size_t reason_
     /* Frames held back for queue room may hold the peer's Close: read them at the flush. */
     ws->paused = 0;
     ws->stalled = 0;
-    ws->input_pending = buf_size(&ws->c->in) > 0;
+    ws->input_pending = buf_size(ws->car->input(ws)) > 0;
     ws_stop_keepalive(ws);
     ev_timer_stop(ws_loop(ws), &ws->timer); /* the idle deadline gives way to ws_close */
     ws_arm_close_timer(ws);
-    conn_refresh(ws->c);
+    ws->car->refresh(ws);
 }
 
 static struct ev_loop *ws_loop_or_null(const ws_conn *ws)
 {
-    return ws->c ? ws->c->w->loop.ev : NULL;
+    return ws->owner ? ws->w->loop.ev : NULL;
 }
 
 void ws_drop_queue(ws_conn *ws)
@@ -282,7 +281,7 @@ void ws_drop_queue(ws_conn *ws)
 
 void ws_maybe_release(ws_conn *ws)
 {
-    if (ws->c || !(ws->app_finished || ws->disconnect_taken))
+    if (ws->owner || !(ws->app_finished || ws->disconnect_taken))
         return;
     pagi_scope *s = ws->s;
     ws_drop_queue(ws);
@@ -299,19 +298,19 @@ void ws_maybe_release(ws_conn *ws)
 
 static size_t max_message(const ws_conn *ws)
 {
-    return ws->c->w->cfg->limits.max_ws_message_size;
+    return ws->w->cfg->limits.max_ws_message_size;
 }
 
 static int queue_full(const ws_conn *ws)
 {
-    size_t limit = ws->c->w->cfg->limits.max_receive_queue;
+    size_t limit = ws->w->cfg->limits.max_receive_queue;
     return ws->q_count >= (limit ? limit : 1);
 }
 
 /* The queue holds its byte bound: the next message waits in the socket (TCP pushes back). */
 static int queue_bytes_full(const ws_conn *ws)
 {
-    return ws->q_count > 0 && ws->q_bytes >= ws->c->w->cfg->limits.max_receive_queue_size;
+    return ws->q_count > 0 && ws->q_bytes >= ws->w->cfg->limits.max_receive_queue_size;
 }
 
 /* Stop reading until the app takes a message. On the byte bound the app has timeouts.write to
@@ -320,7 +319,7 @@ static int queue_bytes_full(const ws_conn *ws)
 static void ws_pause(ws_conn *ws)
 {
     ws->paused = 1;
-    double t = ws->c->w->cfg->timeouts.write;
+    double t = ws->w->cfg->timeouts.write;
     if (!queue_bytes_full(ws) || t <= 0 || ws->stalled)
         return;
     ws->stalled = 1;
@@ -336,7 +335,7 @@ void ws_queue_taken(ws_conn *ws, size_t len)
      * and trimming for ordinary traffic would stall the loop for nothing. */
     if (len >= MEMTRIM_BIG)
         memtrim_note(ws_loop_or_null(ws), len);
-    if (!ws->paused || !ws->c || ws->state == WS_GONE)
+    if (!ws->paused || !ws->owner || ws->state == WS_GONE)
         return;
     ws->paused = 0;
     if (ws->stalled) {
@@ -346,8 +345,8 @@ void ws_queue_taken(ws_conn *ws, size_t len)
     }
     /* Called from a delivery: read at the next flush, not inside the app's callback chain. */
     ws->input_pending = 1;
-    conn_schedule_flush(ws->c);
-    conn_refresh(ws->c);
+    ws->car->kick(ws);
+    ws->car->refresh(ws);
 }
 
 static int ws_on_payload(ws_conn *ws, const uint8_t *p, size_t n)
@@ -433,7 +432,7 @@ static int ws_on_message_end(ws_conn *ws)
     ws->q_bytes += len;
     /* The assembly buffer is kept only for a next message already arriving, and never when
      * big: an idle connection holds no message memory. */
-    if (ws->msg.cap > 65536 || buf_size(&ws->c->in) == 0) {
+    if (ws->msg.cap > 65536 || buf_size(ws->car->input(ws)) == 0) {
         if (ws->msg.cap > 65536)
             memtrim_note(ws_loop(ws), ws->msg.cap);
         buf_free(&ws->msg);
@@ -476,13 +475,13 @@ static void ws_on_control(ws_conn *ws, const uint8_t *payload, size_t len)
     }
 }
 
-/* Read every complete piece of frame in c->in. */
+/* Read every complete piece of frame in the input. */
 static void ws_read_frames(ws_conn *ws)
 {
-    conn *c = ws->c;
-    while (c->state != CONN_CLOSED && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
-        uint8_t *p = (uint8_t *)c->in.data + c->in.off;
-        size_t avail = buf_size(&c->in);
+    while (ws->owner && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
+        buf *in = ws->car->input(ws);
+        uint8_t *p = (uint8_t *)in->data + in->off;
+        size_t avail = buf_size(in);
         if (!ws->in_frame) {
             if (!ws->in_message && ws->state == WS_OPEN &&
                 (queue_bytes_full(ws) || (queue_full(ws) && scope_receive_waiting(ws->s)))) {
@@ -531,10 +530,10 @@ static void ws_read_frames(ws_conn *ws)
              * message's fragments); its room exists only while it is read. */
             if (ws->fh.opcode >= 8 && ws->fh.len > 0 && !ws->ctl &&
                 !(ws->ctl = malloc(WS_MAX_CONTROL_PAYLOAD))) {
-                conn_close(c, reason_server_error);
+                ws->car->abort(ws, reason_server_error);
                 return;
             }
-            buf_consume(&c->in, (size_t)r);
+            buf_consume(in, (size_t)r);
             ws->in_frame = 1;
             ws->frame_done = 0;
             ws->ctl_len = 0;
@@ -552,7 +551,7 @@ static void ws_read_frames(ws_conn *ws)
         } else if (take && ws_on_payload(ws, p, take) < 0) {
             return;
         }
-        buf_consume(&c->in, take);
+        buf_consume(in, take);
         ws->frame_done += take;
         if (ws->frame_done < ws->fh.len)
             break;
@@ -571,11 +570,10 @@ static void ws_read_frames(ws_conn *ws)
     }
 }
 
-/* ---- ws_proto ---- */
+/* ---- the carrier's events ---- */
 
-static void ws_on_input(conn *c)
+void ws_input(ws_conn *ws)
 {
-    ws_conn *ws = c->ws;
     switch (ws->state) {
     case WS_OPEN:
     case WS_CLOSE_SENT:
@@ -583,21 +581,20 @@ static void ws_on_input(conn *c)
         ws_read_frames(ws);
         break;
     case WS_CLOSING:
-        buf_reset(&c->in);
+        buf_reset(ws->car->input(ws));
         break;
     default:
-        break; /* before the accept, frames wait in c->in (bounded by wants_read) */
+        break; /* before the accept, frames wait in the input (bounded by ws_wants_input) */
     }
 }
 
-static void ws_on_eof(conn *c)
+void ws_peer_gone(ws_conn *ws)
 {
-    ws_conn *ws = c->ws;
     if (ws->input_pending && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
-        /* Frames that came before the FIN count first: maybe a Close among them. */
+        /* Frames that came before the end count first: maybe a Close among them. */
         ws->input_pending = 0;
         ws_read_frames(ws);
-        if (c->state == CONN_CLOSED)
+        if (!ws->owner || ws->state == WS_GONE)
             return;
     }
     switch (ws->state) {
@@ -607,43 +604,30 @@ static void ws_on_eof(conn *c)
     case WS_CLOSE_SENT:
         /* Gone without a Close frame (or without answering ours). */
         ws_record_end(ws, WS_CLOSE_ABNORMAL, reason_client_closed, NULL, 0);
-        conn_close(c, reason_client_closed);
+        ws->car->abort(ws, reason_client_closed);
         break;
     default:
-        break; /* closing anyway: the last bytes are written, then the socket closes */
+        break; /* closing anyway: the last bytes are written, then the transport ends */
     }
 }
 
-static void ws_on_written(conn *c)
+void ws_flushed(ws_conn *ws)
 {
-    ws_conn *ws = c->ws;
-    h1_conn *h = &c->h1;
-    /* Called from a flush (a safe point, never inside the HTTP/1 parser): once the 101 is out
-     * the connection never parses HTTP/1 again. */
-    if (ws->state >= WS_OPEN && h->parser)
-        h1_conn_drop_parser(c);
-    if (h->above_high && outq_buffered(&c->out) < c->w->cfg->low_watermark) {
-        h->above_high = 0;
-        scope_notify_drain(h->scope);
-        h1_exchange_settle_parked(c, NULL);
-    }
     if (ws->input_pending && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
         ws->input_pending = 0;
         ws_read_frames(ws);
     }
-    conn_refresh(c);
 }
 
-static int ws_wants_read(const conn *c)
+int ws_wants_input(const ws_conn *ws)
 {
-    const ws_conn *ws = c->ws;
     switch (ws->state) {
     case WS_HANDSHAKE:
     case WS_DENYING:
-        return buf_size(&c->in) < HANDSHAKE_INPUT_MAX;
+        return buf_size(ws->car->input((ws_conn *)ws)) < HANDSHAKE_INPUT_MAX;
     case WS_OPEN:
         /* Pongs we owe a peer that does not read must not grow without bound. */
-        return !ws->paused && outq_buffered(&c->out) < 4 * c->w->cfg->high_watermark;
+        return !ws->paused && ws->car->queued(ws) < 4 * ws->w->cfg->high_watermark;
     case WS_CLOSE_SENT:
         return 1;
     default:
@@ -651,21 +635,9 @@ static int ws_wants_read(const conn *c)
     }
 }
 
-static int ws_waiting_for_input(const conn *c)
+void ws_transport_closed(ws_conn *ws, const char *reason)
 {
-    return 0;
-}
-
-static void ws_on_header_timeout(conn *c)
-{
-    conn_close(c, NULL);
-}
-
-/* The connection ends (conn_close): turn how it ended into the scope's end. */
-static void ws_on_close(conn *c, const char *reason)
-{
-    ws_conn *ws = c->ws;
-    if (!ws || ws->state == WS_GONE)
+    if (ws->state == WS_GONE)
         return;
     pagi_scope *s = ws->s;
     ws_timers_stop(ws);
@@ -673,68 +645,26 @@ static void ws_on_close(conn *c, const char *reason)
         /* The refusal was written in full: that is this exchange's normal end. */
         scope_mark_complete(s);
     } else {
-        if (reason == reason_server_shutdown && ws->state == WS_OPEN &&
-            outq_buffered(&c->out) == 0) {
-            /* Best effort "going away" before the socket closes under it. */
-            static const uint8_t going_away[4] = {0x88, 0x02, 0x03, 0xE9};
-            (void)!send(c->fd, going_away, sizeof going_away, MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
         ws_record_end(ws, WS_CLOSE_ABNORMAL, reason ? reason : reason_client_closed, NULL, 0);
         scope_disconnect(s, ws->end_word ? ws->end_word : reason_client_closed);
     }
-    if (c->w->alog) { /* the scope's access log line, at its end: 101, or the refusal */
-        const char *why = scope_is_complete(s) ? NULL
-                          : ws->end_word       ? ws->end_word
-                                               : reason_client_closed;
-        access_log_request(c->w->alog, c, s, c->h1.log_start, c->h1.log_status,
-                           c->h1.body_sent > 0 ? (uint64_t)c->h1.body_sent : 0, why);
-    }
-    h1_exchange_settle_parked(c, NULL);
-    c->h1.scope = NULL;
+    ws->car->ended(ws, scope_is_complete(s) ? NULL
+                       : ws->end_word       ? ws->end_word
+                                            : reason_client_closed);
     ws->state = WS_GONE;
     ws_deflate_free(ws->pmd);
     ws->pmd = NULL;
-    /* The message being assembled (conn_close notes the output and input). */
-    memtrim_note(c->w->loop.ev, ws->msg.cap);
+    /* The message being assembled (the transport notes its own buffers). */
+    memtrim_note(ws_loop(ws), ws->msg.cap);
     buf_free(&ws->msg);
 }
 
-void ws_conn_free(conn *c)
+void ws_detach(ws_conn *ws)
 {
-    ws_conn *ws = c->ws;
-    if (!ws)
+    if (!ws || !ws->owner)
         return;
     if (ws->state != WS_GONE)
-        ws_on_close(c, NULL);
-    c->ws = NULL;
-    ws->c = NULL;
+        ws_transport_closed(ws, NULL);
+    ws->owner = NULL;
     ws_maybe_release(ws);
 }
-
-/* A WebSocket connection began as HTTP/1: both sides' state goes. */
-static void ws_release(conn *c)
-{
-    ws_conn_free(c);
-    h1_conn_free(c);
-}
-
-/* After the closing handshake nothing more is awaited from the peer; bytes it
- * had already sent still make the connection linger (conn_flush). */
-static int ws_peer_may_send(const conn *c)
-{
-    (void)c;
-    return 0;
-}
-
-const conn_proto ws_proto = {
-    .name = "websocket",
-    .on_input = ws_on_input,
-    .on_eof = ws_on_eof,
-    .on_written = ws_on_written,
-    .wants_read = ws_wants_read,
-    .waiting_for_input = ws_waiting_for_input,
-    .on_close = ws_on_close,
-    .on_header_timeout = ws_on_header_timeout,
-    .peer_may_send = ws_peer_may_send,
-    .release = ws_release,
-};

@@ -4,7 +4,8 @@
  * the fuzzer starts at frames): an nghttp2 server session with pagid's
  * options (no automatic WINDOW_UPDATE, SETTINGS and ack limits) feeds each
  * request stream's fields to h2_request.c under small limits, and a whole
- * head is turned into a scope's facts, as h2_conn.c/h2_stream.c do. Input
+ * head is turned into a scope's facts, as h2_conn.c/h2_stream.c do (the
+ * server announces RFC 8441, so an extended CONNECT reaches that path). Input
  * is fed in pieces sized by its first byte; output is drained after each.
  * Checked: the session and the head code never fault or leak; a request's
  * facts point into memory that lives (read back byte by byte); a decoded
@@ -90,13 +91,16 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
         touch(r.raw_path);
         touch(r.query);
         CHECK(!memchr(r.path.ptr, 0, r.path.len));
+        /* RFC 8441: only an extended CONNECT for a websocket gets through. */
+        CHECK(r.websocket == !strcmp(r.method, "CONNECT"));
         for (size_t i = 0; i < r.header_count; i++) {
             touch(r.headers[i].name);
             touch(r.headers[i].value);
             CHECK(r.headers[i].name.len > 0);
         }
-        /* Answer it, so the output side runs too. */
-        nghttp2_nv nv = {(uint8_t *)":status", (uint8_t *)"204", 7, 3, NGHTTP2_NV_FLAG_NONE};
+        /* Answer it, so the output side runs too (a websocket's 200 keeps the stream open). */
+        nghttp2_nv nv = {(uint8_t *)":status", (uint8_t *)(r.websocket ? "200" : "204"), 7, 3,
+                         NGHTTP2_NV_FLAG_NONE};
         nghttp2_submit_response(ng, f->hd.stream_id, &nv, 1, NULL);
     }
     h2_request_free(&r);
@@ -158,8 +162,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
     nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
-                                   {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 4096}};
-    nghttp2_submit_settings(ng, NGHTTP2_FLAG_NONE, iv, 2);
+                                   {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 4096},
+                                   {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}};
+    nghttp2_submit_settings(ng, NGHTTP2_FLAG_NONE, iv, 3);
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     if (nghttp2_session_mem_recv(ng, (const uint8_t *)preface, sizeof preface - 1) >= 0) {
         drain(ng);

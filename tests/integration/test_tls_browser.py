@@ -30,17 +30,17 @@ def spki_sha256(cert):
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
-def start_tls_demo(ctx):
+def start_tls_demo(ctx, extra=""):
     pki = lib.TestPKI(ctx)
     cert, key = pki.issue("server")
     port = free_port()
     srv = ctx.start(app=None, listen=False, port=port,
-                    config="listen:\n" + lib.tls_listen(port, cert, key))
+                    config="listen:\n" + lib.tls_listen(port, cert, key) + extra)
     return srv, cert
 
 
-def with_tls_browser(ctx, body, trust=True):
-    srv, cert = start_tls_demo(ctx)
+def with_tls_browser(ctx, body, trust=True, extra=""):
+    srv, cert = start_tls_demo(ctx, extra)
     wd = WebDriver(ctx)
     try:
         profile = os.path.join(ctx.tmpdir, "chromium-profile")
@@ -69,8 +69,8 @@ def demo_page_over_https(ctx):
         check(where["protocol"] == "https:" and where["secure"],
               "not a secure https page: %r" % where)
         # HTTP/2 by ALPN (the listener's default): the page, the streamed
-        # fetch and the SSE clock are streams of one connection; the
-        # WebSocket opens a connection of its own over HTTP/1.1 (no RFC 8441 yet).
+        # fetch, the SSE clock and the WebSocket (RFC 8441, see
+        # demo_websocket_over_http2) are streams of one connection.
         check(where["alpn"] == "h2", "protocol negotiated by the browser: %r" % where)
         # The streamed fetch.
         st = poll(wd, lambda s: s["streamStatus"] == "done", 10)
@@ -100,6 +100,47 @@ def demo_page_over_https(ctx):
               "SSE or WebSocket dropped after the chat: %r" % st)
 
     with_tls_browser(ctx, body)
+
+
+@test(timeout=90)
+def demo_websocket_over_http2(ctx):
+    """Chromium takes the server's SETTINGS_ENABLE_CONNECT_PROTOCOL: the
+    chat WebSocket is an extended CONNECT on the page's h2 connection (the
+    access log says HTTP/2.0 and 200 for /ws, where HTTP/1.1 would log 101),
+    and typed messages round-trip over it."""
+    log = os.path.join(ctx.tmpdir, "access.log")
+
+    def logged():
+        try:
+            with open(log) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def body(wd, srv):
+        st = poll(wd, lambda s: s["wsStatus"] == "open", 10)
+        check(st["wsStatus"] == "open", "the page's WebSocket did not open: %r" % st["wsStatus"])
+        for i in range(3):
+            message = "h2 websocket %d/%d" % (os.getpid(), i)
+            wd.type_into("#ws-input", message)
+            wd.click("#ws-send")
+            st = poll(wd, lambda s: any(message in m for m in s["wsLog"]), 5)
+            check(any(message in m for m in st["wsLog"]),
+                  "typed message not echoed: %r" % st["wsLog"])
+        # Leaving the page ends the WebSocket: its log line is written at its end.
+        wd.navigate("about:blank")
+        time.sleep(0.5)
+        srv.stop()  # the access log is written out by then
+        ok = lib.wait_for(lambda: "/ws " in logged(), 10)
+        text = logged()
+        check(ok, "no access log line for /ws: %r" % text[-1000:])
+        line = [ln for ln in text.splitlines() if "/ws " in ln][0]
+        check('"GET /ws HTTP/2.0" 200' in line,
+              "the WebSocket did not go over HTTP/2 (RFC 8441): %r" % line)
+        check(not any("HTTP/1.1" in ln for ln in text.splitlines()),
+              "a request went over HTTP/1.1: %r" % text[-1000:])
+
+    with_tls_browser(ctx, body, extra="access_log:\n  path: %s\n" % log)
 
 
 @test(timeout=60)

@@ -120,12 +120,24 @@ START_TEST(test_refusals)
     h2_request_free(&r);
     h2_head_free(&hd);
 
-    h2_head_init(&hd);
+    /* :protocol is RFC 8441's, only with CONNECT */
+    std_head(&hd, "GET", "/");
     ck_assert_int_eq(add(&hd, ":protocol", "websocket", 8192, 100), 0);
-    ck_assert_int_eq(hd.refuse, 400);
-    ck_assert_int_eq(add(&hd, ":method", "GET", 8192, 100), 0); /* ignored now */
-    ck_assert_uint_eq(hd.nf, 0);
     ck_assert_int_eq(h2_head_request(&hd, &r), 400);
+    h2_request_free(&r);
+    h2_head_free(&hd);
+
+    /* extended CONNECT: a websocket; another :protocol stays 501 */
+    std_head(&hd, "CONNECT", "/chat?room=1");
+    ck_assert_int_eq(add(&hd, ":protocol", "websocket", 8192, 100), 0);
+    ck_assert_int_eq(h2_head_request(&hd, &r), 0);
+    ck_assert_int_eq(r.websocket, 1);
+    ck_assert_int_eq((int)r.query.len, 6);
+    h2_request_free(&r);
+    h2_head_free(&hd);
+    std_head(&hd, "CONNECT", "/");
+    ck_assert_int_eq(add(&hd, ":protocol", "connect-udp", 8192, 100), 0);
+    ck_assert_int_eq(h2_head_request(&hd, &r), 501);
     h2_request_free(&r);
     h2_head_free(&hd);
 }

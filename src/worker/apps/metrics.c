@@ -27,7 +27,7 @@ typedef struct totals {
     uint64_t ps_published, ps_delivered, ps_dropped;
     uint64_t tls_handshakes[SHM_TLS__COUNT];
     uint64_t tls_resumed;
-    uint64_t h2_connections, h2_streams, h2_resets, h2_calm, h2_refused;
+    uint64_t h2_connections, h2_streams, h2_resets, h2_calm, h2_refused, h2_websockets;
     int64_t open_connections, open_scopes[SHM_SCOPE__COUNT], tls_open;
     unsigned workers_up, workers_ready;
 } totals;
@@ -60,6 +60,7 @@ static void sum(totals *t, const shm_region *r)
         t->h2_resets += LOAD(&w->h2_resets);
         t->h2_calm += LOAD(&w->h2_calm);
         t->h2_refused += LOAD(&w->h2_refused);
+        t->h2_websockets += LOAD(&w->h2_websockets);
         if (pid == 0)
             continue; /* exited: its gauges are stale */
         t->workers_up++;
@@ -171,6 +172,9 @@ int metrics_render(buf *o, const shm_region *r)
          "HTTP/2 streams refused (REFUSED_STREAM): the connection's streams, with reset ones whose "
          "apps still run, were at the limit.");
     buf_printf(o, "pagid_http2_refused_total %llu\n", (unsigned long long)t.h2_refused);
+    head(o, "pagid_http2_websockets_total", "counter",
+         "HTTP/2 streams that became websocket scopes (RFC 8441 extended CONNECT).");
+    buf_printf(o, "pagid_http2_websockets_total %llu\n", (unsigned long long)t.h2_websockets);
     head(o, "pagid_worker_restarts_total", "counter", "Crashed workers replaced by the master.");
     buf_printf(o, "pagid_worker_restarts_total %llu\n",
                (unsigned long long)LOAD(&((shm_region *)r)->worker_restarts));
