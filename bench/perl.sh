@@ -11,6 +11,8 @@
 #   DURATION=30 bench/perl.sh
 #   PAGI_SERVER_DIR=/path/to/PAGI-Server PAGI_DIR=/path/to/pagi bench/perl.sh
 #   SETS=1 bench/perl.sh          # only the one-process set
+#   PIN=1 SETS=1 bench/perl.sh    # one-process set: servers on CPU 0, wrk on CPU 1
+#                                 # (less noise on a 2-CPU machine; same for all three)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 PAGID=${PAGID:-./pagid}
@@ -22,6 +24,7 @@ PAGI_SERVER_DIR=${PAGI_SERVER_DIR:-/work/ext/PAGI-Server}
 PAGI_DIR=${PAGI_DIR:-$(dirname "$PAGI_SERVER_DIR")/pagi}
 NWORKERS=${NWORKERS:-$(nproc)}
 SETS=${SETS:-1 N}
+PIN=${PIN:-0}
 APP=$(cd "$(dirname "$APP")" && pwd)/$(basename "$APP")
 WORK=$(mktemp -d)
 note() { echo "perl.sh: $*" >&2; }
@@ -52,8 +55,8 @@ run_one() { # label port command...: start it, warm up, measure, stop
         stop_server "$label"
         return
     fi
-    timeout $((WARMUP + 30)) wrk -t2 -c"$CONNS" -d"${WARMUP}s" "http://127.0.0.1:$port/" >/dev/null 2>&1
-    out=$(timeout $((DURATION + 30)) wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$port/" 2>&1)
+    timeout $((WARMUP + 30)) "${cli_pin[@]}" wrk -t2 -c"$CONNS" -d"${WARMUP}s" "http://127.0.0.1:$port/" >/dev/null 2>&1
+    out=$(timeout $((DURATION + 30)) "${cli_pin[@]}" wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$port/" 2>&1)
     local rps p50 p99 errs
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
     p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
@@ -72,20 +75,25 @@ ratio() { # label a b
 }
 
 for set in $SETS; do
+    srv_pin=() cli_pin=()
     if [[ $set == 1 ]]; then
         pw=(-w 1) rw=() tag=1proc
+        if [[ $PIN == 1 ]] && (($(nproc) >= 2)); then
+            srv_pin=(taskset -c 0) cli_pin=(taskset -c 1)
+            tag=1proc-pinned
+        fi
     else
         pw=() rw=(--workers "$NWORKERS") tag=${NWORKERS}w
     fi
     echo "== $tag: pagid ${pw[*]:-(default: one worker per core)}, PAGI::Server ${rw[*]:-(single process)}"
     port=$(free_port)
-    run_one "pagid-perl/$tag" "$port" "$PAGID" "${pw[@]}" -l "127.0.0.1:$port" -a "$APP"
+    run_one "pagid-perl/$tag" "$port" "${srv_pin[@]}" "$PAGID" "${pw[@]}" -l "127.0.0.1:$port" -a "$APP"
     if ((${#ref[@]})); then
         port=$(free_port)
-        run_one "pagi-server/$tag" "$port" "${ref[@]}" "${rw[@]}" --port "$port" "$APP"
+        run_one "pagi-server/$tag" "$port" "${srv_pin[@]}" "${ref[@]}" "${rw[@]}" --port "$port" "$APP"
     fi
     port=$(free_port)
-    run_one "pagid-c/$tag" "$port" "$PAGID" "${pw[@]}" -l "127.0.0.1:$port" -a hello
+    run_one "pagid-c/$tag" "$port" "${srv_pin[@]}" "$PAGID" "${pw[@]}" -l "127.0.0.1:$port" -a hello
     ratio "pagid-perl/pagi-server" "pagid-perl/$tag" "pagi-server/$tag"
     ratio "perl/C" "pagid-perl/$tag" "pagid-c/$tag"
 done
