@@ -179,8 +179,8 @@ void h2_stream_reset(h2_stream *st, const char *reason);
 struct scope_request;
 /** Make st's websocket scope from the extended CONNECT r; 0, or a status to refuse with. */
 int h2_ws_make(h2_stream *st, const h2_request *r, const struct scope_request *sr);
-/** New frame bytes are in st->body. */
-void h2_ws_data(h2_stream *st);
+/** len new frame bytes were appended to st->body. */
+void h2_ws_data(h2_stream *st, size_t len);
 /** The client ended its side (END_STREAM). */
 void h2_ws_peer_end(h2_stream *st);
 /** A safe point after framing: read input held back, credit the window. */

@@ -294,12 +294,10 @@ int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
     }
     if (buf_append(&st->body, data, len) < 0)
         return -1;
-    if (st->ws) {
-        st->ws_in += len;
-        h2_ws_data(st);
-    } else if (st->scope) {
+    if (st->ws)
+        h2_ws_data(st, len);
+    else if (st->scope)
         scope_poke_receive(st->scope);
-    }
     return 0;
 }
 

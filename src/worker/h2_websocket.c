@@ -68,8 +68,9 @@ int h2_ws_make(h2_stream *st, const h2_request *r, const scope_request *base)
 
 /* ---- the stream's events ---- */
 
-void h2_ws_data(h2_stream *st)
+void h2_ws_data(h2_stream *st, size_t len)
 {
+    st->ws_in += len;
     ws_input(st->ws);
     if (st->scope)
         h2_ws_carrier.refresh(st->ws);
@@ -190,19 +191,24 @@ static int h2ws_above_high(const ws_conn *ws)
     return ws_st(ws)->above_high;
 }
 
-/* Credit the stream window with the input the frame reader consumed, unless
- * reading is paused: the client is then held at its window, as TCP would. */
+/* Credit the windows with the input the frame reader consumed; 1 if there was any. Bytes it
+ * left unread (the websocket wants no input: websocket_io.c's read_now) stay in st->body
+ * uncredited, so the client is held at its stream window, as TCP would hold it. */
+static int credit_consumed(h2_stream *st)
+{
+    uint64_t read = st->ws_in - buf_size(&st->body);
+    if (read <= st->ws_credited)
+        return 0;
+    nghttp2_session_consume(st->h->ng, st->id, (size_t)(read - st->ws_credited));
+    st->ws_credited = read;
+    return 1;
+}
+
 static void h2ws_refresh(ws_conn *ws)
 {
     h2_stream *st = ws_st(ws);
-    if (!ws_wants_input(ws) && ws->state != WS_CLOSING)
-        return;
-    uint64_t read = st->ws_in - buf_size(&st->body);
-    if (read > st->ws_credited) {
-        nghttp2_session_consume(st->h->ng, st->id, (size_t)(read - st->ws_credited));
-        st->ws_credited = read;
+    if (credit_consumed(st))
         h2_session_kick(st->h);
-    }
 }
 
 static void h2ws_finish(ws_conn *ws)
@@ -222,6 +228,10 @@ static void h2ws_ended(ws_conn *ws, const char *why)
 {
     h2_stream *st = ws_st(ws);
     conn *c = st_conn(st);
+    /* Bytes read in the call that ended it were not credited yet; the
+     * connection's window would lose them for good (the unread rest goes
+     * back with the body, drop_body). */
+    credit_consumed(st);
     if (c->w->alog)
         access_log_request(c->w->alog, c, ws->s, st->log_start, st->status, 0, why);
     h2_resp_settle_parked(st);

@@ -321,3 +321,93 @@ def ws_h2_outlives_request_timeout(ctx):
           "websocket ended by a request timeout: %r" % events_for(ctx, "lt"))
     ws.send_frame(0x1, "after 3s")
     check_eq(ws.recv_message(), (1, b"after 3s"), "echo after the request timeout")
+
+
+def conn_window(cl):
+    """The client's send window on the connection (the server's receive window)."""
+    return cl.c.outbound_flow_control_window
+
+
+def ping_roundtrip(cl):
+    cl.c.ping(b"pagidwin")
+    cl.flush()
+    check(cl.wait(lambda: any(isinstance(e, h2.events.PingAckReceived) and
+                              e.ping_data == b"pagidwin" for e in cl.events[-20:]), 5 * SLOW),
+          "no PING ACK")
+    cl.pump(0.2)
+
+
+def held_then_reset(cl, n, open_and_send):
+    """n websockets, each sent frames the server holds (unread or uncredited),
+    then reset by the client; the connection window after each."""
+    cl.c.increment_flow_control_window(50 * 1024 * 1024)  # ours is not the limit
+    cl.flush()
+    ping_roundtrip(cl)
+    w0 = conn_window(cl)
+    history = []
+    for i in range(n):
+        if conn_window(cl) < 61000:
+            break  # shut: the check below says so
+        ws = open_and_send(i)
+        cl.pump(0.3)
+        cl.c.reset_stream(ws.sid)
+        cl.flush()
+        ping_roundtrip(cl)
+        history.append(conn_window(cl))
+    print("connection window: %d at start, after each reset %r" % (w0, history))
+    return w0, history
+
+
+def upload_still_works(cl, tid):
+    ws = connect_ws(cl, "/echo?id=%s" % tid)
+    ws.sock.settimeout(5 * SLOW)
+    try:
+        ws.send_frame(0x2, b"x" * 70000)
+        got = ws.recv_message()
+    except socket.timeout:
+        got = None
+    check_eq(got and len(got[1]), 70000, "a 70000-byte message on the connection afterwards "
+             "(connection window %d)" % conn_window(cl))
+
+
+@test(timeout=120)
+def ws_h2_conn_window_after_resets(ctx):
+    """Frames the server holds when a websocket stream is reset go back to
+    the connection's window, or 20 such streams would shut it (1 MiB):
+    a client that does not read /big's output (above 4 x high_watermark,
+    frames left unread), then one whose app does not receive (paused on the
+    receive queue's byte bound), on a 256 KiB connection window; each time a 70000-byte message on a new
+    websocket of the same connection still gets through."""
+    small = "limits:\n  http2_connection_window: 256k\n"
+    s = H2Server(ctx, app=wsapp(ctx), extra=small)
+    cl = client(s)
+
+    def unread_output(i):
+        ws = connect_ws(cl, "/big?id=wo%d&size=1000000" % i)
+        cl.pump(0.2)
+        for _ in range(4):  # 60032 bytes: within the stream window
+            ws.send_frame(0x2, b"m" * 15000)
+        return ws
+
+    w0, hist = held_then_reset(cl, 20, unread_output)
+    # nghttp2 gives the window back in WINDOW_UPDATEs once half of it is consumed
+    check(min(hist) >= w0 // 2 - 61000, "connection window leaked: %r" % hist)
+    upload_still_works(cl, "woafter")
+    cl.close()
+
+    s = H2Server(ctx, app=wsapp(ctx),
+                 extra=small + "  max_receive_queue_size: 20000\ntimeouts:\n  write: 60s\n")
+    cl = client(s)
+
+    def paused(i):
+        ws = connect_ws(cl, "/noreceive?id=wp%d" % i)
+        payload = b""
+        for _ in range(5):  # two fill the queue's 20000 bytes, three wait
+            m = b"p" * 12000
+            payload += bytes([0x82, 0xFE]) + struct.pack("!H", len(m)) + b"\0\0\0\0" + m
+        ws.sock.sendall(payload)
+        return ws
+
+    w0, hist = held_then_reset(cl, 20, paused)
+    check(min(hist) >= w0 // 2 - 61000, "connection window leaked (paused): %r" % hist)
+    upload_still_works(cl, "wpafter")
