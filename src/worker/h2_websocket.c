@@ -140,6 +140,13 @@ static void h2ws_refuse(ws_conn *ws, int status)
 
 static int h2ws_deny_start(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
+    /* RFC 8441 5: a 2xx answer to the extended CONNECT opens the websocket;
+     * the client would read the denial's body as frames. */
+    if (ev->status < 300)
+        return scope_fail(ws->s,
+                          "websocket.http.response.start: status %d would accept the websocket "
+                          "over HTTP/2 (a 2xx answer opens it, RFC 8441); deny with 300-999",
+                          ev->status);
     ws->state = WS_DENYING;
     int rc = h2_resp_start(ws->s, ws_st(ws), ev, cb, ud);
     if (rc < 0)

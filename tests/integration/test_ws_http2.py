@@ -411,3 +411,28 @@ def ws_h2_conn_window_after_resets(ctx):
     w0, hist = held_then_reset(cl, 20, paused)
     check(min(hist) >= w0 // 2 - 61000, "connection window leaked (paused): %r" % hist)
     upload_still_works(cl, "wpafter")
+
+
+@test(timeout=60)
+def ws_h2_denial_2xx_refused(ctx):
+    """A denial response with a 2xx status would be the accept over h2 (RFC
+    8441 5): the app's websocket.http.response.start fails with a clear
+    error and the client gets the 403, never :status 200; over HTTP/1.1
+    (only 101 accepts) the same denial goes out as it is."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx))
+    cl = client(s)
+    ws = connect_ws(cl, "/deny?id=d2x&code=200", expect=None)
+    cl.pump(0.3)
+    print("denial with status 200 over h2:", ws.status, ws.sock._take())
+    check_eq(ws.status, 403, "the answer to a 2xx denial over h2")
+    ev = events_for(ctx, "d2x")
+    rej = [e for e in ev if e.startswith("rejected websocket.http.response.start")]
+    check(rej and "would accept the websocket over HTTP/2" in rej[0], "the app's error: %r" % ev)
+    sk = socket.create_connection(("127.0.0.1", s.hport), timeout=5 * SLOW)
+    sk.sendall(b"GET /deny?id=d1x&code=200 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")
+    head = sk.recv(4096)
+    sk.close()
+    check(head.startswith(b"HTTP/1.1 200 "), "HTTP/1.1 denial with 200: %r" % head[:60])

@@ -7,7 +7,7 @@
  *   /echo[?proto=P]        accept (with subprotocol P if given), echo each message with its type
  *   /noreceive             accept, never receive (the queue overflows)
  *   /reject                websocket.close before accept (403)
- *   /deny                  denial response: 401 + www-authenticate, body in two events
+ *   /deny[?code=N]         denial response: 401 (or N) + www-authenticate, body in two events
  *   /close?code=N&reason=R[&again=1] accept, close with N/R at once (again=1: then a second
  *                          close and a send, both logged as rejected), receive until the disconnect
  *   /keepalive?interval=S&timeout=T   accept, websocket.keepalive, receive until the disconnect
@@ -210,10 +210,13 @@ static void on_connect(pagi_scope *s, wsr *r)
         pagi_header h[] = {{{"www-authenticate", 16}, {"Bearer", 6}},
                            {{"content-type", 12}, {"text/plain", 10}}};
         ev = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_HTTP_RESPONSE_START);
-        ev.status = 401;
+        ev.status = r->code ? r->code : 401;
         ev.headers = h;
         ev.header_count = 2;
-        send_or_log(s, r, &ev, NULL);
+        if (send_or_log(s, r, &ev, NULL) < 0) {
+            pagi_scope_finish(s, NULL); /* unanswered: the server's 403 */
+            return;
+        }
         ev = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_HTTP_RESPONSE_BODY);
         ev.body = (pagi_str){"denied ", 7};
         ev.more = 1;
