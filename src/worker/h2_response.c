@@ -245,26 +245,32 @@ static int submit_kept_head(h2_stream *st, const char **err)
 
 int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
+    return h2_resp_start_as(s, st, ev, cb, ud, "http.response.start");
+}
+
+int h2_resp_start_as(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud,
+                     const char *what)
+{
     if (st->resp != R_NONE)
-        return scope_fail(s, "http.response.start: a response was already started");
+        return scope_fail(s, "%s: a response was already started", what);
     if (ev->status < 200 || ev->status > 999)
-        return scope_fail(s, "http.response.start: status must be 200-999 (got %d)", ev->status);
+        return scope_fail(s, "%s: status must be 200-999 (got %d)", what, ev->status);
     if (ev->header_count && !ev->headers)
-        return scope_fail(s, "http.response.start: header_count without headers");
+        return scope_fail(s, "%s: header_count without headers", what);
     const char *err = NULL;
     int64_t clen = -1;
     for (size_t i = 0; i < ev->header_count; i++) {
         if (h1_header_check(&ev->headers[i], &err) < 0)
-            return scope_fail(s, "http.response.start: %s", err);
+            return scope_fail(s, "%s: %s", what, err);
         if (value_padded(ev->headers[i].value))
             return scope_fail(s,
-                              "http.response.start: header %.*s: the value begins or ends "
-                              "with whitespace (not allowed over HTTP/2)",
-                              (int)ev->headers[i].name.len, ev->headers[i].name.ptr);
+                              "%s: header %.*s: the value begins or ends with whitespace (not "
+                              "allowed over HTTP/2)",
+                              what, (int)ev->headers[i].name.len, ev->headers[i].name.ptr);
         if (name_is(ev->headers[i].name, "content-length")) {
             int64_t v;
             if (parse_clen(ev->headers[i].value, &v) < 0 || (clen >= 0 && v != clen))
-                return scope_fail(s, "http.response.start: invalid content-length");
+                return scope_fail(s, "%s: invalid content-length", what);
             clen = v;
         }
     }
@@ -275,9 +281,9 @@ int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_
         /* No body (HEAD, 204, 304): the head goes out with END_STREAM once
          * the app's final body says the response is whole; keep a copy. */
         if (keep_head(st, ev) < 0)
-            return scope_fail(s, "http.response.start: out of memory");
+            return scope_fail(s, "%s: out of memory", what);
     } else if (submit_head(st, ev->status, ev->headers, ev->header_count, &err, 1) < 0) {
-        return scope_fail(s, "http.response.start: %s", err);
+        return scope_fail(s, "%s: %s", what, err);
     }
     conn *c = st_conn(st);
     st->resp = R_STARTED;

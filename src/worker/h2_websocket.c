@@ -118,7 +118,7 @@ static int h2ws_accept(ws_conn *ws, const pagi_event *ev, const char *extensions
     size_t n = ev->header_count + 2, k = 0;
     pagi_header *hv = calloc(n, sizeof *hv);
     if (!hv)
-        return -1;
+        return scope_fail(ws->s, "websocket.accept: out of memory");
     if (ev->subprotocol.len)
         hv[k++] = (pagi_header){{"sec-websocket-protocol", 22}, ev->subprotocol};
     if (extensions)
@@ -128,7 +128,7 @@ static int h2ws_accept(ws_conn *ws, const pagi_event *ev, const char *extensions
     pagi_event start = {.type = PAGI_EV_HTTP_RESPONSE_START, .status = 200};
     start.headers = hv;
     start.header_count = k;
-    int rc = h2_resp_start(ws->s, st, &start, NULL, NULL);
+    int rc = h2_resp_start_as(ws->s, st, &start, NULL, NULL, "websocket.accept");
     free(hv);
     return rc;
 }
@@ -148,7 +148,7 @@ static int h2ws_deny_start(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, v
                           "over HTTP/2 (a 2xx answer opens it, RFC 8441); deny with 300-999",
                           ev->status);
     ws->state = WS_DENYING;
-    int rc = h2_resp_start(ws->s, ws_st(ws), ev, cb, ud);
+    int rc = h2_resp_start_as(ws->s, ws_st(ws), ev, cb, ud, "websocket.http.response.start");
     if (rc < 0)
         ws->state = WS_HANDSHAKE;
     return rc;

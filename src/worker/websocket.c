@@ -130,10 +130,10 @@ static int send_accept(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_se
     const char *e = NULL;
     if (ws->pmd && ws_deflate_response(&ws->pmd_params, ext, sizeof ext) > 0)
         e = ext;
-    if (ws->car->accept(ws, ev, e) < 0) {
+    if (ws->car->accept(ws, ev, e) < 0) { /* the carrier said why (scope_fail) */
         ws_deflate_free(ws->pmd);
         ws->pmd = NULL;
-        return scope_fail(s, "websocket.accept: out of memory");
+        return -1;
     }
     ws->state = WS_OPEN;
     scope_mark_started(s);

@@ -171,7 +171,7 @@ static int h1_accept(ws_conn *ws, const pagi_event *ev, const char *extensions)
     if (rc >= 0)
         rc = buf_append(tmp, "\r\n", 2);
     if (rc < 0 || outq_append(&c->out, buf_head(tmp), buf_size(tmp)) < 0)
-        return -1;
+        return scope_fail(ws->s, "websocket.accept: out of memory");
     c->h1.log_status = 101;
     return 0;
 }

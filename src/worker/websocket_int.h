@@ -44,7 +44,7 @@ typedef struct ws_conn ws_conn;
  */
 typedef struct ws_carrier {
     /* The handshake's answer: the accept's head (extensions: the negotiated
-     * permessage-deflate response, or NULL); 0, or -1 out of memory. */
+     * permessage-deflate response, or NULL); 0, or scope_fail's -1. */
     int (*accept)(ws_conn *ws, const pagi_event *ev, const char *extensions);
     /* A bare refusal (403, or 500 when the app failed); the transport ends after it. */
     void (*refuse)(ws_conn *ws, int status);

@@ -436,3 +436,29 @@ def ws_h2_denial_2xx_refused(ctx):
     head = sk.recv(4096)
     sk.close()
     check(head.startswith(b"HTTP/1.1 200 "), "HTTP/1.1 denial with 200: %r" % head[:60])
+
+
+@test(timeout=60)
+def ws_h2_accept_header_error(ctx):
+    """websocket.accept with a header value ending in a blank: HTTP/2 does
+    not allow it (RFC 9113 8.2.1), and the app is told so in a
+    websocket.accept error, not 'out of memory'; the client gets the 500 of
+    an app that failed before accepting. HTTP/1.1 accepts the same app."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx))
+    cl = client(s)
+    ws = connect_ws(cl, "/echo?id=ahe&padded=1", expect=None)
+    check_eq(ws.status, 500, "answer to the failed accept (%r)" % ws.headers)
+    ev = events_for(ctx, "ahe")
+    rej = [e for e in ev if e.startswith("rejected websocket.accept")]
+    print(rej)
+    check(rej and "websocket.accept: header x-note: the value begins or ends with whitespace"
+          in rej[0], "the app's error: %r" % ev)
+    check("out of memory" not in rej[0], "the app's error: %r" % rej)
+    sk = socket.create_connection(("127.0.0.1", s.hport), timeout=5 * SLOW)
+    sk.sendall(b"GET /echo?id=ah1&padded=1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")
+    head = sk.recv(4096)
+    sk.close()
+    check(head.startswith(b"HTTP/1.1 101 "), "HTTP/1.1 accept: %r" % head[:60])

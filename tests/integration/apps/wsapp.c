@@ -4,7 +4,8 @@
  * "<id> <event> [detail]", where id is the query's id= value.
  *
  * Routes (by path; parameters in the query):
- *   /echo[?proto=P]        accept (with subprotocol P if given), echo each message with its type
+ *   /echo[?proto=P][&padded=1] accept (with subprotocol P if given; padded=1: with the header
+ *                          x-note "padded ", fine over HTTP/1.1), echo each message with its type
  *   /noreceive             accept, never receive (the queue overflows)
  *   /reject                websocket.close before accept (403)
  *   /deny[?code=N]         denial response: 401 (or N) + www-authenticate, body in two events
@@ -43,6 +44,7 @@ typedef struct wsr {
     long size;
     int error;
     int again;
+    int padded;
     char *big;
 } wsr;
 
@@ -240,6 +242,11 @@ static void on_connect(pagi_scope *s, wsr *r)
     }
     if (r->proto[0])
         ev.subprotocol = (pagi_str){r->proto, strlen(r->proto)};
+    pagi_header note = {{"x-note", 6}, {"padded ", 7}};
+    if (r->padded) {
+        ev.headers = &note;
+        ev.header_count = 1;
+    }
     if (send_or_log(s, r, &ev, NULL) < 0) {
         pagi_scope_finish(s, pagi_scope_error(s));
         return;
@@ -359,6 +366,8 @@ static void handle(pagi_scope *s, UNUSED void *instance)
     r->error = atoi(buf);
     qparam(q, "again", buf, sizeof buf);
     r->again = atoi(buf);
+    qparam(q, "padded", buf, sizeof buf);
+    r->padded = atoi(buf);
     pagi_scope_set_userdata(s, r, release);
     pagi_conn_on_disconnect(s, on_disconnect, r);
     size_t n = pagi_scope_subprotocol_count(s);
