@@ -163,14 +163,16 @@ void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line)
     shm_count_request(c->w->stats, status);
     if (log_line && c->w->alog)
         access_log_request(c->w->alog, c, NULL, st->log_start, status, 0, NULL);
-    static const pagi_header ct = {{"content-type", 12}, {"text/plain; charset=utf-8", 25}};
+    /* 426 is only the websocket version refusal: it says which one (RFC 6455 4.4). */
+    static const pagi_header hv[] = {{{"content-type", 12}, {"text/plain; charset=utf-8", 25}},
+                                     {{"sec-websocket-version", 21}, {"13", 2}}};
     const char *err = NULL;
     if (buf_append(&st->out, text, strlen(text)) < 0 || buf_append(&st->out, "\n", 1) < 0) {
         nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     } else {
         st->h->pending += buf_size(&st->out);
         st->resp = R_FINAL;
-        if (submit_head(st, status, &ct, 1, &err, 1) < 0)
+        if (submit_head(st, status, hv, status == 426 ? 2 : 1, &err, 1) < 0)
             nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     }
     h2_session_kick(st->h);

@@ -178,9 +178,14 @@ static int stream_make_scope(h2_stream *st)
     if (r.websocket) {
         /* RFC 8441: a websocket scope, on a listener that serves apps; a
          * CONNECT that ends its stream at once has no tunnel to carry. */
-        status = c->status_listener || st->req_end ? (c->status_listener ? 501 : 400)
-                 : c->tls && !sr.tls                ? 500
-                                                    : h2_ws_make(st, &r, &sr);
+        if (c->status_listener)
+            status = 501;
+        else if (st->req_end)
+            status = 400;
+        else if (c->tls && !sr.tls)
+            status = 500;
+        else
+            status = h2_ws_make(st, &r, &sr);
         h2_request_free(&r);
         return status;
     }
@@ -206,6 +211,26 @@ static int stream_make_scope(h2_stream *st)
     return 0;
 }
 
+static const char *refusal_text(int status)
+{
+    switch (status) {
+    case 431:
+        return "request header fields too large";
+    case 413:
+        return "request body too large";
+    case 414:
+        return "request target too long";
+    case 426:
+        return "websocket version 13 required";
+    case 501:
+        return "CONNECT is not supported";
+    case 500:
+        return "out of memory";
+    default:
+        return "malformed request";
+    }
+}
+
 static void stream_start_one(h2_stream *st)
 {
     conn *c = st_conn(st);
@@ -217,14 +242,7 @@ static void stream_start_one(h2_stream *st)
     if (status) {
         drop_body(st);
         log_info("HTTP/2 stream %d from %s: refused with %d", st->id, conn_peer_host(c), status);
-        h2_resp_refuse(st, status,
-                       status == 431   ? "request header fields too large"
-                       : status == 413 ? "request body too large"
-                       : status == 414 ? "request target too long"
-                       : status == 501 ? "CONNECT is not supported"
-                       : status == 500 ? "out of memory"
-                                       : "malformed request",
-                       1);
+        h2_resp_refuse(st, status, refusal_text(status), 1);
         return;
     }
     pagi_scope *s = st->scope;

@@ -17,8 +17,6 @@
 #include "scope.h"
 #include "websocket_int.h"
 
-#define MAX_SUBPROTOCOLS 64
-
 static const ws_carrier h2_ws_carrier;
 
 static h2_stream *ws_st(const ws_conn *ws)
@@ -26,36 +24,21 @@ static h2_stream *ws_st(const ws_conn *ws)
     return ws->owner;
 }
 
-static int str_is(pagi_str s, const char *lit)
-{
-    size_t n = strlen(lit);
-    return s.len == n && memcmp(s.ptr, lit, n) == 0;
-}
-
 int h2_ws_make(h2_stream *st, const h2_request *r, const scope_request *base)
 {
     conn *c = st_conn(st);
-    pagi_str protos[MAX_SUBPROTOCOLS];
-    size_t nprotos = 0;
-    ws_deflate_params pmd;
-    int pmd_ok = 0, too_many = 0;
-    for (size_t i = 0; i < r->header_count; i++) {
-        const pagi_header *h = &r->headers[i];
-        if (str_is(h->name, "sec-websocket-protocol"))
-            too_many |= ws_add_subprotocols(h->value, protos, &nprotos, MAX_SUBPROTOCOLS) < 0;
-        else if (str_is(h->name, "sec-websocket-extensions") && !pmd_ok)
-            pmd_ok = ws_deflate_negotiate(h->value.ptr, h->value.len, &pmd);
-        else if (str_is(h->name, "sec-websocket-version") && !str_is(h->value, "13"))
-            return 400;
-    }
-    if (too_many)
+    ws_handshake hs;
+    ws_handshake_read(r->headers, r->header_count, &hs);
+    if (!hs.version_ok)
+        return 426; /* as over HTTP/1.1 (RFC 8441 5 keeps the field) */
+    if (hs.too_many)
         return 400;
     scope_request sr = *base;
     sr.method = "GET"; /* the scope is the same as over HTTP/1.1's upgrade */
     sr.scheme = c->tls ? "wss" : "ws";
-    sr.subprotocols = protos;
-    sr.subprotocol_count = nprotos;
-    ws_conn *ws = ws_conn_new(c->w, &h2_ws_carrier, st, &sr, &pmd, pmd_ok);
+    sr.subprotocols = hs.protos;
+    sr.subprotocol_count = hs.nprotos;
+    ws_conn *ws = ws_conn_new(c->w, &h2_ws_carrier, st, &sr, &hs.pmd, hs.pmd_ok);
     if (!ws)
         return 500;
     st->ws = ws;

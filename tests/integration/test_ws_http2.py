@@ -462,3 +462,40 @@ def ws_h2_accept_header_error(ctx):
     head = sk.recv(4096)
     sk.close()
     check(head.startswith(b"HTTP/1.1 101 "), "HTTP/1.1 accept: %r" % head[:60])
+
+
+def connect_answer(cl, path, extra):
+    """An extended CONNECT with exactly the extra fields given: its response headers."""
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                            (":scheme", "http"), (":path", path),
+                            (":authority", "localhost")] + list(extra), end_stream=False)
+    cl.flush()
+    got = []
+
+    def answered():
+        got[:] = [dict(e.headers) for e in cl.events
+                  if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+        return bool(got)
+
+    check(cl.wait(answered, 5 * SLOW), "no answer to the extended CONNECT on %s" % path)
+    return got[0]
+
+
+@test(timeout=60)
+def ws_h2_version_rule(ctx):
+    """sec-websocket-version over h2 follows HTTP/1.1's rule: exactly one,
+    13; a missing, wrong or doubled one is 426 with sec-websocket-version:
+    13, and no app runs."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx))
+    cl = client(s)
+    for tid, extra in (("vnone", []), ("v8", [("sec-websocket-version", "8")]),
+                       ("v2x", [("sec-websocket-version", "13"), ("sec-websocket-version", "13")])):
+        h = connect_answer(cl, "/echo?id=%s" % tid, extra)
+        print(tid, h)
+        check_eq(h.get(":status"), "426", "%s: status" % tid)
+        check_eq(h.get("sec-websocket-version"), "13", "%s: the version we speak" % tid)
+        check_eq(events_for(ctx, tid), [], "%s: no app ran" % tid)
+    h = connect_answer(cl, "/echo?id=vok", [("sec-websocket-version", "13")])
+    check_eq(h.get(":status"), "200", "version 13 accepted")
