@@ -51,12 +51,22 @@ int h2_ws_make(h2_stream *st, const h2_request *r, const scope_request *base)
 
 /* ---- the stream's events ---- */
 
+/* The frame reader read all there was: an idle websocket keeps no input
+ * buffer (it grew to the largest DATA chunk), as HTTP/1.1 lends c->in back. */
+static void release_read_input(h2_stream *st)
+{
+    if (st->body.cap && !buf_size(&st->body))
+        buf_free(&st->body);
+}
+
 void h2_ws_data(h2_stream *st, size_t len)
 {
     st->ws_in += len;
     ws_input(st->ws);
-    if (st->scope)
+    if (st->scope) {
         h2_ws_carrier.refresh(st->ws);
+        release_read_input(st);
+    }
 }
 
 void h2_ws_peer_end(h2_stream *st)
@@ -68,8 +78,10 @@ void h2_ws_peer_end(h2_stream *st)
 void h2_ws_after_write(h2_stream *st)
 {
     ws_flushed(st->ws);
-    if (st->scope)
+    if (st->scope) {
         h2_ws_carrier.refresh(st->ws);
+        release_read_input(st);
+    }
 }
 
 void h2_ws_end(h2_stream *st, const char *reason)
