@@ -234,8 +234,10 @@ static void h2ws_ended(ws_conn *ws, const char *why)
      * connection's window would lose them for good (the unread rest goes
      * back with the body, drop_body). */
     credit_consumed(st);
+    /* Bytes: a denial's body, as over HTTP/1.1 (frames are not counted). */
     if (c->w->alog)
-        access_log_request(c->w->alog, c, ws->s, st->log_start, st->status, 0, why);
+        access_log_request(c->w->alog, c, ws->s, st->log_start, st->status,
+                           st->body_sent > 0 ? (uint64_t)st->body_sent : 0, why);
     h2_resp_settle_parked(st);
     st->scope = NULL;
 }

@@ -531,3 +531,34 @@ def ws_h2_idle_input_released(ctx):
         return
     check(res[60000] - res[10] < 900, "idle websockets hold %d KiB more after one 60 KB message"
           % (res[60000] - res[10]))
+
+
+@test(timeout=60)
+def ws_h2_access_log(ctx):
+    """The access log over h2: a denial's body bytes as over HTTP/1.1 (401,
+    'denied here' = 11 bytes), and an accepted websocket as GET with 200."""
+    import os
+    ctx_of[0] = ctx
+    log = os.path.join(ctx.tmpdir, "access.log")
+    s = H2Server(ctx, app=wsapp(ctx), extra="access_log:\n  path: %s\n" % log)
+    sk = socket.create_connection(("127.0.0.1", s.hport), timeout=5 * SLOW)
+    sk.sendall(b"GET /deny?id=al1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")
+    wait_for(lambda: sk.recv(4096) == b"", 5 * SLOW)
+    sk.close()
+    cl = client(s)
+    connect_ws(cl, "/deny?id=al2", expect=401)
+    cl.pump(0.3)
+    e = connect_ws(cl, "/echo?id=al3")
+    e.send_frame(0x1, "hello")
+    e.recv_message()
+    e.send_close(1000)
+    e.expect_close(1000)
+    cl.pump(0.3)
+    s.srv.stop()
+    text = open(log).read()
+    print(text)
+    check('"GET /deny?id=al1 HTTP/1.1" 401 11 ' in text, "HTTP/1.1 denial line")
+    check('"GET /deny?id=al2 HTTP/2.0" 401 11 ' in text, "h2 denial line: the body's bytes")
+    check('"GET /echo?id=al3 HTTP/2.0" 200 ' in text, "h2 websocket line: GET, 200")
