@@ -502,6 +502,10 @@ void h2_stream_response_sent(h2_stream *st)
 static void stream_free(h2_stream *st)
 {
     h2_session *h = st->h;
+    /* First: a websocket still open would end here (h2ws_ended settles the
+     * parked sends and reads the body), so nothing of the stream is freed yet. */
+    if (st->ws)
+        h2_ws_free(st);
     h->pending -= st_pending(st);
     if (st->prev)
         st->prev->next = st->next;
@@ -534,8 +538,6 @@ static void stream_free(h2_stream *st)
     free(st->kept_head);
     free(st->parked);
     sse_stream_free(st->sse);
-    if (st->ws)
-        h2_ws_free(st);
     free(st);
 }
 
