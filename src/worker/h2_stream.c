@@ -301,8 +301,11 @@ int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
     st->input_at = ev_now(st_conn(st)->w->loop.ev);
     size_t max = st_conn(st)->w->cfg->limits.max_body_size;
     st->body_total += len;
-    if (!st->ws && !st->too_large && !st->refuse && max && st->body_total > max)
-        body_too_large(st); /* a websocket's messages have their own bounds */
+    /* A websocket's messages have their own bounds, frames sent with its
+     * extended CONNECT (before st->ws exists) included. */
+    int is_ws = st->ws || h2_head_has_protocol(&st->head);
+    if (!is_ws && !st->too_large && !st->refuse && max && st->body_total > max)
+        body_too_large(st);
     if (st->started && (!st->scope || !scope_is_connected(st->scope) || st->end_delivered)) {
         /* Nobody will read it: give the window back at once. (Before its
          * app starts, a body waits: the stream window bounds it.) */

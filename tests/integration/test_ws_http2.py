@@ -562,3 +562,34 @@ def ws_h2_access_log(ctx):
     check('"GET /deny?id=al1 HTTP/1.1" 401 11 ' in text, "HTTP/1.1 denial line")
     check('"GET /deny?id=al2 HTTP/2.0" 401 11 ' in text, "h2 denial line: the body's bytes")
     check('"GET /echo?id=al3 HTTP/2.0" 200 ' in text, "h2 websocket line: GET, 200")
+
+
+@test(timeout=60)
+def ws_h2_early_frames_not_a_body(ctx):
+    """limits.max_body_size: 1000, and a 1500-byte frame sent in the same
+    flight as the extended CONNECT (before its scope exists): it is a
+    websocket message, echoed, not a request body refused 413."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx), extra="limits:\n  max_body_size: 1000\n")
+    cl = client(s)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                            (":scheme", "http"), (":path", "/echo?id=emb"),
+                            (":authority", "localhost"), ("sec-websocket-version", "13")])
+    m = b"e" * 1500
+    cl.c.send_data(sid, bytes([0x82, 0xFE]) + struct.pack("!H", len(m)) + b"\0\0\0\0" + m)
+    cl.flush()
+    ws = object.__new__(RawWS)
+    ws.sock = StreamSock(cl, sid)
+    ws.buf = bytearray()
+    ws.eof = False
+    check(cl.wait(lambda: any(isinstance(e, (h2.events.ResponseReceived, h2.events.StreamReset))
+                              and e.stream_id == sid for e in cl.events), 5 * SLOW), "no answer")
+    st = [dict(e.headers).get(":status") for e in cl.events
+          if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+    check_eq(st, ["200"], "status of the extended CONNECT with an early 1500-byte frame")
+    check_eq(ws.recv_message(), (2, m), "the early frame echoed")
+    # a plain request body is still bound by the limit
+    rid = cl.request("/hello", method="POST", headers=[("content-length", "1500")], end=False)
+    status, _, _, _ = cl.response(rid)
+    check_eq(status, 413, "a 1500-byte request body")
