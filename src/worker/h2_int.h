@@ -162,6 +162,9 @@ static inline size_t st_pending(const h2_stream *st)
 /* h2_response.c: the response side of a stream. */
 /** http.response.start / body / trailers semantics; 0, or -1 with the scope's error set. */
 int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
+/** The same, its errors named after the event what (websocket.accept, ...). */
+int h2_resp_start_as(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud,
+                     const char *what);
 int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
 int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
 /** Answer status with a short text body without the app (or no longer with it). */
@@ -179,8 +182,8 @@ void h2_stream_reset(h2_stream *st, const char *reason);
 struct scope_request;
 /** Make st's websocket scope from the extended CONNECT r; 0, or a status to refuse with. */
 int h2_ws_make(h2_stream *st, const h2_request *r, const struct scope_request *sr);
-/** New frame bytes are in st->body. */
-void h2_ws_data(h2_stream *st);
+/** len new frame bytes were appended to st->body. */
+void h2_ws_data(h2_stream *st, size_t len);
 /** The client ended its side (END_STREAM). */
 void h2_ws_peer_end(h2_stream *st);
 /** A safe point after framing: read input held back, credit the window. */

@@ -35,6 +35,11 @@ void h2_head_free(h2_head *hd)
     drop_fields(hd);
 }
 
+int h2_head_has_protocol(const h2_head *hd)
+{
+    return hd->pseudo[H2_P_PROTOCOL] >= 0;
+}
+
 static const char *fname(const h2_head *hd, const h2_field *f)
 {
     return buf_head(&hd->bytes) + f->name;

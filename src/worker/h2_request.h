@@ -33,6 +33,8 @@ typedef struct h2_head {
 void h2_head_init(h2_head *hd);
 /** Free its storage (idempotent); the head is empty again. */
 void h2_head_free(h2_head *hd);
+/** Whether the head (still held) has a :protocol: an extended CONNECT (RFC 8441). */
+int h2_head_has_protocol(const h2_head *hd);
 
 /**
  * Add one field. Past max_size bytes (name + value + 32 each, as RFC 9113

@@ -163,14 +163,16 @@ void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line)
     shm_count_request(c->w->stats, status);
     if (log_line && c->w->alog)
         access_log_request(c->w->alog, c, NULL, st->log_start, status, 0, NULL);
-    static const pagi_header ct = {{"content-type", 12}, {"text/plain; charset=utf-8", 25}};
+    /* 426 is only the websocket version refusal: it says which one (RFC 6455 4.4). */
+    static const pagi_header hv[] = {{{"content-type", 12}, {"text/plain; charset=utf-8", 25}},
+                                     {{"sec-websocket-version", 21}, {"13", 2}}};
     const char *err = NULL;
     if (buf_append(&st->out, text, strlen(text)) < 0 || buf_append(&st->out, "\n", 1) < 0) {
         nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     } else {
         st->h->pending += buf_size(&st->out);
         st->resp = R_FINAL;
-        if (submit_head(st, status, &ct, 1, &err, 1) < 0)
+        if (submit_head(st, status, hv, status == 426 ? 2 : 1, &err, 1) < 0)
             nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     }
     h2_session_kick(st->h);
@@ -245,26 +247,32 @@ static int submit_kept_head(h2_stream *st, const char **err)
 
 int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
+    return h2_resp_start_as(s, st, ev, cb, ud, "http.response.start");
+}
+
+int h2_resp_start_as(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud,
+                     const char *what)
+{
     if (st->resp != R_NONE)
-        return scope_fail(s, "http.response.start: a response was already started");
+        return scope_fail(s, "%s: a response was already started", what);
     if (ev->status < 200 || ev->status > 999)
-        return scope_fail(s, "http.response.start: status must be 200-999 (got %d)", ev->status);
+        return scope_fail(s, "%s: status must be 200-999 (got %d)", what, ev->status);
     if (ev->header_count && !ev->headers)
-        return scope_fail(s, "http.response.start: header_count without headers");
+        return scope_fail(s, "%s: header_count without headers", what);
     const char *err = NULL;
     int64_t clen = -1;
     for (size_t i = 0; i < ev->header_count; i++) {
         if (h1_header_check(&ev->headers[i], &err) < 0)
-            return scope_fail(s, "http.response.start: %s", err);
+            return scope_fail(s, "%s: %s", what, err);
         if (value_padded(ev->headers[i].value))
             return scope_fail(s,
-                              "http.response.start: header %.*s: the value begins or ends "
-                              "with whitespace (not allowed over HTTP/2)",
-                              (int)ev->headers[i].name.len, ev->headers[i].name.ptr);
+                              "%s: header %.*s: the value begins or ends with whitespace (not "
+                              "allowed over HTTP/2)",
+                              what, (int)ev->headers[i].name.len, ev->headers[i].name.ptr);
         if (name_is(ev->headers[i].name, "content-length")) {
             int64_t v;
             if (parse_clen(ev->headers[i].value, &v) < 0 || (clen >= 0 && v != clen))
-                return scope_fail(s, "http.response.start: invalid content-length");
+                return scope_fail(s, "%s: invalid content-length", what);
             clen = v;
         }
     }
@@ -275,9 +283,9 @@ int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_
         /* No body (HEAD, 204, 304): the head goes out with END_STREAM once
          * the app's final body says the response is whole; keep a copy. */
         if (keep_head(st, ev) < 0)
-            return scope_fail(s, "http.response.start: out of memory");
+            return scope_fail(s, "%s: out of memory", what);
     } else if (submit_head(st, ev->status, ev->headers, ev->header_count, &err, 1) < 0) {
-        return scope_fail(s, "http.response.start: %s", err);
+        return scope_fail(s, "%s: %s", what, err);
     }
     conn *c = st_conn(st);
     st->resp = R_STARTED;

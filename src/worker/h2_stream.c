@@ -178,9 +178,14 @@ static int stream_make_scope(h2_stream *st)
     if (r.websocket) {
         /* RFC 8441: a websocket scope, on a listener that serves apps; a
          * CONNECT that ends its stream at once has no tunnel to carry. */
-        status = c->status_listener || st->req_end ? (c->status_listener ? 501 : 400)
-                 : c->tls && !sr.tls                ? 500
-                                                    : h2_ws_make(st, &r, &sr);
+        if (c->status_listener)
+            status = 501;
+        else if (st->req_end)
+            status = 400;
+        else if (c->tls && !sr.tls)
+            status = 500;
+        else
+            status = h2_ws_make(st, &r, &sr);
         h2_request_free(&r);
         return status;
     }
@@ -206,6 +211,26 @@ static int stream_make_scope(h2_stream *st)
     return 0;
 }
 
+static const char *refusal_text(int status)
+{
+    switch (status) {
+    case 431:
+        return "request header fields too large";
+    case 413:
+        return "request body too large";
+    case 414:
+        return "request target too long";
+    case 426:
+        return "websocket version 13 required";
+    case 501:
+        return "CONNECT is not supported";
+    case 500:
+        return "out of memory";
+    default:
+        return "malformed request";
+    }
+}
+
 static void stream_start_one(h2_stream *st)
 {
     conn *c = st_conn(st);
@@ -217,14 +242,7 @@ static void stream_start_one(h2_stream *st)
     if (status) {
         drop_body(st);
         log_info("HTTP/2 stream %d from %s: refused with %d", st->id, conn_peer_host(c), status);
-        h2_resp_refuse(st, status,
-                       status == 431   ? "request header fields too large"
-                       : status == 413 ? "request body too large"
-                       : status == 414 ? "request target too long"
-                       : status == 501 ? "CONNECT is not supported"
-                       : status == 500 ? "out of memory"
-                                       : "malformed request",
-                       1);
+        h2_resp_refuse(st, status, refusal_text(status), 1);
         return;
     }
     pagi_scope *s = st->scope;
@@ -283,8 +301,11 @@ int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
     st->input_at = ev_now(st_conn(st)->w->loop.ev);
     size_t max = st_conn(st)->w->cfg->limits.max_body_size;
     st->body_total += len;
-    if (!st->ws && !st->too_large && !st->refuse && max && st->body_total > max)
-        body_too_large(st); /* a websocket's messages have their own bounds */
+    /* A websocket's messages have their own bounds, frames sent with its
+     * extended CONNECT (before st->ws exists) included. */
+    int is_ws = st->ws || h2_head_has_protocol(&st->head);
+    if (!is_ws && !st->too_large && !st->refuse && max && st->body_total > max)
+        body_too_large(st);
     if (st->started && (!st->scope || !scope_is_connected(st->scope) || st->end_delivered)) {
         /* Nobody will read it: give the window back at once. (Before its
          * app starts, a body waits: the stream window bounds it.) */
@@ -294,12 +315,10 @@ int h2_stream_data(h2_stream *st, const uint8_t *data, size_t len)
     }
     if (buf_append(&st->body, data, len) < 0)
         return -1;
-    if (st->ws) {
-        st->ws_in += len;
-        h2_ws_data(st);
-    } else if (st->scope) {
+    if (st->ws)
+        h2_ws_data(st, len);
+    else if (st->scope)
         scope_poke_receive(st->scope);
-    }
     return 0;
 }
 
@@ -486,6 +505,10 @@ void h2_stream_response_sent(h2_stream *st)
 static void stream_free(h2_stream *st)
 {
     h2_session *h = st->h;
+    /* First: a websocket still open would end here (h2ws_ended settles the
+     * parked sends and reads the body), so nothing of the stream is freed yet. */
+    if (st->ws)
+        h2_ws_free(st);
     h->pending -= st_pending(st);
     if (st->prev)
         st->prev->next = st->next;
@@ -518,8 +541,6 @@ static void stream_free(h2_stream *st)
     free(st->kept_head);
     free(st->parked);
     sse_stream_free(st->sse);
-    if (st->ws)
-        h2_ws_free(st);
     free(st);
 }
 

@@ -17,8 +17,6 @@
 #include "scope.h"
 #include "websocket_int.h"
 
-#define MAX_SUBPROTOCOLS 64
-
 static const ws_carrier h2_ws_carrier;
 
 static h2_stream *ws_st(const ws_conn *ws)
@@ -26,36 +24,21 @@ static h2_stream *ws_st(const ws_conn *ws)
     return ws->owner;
 }
 
-static int str_is(pagi_str s, const char *lit)
-{
-    size_t n = strlen(lit);
-    return s.len == n && memcmp(s.ptr, lit, n) == 0;
-}
-
 int h2_ws_make(h2_stream *st, const h2_request *r, const scope_request *base)
 {
     conn *c = st_conn(st);
-    pagi_str protos[MAX_SUBPROTOCOLS];
-    size_t nprotos = 0;
-    ws_deflate_params pmd;
-    int pmd_ok = 0, too_many = 0;
-    for (size_t i = 0; i < r->header_count; i++) {
-        const pagi_header *h = &r->headers[i];
-        if (str_is(h->name, "sec-websocket-protocol"))
-            too_many |= ws_add_subprotocols(h->value, protos, &nprotos, MAX_SUBPROTOCOLS) < 0;
-        else if (str_is(h->name, "sec-websocket-extensions") && !pmd_ok)
-            pmd_ok = ws_deflate_negotiate(h->value.ptr, h->value.len, &pmd);
-        else if (str_is(h->name, "sec-websocket-version") && !str_is(h->value, "13"))
-            return 400;
-    }
-    if (too_many)
+    ws_handshake hs;
+    ws_handshake_read(r->headers, r->header_count, &hs);
+    if (!hs.version_ok)
+        return 426; /* as over HTTP/1.1 (RFC 8441 5 keeps the field) */
+    if (hs.too_many)
         return 400;
     scope_request sr = *base;
     sr.method = "GET"; /* the scope is the same as over HTTP/1.1's upgrade */
     sr.scheme = c->tls ? "wss" : "ws";
-    sr.subprotocols = protos;
-    sr.subprotocol_count = nprotos;
-    ws_conn *ws = ws_conn_new(c->w, &h2_ws_carrier, st, &sr, &pmd, pmd_ok);
+    sr.subprotocols = hs.protos;
+    sr.subprotocol_count = hs.nprotos;
+    ws_conn *ws = ws_conn_new(c->w, &h2_ws_carrier, st, &sr, &hs.pmd, hs.pmd_ok);
     if (!ws)
         return 500;
     st->ws = ws;
@@ -68,11 +51,22 @@ int h2_ws_make(h2_stream *st, const h2_request *r, const scope_request *base)
 
 /* ---- the stream's events ---- */
 
-void h2_ws_data(h2_stream *st)
+/* The frame reader read all there was: an idle websocket keeps no input
+ * buffer (it grew to the largest DATA chunk), as HTTP/1.1 lends c->in back. */
+static void release_read_input(h2_stream *st)
 {
+    if (st->body.cap && !buf_size(&st->body))
+        buf_free(&st->body);
+}
+
+void h2_ws_data(h2_stream *st, size_t len)
+{
+    st->ws_in += len;
     ws_input(st->ws);
-    if (st->scope)
+    if (st->scope) {
         h2_ws_carrier.refresh(st->ws);
+        release_read_input(st);
+    }
 }
 
 void h2_ws_peer_end(h2_stream *st)
@@ -84,8 +78,10 @@ void h2_ws_peer_end(h2_stream *st)
 void h2_ws_after_write(h2_stream *st)
 {
     ws_flushed(st->ws);
-    if (st->scope)
+    if (st->scope) {
         h2_ws_carrier.refresh(st->ws);
+        release_read_input(st);
+    }
 }
 
 void h2_ws_end(h2_stream *st, const char *reason)
@@ -117,7 +113,7 @@ static int h2ws_accept(ws_conn *ws, const pagi_event *ev, const char *extensions
     size_t n = ev->header_count + 2, k = 0;
     pagi_header *hv = calloc(n, sizeof *hv);
     if (!hv)
-        return -1;
+        return scope_fail(ws->s, "websocket.accept: out of memory");
     if (ev->subprotocol.len)
         hv[k++] = (pagi_header){{"sec-websocket-protocol", 22}, ev->subprotocol};
     if (extensions)
@@ -127,7 +123,7 @@ static int h2ws_accept(ws_conn *ws, const pagi_event *ev, const char *extensions
     pagi_event start = {.type = PAGI_EV_HTTP_RESPONSE_START, .status = 200};
     start.headers = hv;
     start.header_count = k;
-    int rc = h2_resp_start(ws->s, st, &start, NULL, NULL);
+    int rc = h2_resp_start_as(ws->s, st, &start, NULL, NULL, "websocket.accept");
     free(hv);
     return rc;
 }
@@ -139,8 +135,15 @@ static void h2ws_refuse(ws_conn *ws, int status)
 
 static int h2ws_deny_start(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
+    /* RFC 8441 5: a 2xx answer to the extended CONNECT opens the websocket;
+     * the client would read the denial's body as frames. */
+    if (ev->status < 300)
+        return scope_fail(ws->s,
+                          "websocket.http.response.start: status %d would accept the websocket "
+                          "over HTTP/2 (a 2xx answer opens it, RFC 8441); deny with 300-999",
+                          ev->status);
     ws->state = WS_DENYING;
-    int rc = h2_resp_start(ws->s, ws_st(ws), ev, cb, ud);
+    int rc = h2_resp_start_as(ws->s, ws_st(ws), ev, cb, ud, "websocket.http.response.start");
     if (rc < 0)
         ws->state = WS_HANDSHAKE;
     return rc;
@@ -190,19 +193,24 @@ static int h2ws_above_high(const ws_conn *ws)
     return ws_st(ws)->above_high;
 }
 
-/* Credit the stream window with the input the frame reader consumed, unless
- * reading is paused: the client is then held at its window, as TCP would. */
+/* Credit the windows with the input the frame reader consumed; 1 if there was any. Bytes it
+ * left unread (the websocket wants no input: websocket_io.c's read_now) stay in st->body
+ * uncredited, so the client is held at its stream window, as TCP would hold it. */
+static int credit_consumed(h2_stream *st)
+{
+    uint64_t read = st->ws_in - buf_size(&st->body);
+    if (read <= st->ws_credited)
+        return 0;
+    nghttp2_session_consume(st->h->ng, st->id, (size_t)(read - st->ws_credited));
+    st->ws_credited = read;
+    return 1;
+}
+
 static void h2ws_refresh(ws_conn *ws)
 {
     h2_stream *st = ws_st(ws);
-    if (!ws_wants_input(ws) && ws->state != WS_CLOSING)
-        return;
-    uint64_t read = st->ws_in - buf_size(&st->body);
-    if (read > st->ws_credited) {
-        nghttp2_session_consume(st->h->ng, st->id, (size_t)(read - st->ws_credited));
-        st->ws_credited = read;
+    if (credit_consumed(st))
         h2_session_kick(st->h);
-    }
 }
 
 static void h2ws_finish(ws_conn *ws)
@@ -222,8 +230,14 @@ static void h2ws_ended(ws_conn *ws, const char *why)
 {
     h2_stream *st = ws_st(ws);
     conn *c = st_conn(st);
+    /* Bytes read in the call that ended it were not credited yet; the
+     * connection's window would lose them for good (the unread rest goes
+     * back with the body, drop_body). */
+    credit_consumed(st);
+    /* Bytes: a denial's body, as over HTTP/1.1 (frames are not counted). */
     if (c->w->alog)
-        access_log_request(c->w->alog, c, ws->s, st->log_start, st->status, 0, why);
+        access_log_request(c->w->alog, c, ws->s, st->log_start, st->status,
+                           st->body_sent > 0 ? (uint64_t)st->body_sent : 0, why);
     h2_resp_settle_parked(st);
     st->scope = NULL;
 }

@@ -21,7 +21,8 @@
 
 /* ---- the handshake request ---- */
 
-int ws_add_subprotocols(pagi_str v, pagi_str *out, size_t *n, size_t max)
+/* Split one Sec-WebSocket-Protocol value; -1 when over max in all. */
+static int add_subprotocols(pagi_str v, pagi_str *out, size_t *n, size_t max)
 {
     const char *p = v.ptr, *end = v.ptr + v.len;
     while (p < end) {
@@ -41,6 +42,34 @@ int ws_add_subprotocols(pagi_str v, pagi_str *out, size_t *n, size_t max)
         p = comma + 1;
     }
     return 0;
+}
+
+static int str_is(pagi_str s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.len == n && memcmp(s.ptr, lit, n) == 0;
+}
+
+void ws_handshake_read(const pagi_header *h, size_t n, ws_handshake *out)
+{
+    pagi_str version = {NULL, 0};
+    int versions = 0;
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        if (str_is(h[i].name, "sec-websocket-key")) {
+            out->key = h[i].value;
+            out->keys++;
+        } else if (str_is(h[i].name, "sec-websocket-version")) {
+            version = h[i].value;
+            versions++;
+        } else if (str_is(h[i].name, "sec-websocket-protocol")) {
+            out->too_many |=
+                add_subprotocols(h[i].value, out->protos, &out->nprotos, WS_MAX_SUBPROTOCOLS) < 0;
+        } else if (str_is(h[i].name, "sec-websocket-extensions") && !out->pmd_ok) {
+            out->pmd_ok = ws_deflate_negotiate(h[i].value.ptr, h[i].value.len, &out->pmd);
+        }
+    }
+    out->version_ok = versions == 1 && str_is(version, "13");
 }
 
 ws_conn *ws_conn_new(worker_ctx *w, const ws_carrier *car, void *owner, const scope_request *sr,
@@ -130,10 +159,10 @@ static int send_accept(pagi_scope *s, ws_conn *ws, const pagi_event *ev, pagi_se
     const char *e = NULL;
     if (ws->pmd && ws_deflate_response(&ws->pmd_params, ext, sizeof ext) > 0)
         e = ext;
-    if (ws->car->accept(ws, ev, e) < 0) {
+    if (ws->car->accept(ws, ev, e) < 0) { /* the carrier said why (scope_fail) */
         ws_deflate_free(ws->pmd);
         ws->pmd = NULL;
-        return scope_fail(s, "websocket.accept: out of memory");
+        return -1;
     }
     ws->state = WS_OPEN;
     scope_mark_started(s);

@@ -18,7 +18,6 @@
 #include "websocket_int.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-#define MAX_SUBPROTOCOLS 64
 
 static const ws_carrier ws_h1_carrier;
 
@@ -58,12 +57,6 @@ static void accept_key(pagi_str key, char out[29])
     out[28] = '\0';
 }
 
-static int str_is(pagi_str s, const char *lit)
-{
-    size_t n = strlen(lit);
-    return s.len == n && memcmp(s.ptr, lit, n) == 0;
-}
-
 /* A refused handshake never reaches the app: answer and close. */
 static void ws_reject(conn *c, int status, const char *text)
 {
@@ -89,35 +82,17 @@ static void ws_reject(conn *c, int status, const char *text)
 
 int ws_on_upgrade_request(conn *c, const h1_request *req, const scope_request *base)
 {
-    pagi_str key = {NULL, 0}, version = {NULL, 0};
-    int keys = 0, versions = 0, too_many = 0;
-    pagi_str protos[MAX_SUBPROTOCOLS];
-    size_t nprotos = 0;
-    ws_deflate_params pmd;
-    int pmd_ok = 0;
-    for (size_t i = 0; i < req->header_count; i++) {
-        const pagi_header *h = &req->headers[i];
-        if (str_is(h->name, "sec-websocket-key")) {
-            key = h->value;
-            keys++;
-        } else if (str_is(h->name, "sec-websocket-version")) {
-            version = h->value;
-            versions++;
-        } else if (str_is(h->name, "sec-websocket-protocol")) {
-            too_many |= ws_add_subprotocols(h->value, protos, &nprotos, MAX_SUBPROTOCOLS) < 0;
-        } else if (str_is(h->name, "sec-websocket-extensions") && !pmd_ok) {
-            pmd_ok = ws_deflate_negotiate(h->value.ptr, h->value.len, &pmd);
-        }
-    }
+    ws_handshake hs;
+    ws_handshake_read(req->headers, req->header_count, &hs);
     if (strcmp(req->method, "GET") != 0) {
         ws_reject(c, 400, "websocket handshake must use GET");
         return 0;
     }
-    if (versions != 1 || !str_is(version, "13")) {
+    if (!hs.version_ok) {
         ws_reject(c, 426, "websocket version 13 required");
         return 0;
     }
-    if (keys != 1 || !key_valid(key)) {
+    if (hs.keys != 1 || !key_valid(hs.key)) {
         ws_reject(c, 400, "invalid Sec-WebSocket-Key");
         return 0;
     }
@@ -125,19 +100,19 @@ int ws_on_upgrade_request(conn *c, const h1_request *req, const scope_request *b
         ws_reject(c, 400, "websocket handshake with a body");
         return 0;
     }
-    if (too_many) {
+    if (hs.too_many) {
         ws_reject(c, 400, "too many subprotocols offered");
         return 0;
     }
 
     scope_request sr = *base;
     sr.scheme = c->tls ? "wss" : "ws";
-    sr.subprotocols = protos;
-    sr.subprotocol_count = nprotos;
-    ws_conn *ws = ws_conn_new(c->w, &ws_h1_carrier, c, &sr, &pmd, pmd_ok);
+    sr.subprotocols = hs.protos;
+    sr.subprotocol_count = hs.nprotos;
+    ws_conn *ws = ws_conn_new(c->w, &ws_h1_carrier, c, &sr, &hs.pmd, hs.pmd_ok);
     if (!ws)
         return -1;
-    accept_key(key, ws->accept_key);
+    accept_key(hs.key, ws->accept_key);
     c->ws = ws;
 
     /* The HTTP/1 side only starts the app and lends its send-completion parking;
@@ -171,7 +146,7 @@ static int h1_accept(ws_conn *ws, const pagi_event *ev, const char *extensions)
     if (rc >= 0)
         rc = buf_append(tmp, "\r\n", 2);
     if (rc < 0 || outq_append(&c->out, buf_head(tmp), buf_size(tmp)) < 0)
-        return -1;
+        return scope_fail(ws->s, "websocket.accept: out of memory");
     c->h1.log_status = 101;
     return 0;
 }

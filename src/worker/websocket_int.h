@@ -44,7 +44,7 @@ typedef struct ws_conn ws_conn;
  */
 typedef struct ws_carrier {
     /* The handshake's answer: the accept's head (extensions: the negotiated
-     * permessage-deflate response, or NULL); 0, or -1 out of memory. */
+     * permessage-deflate response, or NULL); 0, or scope_fail's -1. */
     int (*accept)(ws_conn *ws, const pagi_event *ev, const char *extensions);
     /* A bare refusal (403, or 500 when the app failed); the transport ends after it. */
     void (*refuse)(ws_conn *ws, int status);
@@ -134,14 +134,27 @@ struct ws_conn {
     struct ws_keepalive *ka; /* owned; NULL until a websocket.keepalive with an interval */
 };
 
+/* The handshake's fields, read the same way for every carrier (names lower case). */
+#define WS_MAX_SUBPROTOCOLS 64
+typedef struct ws_handshake {
+    pagi_str protos[WS_MAX_SUBPROTOCOLS]; /* offered subprotocols, in order */
+    size_t nprotos;
+    int too_many;          /* more than WS_MAX_SUBPROTOCOLS offered */
+    ws_deflate_params pmd; /* the first permessage-deflate offer we can accept */
+    int pmd_ok;
+    pagi_str key; /* Sec-WebSocket-Key (HTTP/1.1 only) */
+    int keys;
+    int version_ok; /* exactly one Sec-WebSocket-Version, and it is 13 (else 426) */
+} ws_handshake;
+
 /* websocket.c */
 extern const scope_ops ws_scope_ops;
+/** Read the handshake's fields from the request's headers. */
+void ws_handshake_read(const pagi_header *h, size_t n, ws_handshake *out);
 /** A new ws_conn for a validated handshake and its scope (sr: the scope's
  * request, subprotocols filled in); NULL when out of memory. */
 ws_conn *ws_conn_new(worker_ctx *w, const ws_carrier *car, void *owner, const scope_request *sr,
                      const ws_deflate_params *pmd, int pmd_offered);
-/** Split one Sec-WebSocket-Protocol value; -1 when over max in all. */
-int ws_add_subprotocols(pagi_str v, pagi_str *out, size_t *n, size_t max);
 
 /* websocket_io.c */
 void ws_timers_init(ws_conn *ws);

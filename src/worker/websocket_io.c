@@ -572,13 +572,27 @@ static void ws_read_frames(ws_conn *ws)
 
 /* ---- the carrier's events ---- */
 
+/* Whether to read frames now. While an open websocket wants no input (reading paused for queue
+ * room, or the output to a peer that does not read piles up) its frames are left unread in the
+ * input and read once that passes: over HTTP/1.1 the socket is not read meanwhile, over HTTP/2
+ * the bytes already came and the stream window, not credited for them, holds the peer. */
+static int read_now(ws_conn *ws)
+{
+    if (ws->state == WS_OPEN && !ws_wants_input(ws)) {
+        ws->input_pending = buf_size(ws->car->input(ws)) > 0;
+        return 0;
+    }
+    ws->input_pending = 0;
+    return 1;
+}
+
 void ws_input(ws_conn *ws)
 {
     switch (ws->state) {
     case WS_OPEN:
     case WS_CLOSE_SENT:
-        ws->input_pending = 0;
-        ws_read_frames(ws);
+        if (read_now(ws))
+            ws_read_frames(ws);
         break;
     case WS_CLOSING:
         buf_reset(ws->car->input(ws));
@@ -613,10 +627,8 @@ void ws_peer_gone(ws_conn *ws)
 
 void ws_flushed(ws_conn *ws)
 {
-    if (ws->input_pending && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT)) {
-        ws->input_pending = 0;
+    if (ws->input_pending && (ws->state == WS_OPEN || ws->state == WS_CLOSE_SENT) && read_now(ws))
         ws_read_frames(ws);
-    }
 }
 
 int ws_wants_input(const ws_conn *ws)

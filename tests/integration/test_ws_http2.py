@@ -321,3 +321,275 @@ def ws_h2_outlives_request_timeout(ctx):
           "websocket ended by a request timeout: %r" % events_for(ctx, "lt"))
     ws.send_frame(0x1, "after 3s")
     check_eq(ws.recv_message(), (1, b"after 3s"), "echo after the request timeout")
+
+
+def conn_window(cl):
+    """The client's send window on the connection (the server's receive window)."""
+    return cl.c.outbound_flow_control_window
+
+
+def ping_roundtrip(cl):
+    cl.c.ping(b"pagidwin")
+    cl.flush()
+    check(cl.wait(lambda: any(isinstance(e, h2.events.PingAckReceived) and
+                              e.ping_data == b"pagidwin" for e in cl.events[-20:]), 5 * SLOW),
+          "no PING ACK")
+    cl.pump(0.2)
+
+
+def held_then_reset(cl, n, open_and_send):
+    """n websockets, each sent frames the server holds (unread or uncredited),
+    then reset by the client; the connection window after each."""
+    cl.c.increment_flow_control_window(50 * 1024 * 1024)  # ours is not the limit
+    cl.flush()
+    ping_roundtrip(cl)
+    w0 = conn_window(cl)
+    history = []
+    for i in range(n):
+        if conn_window(cl) < 61000:
+            break  # shut: the check below says so
+        ws = open_and_send(i)
+        cl.pump(0.3)
+        cl.c.reset_stream(ws.sid)
+        cl.flush()
+        ping_roundtrip(cl)
+        history.append(conn_window(cl))
+    print("connection window: %d at start, after each reset %r" % (w0, history))
+    return w0, history
+
+
+def upload_still_works(cl, tid):
+    ws = connect_ws(cl, "/echo?id=%s" % tid)
+    ws.sock.settimeout(5 * SLOW)
+    try:
+        ws.send_frame(0x2, b"x" * 70000)
+        got = ws.recv_message()
+    except socket.timeout:
+        got = None
+    check_eq(got and len(got[1]), 70000, "a 70000-byte message on the connection afterwards "
+             "(connection window %d)" % conn_window(cl))
+
+
+@test(timeout=120)
+def ws_h2_conn_window_after_resets(ctx):
+    """Frames the server holds when a websocket stream is reset go back to
+    the connection's window, or 20 such streams would shut it (1 MiB):
+    a client that does not read /big's output (above 4 x high_watermark,
+    frames left unread), then one whose app does not receive (paused on the
+    receive queue's byte bound), on a 256 KiB connection window; each time a 70000-byte message on a new
+    websocket of the same connection still gets through."""
+    small = "limits:\n  http2_connection_window: 256k\n"
+    s = H2Server(ctx, app=wsapp(ctx), extra=small)
+    cl = client(s)
+
+    def unread_output(i):
+        ws = connect_ws(cl, "/big?id=wo%d&size=1000000" % i)
+        cl.pump(0.2)
+        for _ in range(4):  # 60032 bytes: within the stream window
+            ws.send_frame(0x2, b"m" * 15000)
+        return ws
+
+    w0, hist = held_then_reset(cl, 20, unread_output)
+    # nghttp2 gives the window back in WINDOW_UPDATEs once half of it is consumed
+    check(min(hist) >= w0 // 2 - 61000, "connection window leaked: %r" % hist)
+    upload_still_works(cl, "woafter")
+    cl.close()
+
+    s = H2Server(ctx, app=wsapp(ctx),
+                 extra=small + "  max_receive_queue_size: 20000\ntimeouts:\n  write: 60s\n")
+    cl = client(s)
+
+    def paused(i):
+        ws = connect_ws(cl, "/noreceive?id=wp%d" % i)
+        payload = b""
+        for _ in range(5):  # two fill the queue's 20000 bytes, three wait
+            m = b"p" * 12000
+            payload += bytes([0x82, 0xFE]) + struct.pack("!H", len(m)) + b"\0\0\0\0" + m
+        ws.sock.sendall(payload)
+        return ws
+
+    w0, hist = held_then_reset(cl, 20, paused)
+    check(min(hist) >= w0 // 2 - 61000, "connection window leaked (paused): %r" % hist)
+    upload_still_works(cl, "wpafter")
+
+
+@test(timeout=60)
+def ws_h2_denial_2xx_refused(ctx):
+    """A denial response with a 2xx status would be the accept over h2 (RFC
+    8441 5): the app's websocket.http.response.start fails with a clear
+    error and the client gets the 403, never :status 200; over HTTP/1.1
+    (only 101 accepts) the same denial goes out as it is."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx))
+    cl = client(s)
+    ws = connect_ws(cl, "/deny?id=d2x&code=200", expect=None)
+    cl.pump(0.3)
+    print("denial with status 200 over h2:", ws.status, ws.sock._take())
+    check_eq(ws.status, 403, "the answer to a 2xx denial over h2")
+    ev = events_for(ctx, "d2x")
+    rej = [e for e in ev if e.startswith("rejected websocket.http.response.start")]
+    check(rej and "would accept the websocket over HTTP/2" in rej[0], "the app's error: %r" % ev)
+    sk = socket.create_connection(("127.0.0.1", s.hport), timeout=5 * SLOW)
+    sk.sendall(b"GET /deny?id=d1x&code=200 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")
+    head = sk.recv(4096)
+    sk.close()
+    check(head.startswith(b"HTTP/1.1 200 "), "HTTP/1.1 denial with 200: %r" % head[:60])
+
+
+@test(timeout=60)
+def ws_h2_accept_header_error(ctx):
+    """websocket.accept with a header value ending in a blank: HTTP/2 does
+    not allow it (RFC 9113 8.2.1), and the app is told so in a
+    websocket.accept error, not 'out of memory'; the client gets the 500 of
+    an app that failed before accepting. HTTP/1.1 accepts the same app."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx))
+    cl = client(s)
+    ws = connect_ws(cl, "/echo?id=ahe&padded=1", expect=None)
+    check_eq(ws.status, 500, "answer to the failed accept (%r)" % ws.headers)
+    ev = events_for(ctx, "ahe")
+    rej = [e for e in ev if e.startswith("rejected websocket.accept")]
+    print(rej)
+    check(rej and "websocket.accept: header x-note: the value begins or ends with whitespace"
+          in rej[0], "the app's error: %r" % ev)
+    check("out of memory" not in rej[0], "the app's error: %r" % rej)
+    sk = socket.create_connection(("127.0.0.1", s.hport), timeout=5 * SLOW)
+    sk.sendall(b"GET /echo?id=ah1&padded=1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")
+    head = sk.recv(4096)
+    sk.close()
+    check(head.startswith(b"HTTP/1.1 101 "), "HTTP/1.1 accept: %r" % head[:60])
+
+
+def connect_answer(cl, path, extra):
+    """An extended CONNECT with exactly the extra fields given: its response headers."""
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                            (":scheme", "http"), (":path", path),
+                            (":authority", "localhost")] + list(extra), end_stream=False)
+    cl.flush()
+    got = []
+
+    def answered():
+        got[:] = [dict(e.headers) for e in cl.events
+                  if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+        return bool(got)
+
+    check(cl.wait(answered, 5 * SLOW), "no answer to the extended CONNECT on %s" % path)
+    return got[0]
+
+
+@test(timeout=60)
+def ws_h2_version_rule(ctx):
+    """sec-websocket-version over h2 follows HTTP/1.1's rule: exactly one,
+    13; a missing, wrong or doubled one is 426 with sec-websocket-version:
+    13, and no app runs."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx))
+    cl = client(s)
+    for tid, extra in (("vnone", []), ("v8", [("sec-websocket-version", "8")]),
+                       ("v2x", [("sec-websocket-version", "13"), ("sec-websocket-version", "13")])):
+        h = connect_answer(cl, "/echo?id=%s" % tid, extra)
+        print(tid, h)
+        check_eq(h.get(":status"), "426", "%s: status" % tid)
+        check_eq(h.get("sec-websocket-version"), "13", "%s: the version we speak" % tid)
+        check_eq(events_for(ctx, tid), [], "%s: no app ran" % tid)
+    h = connect_answer(cl, "/echo?id=vok", [("sec-websocket-version", "13")])
+    check_eq(h.get(":status"), "200", "version 13 accepted")
+
+
+@test(timeout=120)
+def ws_h2_idle_input_released(ctx):
+    """Idle websockets on one h2c connection keep no input buffer: 90 of
+    them after one 60 KB message each cost the worker about what they cost
+    after a 10-byte message each (the stream's input grew to its largest
+    DATA chunk, ~17 KiB, and was kept)."""
+    from test_http2 import worker_rss_kib
+    from test_memory import sanitized
+    ctx_of[0] = ctx
+    res = {}
+    for size in (10, 60000):
+        s = H2Server(ctx, app=wsapp(ctx))
+        cl = client(s)
+        cl.c.increment_flow_control_window(50 * 1024 * 1024)
+        cl.flush()
+        for i in range(90):
+            ws = connect_ws(cl, "/echo?id=m%d_%d" % (size, i))
+            ws.send_frame(0x2, b"q" * size)
+            check_eq(len(ws.recv_message()[1]), size, "echo")
+        cl.pump(0.5)
+        time.sleep(1.5)  # memtrim's delay
+        res[size] = worker_rss_kib(s.srv)
+        s.srv.stop()
+        cl.close()
+    print("worker VmRSS KiB, 90 idle h2 websockets after one message of 10 B / 60 KB each:", res)
+    if sanitized(ctx):
+        ctx.note("idle h2 websockets: RSS not judged under ASan (its quarantine)")
+        return
+    check(res[60000] - res[10] < 900, "idle websockets hold %d KiB more after one 60 KB message"
+          % (res[60000] - res[10]))
+
+
+@test(timeout=60)
+def ws_h2_access_log(ctx):
+    """The access log over h2: a denial's body bytes as over HTTP/1.1 (401,
+    'denied here' = 11 bytes), and an accepted websocket as GET with 200."""
+    import os
+    ctx_of[0] = ctx
+    log = os.path.join(ctx.tmpdir, "access.log")
+    s = H2Server(ctx, app=wsapp(ctx), extra="access_log:\n  path: %s\n" % log)
+    sk = socket.create_connection(("127.0.0.1", s.hport), timeout=5 * SLOW)
+    sk.sendall(b"GET /deny?id=al1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")
+    wait_for(lambda: sk.recv(4096) == b"", 5 * SLOW)
+    sk.close()
+    cl = client(s)
+    connect_ws(cl, "/deny?id=al2", expect=401)
+    cl.pump(0.3)
+    e = connect_ws(cl, "/echo?id=al3")
+    e.send_frame(0x1, "hello")
+    e.recv_message()
+    e.send_close(1000)
+    e.expect_close(1000)
+    cl.pump(0.3)
+    s.srv.stop()
+    text = open(log).read()
+    print(text)
+    check('"GET /deny?id=al1 HTTP/1.1" 401 11 ' in text, "HTTP/1.1 denial line")
+    check('"GET /deny?id=al2 HTTP/2.0" 401 11 ' in text, "h2 denial line: the body's bytes")
+    check('"GET /echo?id=al3 HTTP/2.0" 200 ' in text, "h2 websocket line: GET, 200")
+
+
+@test(timeout=60)
+def ws_h2_early_frames_not_a_body(ctx):
+    """limits.max_body_size: 1000, and a 1500-byte frame sent in the same
+    flight as the extended CONNECT (before its scope exists): it is a
+    websocket message, echoed, not a request body refused 413."""
+    ctx_of[0] = ctx
+    s = H2Server(ctx, app=wsapp(ctx), extra="limits:\n  max_body_size: 1000\n")
+    cl = client(s)
+    sid = cl.c.get_next_available_stream_id()
+    cl.c.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                            (":scheme", "http"), (":path", "/echo?id=emb"),
+                            (":authority", "localhost"), ("sec-websocket-version", "13")])
+    m = b"e" * 1500
+    cl.c.send_data(sid, bytes([0x82, 0xFE]) + struct.pack("!H", len(m)) + b"\0\0\0\0" + m)
+    cl.flush()
+    ws = object.__new__(RawWS)
+    ws.sock = StreamSock(cl, sid)
+    ws.buf = bytearray()
+    ws.eof = False
+    check(cl.wait(lambda: any(isinstance(e, (h2.events.ResponseReceived, h2.events.StreamReset))
+                              and e.stream_id == sid for e in cl.events), 5 * SLOW), "no answer")
+    st = [dict(e.headers).get(":status") for e in cl.events
+          if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+    check_eq(st, ["200"], "status of the extended CONNECT with an early 1500-byte frame")
+    check_eq(ws.recv_message(), (2, m), "the early frame echoed")
+    # a plain request body is still bound by the limit
+    rid = cl.request("/hello", method="POST", headers=[("content-length", "1500")], end=False)
+    status, _, _, _ = cl.response(rid)
+    check_eq(status, 413, "a 1500-byte request body")

@@ -4,10 +4,11 @@
  * "<id> <event> [detail]", where id is the query's id= value.
  *
  * Routes (by path; parameters in the query):
- *   /echo[?proto=P]        accept (with subprotocol P if given), echo each message with its type
+ *   /echo[?proto=P][&padded=1] accept (with subprotocol P if given; padded=1: with the header
+ *                          x-note "padded ", fine over HTTP/1.1), echo each message with its type
  *   /noreceive             accept, never receive (the queue overflows)
  *   /reject                websocket.close before accept (403)
- *   /deny                  denial response: 401 + www-authenticate, body in two events
+ *   /deny[?code=N]         denial response: 401 (or N) + www-authenticate, body in two events
  *   /close?code=N&reason=R[&again=1] accept, close with N/R at once (again=1: then a second
  *                          close and a send, both logged as rejected), receive until the disconnect
  *   /keepalive?interval=S&timeout=T   accept, websocket.keepalive, receive until the disconnect
@@ -43,6 +44,7 @@ typedef struct wsr {
     long size;
     int error;
     int again;
+    int padded;
     char *big;
 } wsr;
 
@@ -210,10 +212,13 @@ static void on_connect(pagi_scope *s, wsr *r)
         pagi_header h[] = {{{"www-authenticate", 16}, {"Bearer", 6}},
                            {{"content-type", 12}, {"text/plain", 10}}};
         ev = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_HTTP_RESPONSE_START);
-        ev.status = 401;
+        ev.status = r->code ? r->code : 401;
         ev.headers = h;
         ev.header_count = 2;
-        send_or_log(s, r, &ev, NULL);
+        if (send_or_log(s, r, &ev, NULL) < 0) {
+            pagi_scope_finish(s, NULL); /* unanswered: the server's 403 */
+            return;
+        }
         ev = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_HTTP_RESPONSE_BODY);
         ev.body = (pagi_str){"denied ", 7};
         ev.more = 1;
@@ -237,6 +242,11 @@ static void on_connect(pagi_scope *s, wsr *r)
     }
     if (r->proto[0])
         ev.subprotocol = (pagi_str){r->proto, strlen(r->proto)};
+    pagi_header note = {{"x-note", 6}, {"padded ", 7}};
+    if (r->padded) {
+        ev.headers = &note;
+        ev.header_count = 1;
+    }
     if (send_or_log(s, r, &ev, NULL) < 0) {
         pagi_scope_finish(s, pagi_scope_error(s));
         return;
@@ -356,6 +366,8 @@ static void handle(pagi_scope *s, UNUSED void *instance)
     r->error = atoi(buf);
     qparam(q, "again", buf, sizeof buf);
     r->again = atoi(buf);
+    qparam(q, "padded", buf, sizeof buf);
+    r->padded = atoi(buf);
     pagi_scope_set_userdata(s, r, release);
     pagi_conn_on_disconnect(s, on_disconnect, r);
     size_t n = pagi_scope_subprotocol_count(s);
