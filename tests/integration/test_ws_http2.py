@@ -451,7 +451,6 @@ def ws_h2_accept_header_error(ctx):
     check_eq(ws.status, 500, "answer to the failed accept (%r)" % ws.headers)
     ev = events_for(ctx, "ahe")
     rej = [e for e in ev if e.startswith("rejected websocket.accept")]
-    print(rej)
     check(rej and "websocket.accept: header x-note: the value begins or ends with whitespace"
           in rej[0], "the app's error: %r" % ev)
     check("out of memory" not in rej[0], "the app's error: %r" % rej)
@@ -493,7 +492,6 @@ def ws_h2_version_rule(ctx):
     for tid, extra in (("vnone", []), ("v8", [("sec-websocket-version", "8")]),
                        ("v2x", [("sec-websocket-version", "13"), ("sec-websocket-version", "13")])):
         h = connect_answer(cl, "/echo?id=%s" % tid, extra)
-        print(tid, h)
         check_eq(h.get(":status"), "426", "%s: status" % tid)
         check_eq(h.get("sec-websocket-version"), "13", "%s: the version we speak" % tid)
         check_eq(events_for(ctx, tid), [], "%s: no app ran" % tid)
@@ -558,7 +556,6 @@ def ws_h2_access_log(ctx):
     cl.pump(0.3)
     s.srv.stop()
     text = open(log).read()
-    print(text)
     check('"GET /deny?id=al1 HTTP/1.1" 401 11 ' in text, "HTTP/1.1 denial line")
     check('"GET /deny?id=al2 HTTP/2.0" 401 11 ' in text, "h2 denial line: the body's bytes")
     check('"GET /echo?id=al3 HTTP/2.0" 200 ' in text, "h2 websocket line: GET, 200")
