@@ -206,6 +206,8 @@ pagid_tls *config_tls_new(void);
 /** Add a certificate/key pair (copied); 0 or -1 (out of memory). */
 int config_tls_add_cert(pagid_tls *t, const char *cert, const char *key, pagid_pos pos);
 void config_tls_free(pagid_tls *t);
+/** Do a and b name the same address (kind, host, port; or the same path)? */
+int config_same_listen(const pagid_listen *a, const pagid_listen *b);
 /**
  * Append one listener (a duplicate of an existing one is an error). -l
  * replaces the file's list by calling config_clear_listens first.
