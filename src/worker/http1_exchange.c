@@ -109,7 +109,7 @@ int h1x_send_start(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb
     return 0;
 }
 
-static int append_chunk_header(conn *c, size_t n)
+int h1x_append_chunk_header(conn *c, size_t n)
 {
     char line[32];
     int k = snprintf(line, sizeof line, "%zx\r\n", n);
@@ -181,7 +181,7 @@ int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb,
         if (h->plan.no_body || len == 0) {
             close(fd);
         } else {
-            int rc = h->plan.chunked ? append_chunk_header(c, len) : 0;
+            int rc = h->plan.chunked ? h1x_append_chunk_header(c, len) : 0;
             if (rc == 0)
                 rc = outq_append_file(&c->out, fd, off, len);
             else
@@ -201,7 +201,7 @@ int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb,
             /* pagi_send_buf: the body goes out from the app's buffer, framed
              * by the chunk lines around it. */
             pagi_buf *lent = scope_send_buf(s, ev->body.ptr, len);
-            int rc = h->plan.chunked ? append_chunk_header(c, len) : 0;
+            int rc = h->plan.chunked ? h1x_append_chunk_header(c, len) : 0;
             if (rc == 0)
                 rc = lent ? pagi_buf_queue(lent, &c->out) : outq_append(&c->out, ev->body.ptr, len);
             if (rc == 0 && h->plan.chunked)

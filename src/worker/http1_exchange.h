@@ -30,6 +30,8 @@ void h1x_receive_wanted(pagi_scope *s);
 /** The app finished: 500 backstop, truncation, or nothing (see http1_exchange.c). */
 void h1x_finished(pagi_scope *s, const char *error);
 size_t h1x_buffered(const pagi_scope *s);
+/** Queue a chunked body's size line ("%zx\r\n") on c; 0 or -1. */
+int h1x_append_chunk_header(conn *c, size_t n);
 int h1x_above_high(const pagi_scope *s);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "../common/log.h"
 #include "access_log.h"
+#include "http1_exchange.h"
 #include "memtrim.h"
 #include "reason.h"
 #include "websocket_int.h"
@@ -188,13 +189,6 @@ static int h1_deny_start(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, voi
     return 0;
 }
 
-static int append_chunk_size(conn *c, size_t n)
-{
-    char line[32];
-    int k = snprintf(line, sizeof line, "%zx\r\n", n);
-    return outq_append(&c->out, line, (size_t)k);
-}
-
 static int h1_deny_body(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
     conn *c = ws_c(ws);
@@ -205,7 +199,7 @@ static int h1_deny_body(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void
     int rc = 0;
     if (!ws->plan.no_body && ev->body.len) {
         if (ws->plan.chunked)
-            rc = append_chunk_size(c, ev->body.len);
+            rc = h1x_append_chunk_header(c, ev->body.len);
         if (rc == 0)
             rc = outq_append(&c->out, ev->body.ptr, ev->body.len);
         if (rc == 0 && ws->plan.chunked)
