@@ -241,6 +241,14 @@ static void end_calm(h2_session *h, const char *what)
     nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
+/* A frame that asks for nothing (empty DATA, PRIORITY): a flood of them ends the session. */
+static void count_idle_frame(h2_session *h)
+{
+    if (over_rate(h, &h->idle_window, &h->idle_frames, H2_MAX_IDLE_FRAMES_PER_SECOND))
+        end_calm(h, "sent more than " STR(H2_MAX_IDLE_FRAMES_PER_SECOND)
+                    " empty DATA or PRIORITY frames a second");
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_session *h = ud;
@@ -256,15 +264,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     case NGHTTP2_DATA:
         if (st && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
             h2_stream_request_end(st);
-        else if (f->hd.length == 0 &&
-                 over_rate(h, &h->idle_window, &h->idle_frames, H2_MAX_IDLE_FRAMES_PER_SECOND))
-            end_calm(h, "sent more than " STR(H2_MAX_IDLE_FRAMES_PER_SECOND)
-                        " empty DATA or PRIORITY frames a second");
+        else if (f->hd.length == 0)
+            count_idle_frame(h);
         break;
     case NGHTTP2_PRIORITY:
-        if (over_rate(h, &h->idle_window, &h->idle_frames, H2_MAX_IDLE_FRAMES_PER_SECOND))
-            end_calm(h, "sent more than " STR(H2_MAX_IDLE_FRAMES_PER_SECOND)
-                        " empty DATA or PRIORITY frames a second");
+        count_idle_frame(h);
         break;
     case NGHTTP2_RST_STREAM:
         if (h->c->w->stats)
