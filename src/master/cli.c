@@ -4,7 +4,7 @@
  */
 #include "cli.h"
 
-#include "../common/buf.h"
+#include "common/buf.h"
 #include "listeners.h"
 #include "signal_cli.h"
 

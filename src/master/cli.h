@@ -6,7 +6,7 @@
 #define PAGID_CLI_H
 
 #include <stdio.h>
-#include "../common/config.h"
+#include "common/config.h"
 
 typedef struct cli_options {
     const char *config_file; /* -c */

@@ -14,7 +14,7 @@
 #include <yaml.h>
 #include <zlib.h>
 
-#include "../common/config_dump.h"
+#include "common/config_dump.h"
 #include "pagi/pagi.h"
 
 void cli_print_build(FILE *out)

@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/exitcodes.h"
-#include "../common/log.h"
-#include "../worker/worker.h"
+#include "common/exitcodes.h"
+#include "common/log.h"
+#include "worker/worker.h"
 #include "privileges.h"
 #include "supervisor.h"
 

@@ -9,8 +9,8 @@
 
 #include <sys/types.h>
 
-#include "../common/config.h"
-#include "../common/shm.h"
+#include "common/config.h"
+#include "common/shm.h"
 #include "listeners.h"
 #include "zygote.h"
 

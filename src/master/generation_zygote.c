@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../common/exitcodes.h"
-#include "../common/log.h"
+#include "common/exitcodes.h"
+#include "common/log.h"
 
 /* A zygote that dies this soon after its start, this many times in a row,
  * is given up on for its generation. Loading a large app takes seconds. */

@@ -38,8 +38,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../common/log.h"
-#include "../common/tls_server.h"
+#include "common/log.h"
+#include "common/tls_server.h"
 #include "preflight_tls.h"
 
 static void set_err(char *err, size_t errlen, const pagid_listen *l, const char *fmt, ...)

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../common/config.h"
-#include "../worker/worker.h"
+#include "common/config.h"
+#include "worker/worker.h"
 
 /** TCP listen backlog; the kernel clamps it to net.core.somaxconn. */
 #define LISTEN_BACKLOG 4096

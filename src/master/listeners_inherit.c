@@ -19,7 +19,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "../common/log.h"
+#include "common/log.h"
 
 /* Append spec to out at *j: ';' separates entries and '%' escapes, so both
  * are written %XX. 0, or -1 when out is too small. */

@@ -14,12 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/config.h"
-#include "../common/exitcodes.h"
-#include "../common/log.h"
-#include "../common/pidfile.h"
-#include "../common/proctitle.h"
-#include "../worker/worker.h"
+#include "common/config.h"
+#include "common/exitcodes.h"
+#include "common/log.h"
+#include "common/pidfile.h"
+#include "common/proctitle.h"
+#include "worker/worker.h"
 #include "cli.h"
 #include "cli_print.h"
 #include "listeners.h"

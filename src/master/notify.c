@@ -12,7 +12,7 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
-#include "../common/log.h"
+#include "common/log.h"
 
 static int enabled;
 static uint64_t watchdog_usec;

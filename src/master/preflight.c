@@ -24,11 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../common/log.h"
-#include "../common/module_abi.h"
-#include "../common/path.h"
-#include "../common/pidfile.h"
-#include "../common/strtab.h"
+#include "common/log.h"
+#include "common/module_abi.h"
+#include "common/path.h"
+#include "common/pidfile.h"
+#include "common/strtab.h"
 #include "listeners.h"
 #include "preflight_tls.h"
 #include "privileges.h"

@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "../common/config.h"
+#include "common/config.h"
 
 /**
  * Check c against this host: the workers' user and group exist (and who

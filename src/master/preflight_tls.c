@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../common/tls_server.h"
+#include "common/tls_server.h"
 
 /* Room for the longest chain looked at; a longer one is checked in part. */
 #define MAX_CHAIN 16

@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "../common/config.h"
+#include "common/config.h"
 
 /** Days before notAfter from which pagid -t warns. */
 #define PREFLIGHT_TLS_EXPIRY_WARN_DAYS 14

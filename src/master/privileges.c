@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/log.h"
+#include "common/log.h"
 
 /* getpwnam_r / getgrnam_r / getgrgid_r want a buffer; a group with many
  * members may need more than sysconf says. */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "../common/config.h"
+#include "common/config.h"
 
 /** The account workers fall back to when the master runs as root and no
  * `user` is configured. */

@@ -21,12 +21,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../common/buf.h"
-#include "../common/config.h"
-#include "../common/log.h"
-#include "../common/pubsub_msg.h"
-#include "../common/redis_url.h"
-#include "../common/shm.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/pubsub_msg.h"
+#include "common/redis_url.h"
+#include "common/shm.h"
 #include "pubsub_redis.h"
 #include "pubsub_routes.h"
 

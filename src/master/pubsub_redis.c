@@ -31,9 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/buf.h"
-#include "../common/log.h"
-#include "../common/pubsub_msg.h"
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/pubsub_msg.h"
 #include "pubsub_broker.h"
 #include "redis_resolve.h"
 #include "redis_wire.h"

@@ -12,8 +12,8 @@
 #include <poll.h>
 #include <stddef.h>
 
-#include "../common/redis_url.h"
-#include "../common/shm.h"
+#include "common/redis_url.h"
+#include "common/shm.h"
 
 typedef struct pubsub_redis pubsub_redis;
 

@@ -11,7 +11,7 @@
 #include <netdb.h>
 #include <stdint.h>
 
-#include "../common/buf.h"
+#include "common/buf.h"
 #include "pubsub_redis.h"
 #include "redis_resolve.h"
 

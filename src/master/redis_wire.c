@@ -9,7 +9,7 @@
 #include <hiredis/hiredis.h>
 #include <string.h>
 
-#include "../common/buf.h"
+#include "common/buf.h"
 
 unsigned redis_backoff_ms(unsigned failures)
 {

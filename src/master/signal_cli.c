@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/exitcodes.h"
-#include "../common/pidfile.h"
+#include "common/exitcodes.h"
+#include "common/pidfile.h"
 #include "supervisor.h"
 
 /* How often -s upgrade looks at the pid files: a failed upgrade renames

@@ -26,10 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/exitcodes.h"
-#include "../common/log.h"
-#include "../common/pidfile.h"
-#include "../common/proctitle.h"
+#include "common/exitcodes.h"
+#include "common/log.h"
+#include "common/pidfile.h"
+#include "common/proctitle.h"
 #include "notify.h"
 #include "privileges.h"
 

@@ -8,7 +8,7 @@
 
 #include <sys/types.h>
 
-#include "../common/config.h"
+#include "common/config.h"
 #include "cli.h"
 #include "listeners.h"
 

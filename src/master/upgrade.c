@@ -17,9 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../common/log.h"
-#include "../common/pidfile.h"
-#include "../common/proctitle.h"
+#include "common/log.h"
+#include "common/pidfile.h"
+#include "common/proctitle.h"
 #include "notify.h"
 #include "supervisor_int.h"
 

@@ -25,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/exitcodes.h"
-#include "../common/log.h"
-#include "../common/proctitle.h"
-#include "../worker/preload.h"
+#include "common/exitcodes.h"
+#include "common/log.h"
+#include "common/proctitle.h"
+#include "worker/preload.h"
 #include "generation.h"
 #include "privileges.h"
 

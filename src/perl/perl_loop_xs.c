@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/proctitle.h"
-#include "worker/loop.h"
+#include "worker/core/loop.h"
 
 #define WATCHER_CLASS "PAGI::Server::Pagid::Watcher"
 

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/config.h"
-#include "../common/module_abi.h"
-#include "apps/builtin.h"
+#include "common/config.h"
+#include "common/module_abi.h"
+#include "worker/apps/builtin.h"
 #ifdef PAGID_WITH_PERL
 #include "perl/perl_host.h"
 #endif

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "../common/config.h"
+#include "common/config.h"
 
 /**
  * Load what can be loaded before fork, in the order the workers' mount

@@ -17,22 +17,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../common/exitcodes.h"
-#include "../common/log.h"
-#include "../common/proctitle.h"
-#include "../common/shm.h"
-#include "accept_gate.h"
-#include "access_log.h"
+#include "common/exitcodes.h"
+#include "common/log.h"
+#include "common/proctitle.h"
+#include "common/shm.h"
+#include "worker/core/accept_gate.h"
+#include "worker/core/access_log.h"
 #include "app_registry.h"
-#include "conn.h"
-#include "crash.h"
-#include "lifespan.h"
-#include "memtrim.h"
-#include "mount.h"
-#include "pubsub.h"
-#include "reason.h"
-#include "scope.h"
-#include "state_table.h"
+#include "worker/core/conn.h"
+#include "worker/core/crash.h"
+#include "worker/scope/lifespan.h"
+#include "worker/core/memtrim.h"
+#include "worker/scope/mount.h"
+#include "worker/scope/pubsub.h"
+#include "worker/core/reason.h"
+#include "worker/scope/scope.h"
+#include "worker/core/state_table.h"
 
 #define ACCEPT_BATCH 64
 /* Fair accept (accept_gate.h): a worker past its share is woken by the

@@ -6,7 +6,7 @@
 #define PAGID_WORKER_H
 
 #include <stddef.h>
-#include "../common/config.h"
+#include "common/config.h"
 
 struct shm_region;
 

@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <pagi/pagi.h>
 
-#include "../common/buf.h"
-#include "../common/config.h"
-#include "loop.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "worker/core/loop.h"
 
 typedef struct conn conn;
 typedef struct state_table state_table;

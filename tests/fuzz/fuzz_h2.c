@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/h2_request.h"
+#include "worker/http2/h2_request.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/http1_parser.h"
+#include "worker/http1/http1_parser.h"
 
 typedef struct logbuf {
     char s[1 << 16];

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "../unit/tls_test_cert.h"
-#include "worker/tls_conn.h"
+#include "worker/core/tls_conn.h"
 
 static struct tls_server *ts;
 static SSL_CTX *cctx;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/utf8.h"
+#include "worker/ws/utf8.h"
 
 /* RFC 3629, code point by code point: 1 valid, 0 invalid, -1 valid but cut short. */
 static int ref_utf8(const uint8_t *s, size_t n)

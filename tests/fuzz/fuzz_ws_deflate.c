@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "common/buf.h"
-#include "worker/ws_deflate.h"
+#include "worker/ws/ws_deflate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

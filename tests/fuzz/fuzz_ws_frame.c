@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/utf8.h"
-#include "worker/ws_frame.h"
+#include "worker/ws/utf8.h"
+#include "worker/ws/ws_frame.h"
 
 #define MAX_MSG (1 << 16)
 

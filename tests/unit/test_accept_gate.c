@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "common/shm.h"
-#include "worker/accept_gate.h"
+#include "worker/core/accept_gate.h"
 
 #define NOW 100000u
 

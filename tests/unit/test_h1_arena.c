@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/h1_arena.h"
+#include "worker/http1/h1_arena.h"
 
 START_TEST(empty_holds_nothing)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/h2_request.h"
+#include "worker/http2/h2_request.h"
 
 static int add(h2_head *hd, const char *n, const char *v, size_t max_size, size_t max_count)
 {

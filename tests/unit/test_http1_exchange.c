@@ -6,7 +6,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "worker/http1_exchange.h"
+#include "worker/http1/http1_exchange.h"
 
 START_TEST(zero_body_event_is_memory)
 {

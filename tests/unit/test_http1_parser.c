@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/http1_parser.h"
+#include "worker/http1/http1_parser.h"
 
 /* What the callbacks saw, flattened to text so two runs compare with strcmp. */
 typedef struct rec {

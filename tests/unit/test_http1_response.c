@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/http1_response.h"
+#include "worker/http1/http1_response.h"
 
 #define D "Sun, 06 Nov 1994 08:49:37 GMT"
 #define HDR(n, v)                                                                                  \

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/loop.h"
+#include "worker/core/loop.h"
 
 static struct ev_loop *ev;
 static pagi_loop L;

@@ -7,7 +7,7 @@
 #include <ev.h>
 #include <stdlib.h>
 
-#include "worker/memtrim.h"
+#include "worker/core/memtrim.h"
 
 START_TEST(trims_once_enough_was_freed)
 {

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/lifespan.h"
-#include "worker/mount.h"
-#include "worker/scope.h"
-#include "worker/state_table.h"
+#include "worker/scope/lifespan.h"
+#include "worker/scope/mount.h"
+#include "worker/scope/scope.h"
+#include "worker/core/state_table.h"
 
 static pagid_config cfg;
 static struct ev_loop *ev;

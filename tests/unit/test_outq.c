@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "worker/outq.h"
-#include "worker/pagi_buf.h"
+#include "worker/core/outq.h"
+#include "worker/core/pagi_buf.h"
 
 /* Deterministic, position-dependent bytes: a reordering or gap shows. */
 static void pattern(char *p, size_t n, unsigned seed)

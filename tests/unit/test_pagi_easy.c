@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "common/shm.h"
-#include "worker/pagi_easy_policy.h"
-#include "worker/pubsub.h"
-#include "worker/reason.h"
-#include "worker/scope.h"
-#include "worker/state_table.h"
+#include "worker/scope/pagi_easy_policy.h"
+#include "worker/scope/pubsub.h"
+#include "worker/core/reason.h"
+#include "worker/scope/scope.h"
+#include "worker/core/state_table.h"
 #include "worker/worker_ctx.h"
 
 static pagid_config cfg;

@@ -11,9 +11,9 @@
 
 #include <pagi/pagi_easy.h>
 
-#include "worker/reason.h"
-#include "worker/scope.h"
-#include "worker/state_table.h"
+#include "worker/core/reason.h"
+#include "worker/scope/scope.h"
+#include "worker/core/state_table.h"
 #include "worker/worker_ctx.h"
 
 static pagid_config cfg;

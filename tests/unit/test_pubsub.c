@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "common/pubsub_msg.h"
-#include "worker/pubsub.h"
-#include "worker/scope.h"
+#include "worker/scope/pubsub.h"
+#include "worker/scope/scope.h"
 #include "worker/worker_ctx.h"
 
 static pagid_config cfg;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "worker/runq.h"
+#include "worker/core/runq.h"
 
 /* What the jobs record, in the order they ran. */
 static intptr_t order[4096];

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/reason.h"
-#include "worker/scope.h"
-#include "worker/state_table.h"
+#include "worker/core/reason.h"
+#include "worker/scope/scope.h"
+#include "worker/core/state_table.h"
 #include "worker/worker_ctx.h"
 
 /* ---- the fixture: a worker context on a real ev loop ---- */

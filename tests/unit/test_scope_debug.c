@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/scope.h"
-#include "worker/state_table.h"
+#include "worker/scope/scope.h"
+#include "worker/core/state_table.h"
 #include "worker/worker_ctx.h"
 
 static pagid_config cfg;

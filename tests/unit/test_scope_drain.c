@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/scope.h"
-#include "worker/state_table.h"
+#include "worker/scope/scope.h"
+#include "worker/core/state_table.h"
 #include "worker/worker_ctx.h"
 
 static pagid_config cfg;

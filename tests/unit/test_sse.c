@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/sse.h"
+#include "worker/sse/sse.h"
 
 static void expect_wire(const pagi_event *ev, const char *want)
 {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/state_table.h"
+#include "worker/core/state_table.h"
 
 static int v1, v2, v3;
 

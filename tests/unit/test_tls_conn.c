@@ -18,8 +18,8 @@
 
 #include "common/tls_server.h"
 #include "tls_test_cert.h"
-#include "worker/outq.h"
-#include "worker/tls_conn.h"
+#include "worker/core/outq.h"
+#include "worker/core/tls_conn.h"
 
 static struct tls_server *ts;
 static SSL_CTX *cctx;

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/scope.h"
-#include "worker/tls_info.h"
+#include "worker/scope/scope.h"
+#include "worker/core/tls_info.h"
 #include "worker/worker_ctx.h"
 
 /* ---- certificates ---- */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/utf8.h"
+#include "worker/ws/utf8.h"
 
 typedef struct sample {
     const char *bytes;

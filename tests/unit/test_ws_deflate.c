@@ -9,7 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "worker/ws_deflate.h"
+#include "worker/ws/ws_deflate.h"
 
 static int nego(const char *v, ws_deflate_params *p)
 {

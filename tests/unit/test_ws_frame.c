@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/ws_frame.h"
+#include "worker/ws/ws_frame.h"
 
 static const uint8_t MASK[4] = {0x37, 0xfa, 0x21, 0x3d};
 

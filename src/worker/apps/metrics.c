@@ -9,9 +9,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "../../common/config.h"
-#include "../../common/shm.h"
-#include "../worker_ctx.h"
+#include "common/config.h"
+#include "common/shm.h"
+#include "worker/worker_ctx.h"
 
 static const char *const reason_words[SHM_R__COUNT] = {
     "client_closed",  "client_timeout", "idle_timeout",   "keepalive_timeout", "write_timeout",

@@ -9,7 +9,7 @@
 
 #include <pagi/pagi.h>
 
-#include "../../common/buf.h"
+#include "common/buf.h"
 
 struct shm_region;
 

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../common/buf.h"
+#include "common/buf.h"
 #include "builtin.h"
 #include "static_http.h"
 #include "static_mime.h"

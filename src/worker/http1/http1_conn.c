@@ -1,0 +1,433 @@
+/*
+ * http1_conn.c - HTTP/1.1 on a connection: feeding the parser, creating a
+ * scope per request, body flow control, parse errors as server-generated
+ * responses, and what happens when a response is complete (keep-alive and
+ * the next pipelined request, or close). Requests are served one at a time,
+ * so pipelined responses leave in order.
+ */
+#include "http1_conn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/shm.h"
+#include "worker/core/access_log.h"
+#include "worker/apps/metrics.h"
+#include "worker/core/conn.h"
+#include "worker/core/reason.h"
+#include "worker/scope/scope.h"
+#include "worker/sse/sse.h"
+#include "worker/core/tls_conn.h"
+#include "worker/ws/websocket.h"
+
+/* Input kept for a request that is already complete (pipelined bytes). */
+#define PIPELINE_INPUT_MAX 65536
+
+static int h1_on_request(void *ud, const h1_request *req);
+static int h1_on_body(void *ud, const char *data, size_t len);
+static int h1_on_complete(void *ud);
+
+static const h1_parser_callbacks h1_callbacks = {
+    .on_request = h1_on_request,
+    .on_body = h1_on_body,
+    .on_complete = h1_on_complete,
+};
+
+int h1_conn_init(conn *c)
+{
+    memset(&c->h1, 0, sizeof c->h1);
+    return 0;
+}
+
+/* The request we answered may still be arriving (its body unread). */
+static int h1_conn_peer_may_send(const conn *c) { return !c->h1.msg_complete; }
+
+/*
+ * The parser lives from the first byte of a request to the end of its
+ * message: a connection between requests (or serving a long stream) holds
+ * none. Returns NULL when out of memory.
+ */
+static h1_parser *h1_parser_for(conn *c)
+{
+    h1_conn *h = &c->h1;
+    if (h->parser)
+        return h->parser;
+    const pagid_limits *l = &c->w->cfg->limits;
+    h1_limits lim = {
+        .max_request_line = l->max_request_line,
+        .max_header_size = l->max_header_size,
+        .max_header_count = l->max_header_count,
+        .max_body_size = l->max_body_size,
+    };
+    h->parser = h1_parser_new(&lim, &h1_callbacks, c);
+    return h->parser;
+}
+
+static void h1_parser_drop(conn *c)
+{
+    h1_parser_free(c->h1.parser);
+    c->h1.parser = NULL;
+}
+
+void h1_conn_free(conn *c)
+{
+    h1_parser_drop(c);
+    sse_stream_free(c->h1.sse);
+    c->h1.sse = NULL;
+    buf_free(&c->h1.body);
+    free(c->h1.parked);
+    c->h1.parked = NULL;
+    c->h1.n_parked = c->h1.cap_parked = 0;
+}
+
+void h1_conn_drop_parser(conn *c)
+{
+    h1_parser_drop(c);
+    buf_free(&c->h1.body);
+}
+
+static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermark; }
+
+/* ---- parser callbacks (run inside h1_parser_feed) ---- */
+
+static int h1_on_request(void *ud, const h1_request *req)
+{
+    conn *c = ud;
+    h1_conn *h = &c->h1;
+    scope_request sr = {
+        .method = req->method,
+        .http_version = req->http_minor == 0 ? "1.0" : "1.1",
+        .scheme = c->tls ? "https" : "http",
+        .path = req->path,
+        .raw_path = req->raw_path,
+        .query = req->query,
+        .headers = req->headers,
+        .header_count = req->header_count,
+        .client_host = c->peer_family ? conn_peer_host(c) : NULL,
+        .client_port = c->peer_port,
+        .server_host = c->server_host,
+        .server_port = c->server_port,
+        .tls = c->tls ? tls_conn_info(c->tls) : NULL,
+    };
+    if (c->tls && !sr.tls)
+        return -1; /* out of memory: a TLS scope without its extension would lie */
+    h->log_start = ev_now(c->w->loop.ev);
+    h->log_status = 0;
+    if (req->upgrade_websocket && !c->status_listener) /* checked there; c then speaks ws_proto */
+        return ws_on_upgrade_request(c, req, &sr);
+    pagi_scope_type type = PAGI_SCOPE_HTTP;
+    const scope_ops *ops = &h1_exchange_ops;
+    if (req->accepts_event_stream && !req->upgrade_websocket && !c->status_listener) {
+        /* The spec: Accept: text/event-stream makes an sse scope, for every method. */
+        if (!(h->sse = sse_stream_new(c->w, &sse_h1_carrier, c)))
+            return -1;
+        type = PAGI_SCOPE_SSE;
+        ops = &sse_exchange_ops;
+    }
+    pagi_scope *s = scope_new(c->w, type, ops, c, &sr);
+    if (!s) {
+        sse_stream_free(h->sse);
+        h->sse = NULL;
+        return -1;
+    }
+    h1_exchange_begin(c, s, req);
+    return 0;
+}
+
+/*
+ * A new exchange on this connection: every per-request field starts over
+ * here, whatever kind of scope it is (the WebSocket handshake uses it too),
+ * so a field added to h1_conn is reset in one place.
+ */
+void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req)
+{
+    h1_conn *h = &c->h1;
+    h->scope = s;
+    h->start_app = 1;
+    h->msg_complete = 0;
+    h->parse_error = 0;
+    h->body_end_delivered = 0;
+    h->req_keep_alive = req->keep_alive;
+    h->close_after = 0;
+    h->announce_keep_alive = 0;
+    h->http_minor = req->http_minor;
+    h->head_request = strcmp(req->method, "HEAD") == 0;
+    h->continue_pending = req->expect_continue && (req->chunked || req->content_length > 0);
+    h->resp = RESP_NONE;
+    h->body_sent = 0;
+    h->above_high = 0;
+    conn_set_state(c, CONN_ACTIVE);
+}
+
+static int h1_on_body(void *ud, const char *data, size_t len)
+{
+    conn *c = ud;
+    h1_conn *h = &c->h1;
+    if (buf_append(&h->body, data, len) < 0)
+        return -1;
+    h->continue_pending = 0; /* the client sent the body without waiting */
+    if (h->scope)
+        scope_poke_receive(h->scope);
+    return 0;
+}
+
+static int h1_on_complete(void *ud)
+{
+    conn *c = ud;
+    h1_conn *h = &c->h1;
+    h->msg_complete = 1;
+    h->continue_pending = 0;
+    if (h->scope)
+        scope_poke_receive(h->scope);
+    return 0;
+}
+
+/* ---- server-generated responses ---- */
+
+static void h1_queue_error(conn *c, int status, const char *text)
+{
+    shm_count_request(c->w->stats, status);
+    buf *tmp = &c->w->scratch;
+    buf_reset(tmp);
+    if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
+        outq_append(&c->out, buf_head(tmp), buf_size(tmp));
+}
+
+/* The access log line of the exchange ending now (reason NULL: completed). */
+static void h1_log_exchange(conn *c, const char *reason)
+{
+    h1_conn *h = &c->h1;
+    uint64_t bytes = h->resp == RESP_NONE || h->plan.no_body || h->body_sent < 0
+                         ? 0
+                         : (uint64_t)h->body_sent;
+    access_log_request(c->w->alog, c, h->scope, h->log_start, h->log_status, bytes, reason);
+}
+
+/* End the current exchange abnormally (on_disconnect with reason) and let go of it. */
+void h1_abort_exchange(conn *c, const char *reason)
+{
+    h1_conn *h = &c->h1;
+    pagi_scope *s = h->scope;
+    if (!s)
+        return;
+    if (c->w->alog)
+        h1_log_exchange(c, reason);
+    scope_disconnect(s, reason);
+    h1_exchange_settle_parked(c, NULL);
+    h1_exchange_release(c);
+}
+
+/* Whatever way the exchange ended: let go of the scope and the per-request state. */
+void h1_exchange_release(conn *c)
+{
+    h1_conn *h = &c->h1;
+    pagi_scope *s = h->scope;
+    sse_stream_free(h->sse);
+    h->sse = NULL;
+    h->scope = NULL;
+    if (s)
+        scope_detach(s);
+}
+
+static void h1_parse_failed(conn *c)
+{
+    h1_conn *h = &c->h1;
+    int status = h1_parser_error_status(h->parser);
+    const char *text = h1_parser_error_text(h->parser);
+    log_info("%d from %s:%d: %s", status, conn_peer_host(c), c->peer_port, text);
+    if (h->scope) {
+        /* The head was fine; the body was not (bad chunk, or over the size limit). */
+        int started = scope_is_started(h->scope);
+        if (!started)
+            h->log_status = status; /* the line says what the client got */
+        h1_abort_exchange(c, status == 413 ? reason_body_too_large : reason_protocol_error);
+        if (started) {
+            conn_close(c, NULL);
+            return;
+        }
+    } else if (c->w->alog) {
+        access_log_request(c->w->alog, c, NULL, 0, status, 0, NULL);
+    }
+    h1_queue_error(c, status, text);
+    conn_close_after_write(c);
+}
+
+void h1_conn_plain_http(conn *c)
+{
+    if (c->w->alog)
+        access_log_request(c->w->alog, c, NULL, 0, 400, 0, NULL);
+    h1_queue_error(c, 400, "plain HTTP request sent to an HTTPS port");
+    conn_close_after_write(c);
+}
+
+void h1_conn_header_timeout(conn *c)
+{
+    if (c->w->alog)
+        access_log_request(c->w->alog, c, NULL, 0, 408, 0, NULL);
+    h1_queue_error(c, 408, "request header timeout");
+    conn_close_after_write(c);
+}
+
+/* ---- input ---- */
+
+void h1_conn_on_input(conn *c)
+{
+    h1_conn *h = &c->h1;
+    for (;;) {
+        if (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE)
+            return;
+        if (c->state == CONN_ACTIVE &&
+            (h->msg_complete || buf_size(&h->body) >= body_buffer_limit(c)))
+            return; /* pipelined bytes wait; or the app has not taken the body yet */
+        size_t avail = buf_size(&c->in);
+        if (avail == 0)
+            return;
+        /* A body is fed no further than the buffer's room: the body buffer
+         * never holds more than the high watermark, whatever one read brought. */
+        int capped = 0;
+        if (c->state == CONN_ACTIVE && h->scope &&
+            avail > body_buffer_limit(c) - buf_size(&h->body)) {
+            avail = body_buffer_limit(c) - buf_size(&h->body);
+            capped = 1;
+        }
+        size_t used = 0;
+        h1_parser *p = h1_parser_for(c);
+        if (!p) {
+            conn_close(c, reason_server_error);
+            return;
+        }
+        h1_state st = h1_parser_feed(p, buf_head(&c->in), avail, &used);
+        buf_consume(&c->in, used);
+        if (c->state == CONN_WAIT_REQUEST && h1_parser_started(p))
+            conn_set_state(c, CONN_READ_HEAD);
+        if (st == H1_DONE && h->parser == p)
+            h1_parser_drop(c); /* the message is whole: nothing left to parse */
+        if (h->start_app && h->scope) {
+            h->start_app = 0;
+            pagi_scope *s = h->scope;
+            scope_ref(s);
+            if (c->status_listener)
+                app_metrics.handle(s, c->w); /* never the app: only metrics here */
+            else
+                scope_start_app(s);
+            int gone = (c->state == CONN_CLOSED || h->scope != s);
+            scope_unref(s);
+            if (gone && st != H1_ERROR)
+                return;
+        }
+        if (c->state == CONN_CLOSED)
+            return;
+        if (st == H1_ERROR) {
+            h1_parse_failed(c);
+            return;
+        }
+        if (st == H1_NEED_MORE && !capped)
+            return;
+        /* H1_DONE: loop once more, which returns as the message is complete;
+         * a capped feed: once more, which feeds on if the body left room. */
+    }
+}
+
+void h1_conn_on_eof(conn *c)
+{
+    switch (c->state) {
+    case CONN_WAIT_REQUEST:
+    case CONN_READ_HEAD:
+        conn_close(c, NULL);
+        break;
+    case CONN_ACTIVE:
+        /* The client left while its request was being served. */
+        conn_close(c, reason_client_closed);
+        break;
+    default:
+        break; /* closing: finish writing what we have */
+    }
+}
+
+int h1_conn_wants_read(const conn *c)
+{
+    const h1_conn *h = &c->h1;
+    if (buf_size(&c->in) >= PIPELINE_INPUT_MAX)
+        return 0;
+    if (h->msg_complete)
+        return 1; /* keep watching, to see a client that leaves */
+    return buf_size(&h->body) < body_buffer_limit(c);
+}
+
+int h1_conn_waiting_for_body(const conn *c)
+{
+    const h1_conn *h = &c->h1;
+    return h->scope && !h->msg_complete && !h->continue_pending &&
+           scope_receive_waiting(h->scope) && buf_size(&h->body) == 0;
+}
+
+/* ---- output side ---- */
+
+void h1_conn_on_written(conn *c)
+{
+    h1_conn *h = &c->h1;
+    if (!h->scope)
+        return;
+    size_t b = outq_buffered(&c->out);
+    if (h->above_high && b < c->w->cfg->low_watermark) {
+        h->above_high = 0;
+        scope_notify_drain(h->scope);
+        h1_exchange_settle_parked(c, NULL);
+    }
+    if (h->resp == RESP_FINAL && b == 0)
+        h1_exchange_end(c);
+}
+
+/* The response is fully written: complete the exchange, then keep-alive or close. */
+void h1_exchange_end(conn *c)
+{
+    h1_conn *h = &c->h1;
+    pagi_scope *s = h->scope;
+    if (c->w->alog)
+        h1_log_exchange(c, NULL);
+    scope_mark_complete(s);
+    h1_exchange_settle_parked(c, NULL);
+    h1_exchange_release(c);
+    c->served++;
+    if (c->w->on_request_done)
+        c->w->on_request_done(c->w); /* may start a drain: read draining after it */
+    int keep = h->plan.keep_alive && h->msg_complete && !c->w->draining && !c->eof;
+    if (!keep) {
+        conn_close_after_write(c);
+        return;
+    }
+    /* Between requests the connection keeps nothing but itself. */
+    h1_parser_drop(c);
+    buf_free(&h->body);
+    free(h->parked);
+    h->parked = NULL;
+    h->n_parked = h->cap_parked = 0;
+    h->resp = RESP_NONE;
+    h->msg_complete = 0;
+    conn_set_state(c, CONN_WAIT_REQUEST);
+    if (buf_size(&c->in) > 0)
+        h1_conn_on_input(c);
+}
+
+void h1_conn_on_close(conn *c, const char *reason)
+{
+    if (c->h1.scope)
+        h1_abort_exchange(c, reason ? reason : reason_server_error);
+}
+
+const conn_proto h1_proto = {
+    .name = "http/1.1",
+    .on_input = h1_conn_on_input,
+    .on_eof = h1_conn_on_eof,
+    .on_written = h1_conn_on_written,
+    .wants_read = h1_conn_wants_read,
+    .waiting_for_input = h1_conn_waiting_for_body,
+    .on_close = h1_conn_on_close,
+    .on_header_timeout = h1_conn_header_timeout,
+    .on_plain_http = h1_conn_plain_http,
+    .peer_may_send = h1_conn_peer_may_send,
+    .init = h1_conn_init,
+    .release = h1_conn_free,
+};

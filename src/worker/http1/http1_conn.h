@@ -1,0 +1,94 @@
+/*
+ * http1_conn.h - HTTP/1.1 on a connection: the parser, the request being
+ * served (its scope and exchange state), request body buffering with flow
+ * control, response framing, keep-alive and pipelining (one request at a
+ * time, responses in order).
+ */
+#ifndef PAGID_HTTP1_CONN_H
+#define PAGID_HTTP1_CONN_H
+
+#include <pagi/pagi.h>
+#include "common/buf.h"
+#include "http1_parser.h"
+#include "http1_response.h"
+
+typedef struct conn conn;
+
+typedef enum h1_resp_state {
+    RESP_NONE,      /* nothing sent */
+    RESP_STARTED,   /* head queued, body may follow */
+    RESP_TRAILERS,  /* last body sent, trailers announced and awaited */
+    RESP_FINAL,     /* everything queued; complete once written */
+} h1_resp_state;
+
+typedef struct h1_parked_send {
+    pagi_send_cb cb;
+    void *ud;
+} h1_parked_send;
+
+typedef struct h1_conn {
+    h1_parser *parser;
+    pagi_scope *scope;      /* the request being served; NULL between requests */
+    int start_app;          /* scope created during a feed: start the app after it */
+    int msg_complete;       /* the parser saw the whole request */
+    int parse_error;        /* status of a parse error after the head (0 = none) */
+    buf body;               /* received body bytes not yet delivered to the app */
+    int body_end_delivered; /* the app got more=0 */
+    int continue_pending;   /* Expect: 100-continue not answered yet */
+    int req_keep_alive;
+    int close_after;        /* the server closes after this response whatever the request says */
+    int announce_keep_alive; /* the response says "connection: keep-alive" (sse.start) */
+    int http_minor;
+    int head_request;
+    h1_resp_state resp;
+    h1_response_plan plan;
+    int64_t body_sent;
+    int above_high;         /* transport hysteresis: high mark engaged */
+    int trailers_announced; /* http.response.start had trailers=1 */
+    struct sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
+    h1_parked_send *parked; /* sends waiting for the buffer to drain */
+    size_t n_parked, cap_parked;
+    /* Access log facts of the current exchange (written to only when the log is on, or cheap). */
+    double log_start; /* ev_now when the request head arrived */
+    int log_status;   /* status sent, or the server's error status; 0 = none */
+} h1_conn;
+
+struct conn_proto;
+/** HTTP/1.1 as a connection protocol (the one every connection starts with). */
+extern const struct conn_proto h1_proto;
+
+int h1_conn_init(conn *c);
+void h1_conn_free(conn *c);
+/** The connection left HTTP/1 for good (a WebSocket): free the request parser. Safe point only. */
+void h1_conn_drop_parser(conn *c);
+/** New input is in c->in: parse and act. */
+void h1_conn_on_input(conn *c);
+/** The peer closed its side (read returned 0). */
+void h1_conn_on_eof(conn *c);
+/** Bytes were written; settle watermarks, completions, response end. */
+void h1_conn_on_written(conn *c);
+/** Should the connection read now (flow control)? */
+int h1_conn_wants_read(const conn *c);
+/** Is a body read pending for a waiting app (request timeout applies)? */
+int h1_conn_waiting_for_body(const conn *c);
+/** The connection is ending: end the exchange with reason (NULL = normal). */
+void h1_conn_on_close(conn *c, const char *reason);
+/** Timeout while reading the request head: answer 408 and close. */
+void h1_conn_header_timeout(conn *c);
+/* Cleartext HTTP on a TLS port: a 400 in clear, then close. */
+void h1_conn_plain_http(conn *c);
+
+/* Between http1_conn.c and http1_exchange.c. */
+struct scope_ops;
+extern const struct scope_ops h1_exchange_ops;
+void h1_exchange_settle_parked(conn *c, const char *err);
+void h1_exchange_after_append(conn *c, pagi_send_cb cb, void *ud);
+void h1_exchange_end(conn *c);
+/** End the exchange abnormally: on_disconnect(reason), then detach the scope. */
+void h1_abort_exchange(conn *c, const char *reason);
+/** Start serving s for req: reset the per-request state, enter CONN_ACTIVE. */
+void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req);
+/** Let go of the scope and per-request state (after complete or abort). */
+void h1_exchange_release(conn *c);
+
+#endif

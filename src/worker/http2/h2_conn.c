@@ -1,0 +1,627 @@
+/*
+ * h2_conn.c - HTTP/2 on a connection: the nghttp2 session fed from c->in
+ * (nghttp2_session_mem_recv) and drained into c->out (mem_send), so pagid
+ * keeps the socket, the loop and the output queue; the connection-level
+ * defences (rapid reset, floods, bounded output) and GOAWAY on drain.
+ */
+#include "h2_conn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/shm.h"
+#include "h2_int.h"
+#include "worker/core/reason.h"
+
+/* Streams at once, the receive windows and the rapid-reset rate
+ * (CVE-2023-44487) are limits.http2_* (config.h). */
+/* SETTINGS entries per frame, and control frames (PING, SETTINGS acks)
+ * queued unanswered while the client does not read (nghttp2 counts them). */
+#define H2_MAX_SETTINGS 32
+/* CONTINUATION frames after one HEADERS (nghttp2's default, said aloud). */
+#define H2_MAX_CONTINUATIONS 8
+#define H2_MAX_OUTBOUND_ACK 1000
+/* Frames a second that ask nothing of the server but its CPU: empty DATA
+ * not ending a stream (CVE-2019-9518) and PRIORITY (CVE-2019-9513). A
+ * browser sends a handful per connection. */
+#define H2_MAX_IDLE_FRAMES_PER_SECOND 1000
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+static h2_session *sess(const conn *c)
+{
+    return c->h2;
+}
+
+/* ---- output ---- */
+
+static void stall_watch(h2_session *h);
+
+static size_t out_cap(const conn *c)
+{
+    return c->w->cfg->high_watermark;
+}
+
+/*
+ * Frame what nghttp2 has to send into the output queue, up to the
+ * connection's high watermark: the rest waits in the streams (and in
+ * nghttp2's small control queue) until the socket takes what is queued.
+ */
+static void h2_pump(h2_session *h)
+{
+    conn *c = h->c;
+    if (h->in_pump || c->state == CONN_CLOSED)
+        return;
+    h->in_pump = 1;
+    size_t before = outq_buffered(&c->out);
+    while (outq_buffered(&c->out) < out_cap(c)) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(h->ng, &data);
+        if (n < 0) {
+            log_info("HTTP/2 session with %s: %s", conn_peer_host(c), nghttp2_strerror((int)n));
+            h->in_pump = 0;
+            conn_close(c, reason_protocol_error);
+            return;
+        }
+        if (n == 0)
+            break;
+        if (outq_append(&c->out, data, (size_t)n) < 0) {
+            h->in_pump = 0;
+            conn_close(c, reason_server_error);
+            return;
+        }
+    }
+    h->in_pump = 0;
+    if (outq_buffered(&c->out) != before)
+        conn_schedule_flush(c);
+    /* Framing lowered what streams hold: their parked sends may complete
+     * now, whether or not the socket takes anything yet. */
+    h2_stream_after_write(h);
+    if (c->state == CONN_CLOSED)
+        return;
+    stall_watch(h);
+    if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
+        c->state != CONN_CLOSED)
+        conn_close_after_write(c); /* GOAWAY sent and nothing left in flight */
+}
+
+/*
+ * A client may keep its windows shut (a zero SETTINGS_INITIAL_WINDOW_SIZE,
+ * no WINDOW_UPDATE) while c->out is empty, so the connection's write
+ * timeout never runs: the session's own timer resets the streams holding
+ * bytes once timeouts.write passes with no DATA framed.
+ */
+static void stall_check(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)revents;
+    h2_session *h = t->data;
+    double wt = h->c->w->cfg->timeouts.write;
+    if (!h->pending || wt <= 0) {
+        ev_timer_stop(ev, t);
+        return;
+    }
+    double idle = ev_now(ev) - h->data_at;
+    if (idle < wt) {
+        t->repeat = wt - idle;
+        ev_timer_again(ev, t);
+        return;
+    }
+    ev_timer_stop(ev, t);
+    h2_stream_timeout_stalled(h);
+}
+
+static void stall_watch(h2_session *h)
+{
+    struct ev_loop *ev = h->c->w->loop.ev;
+    double wt = h->c->w->cfg->timeouts.write;
+    if (!h->pending || wt <= 0) {
+        ev_timer_stop(ev, &h->stall);
+    } else if (!ev_is_active(&h->stall)) {
+        h->data_at = ev_now(ev);
+        h->stall.repeat = wt;
+        ev_timer_again(ev, &h->stall);
+    }
+}
+
+/* Per-stream deadlines, not the connection's request timer: that one is
+ * re-armed by any read, so a PING a second kept a stalled upload (or a
+ * trickling header block) alive for good. */
+static void deadline_fired(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)ev;
+    (void)revents;
+    h2_session_arm_deadlines(t->data);
+}
+
+void h2_session_arm_deadlines(h2_session *h)
+{
+    conn *c = h->c;
+    struct ev_loop *ev = c->w->loop.ev;
+    if (c->state == CONN_CLOSED)
+        return;
+    double now = ev_now(ev);
+    double next = h2_stream_deadlines(h, now);
+    if (c->state == CONN_CLOSED)
+        return;
+    ev_timer_stop(ev, &h->deadline);
+    if (next > 0) {
+        ev_timer_set(&h->deadline, next - now > 0.001 ? next - now : 0.001, 0.);
+        ev_timer_start(ev, &h->deadline);
+    }
+}
+
+void h2_session_kick(h2_session *h)
+{
+    /* The pump runs from conn_flush (on_written) at the safe point: never
+     * inside nghttp2's callbacks. An empty queue still gets there. */
+    conn *c = h->c;
+    if (c->state == CONN_CLOSED)
+        return;
+    if (c->write_blocked)
+        return; /* the write watcher calls on_written once the socket takes more */
+    conn_schedule_flush(c);
+}
+
+void h2_session_streams_changed(h2_session *h)
+{
+    conn *c = h->c;
+    if (c->state != CONN_WAIT_REQUEST && c->state != CONN_ACTIVE)
+        return;
+    conn_set_state(c, h->n_streams ? CONN_ACTIVE : CONN_WAIT_REQUEST);
+    if (!h->n_streams && h->goaway)
+        conn_close_after_write(c);
+}
+
+static void h2_goaway(h2_session *h, uint32_t code)
+{
+    if (h->goaway && code == NGHTTP2_NO_ERROR)
+        return;
+    h->goaway = 1;
+    nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ng),
+                          code, NULL, 0);
+}
+
+/* ---- nghttp2 callbacks (inside mem_recv / mem_send: no app code, no pump) ---- */
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_session *h = ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    if (h2_session_busy(h) >= h->c->w->cfg->limits.http2_max_streams) {
+        /* Apps of reset streams still run: no more of them until they finish. */
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
+        if (h->c->w->stats)
+            shm_add(&h->c->w->stats->h2_refused, 1);
+        return 0;
+    }
+    h2_stream *st = h2_stream_new(h, f->hd.stream_id);
+    if (!st)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
+    if (h->c->w->stats)
+        shm_add(&h->c->w->stats->h2_streams, 1);
+    return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* trailers of a request: not passed on (PAGI has no request trailers) */
+    h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    return st ? h2_stream_header(st, name, nl, value, vl) : 0;
+}
+
+/* One more event in a one-second window: 1 once count passes max in it. */
+static int over_rate(h2_session *h, double *window, unsigned *count, size_t max)
+{
+    double now = ev_now(h->c->w->loop.ev);
+    if (now - *window >= 1.0) {
+        *window = now;
+        *count = 0;
+    }
+    return ++*count > max;
+}
+
+/* The client attacks (what: for the log): GOAWAY ENHANCE_YOUR_CALM, once. */
+static void end_calm(h2_session *h, const char *what)
+{
+    if (h->goaway && h->end_reason)
+        return;
+    log_warn("HTTP/2 client %s %s; GOAWAY ENHANCE_YOUR_CALM", conn_peer_host(h->c), what);
+    h->goaway = 1;
+    h->end_reason = reason_protocol_error;
+    nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* A frame that asks for nothing (empty DATA, PRIORITY): a flood of them ends the session. */
+static void count_idle_frame(h2_session *h)
+{
+    if (over_rate(h, &h->idle_window, &h->idle_frames, H2_MAX_IDLE_FRAMES_PER_SECOND))
+        end_calm(h, "sent more than " STR(H2_MAX_IDLE_FRAMES_PER_SECOND)
+                    " empty DATA or PRIORITY frames a second");
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_session *h = ud;
+    h2_stream *st =
+        f->hd.stream_id ? nghttp2_session_get_stream_user_data(ng, f->hd.stream_id) : NULL;
+    switch (f->hd.type) {
+    case NGHTTP2_HEADERS:
+        if (st && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+            h2_stream_headers_done(st, (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+        else if (st && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            h2_stream_request_end(st);
+        break;
+    case NGHTTP2_DATA:
+        if (st && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            h2_stream_request_end(st);
+        else if (f->hd.length == 0)
+            count_idle_frame(h);
+        break;
+    case NGHTTP2_PRIORITY:
+        count_idle_frame(h);
+        break;
+    case NGHTTP2_RST_STREAM:
+        if (h->c->w->stats)
+            shm_add(&h->c->w->stats->h2_resets, 1);
+        /* Every client reset of a stream still open counts: an answer
+         * started (a stream, an SSE) ties up as much as an unanswered one. */
+        if (st)
+            h2_stream_peer_reset(st);
+        if (st && over_rate(h, &h->reset_window, &h->resets,
+                            h->c->w->cfg->limits.http2_max_resets) && !h->goaway)
+            end_calm(h, "reset more streams a second than limits.http2_max_resets");
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (!st) {
+        nghttp2_session_consume(ng, id, len);
+        return 0;
+    }
+    return h2_stream_data(st, data, len) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
+}
+
+/* Once per connection, whether or not its GOAWAY ever gets framed. */
+static void count_calm(h2_session *h)
+{
+    if (h->calm_counted)
+        return;
+    h->calm_counted = 1;
+    if (h->c->w->stats)
+        shm_add(&h->c->w->stats->h2_calm, 1);
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_session *h = ud;
+    /* A GOAWAY with an error, ours or nghttp2's own (a connection error it
+     * found, e.g. DATA on stream 0): the session ends for that reason. */
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR && !h->end_reason)
+        h->end_reason = reason_protocol_error;
+    /* Every ENHANCE_YOUR_CALM exit is counted here, whoever decided it: our
+     * rapid-reset limit, or nghttp2's own (floods, SETTINGS entries). */
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM)
+        count_calm(h);
+    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+        if (st)
+            h2_stream_response_sent(st);
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
+{
+    (void)ud;
+    h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (!st)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    h2_stream_closed(st, code);
+    return 0;
+}
+
+static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int err, void *ud)
+{
+    (void)ng;
+    (void)f;
+    h2_session *h = ud;
+    log_debug("HTTP/2 from %s: invalid frame: %s", conn_peer_host(h->c), nghttp2_strerror(err));
+    return 0;
+}
+
+/* ---- the session ---- */
+
+static int h2_session_new(conn *c)
+{
+    h2_session *h = calloc(1, sizeof *h);
+    if (!h)
+        return -1;
+    h->c = c;
+    ev_init(&h->deadline, deadline_fired);
+    h->deadline.data = h;
+    ev_init(&h->stall, stall_check);
+    h->stall.data = h;
+    nghttp2_session_callbacks *cb;
+    nghttp2_option *opt;
+    if (nghttp2_session_callbacks_new(&cb) != 0) {
+        free(h);
+        return -1;
+    }
+    if (nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cb);
+        free(h);
+        return -1;
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame);
+    /* WINDOW_UPDATEs follow the app's receives (nghttp2_session_consume). */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_settings(opt, H2_MAX_SETTINGS);
+    nghttp2_option_set_max_outbound_ack(opt, H2_MAX_OUTBOUND_ACK);
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    /* Newer nghttp2 has its own CONTINUATION cap and reset rate limit; say
+     * ours where the API exists (Debian 12's 1.52 carries the CONTINUATION
+     * cap as a security fix without the setter). */
+#if NGHTTP2_VERSION_NUM >= 0x013d00
+    nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+#endif
+#if NGHTTP2_VERSION_NUM >= 0x013900
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * c->w->cfg->limits.http2_max_resets,
+                                               c->w->cfg->limits.http2_max_resets);
+#endif
+    int rv = nghttp2_session_server_new2(&h->ng, cb, h, opt);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
+    if (rv != 0) {
+        free(h);
+        return -1;
+    }
+    const pagid_limits *l = &c->w->cfg->limits;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)l->http2_max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)l->http2_stream_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)l->max_header_size},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}, /* websockets (RFC 8441) */
+    };
+    if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
+        nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0,
+                                              (int32_t)l->http2_connection_window) != 0) {
+        nghttp2_session_del(h->ng);
+        free(h);
+        return -1;
+    }
+    c->h2 = h;
+    return 0;
+}
+
+int h2_conn_start(conn *c)
+{
+    if (c->proto->release)
+        c->proto->release(c);
+    c->proto = &h2_proto;
+    if (h2_session_new(c) < 0)
+        return -1;
+    if (c->w->stats)
+        shm_add(&c->w->stats->h2_connections, 1);
+    h2_session_kick(c->h2); /* our SETTINGS go first */
+    return 0;
+}
+
+int h2_sniff_preface(conn *c)
+{
+    size_t n = buf_size(&c->in), k = sizeof preface - 1;
+    size_t m = n < k ? n : k;
+    if (memcmp(buf_head(&c->in), preface, m) != 0)
+        return 0;
+    if (n < k)
+        return -1;
+    return h2_conn_start(c) < 0 ? -2 : 1;
+}
+
+/* ---- conn_proto ---- */
+
+static void h2_on_input(conn *c)
+{
+    h2_session *h = sess(c);
+    h2_session_prune_gone(h);
+    ssize_t rv =
+        nghttp2_session_mem_recv(h->ng, (const uint8_t *)buf_head(&c->in), buf_size(&c->in));
+    buf_consume(&c->in, buf_size(&c->in));
+    if (rv < 0) {
+        /* A bad preface, a flood nghttp2 gave up on, or our callback's
+         * failure: say GOAWAY if we still can, then close. */
+        log_info("HTTP/2 from %s: %s", conn_peer_host(c), nghttp2_strerror((int)rv));
+        /* A flood is an attack, not a broken client: ENHANCE_YOUR_CALM, and
+         * counted (a client not reading may never let the GOAWAY be framed).
+         * The CONTINUATION cap (CVE-2024-28182) is in Debian 12's nghttp2 as a
+         * security fix. */
+        int flood = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+        if (flood)
+            count_calm(h);
+        nghttp2_session_terminate_session(h->ng, flood ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                       : NGHTTP2_PROTOCOL_ERROR);
+        h->goaway = 1;
+        h->end_reason = reason_protocol_error;
+        h2_pump(h);
+        if (c->state != CONN_CLOSED)
+            conn_close_after_write(c);
+        return;
+    }
+    if (h->end_reason) {
+        /* We ended the session in this read (rapid reset): start no app. */
+        h2_pump(h);
+        return;
+    }
+    h2_stream_start_ready(h);
+    if (c->state == CONN_CLOSED)
+        return;
+    h2_session_arm_deadlines(h);
+    if (c->state == CONN_CLOSED)
+        return;
+    if (c->w->draining)
+        h2_goaway(h, NGHTTP2_NO_ERROR);
+    h2_pump(h);
+}
+
+/* A half-close is not a cancel: requests already whole are answered (the
+ * client reads on), GOAWAY says no more, and the connection closes when
+ * the last stream ends. */
+static void h2_on_eof(conn *c)
+{
+    h2_session *h = sess(c);
+    h2_stream_peer_eof(h);
+    if (c->state == CONN_CLOSED)
+        return;
+    h2_goaway(h, NGHTTP2_NO_ERROR);
+    h2_pump(h);
+    if (c->state != CONN_CLOSED && !h->n_streams)
+        conn_close_after_write(c);
+}
+
+static void h2_on_written(conn *c)
+{
+    h2_pump(sess(c));
+    /* Reading stopped while the output was full (h2_wants_read): it resumes
+     * once the socket took it, or a WINDOW_UPDATE would never be read. */
+    if (c->state != CONN_CLOSED)
+        conn_refresh(c);
+}
+
+static int h2_wants_read(const conn *c)
+{
+    /* A client that does not read our answers is not read either: its
+     * requests and pings would only pile up answers. */
+    return outq_buffered(&c->out) < out_cap(c);
+}
+
+static int h2_waiting_for_input(const conn *c)
+{
+    (void)c;
+    return 0; /* each stream has its own deadline (h2_session_arm_deadlines) */
+}
+
+static void h2_on_close(conn *c, const char *reason)
+{
+    h2_session *h = sess(c);
+    /* A session we terminated (protocol error, flood, rapid reset) closes
+     * by conn_close_after_write, which knows no reason: its streams' apps
+     * hear why here, not server_shutdown. */
+    if (h && reason == reason_server_shutdown && h2_stream_going_away(h)) {
+        /* Open websockets' Close 1001, as HTTP/1.1 websockets get at shutdown. */
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(h->ng, &data);
+            if (n <= 0 || outq_append(&c->out, data, (size_t)n) < 0)
+                break;
+        }
+        conn_write_last(c);
+    }
+    if (h)
+        h2_stream_abort_all(h, reason ? reason : h->end_reason);
+}
+
+static void h2_on_header_timeout(conn *c)
+{
+    conn_close(c, reason_client_timeout);
+}
+
+static void h2_on_request_timeout(conn *c)
+{
+    h2_session_arm_deadlines(sess(c)); /* not armed for HTTP/2; the streams' own timer is */
+}
+
+/* After our GOAWAY the client may still be sending (WINDOW_UPDATE, PING,
+ * a request crossing the GOAWAY): a close with its bytes unread would be
+ * a TCP reset that can destroy the final frames, so linger. */
+static int h2_peer_may_send(const conn *c)
+{
+    (void)c;
+    return 1;
+}
+
+static void h2_on_drain(conn *c)
+{
+    h2_session *h = sess(c);
+    h2_goaway(h, NGHTTP2_NO_ERROR);
+    if (!h->n_streams) {
+        h2_pump(h);
+        if (c->state != CONN_CLOSED)
+            conn_close_after_write(c);
+        return;
+    }
+    h2_session_kick(h);
+}
+
+/* No stream is open: GOAWAY (NO_ERROR, the last stream we processed) and
+ * close once it is written, as on a drain, rather than a bare FIN the client
+ * could mistake for a lost request. */
+static void h2_on_idle_timeout(conn *c, const char *reason)
+{
+    h2_session *h = sess(c);
+    if (!h || h->n_streams) {
+        conn_close(c, reason);
+        return;
+    }
+    h2_goaway(h, NGHTTP2_NO_ERROR);
+    h2_pump(h);
+    if (c->state != CONN_CLOSED)
+        conn_close_after_write(c);
+}
+
+static void h2_release(conn *c)
+{
+    h2_session *h = sess(c);
+    if (!h)
+        return;
+    ev_timer_stop(c->w->loop.ev, &h->stall);
+    ev_timer_stop(c->w->loop.ev, &h->deadline);
+    h2_stream_free_all(h);
+    nghttp2_session_del(h->ng);
+    free(h);
+    c->h2 = NULL;
+}
+
+const conn_proto h2_proto = {
+    .name = "h2",
+    .on_input = h2_on_input,
+    .on_eof = h2_on_eof,
+    .on_written = h2_on_written,
+    .wants_read = h2_wants_read,
+    .waiting_for_input = h2_waiting_for_input,
+    .on_close = h2_on_close,
+    .on_header_timeout = h2_on_header_timeout,
+    .on_request_timeout = h2_on_request_timeout,
+    .on_plain_http = NULL,
+    .peer_may_send = h2_peer_may_send,
+    .init = NULL,
+    .release = h2_release,
+    .on_drain = h2_on_drain,
+    .on_idle_timeout = h2_on_idle_timeout,
+};

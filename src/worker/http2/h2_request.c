@@ -1,0 +1,204 @@
+/*
+ * h2_request.c - an HTTP/2 request head from its fields to a scope's
+ * request facts (see h2_request.h). nghttp2 has already refused what RFC
+ * 9113 calls malformed (upper-case names, connection-specific fields,
+ * missing pseudo-headers on a non-CONNECT request); here are pagid's own
+ * limits and the PAGI mapping.
+ */
+#include "h2_request.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "worker/http1/http1_parser.h" /* h1_percent_decode */
+
+void h2_head_init(h2_head *hd)
+{
+    memset(hd, 0, sizeof *hd);
+    for (int i = 0; i < H2_P__COUNT; i++)
+        hd->pseudo[i] = -1;
+}
+
+static void drop_fields(h2_head *hd)
+{
+    buf_free(&hd->bytes);
+    free(hd->fv);
+    hd->fv = NULL;
+    hd->nf = hd->capf = 0;
+    for (int i = 0; i < H2_P__COUNT; i++)
+        hd->pseudo[i] = -1;
+}
+
+void h2_head_free(h2_head *hd)
+{
+    drop_fields(hd);
+}
+
+int h2_head_has_protocol(const h2_head *hd)
+{
+    return hd->pseudo[H2_P_PROTOCOL] >= 0;
+}
+
+static const char *fname(const h2_head *hd, const h2_field *f)
+{
+    return buf_head(&hd->bytes) + f->name;
+}
+
+static const char *fvalue(const h2_head *hd, const h2_field *f)
+{
+    return buf_head(&hd->bytes) + f->value;
+}
+
+int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *value, size_t vl,
+                size_t max_size, size_t max_count)
+{
+    hd->list_size += nl + vl + 32;
+    if (hd->refuse)
+        /* Refused: stop storing; far past the limit, stop the stream. */
+        return hd->list_size > 2 * max_size + 65536 ? 1 : 0;
+    if (hd->list_size > max_size || hd->nf >= max_count) {
+        hd->refuse = 431;
+        drop_fields(hd);
+        return 0;
+    }
+    int slot = -1;
+    if (nl && name[0] == ':') {
+        static const char *const names[H2_P__COUNT] = {":method", ":path", ":scheme", ":authority",
+                                                       ":protocol"};
+        for (int i = 0; i < H2_P__COUNT; i++)
+            if (strlen(names[i]) == nl && !memcmp(names[i], name, nl))
+                slot = i;
+        if (slot < 0) {
+            /* :protocol (extended CONNECT) is not enabled; nghttp2 refuses others. */
+            hd->refuse = 400;
+            drop_fields(hd);
+            return 0;
+        }
+    }
+    if (hd->nf == hd->capf) {
+        size_t ncap = hd->capf ? hd->capf * 2 : 16;
+        h2_field *v = realloc(hd->fv, ncap * sizeof *v);
+        if (!v)
+            return -1;
+        hd->fv = v;
+        hd->capf = ncap;
+    }
+    h2_field *f = &hd->fv[hd->nf];
+    f->name = (uint32_t)buf_size(&hd->bytes);
+    f->nlen = (uint32_t)nl;
+    f->value = f->name + (uint32_t)nl + 1;
+    f->vlen = (uint32_t)vl;
+    if (buf_append(&hd->bytes, name, nl) < 0 || buf_append(&hd->bytes, "", 1) < 0 ||
+        buf_append(&hd->bytes, value, vl) < 0 || buf_append(&hd->bytes, "", 1) < 0)
+        return -1;
+    if (slot >= 0)
+        hd->pseudo[slot] = (int)hd->nf;
+    hd->nf++;
+    return 0;
+}
+
+/* The scope's headers: regular fields in order, cookies joined with "; "
+ * (RFC 9113 8.2.3), :authority as host (replacing one the client sent). */
+static int build_headers(const h2_head *hd, h2_request *r)
+{
+    pagi_header *hv = calloc(hd->nf + 1, sizeof *hv);
+    if (!hv)
+        return -1;
+    size_t k = 0;
+    int have_auth = hd->pseudo[H2_P_AUTHORITY] >= 0;
+    if (have_auth) {
+        const h2_field *a = &hd->fv[hd->pseudo[H2_P_AUTHORITY]];
+        hv[k].name = (pagi_str){"host", 4};
+        hv[k].value = (pagi_str){fvalue(hd, a), a->vlen};
+        k++;
+    }
+    size_t cookie_at = SIZE_MAX;
+    for (size_t i = 0; i < hd->nf; i++) {
+        const h2_field *f = &hd->fv[i];
+        const char *nm = fname(hd, f);
+        if (f->nlen && nm[0] == ':')
+            continue;
+        if (have_auth && f->nlen == 4 && !memcmp(nm, "host", 4))
+            continue;
+        if (f->nlen == 6 && !memcmp(nm, "accept", 6) &&
+            strcasestr(fvalue(hd, f), "text/event-stream"))
+            r->event_stream = 1;
+        if (f->nlen == 6 && !memcmp(nm, "cookie", 6)) {
+            if (buf_size(&r->cookies) && buf_append(&r->cookies, "; ", 2) < 0)
+                goto oom;
+            if (buf_append(&r->cookies, fvalue(hd, f), f->vlen) < 0)
+                goto oom;
+            if (cookie_at != SIZE_MAX)
+                continue;
+            cookie_at = k;
+        }
+        hv[k].name = (pagi_str){nm, f->nlen};
+        hv[k].value = (pagi_str){fvalue(hd, f), f->vlen};
+        k++;
+    }
+    if (cookie_at != SIZE_MAX) /* empty cookies leave the buffer unallocated */
+        hv[cookie_at].value = buf_size(&r->cookies)
+                                  ? (pagi_str){buf_head(&r->cookies), buf_size(&r->cookies)}
+                                  : (pagi_str){"", 0};
+    r->headers = hv;
+    r->header_count = k;
+    return 0;
+oom:
+    free(hv);
+    return -1;
+}
+
+int h2_head_request(const h2_head *hd, h2_request *r)
+{
+    memset(r, 0, sizeof *r);
+    if (hd->refuse)
+        return hd->refuse;
+    if (hd->pseudo[H2_P_METHOD] < 0)
+        return 400;
+    r->method = fvalue(hd, &hd->fv[hd->pseudo[H2_P_METHOD]]);
+    if (!strcmp(r->method, "CONNECT")) {
+        /* Only RFC 8441's extended CONNECT for a websocket; a plain CONNECT
+         * (a tunnel) or another :protocol is not something pagid serves. */
+        if (hd->pseudo[H2_P_PROTOCOL] < 0 ||
+            strcasecmp(fvalue(hd, &hd->fv[hd->pseudo[H2_P_PROTOCOL]]), "websocket"))
+            return 501;
+        if (hd->pseudo[H2_P_SCHEME] < 0 || hd->pseudo[H2_P_AUTHORITY] < 0)
+            return 400;
+        r->websocket = 1;
+    } else if (hd->pseudo[H2_P_PROTOCOL] >= 0) {
+        return 400; /* RFC 8441 4: :protocol only with CONNECT */
+    }
+    if (hd->pseudo[H2_P_PATH] < 0)
+        return 400;
+    const h2_field *pf = &hd->fv[hd->pseudo[H2_P_PATH]];
+    const char *target = fvalue(hd, pf);
+    const char *qm = memchr(target, '?', pf->vlen);
+    size_t rawlen = qm ? (size_t)(qm - target) : pf->vlen;
+    if (!(r->path_mem = malloc(rawlen + 1)))
+        return 500;
+    size_t plen = h1_percent_decode(r->path_mem, target, rawlen);
+    r->path_mem[plen] = 0;
+    if (memchr(r->path_mem, 0, plen))
+        return 400; /* a decoded NUL would cut the path short as a C string */
+    r->path = (pagi_str){r->path_mem, plen};
+    r->raw_path = (pagi_str){target, rawlen};
+    r->query = (pagi_str){qm ? qm + 1 : "", qm ? pf->vlen - rawlen - 1 : 0};
+    if (hd->pseudo[H2_P_SCHEME] >= 0) {
+        const char *sv = fvalue(hd, &hd->fv[hd->pseudo[H2_P_SCHEME]]);
+        if (!strcmp(sv, "https") || !strcmp(sv, "http"))
+            r->scheme = sv;
+    }
+    if (build_headers(hd, r) < 0)
+        return 500;
+    return 0;
+}
+
+void h2_request_free(h2_request *r)
+{
+    free(r->path_mem);
+    r->path_mem = NULL;
+    free(r->headers);
+    r->headers = NULL;
+    buf_free(&r->cookies);
+}
