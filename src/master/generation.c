@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "worker/worker.h"
 #include "privileges.h"
+#include "respawn.h"
 #include "supervisor.h"
 
 /* A heartbeat younger than this counts as fresh (beats come every 500 ms). */
@@ -143,8 +144,8 @@ void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd)
 }
 
 /* The worker process: never returns into the master's code. */
-static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g, worker_slot *w,
-                                                 int pubsub_fd)
+static void __attribute__((noreturn))
+child_main(const gen_env *e, generation *g, worker_slot *w, int pubsub_fd)
 {
     char role[32];
     snprintf(role, sizeof role, "worker %d", w->num);
@@ -199,9 +200,10 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
     }
     if (pid < 0) {
         /* Out of processes or memory: retry, do not give up on the slot. */
-        log_error("cannot fork worker %d: %s; retrying in 1s", w->num, strerror(errno));
+        log_error("cannot fork worker %d: %s; retrying in %.0fs", w->num, strerror(errno),
+                  RESPAWN_FORK_RETRY_S);
         w->state = WS_BACKOFF;
-        w->restart_at = now + 1.0;
+        w->restart_at = now + RESPAWN_FORK_RETRY_S;
         return;
     }
     gen_slot_started(w, pid, now);
@@ -246,49 +248,44 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     gen_slot_pubsub_close(e, w);
     w->pid = 0;
     w->ready = 0;
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-
-    if (code == EXIT_WORKER_FATAL) {
+    int wanted = respawn_ok && w->respawn && g->state != GEN_DRAINING && g->state != GEN_FAILED;
+    respawn_verdict v = respawn_decide(&(respawn_facts){.status = status,
+                                                        .wanted = wanted,
+                                                        .uptime_s = now - w->started,
+                                                        .fast_crashes = w->fast_crashes});
+    w->fast_crashes = v.fast_crashes;
+    const char *what = w->hb_killed ? "was killed for a stale heartbeat"
+                       : WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "exited unexpectedly"
+                                                                       : "crashed";
+    switch (v.action) {
+    case RESPAWN_FATAL:
         w->state = WS_FATAL;
         log_error("worker %d (pid %d) could not start (%s: fatal); not restarting", w->num,
                   (int)pid, how);
-        return;
-    }
-    if (!respawn_ok || !w->respawn || g->state == GEN_DRAINING || g->state == GEN_FAILED) {
+        break;
+    case RESPAWN_NONE:
         w->state = WS_EXITED;
-        /* A clean exit, or death by the SIGQUIT of a fast stop, is what
-         * was asked for; anything else is worth a warning. */
-        if (code == EXIT_OK || code == EXIT_RECYCLE ||
-            (WIFSIGNALED(status) && WTERMSIG(status) == SIGQUIT))
+        if (v.as_asked)
             log_info("worker %d (pid %d, generation %u) exited", w->num, (int)pid, g->id);
         else
             log_warn("worker %d (pid %d, generation %u) exited (%s)", w->num, (int)pid, g->id, how);
-        return;
-    }
-    if (code == EXIT_RECYCLE) {
-        /* It served max_requests and drained itself: a planned replacement,
-         * at once (it did real work, so no crash backoff applies). */
+        break;
+    case RESPAWN_RECYCLE:
         log_info("worker %d (pid %d) recycled after max_requests; starting its replacement", w->num,
                  (int)pid);
-        w->fast_crashes = 0;
         gen_spawn(e, g, w);
-        return;
-    }
-    double uptime = now - w->started;
-    w->fast_crashes = uptime * 1000.0 < SUPERVISOR_FAST_CRASH_MS ? w->fast_crashes + 1 : 0;
-    unsigned delay = supervisor_backoff_ms(w->fast_crashes);
-    const char *what = w->hb_killed ? "was killed for a stale heartbeat"
-                       : code == 0  ? "exited unexpectedly"
-                                    : "crashed";
-    if (delay == 0) {
+        break;
+    case RESPAWN_NOW:
         log_error("worker %d (pid %d) %s (%s); restarting now", w->num, (int)pid, what, how);
         gen_spawn(e, g, w);
-    } else {
+        break;
+    case RESPAWN_LATER:
         log_error("worker %d (pid %d) %s (%s); crash loop: restarting in %ums (%u fast crashes "
                   "in a row)",
-                  w->num, (int)pid, what, how, delay, w->fast_crashes);
+                  w->num, (int)pid, what, how, v.delay_ms, w->fast_crashes);
         w->state = WS_BACKOFF;
-        w->restart_at = now + delay / 1000.0;
+        w->restart_at = now + v.delay_ms / 1000.0;
+        break;
     }
 }
 

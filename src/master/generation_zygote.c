@@ -7,6 +7,7 @@
  */
 #include "generation.h"
 #include "pubsub_broker.h"
+#include "respawn.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -17,11 +18,6 @@
 
 #include "common/exitcodes.h"
 #include "common/log.h"
-
-/* A zygote that dies this soon after its start, this many times in a row,
- * is given up on for its generation. Loading a large app takes seconds. */
-#define ZYGOTE_FAST_CRASH_S 10.0
-#define ZYGOTE_MAX_FAST_CRASHES 3
 
 static int pending(const worker_slot *w)
 {
@@ -46,7 +42,7 @@ int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now
     if (seq == 0) {
         /* The zygote is dying: its exit retries the slot. */
         w->state = WS_BACKOFF;
-        w->restart_at = now + 1.0;
+        w->restart_at = now + RESPAWN_FORK_RETRY_S;
         return 0;
     }
     gen_slot_started(w, 0, now); /* pid 0: the zygote reports it */
@@ -99,11 +95,11 @@ void gen_zygote_input(const gen_env *e, generation *g)
         worker_slot *w = find_request(g, m.num, m.seq);
         if (!w)
             continue;
-        log_error("the zygote could not fork worker %d: %s; retrying in 1s", w->num,
-                  strerror(m.err));
+        log_error("the zygote could not fork worker %d: %s; retrying in %.0fs", w->num,
+                  strerror(m.err), RESPAWN_FORK_RETRY_S);
         gen_slot_pubsub_close(e, w);
         w->state = WS_BACKOFF;
-        w->restart_at = w->started + 1.0;
+        w->restart_at = w->started + RESPAWN_FORK_RETRY_S;
     }
     if (rc < 0)
         zygote_close(&g->zy); /* it is gone, or going: its exit is reaped */
@@ -141,14 +137,12 @@ static int known_child(const gen_env *e, pid_t pid)
 static void accept_report(generation *g, worker_slot *w, pid_t pid)
 {
     w->pid = pid;
-    log_info("worker %d started (pid %d, generation %u, from the zygote)", w->num, (int)pid,
-             g->id);
+    log_info("worker %d started (pid %d, generation %u, from the zygote)", w->num, (int)pid, g->id);
     /* Told to stop while it was being forked: tell it now. */
     if (w->draining || !w->respawn || g->state == GEN_DRAINING || g->state == GEN_FAILED) {
         w->draining = 1;
         if (kill(w->pid, g->killed ? SIGKILL : SIGTERM) < 0 && errno != ESRCH)
-            log_error("cannot stop worker %d (pid %d): %s", w->num, (int)w->pid,
-                      strerror(errno));
+            log_error("cannot stop worker %d (pid %d): %s", w->num, (int)w->pid, strerror(errno));
     }
 }
 
@@ -267,13 +261,17 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
             continue;
         lost++;
         gen_slot_pubsub_close(e, w);
-        if (fatal) {
+        switch (respawn_after_zygote(fatal, !stopping && w->respawn)) {
+        case RESPAWN_FATAL:
             w->state = WS_FATAL;
-        } else if (stopping || !w->respawn) {
-            w->state = WS_EXITED;
-        } else {
-            w->state = WS_BACKOFF;
+            break;
+        case RESPAWN_NOW:
+            w->state = WS_BACKOFF; /* restart_due forks it on this pass */
             w->restart_at = now;
+            break;
+        default:
+            w->state = WS_EXITED;
+            break;
         }
     }
     if (fatal) {
@@ -291,8 +289,8 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
         snprintf(how, sizeof how, "signal %d", WTERMSIG(status));
     else
         snprintf(how, sizeof how, "exit status %d", code);
-    g->zy.fast_crashes = now - g->zy.started < ZYGOTE_FAST_CRASH_S ? g->zy.fast_crashes + 1 : 0;
-    if (g->zy.fast_crashes >= ZYGOTE_MAX_FAST_CRASHES) {
+    g->zy.fast_crashes = respawn_zygote_fast_crashes(g->zy.fast_crashes, now - g->zy.started);
+    if (respawn_zygote_given_up(g->zy.fast_crashes)) {
         g->zy.fallback = 1;
         log_error("zygote (pid %d, generation %u) died (%s), %u times in a row soon after "
                   "starting; generation %u now forks its workers directly (each loads the apps "

@@ -18,7 +18,7 @@
 
 #include "common/exitcodes.h"
 #include "common/pidfile.h"
-#include "supervisor.h"
+#include "master_timing.h"
 
 /* How often -s upgrade looks at the pid files: a failed upgrade renames
  * .oldbin back within milliseconds, and we would like to see it first. */
@@ -155,7 +155,7 @@ static int wait_upgrade(const pagid_config *c, const char *oldbin, pid_t old, FI
 {
     upgrade_watch w = {.old = old,
                        .start_grace = START_GRACE_S,
-                       .deadline = supervisor_upgrade_timeout(c) + DEADLINE_MARGIN_S};
+                       .deadline = master_upgrade_timeout(c) + DEADLINE_MARGIN_S};
     double t0 = now_s();
     for (;;) {
         upgrade_view v;

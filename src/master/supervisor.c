@@ -96,16 +96,6 @@ double supervisor_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-unsigned supervisor_backoff_ms(unsigned fast_crashes)
-{
-    if (fast_crashes <= 1)
-        return 0;
-    unsigned ms = SUPERVISOR_BACKOFF_MIN_MS;
-    for (unsigned i = 2; i < fast_crashes && ms < SUPERVISOR_BACKOFF_MAX_MS; i++)
-        ms *= 2;
-    return ms < SUPERVISOR_BACKOFF_MAX_MS ? ms : SUPERVISOR_BACKOFF_MAX_MS;
-}
-
 int supervisor_resolve_workers(const pagid_config *cfg)
 {
     if (cfg->workers != CONFIG_WORKERS_AUTO)

@@ -111,7 +111,7 @@ void upgrade_start(supervisor *s)
     s->up_pid = pid;
     s->env.upgrade_pid = pid; /* a child of the master that is no worker */
     proctitle_master("old, upgrading");
-    s->up_deadline = supervisor_now() + supervisor_upgrade_timeout(s->active->cfg);
+    s->up_deadline = supervisor_now() + master_upgrade_timeout(s->active->cfg);
 }
 
 void upgrade_on_ready_signal(supervisor *s, pid_t from)

@@ -64,3 +64,10 @@ TESTS += tests/unit/test_pubsub_redis
 tests_unit_test_pubsub_redis_SOURCES = tests/unit/test_pubsub_redis.c
 tests_unit_test_pubsub_redis_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pubsub_redis_LDADD = libpagid_master.a $(HIREDIS_LIBS) $(COMMON_LIBS) $(CHECK_LIBS)
+
+# respawn.c: the verdict on each way a worker or zygote ends, the backoff.
+check_PROGRAMS += tests/unit/test_respawn
+TESTS += tests/unit/test_respawn
+tests_unit_test_respawn_SOURCES = tests/unit/test_respawn.c
+tests_unit_test_respawn_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_respawn_LDADD = libpagid_master.a $(COMMON_LIBS) $(CHECK_LIBS)
