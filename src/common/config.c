@@ -48,6 +48,8 @@ void config_init_defaults(pagid_config *c)
     c->timeouts.keepalive = 75;
     c->timeouts.request = 60;
     c->timeouts.write = 60;
+    c->timeouts.http2_window = CONFIG_TIMEOUT_UNSET; /* = write */
+    c->timeouts.ws_queue = CONFIG_TIMEOUT_UNSET;     /* = write */
     c->timeouts.ws_idle = 0;
     c->timeouts.sse_idle = 0;
     c->timeouts.ws_close = 5;
@@ -485,6 +487,10 @@ int config_finalize(pagid_config *c, FILE *err)
         c->listens[c->n_listens - 1].status = 1;
         c->listens[c->n_listens - 1].pos = c->status_listen->pos;
     }
+    if (c->timeouts.http2_window == CONFIG_TIMEOUT_UNSET)
+        c->timeouts.http2_window = c->timeouts.write;
+    if (c->timeouts.ws_queue == CONFIG_TIMEOUT_UNSET)
+        c->timeouts.ws_queue = c->timeouts.write;
     if (c->workers == CONFIG_WORKERS_AUTO) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         if (n < 1)

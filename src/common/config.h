@@ -109,9 +109,15 @@ typedef struct pagid_limits {
     size_t http2_max_resets;
 } pagid_limits;
 
-/* Durations in seconds; 0 disables a timeout. */
+/* Durations in seconds; 0 disables a timeout. Three stalls are told apart:
+ * write (the socket takes no response bytes), http2_window (a client keeps
+ * its HTTP/2 flow-control windows shut while streams hold bytes for it) and
+ * ws_queue (an app leaves a full WebSocket receive queue untaken); the last
+ * two default to write (CONFIG_TIMEOUT_UNSET until config_finalize). */
+#define CONFIG_TIMEOUT_UNSET (-1.0)
 typedef struct pagid_timeouts {
     double header, idle, keepalive, request, write;
+    double http2_window, ws_queue;
     double ws_idle, sse_idle, ws_close;
     double shutdown, heartbeat, lifespan_startup;
 } pagid_timeouts;

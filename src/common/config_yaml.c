@@ -434,6 +434,8 @@ static const key_def timeouts_keys[] = {
     DURATION_KEY(keepalive),
     DURATION_KEY(request),
     DURATION_KEY(write),
+    DURATION_KEY(http2_window),
+    DURATION_KEY(ws_queue),
     DURATION_KEY(ws_idle),
     DURATION_KEY(sse_idle),
     DURATION_KEY(ws_close),

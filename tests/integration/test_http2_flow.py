@@ -162,9 +162,21 @@ def http2_body_and_path_limits(ctx):
 def http2_zero_window_write_timeout(ctx):
     """A client that keeps its send windows shut (SETTINGS_INITIAL_WINDOW_SIZE
     0, never a WINDOW_UPDATE) does not hold a stream forever: after
-    timeouts.write without a DATA byte framed the stream is reset, its app
-    hears write_timeout; a stream with nothing to send is left alone."""
-    s = H2Server(ctx, extra="timeouts:\n  write: 1\n")
+    timeouts.http2_window (here its default, timeouts.write) without a DATA
+    byte framed the stream is reset, its app hears write_timeout; a stream
+    with nothing to send is left alone."""
+    zero_window_resets_after(ctx, "timeouts:\n  write: 1\n")
+
+
+@test(timeout=60)
+def http2_zero_window_follows_http2_window(ctx):
+    """timeouts.http2_window set on its own governs a shut window, although
+    timeouts.write is a minute."""
+    zero_window_resets_after(ctx, "timeouts:\n  write: 60s\n  http2_window: 1\n")
+
+
+def zero_window_resets_after(ctx, timeouts):
+    s = H2Server(ctx, extra=timeouts)
     c = H2Client(s.tls_socket(), settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
     c.pump(0.3)
     h = c.request("/hold?id=zwhold", method="POST", end=False)

@@ -150,11 +150,21 @@ def plain_flood_ten_clients_bounded_and_returned(ctx):
 def full_queue_in_bytes_pauses_then_overflows(ctx):
     """An app that does not receive: once the queue holds its bytes
     (max_receive_queue_size 64k) the server stops reading the peer; when the
-    app still takes nothing for timeouts.write it closes with 1008
-    queue_overflow, exactly once, and the peer's Close behind the unread
-    messages does not keep the connection."""
-    srv = ctx.start(wsapp(ctx), config="limits:\n  max_receive_queue_size: 64k\n"
-                                       "timeouts:\n  write: 1s\n  ws_close: 1s\n")
+    app still takes nothing for timeouts.ws_queue (here its default,
+    timeouts.write) it closes with 1008 queue_overflow, exactly once, and the
+    peer's Close behind the unread messages does not keep the connection."""
+    queue_overflows_after(ctx, "timeouts:\n  write: 1s\n  ws_close: 1s\n")
+
+
+@test(timeout=60)
+def full_queue_waits_for_ws_queue_not_write(ctx):
+    """timeouts.ws_queue set on its own governs the full queue: 1008 after
+    it, although timeouts.write (the socket stall) is a minute."""
+    queue_overflows_after(ctx, "timeouts:\n  write: 60s\n  ws_queue: 1s\n  ws_close: 1s\n")
+
+
+def queue_overflows_after(ctx, timeouts):
+    srv = ctx.start(wsapp(ctx), config="limits:\n  max_receive_queue_size: 64k\n" + timeouts)
     ws = RawWS(srv.port, "/noreceive?id=qb", rcvbuf=4096)
     lib.wait_event(ctx, "qb", "accepted")
     ws.sock.settimeout(2 * SLOW)

@@ -177,6 +177,29 @@ START_TEST(test_example_file_is_defaults)
     config_free(&d);
 }
 
+/* http2_window and ws_queue follow write unless set; each can be set (or
+ * turned off) on its own. */
+START_TEST(test_load_stall_timeouts)
+{
+    pagid_config c;
+    ck_assert_int_eq(load(&c, "timeouts:\n  write: 7s\n"), 0);
+    ck_assert_int_eq(config_finalize(&c, stderr), 0);
+    ck_assert_double_eq(c.timeouts.write, 7);
+    ck_assert_double_eq(c.timeouts.http2_window, 7);
+    ck_assert_double_eq(c.timeouts.ws_queue, 7);
+    config_free(&c);
+    ck_assert_int_eq(load(&c, "timeouts:\n  http2_window: 2s\n  ws_queue: 0\n"), 0);
+    ck_assert_int_eq(config_finalize(&c, stderr), 0);
+    ck_assert_double_eq(c.timeouts.write, 60);
+    ck_assert_double_eq(c.timeouts.http2_window, 2);
+    ck_assert_double_eq(c.timeouts.ws_queue, 0);
+    config_free(&c);
+    ck_assert_int_ne(load(&c, "timeouts:\n  ws_queue: 2x\n"), 0);
+    ck_assert_ptr_nonnull(strstr(out_text, "ws_queue"));
+    config_free(&c);
+}
+END_TEST
+
 START_TEST(test_load_pubsub)
 {
     pagid_config c;
@@ -920,6 +943,7 @@ static Suite *config_yaml_suite(void)
     tcase_add_test(tc, test_load_aliased_apps);
     tcase_add_test(tc, test_load_replaces_listens);
     tcase_add_test(tc, test_load_listen_mapping);
+    tcase_add_test(tc, test_load_stall_timeouts);
     tcase_add_test(tc, test_load_pubsub);
     suite_add_tcase(s, tc);
 

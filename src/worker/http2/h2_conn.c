@@ -93,13 +93,13 @@ static void h2_pump(h2_session *h)
  * A client may keep its windows shut (a zero SETTINGS_INITIAL_WINDOW_SIZE,
  * no WINDOW_UPDATE) while c->out is empty, so the connection's write
  * timeout never runs: the session's own timer resets the streams holding
- * bytes once timeouts.write passes with no DATA framed.
+ * bytes once timeouts.http2_window passes with no DATA framed.
  */
 static void stall_check(struct ev_loop *ev, ev_timer *t, int revents)
 {
     (void)revents;
     h2_session *h = t->data;
-    double wt = h->c->w->cfg->timeouts.write;
+    double wt = h->c->w->cfg->timeouts.http2_window;
     if (!h->pending || wt <= 0) {
         ev_timer_stop(ev, t);
         return;
@@ -117,7 +117,7 @@ static void stall_check(struct ev_loop *ev, ev_timer *t, int revents)
 static void stall_watch(h2_session *h)
 {
     struct ev_loop *ev = h->c->w->loop.ev;
-    double wt = h->c->w->cfg->timeouts.write;
+    double wt = h->c->w->cfg->timeouts.http2_window;
     if (!h->pending || wt <= 0) {
         ev_timer_stop(ev, &h->stall);
     } else if (!ev_is_active(&h->stall)) {

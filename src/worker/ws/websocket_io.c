@@ -150,7 +150,7 @@ static void ws_on_timer(struct ev_loop *ev, ev_timer *t, int revents)
 {
     ws_conn *ws = t->data;
     if (ws->state == WS_OPEN && ws->stalled) {
-        /* The queue held its bytes for timeouts.write and the app took nothing: the spec's
+        /* The queue held its bytes for timeouts.ws_queue and the app took nothing: the spec's
          * "application is not draining and the inbound queue limit is reached". */
         ws_fail(ws, WS_CLOSE_POLICY, "receive queue overflow");
         return;
@@ -313,13 +313,13 @@ static int queue_bytes_full(const ws_conn *ws)
     return ws->q_count > 0 && ws->q_bytes >= ws->w->cfg->limits.max_receive_queue_size;
 }
 
-/* Stop reading until the app takes a message. On the byte bound the app has timeouts.write to
+/* Stop reading until the app takes a message. On the byte bound the app has timeouts.ws_queue to
  * take one, else the connection fails with 1008 (a peer's Close behind the unread messages would
  * otherwise never be seen, and nothing else would end the wait). */
 static void ws_pause(ws_conn *ws)
 {
     ws->paused = 1;
-    double t = ws->w->cfg->timeouts.write;
+    double t = ws->w->cfg->timeouts.ws_queue;
     if (!queue_bytes_full(ws) || t <= 0 || ws->stalled)
         return;
     ws->stalled = 1;
