@@ -6,7 +6,9 @@
  * into a document (ydoc.h: anchors, aliases and their bound); config_yaml.c walks
  * a document and sets plain values; config_yaml_app.c parses the app spec
  * forms and the mounts list; config_yaml_listen.c the listen list;
- * config_yaml_include.c `include:`.
+ * config_yaml_tls.c a listen entry's `tls:` mapping; config_yaml_pubsub.c
+ * the `pubsub:` values beyond plain setters; config_yaml_include.c
+ * `include:`.
  */
 #ifndef PAGID_CONFIG_YAML_INT_H
 #define PAGID_CONFIG_YAML_INT_H

@@ -1,5 +1,7 @@
 /*
- * http1_parser.h - strict HTTP/1.x request parsing on top of http-parser.
+ * http1_parser.h - strict HTTP/1.x request parsing: pagid's own state
+ * machine, with http-parser run beside it as a second opinion on framing
+ * (see http1_parser.c).
  *
  * Turns socket bytes into a validated request head and de-chunked body
  * pieces, rejecting anything RFC 9112 calls ambiguous (request smuggling

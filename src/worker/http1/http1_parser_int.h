@@ -1,7 +1,8 @@
 /*
  * http1_parser_int.h - the parser's private state, shared between the byte
- * state machine (http1_parser.c) and the head semantics (http1_parser_head.c).
- * Not part of the contract: use http1_parser.h.
+ * state machine (http1_parser.c) and the head semantics (http1_parser_head.c);
+ * http1_response.c takes only h1_is_tchar from it. Not part of the
+ * contract: use http1_parser.h.
  */
 #ifndef PAGID_HTTP1_PARSER_INT_H
 #define PAGID_HTTP1_PARSER_INT_H

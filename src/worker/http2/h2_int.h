@@ -1,8 +1,9 @@
 /*
  * h2_int.h - between the files of the HTTP/2 module: the session
  * (h2_conn.c: nghttp2, connection I/O, limits), its streams (h2_stream.c:
- * each a PAGI scope) and their responses (h2_response.c). The request
- * head's parsing (h2_request.h) needs none of this.
+ * each a PAGI scope), their responses (h2_response.c) and the websockets
+ * on streams (h2_websocket.c, RFC 8441). The request head's parsing
+ * (h2_request.h) needs none of this.
  */
 #ifndef PAGID_H2_INT_H
 #define PAGID_H2_INT_H

@@ -1,6 +1,7 @@
 /*
- * scope_internal.h - the layout of pagi_scope, shared only by the two files
- * of the scope module (scope.c: engine, scope_api.c: public accessors).
+ * scope_internal.h - the layout of pagi_scope, shared only by the three
+ * files of the scope module (scope.c: engine, scope_api.c: public
+ * accessors, scope_debug.c: debug mode's quarantine and misuse lines).
  */
 #ifndef PAGID_SCOPE_INTERNAL_H
 #define PAGID_SCOPE_INTERNAL_H

@@ -1,5 +1,6 @@
 /*
- * websocket_io.c - the WebSocket connection protocol (ws_proto): reading
+ * websocket_io.c - the WebSocket protocol on any carrier (HTTP/1.1's
+ * ws_proto in websocket_h1.c, an HTTP/2 stream in h2_websocket.c): reading
  * frames as their bytes arrive (payloads unmasked, inflated and UTF-8
  * checked in place, so a bad byte fails the connection at once), the
  * receive queue and its limits, the close handshake, keepalive pings, the
