@@ -187,7 +187,7 @@ int config_set_app(pagid_config *c, const char *spec, const char **msg)
     }
     free(c->app);
     c->app = s;
-    memset(&c->app_static, 0, sizeof c->app_static); /* the mapping form sets them after */
+    config_static_opts_init(&c->app_static); /* the mapping form sets them after */
     return 0;
 }
 
@@ -260,6 +260,8 @@ int config_add_mount(pagid_config *c, const char *path, const char *app,
     }
     if (opts)
         m->static_opts = *opts;
+    else
+        config_static_opts_init(&m->static_opts);
     c->n_mounts++;
     return 0;
 }
@@ -441,6 +443,14 @@ int config_msg_has_pos(const char *msg)
             p++;
     }
     return p[0] == ':' && p[1] == ' ';
+}
+
+void config_static_opts_init(pagid_static_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->cache_entries = CONFIG_STATIC_CACHE_ENTRIES;
+    o->cache_bytes = CONFIG_STATIC_CACHE_BYTES;
+    o->cache_valid = CONFIG_STATIC_CACHE_VALID;
 }
 
 int config_finalize(pagid_config *c, FILE *err)

@@ -122,11 +122,21 @@ typedef struct pagid_timeouts {
     double shutdown, heartbeat, lifespan_startup;
 } pagid_timeouts;
 
-/* Options of the mapping form {static: DIR, listing: BOOL, follow_symlinks: BOOL}. */
+/* Options of the mapping form {static: DIR, listing: BOOL, follow_symlinks: BOOL,
+ * cache_entries: N, cache_bytes: SIZE, cache_valid: DURATION}; each worker's
+ * static app keeps what paths resolved to (see apps/static_cache.c). */
 typedef struct pagid_static_opts {
     int listing;
     int follow_symlinks;
+    size_t cache_entries; /* files remembered per worker; 0 = no cache */
+    size_t cache_bytes;   /* bytes of small files held in memory per worker */
+    double cache_valid;   /* seconds a remembered lookup is trusted unchecked */
 } pagid_static_opts;
+#define CONFIG_STATIC_CACHE_ENTRIES 256
+#define CONFIG_STATIC_CACHE_BYTES (8u << 20)
+#define CONFIG_STATIC_CACHE_VALID 0.0 /* the loop iteration, then one stat a use */
+/** The defaults of a static app's options. */
+void config_static_opts_init(pagid_static_opts *o);
 
 /* One entry of `mounts`: requests under path go to app (the top-level app serves "/"). */
 typedef struct pagid_mount {

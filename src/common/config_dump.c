@@ -217,6 +217,9 @@ static void app_value(dumper *d, const char *spec, const pagid_static_opts *so,
         word(d, so->listing ? "true" : "false");
         word(d, "follow_symlinks");
         word(d, so->follow_symlinks ? "true" : "false");
+        key_count(d, "cache_entries", so->cache_entries);
+        key_size(d, "cache_bytes", so->cache_bytes);
+        key_duration(d, "cache_valid", so->cache_valid);
         map_end(d);
     } else if (perl_lib) {
         map_start(d);

@@ -160,6 +160,46 @@ static const char *key_path(char *out, size_t outlen, const char *path, const ch
     return out;
 }
 
+/* A static app's cache_entries (a count), cache_bytes (a size) or cache_valid
+ * (a duration); 0, or -1 after reporting. */
+static int parse_cache_option(load_ctx *x, const char *name, const ynode *n, const char *path,
+                              pagid_static_opts *opts)
+{
+    const char *s = scalar(x, n, path);
+    char shown[80];
+    if (!s)
+        return -1;
+    if (!strcmp(name, "cache_valid")) {
+        if (config_parse_duration(s, &opts->cache_valid) == 0)
+            return 0;
+        report(x, n,
+               "invalid duration '%s' for '%s' (expected e.g. 500ms, 1s, 1m; 0 checks "
+               "every request)",
+               printable(n, shown, sizeof shown), path);
+        return -1;
+    }
+    size_t v;
+    int entries = !strcmp(name, "cache_entries");
+    if (!entries && strcmp(name, "cache_bytes") != 0) {
+        report(x, n, "unknown key '%s' (expected cache_entries, cache_bytes or cache_valid)", path);
+        return -1;
+    }
+    /* A count is a size without a suffix: the same parser, then the stricter look. */
+    if (config_parse_size(s, &v) < 0 || (entries && strspn(s, "0123456789") != strlen(s))) {
+        report(x, n,
+               entries ? "invalid number '%s' for '%s' (expected a whole number; 0 = no cache)"
+                       : "invalid size '%s' for '%s' (expected e.g. 0, 512k, 8m)",
+               printable(n, shown, sizeof shown), path);
+        return -1;
+    }
+    if (entries && v > 1000000) {
+        report(x, n, "'%s' must be at most 1000000", path);
+        return -1;
+    }
+    *(entries ? &opts->cache_entries : &opts->cache_bytes) = v;
+    return 0;
+}
+
 /* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]},
  * {module: PATH [, arg: STRING]} or {perl: FILE [, lib: DIRS]}. */
 static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char **spec,
@@ -188,6 +228,11 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             opt_key = key;
             if (parse_bool(x, val, sub, name[0] == 'l' ? &opts->listing : &opts->follow_symlinks))
                 bad = 1;
+        } else if (!strncmp(name, "cache_", 6)) {
+            key_path(sub, sizeof sub, path, name);
+            opt_key = key;
+            if (parse_cache_option(x, name, val, sub, opts) < 0)
+                bad = 1;
         } else if (!strcmp(name, "lib")) {
             lib_key = key;
             lib_val = val;
@@ -195,8 +240,9 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             arg_key = key;
             arg_val = val;
         } else {
-            static const char *const keys[] = {"static", "module",          "perl", "listing",
-                                               "arg",    "follow_symlinks", "lib",  NULL};
+            static const char *const keys[] = {
+                "static", "module",        "perl",        "listing",     "arg", "follow_symlinks",
+                "lib",    "cache_entries", "cache_bytes", "cache_valid", NULL};
             const char *near = config_suggest_among(name, strlen(name), keys);
             if (near)
                 report(x, key, "unknown key '%s' in '%s' (did you mean '%s'?)",
@@ -204,7 +250,7 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             else
                 report(x, key,
                        "unknown key '%s' in '%s' (expected static, module, perl, listing, "
-                       "follow_symlinks, lib or arg)",
+                       "follow_symlinks, cache_entries, cache_bytes, cache_valid, lib or arg)",
                        printable(key, shown, sizeof shown), path);
             bad = 1;
         }
@@ -303,7 +349,7 @@ static int parse_app(load_ctx *x, const ynode *n, const char *path, char **spec,
 {
     char msg[512];
     const ynode *at = n;
-    memset(opts, 0, sizeof *opts);
+    config_static_opts_init(opts);
     *spec = NULL;
     size_t *done =
         n->type == YAML_MAPPING_NODE && x->app_memo ? node_slot(x, &x->app_memo->apps, n, 0) : NULL;

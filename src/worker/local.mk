@@ -69,6 +69,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/apps/demo.c src/worker/apps/demo_page.h \
 	src/worker/apps/pubsub.c src/worker/apps/pubsub_group.c src/worker/apps/pubsub_group.h \
 	src/worker/apps/static.c \
+	src/worker/apps/static_cache.c src/worker/apps/static_cache.h \
 	src/worker/apps/static_path.c src/worker/apps/static_path.h \
 	src/worker/apps/static_http.c src/worker/apps/static_http.h \
 	src/worker/apps/static_mime.c src/worker/apps/static_mime.h \

@@ -21,3 +21,10 @@ tests_unit_test_static_mime_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 tests_unit_test_mount_SOURCES = tests/unit/test_mount.c $(PAGI_EASY_SOURCES)
 tests_unit_test_mount_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_mount_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
+# static_cache.c: trust rules, memory and fd bounds, the one release path.
+check_PROGRAMS += tests/unit/test_static_cache
+TESTS += tests/unit/test_static_cache
+tests_unit_test_static_cache_SOURCES = tests/unit/test_static_cache.c
+tests_unit_test_static_cache_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_static_cache_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)

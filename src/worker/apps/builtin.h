@@ -14,8 +14,11 @@ extern const pagi_app app_pubsub;
 
 /* Options of the static app that only the config's mapping form can set. */
 typedef struct static_options {
-    int listing;         /* HTML index of directories without index.html */
-    int follow_symlinks; /* symlinks may lead out of the directory */
+    int listing;          /* HTML index of directories without index.html */
+    int follow_symlinks;  /* symlinks may lead out of the directory */
+    size_t cache_entries; /* files remembered (0 = none); see static_cache.h */
+    size_t cache_bytes;   /* bytes of small files held in memory */
+    double cache_valid;   /* seconds a remembered lookup is trusted */
 } static_options;
 
 /** app_static's create with options (its plain create uses the defaults). */

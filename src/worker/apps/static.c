@@ -1,8 +1,9 @@
 /*
  * static.c - the `static:DIR` app: GET/HEAD of the files under DIR, sent
- * from an fd the engine passes to sendfile; ETag/Last-Modified, conditional
- * and single-range requests, index.html, optional listings. Containment is
- * static_path.c's job, HTTP semantics static_http.c's, types static_mime.c's.
+ * from memory (small files) or from an fd the engine passes to sendfile;
+ * ETag/Last-Modified, conditional and single-range requests, index.html,
+ * optional listings. Containment is static_path.c's job, HTTP semantics
+ * static_http.c's, types static_mime.c's, remembering lookups static_cache.c's.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +17,9 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/config.h"
 #include "builtin.h"
+#include "static_cache.h"
 #include "static_http.h"
 #include "static_mime.h"
 #include "static_path.h"
@@ -28,6 +31,8 @@ typedef struct static_app {
     static_root root;
     static_mime *mime;
     int listing;
+    static_cache *cache; /* NULL: every request looks the file up */
+    pagi_loop *loop;
 } static_app;
 
 static pagi_str str_of(const char *s)
@@ -38,9 +43,9 @@ static pagi_str str_of(const char *s)
 
 /* ---- sending ---- */
 
-/* Start + one final body; finishes the scope either way. */
-static void respond(pagi_scope *s, int status, const pagi_header *h, size_t n,
-                    const pagi_event *body)
+/* Start + one final body (from content when not NULL); finishes the scope either way. */
+static void respond_with(pagi_scope *s, int status, const pagi_header *h, size_t n,
+                         const pagi_event *body, pagi_buf *content)
 {
     int sse = pagi_scope_type_of(s) == PAGI_SCOPE_SSE; /* a decline: the same response */
     pagi_event start =
@@ -51,11 +56,18 @@ static void respond(pagi_scope *s, int status, const pagi_header *h, size_t n,
     pagi_event b = *body;
     if (sse)
         b.type = PAGI_EV_SSE_HTTP_RESPONSE_BODY;
-    if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &b, NULL, NULL) < 0) {
+    if (pagi_send(s, &start, NULL, NULL) < 0 ||
+        (content ? pagi_send_buf(s, &b, content, NULL, NULL) : pagi_send(s, &b, NULL, NULL)) < 0) {
         pagi_scope_finish(s, pagi_scope_error(s));
         return;
     }
     pagi_scope_finish(s, NULL);
+}
+
+static void respond(pagi_scope *s, int status, const pagi_header *h, size_t n,
+                    const pagi_event *body)
+{
+    respond_with(s, status, h, n, body, NULL);
 }
 
 /* A short text/plain answer ("404 Not Found\n"), plus up to two extra headers. */
@@ -133,32 +145,44 @@ static void validators_of(pagi_scope *s, static_validators *v)
         v->now = (int64_t)time(NULL);
 }
 
-/* Serve an open regular file; closes fd. name gives the type. */
-static void serve_file(pagi_scope *s, static_app *a, int fd, const struct stat *st,
-                       const char *name, int is_get)
+/* The facts of an open regular file, prepared for its responses; takes fd. */
+static void prepare_file(static_app *a, static_file *f, int fd, const struct stat *st,
+                         const char *name)
 {
-    char etag[STATIC_ETAG_MAX], lm[STATIC_DATE_MAX], clen[24], crange[80];
-    int64_t size = st->st_size, mtime = st->st_mtim.tv_sec;
+    memset(f, 0, sizeof *f);
+    f->fd = fd;
+    f->size = st->st_size;
+    f->mtime = st->st_mtim.tv_sec;
     /* Nanoseconds in the tag: two writes of the same size within a second differ. */
-    int64_t mtime_ns = mtime * 1000000000 + st->st_mtim.tv_nsec;
-    size_t el = static_etag(etag, mtime_ns, size), ll = static_http_date(lm, mtime);
+    f->mtime_ns = f->mtime * 1000000000 + st->st_mtim.tv_nsec;
+    f->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+    f->dev = st->st_dev;
+    f->ino = st->st_ino;
+    f->etag_len = static_etag(f->etag, f->mtime_ns, f->size);
+    f->last_modified_len = static_http_date(f->last_modified, f->mtime);
+    f->type = static_mime_lookup(a->mime, name, strlen(name));
+}
+
+/* Serve a prepared file (a cache entry, or one for this response alone). */
+static void serve_prepared(pagi_scope *s, const static_file *f, int is_get)
+{
+    char clen[24], crange[80];
+    int64_t size = f->size;
     static_validators v;
     validators_of(s, &v);
-    static_cond cond = static_evaluate(&v, etag, el, mtime);
+    static_cond cond = static_evaluate(&v, f->etag, f->etag_len, f->mtime);
     pagi_header h[7] = {
-        HDR("etag", ((pagi_str){etag, el})),
-        HDR("last-modified", ((pagi_str){lm, ll})),
+        HDR("etag", ((pagi_str){f->etag, f->etag_len})),
+        HDR("last-modified", ((pagi_str){f->last_modified, f->last_modified_len})),
         HDR("accept-ranges", str_of("bytes")),
     };
     size_t n = 3;
     if (cond == STATIC_COND_NOT_MODIFIED) {
-        close(fd);
         pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
         respond(s, 304, h, n, &body);
         return;
     }
     if (cond == STATIC_COND_PRECONDITION) {
-        close(fd);
         respond_text(s, 412, "Precondition Failed", NULL, 0);
         return;
     }
@@ -169,7 +193,6 @@ static void serve_file(pagi_scope *s, static_app *a, int fd, const struct stat *
     if (is_get && cond == STATIC_COND_RANGE_ALLOWED && pagi_scope_header(s, "range", &range)) {
         static_range_rc r = static_parse_range(range, size, &first, &last);
         if (r == STATIC_RANGE_UNSATISFIABLE) {
-            close(fd);
             int k = snprintf(crange, sizeof crange, "bytes */%" PRId64, size);
             pagi_header x = HDR("content-range", ((pagi_str){crange, (size_t)k}));
             respond_text(s, 416, "Range Not Satisfiable", &x, 1);
@@ -188,17 +211,93 @@ static void serve_file(pagi_scope *s, static_app *a, int fd, const struct stat *
     int64_t len = last - first + 1;
     int k = snprintf(clen, sizeof clen, "%" PRId64, len);
     h[n++] = HDR("content-length", ((pagi_str){clen, (size_t)k}));
-    h[n++] = HDR("content-type", str_of(static_mime_lookup(a->mime, name, strlen(name))));
+    h[n++] = HDR("content-type", str_of(f->type));
     pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
-    if (len > 0) { /* length 0 would mean "to EOF": an empty file sends the empty body */
+    if (len > 0 && f->body && len == size) {
+        /* The whole of a file held in memory: the send takes its own reference. */
+        respond_with(s, status, h, n, &body, f->body);
+        return;
+    }
+    if (len > 0 && f->body) {
+        body.body = (pagi_str){(const char *)pagi_buf_data(f->body) + first, (size_t)len};
+    } else if (len > 0) { /* length 0 would mean "to EOF": an empty file sends the empty body */
         body.use_fd = 1;
-        body.fd = fd;
+        body.fd = f->fd; /* the engine takes its own duplicate during the send */
         body.offset = first;
         body.length = len;
     }
-    /* The engine takes its own duplicate of fd during the send: ours closes now. */
     respond(s, status, h, n, &body);
+}
+
+/*
+ * The very file remembered, unchanged: a write changes its mtime, a chmod,
+ * link or rename its ctime, a replacement its inode. Serving a remembered
+ * entry on this proof is safe whatever the path now resolves through: it is
+ * the file that was opened (and checked for containment) before.
+ */
+static int same_file(const static_file *x, const struct stat *st)
+{
+    return x->dev == st->st_dev && x->ino == st->st_ino && x->size == st->st_size &&
+           x->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec &&
+           x->ctime_ns == (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+/*
+ * Serve an open regular file found under key (the relative path looked up);
+ * takes fd. name gives the type. The cache, if any, keeps it for the next
+ * requests: or, when it already held this very file, is trusted again.
+ */
+static void serve_file(pagi_scope *s, static_app *a, int fd, const struct stat *st,
+                       const char *name, const char *key, int is_get)
+{
+    if (a->cache) {
+        double now = pagi_loop_now(a->loop);
+        size_t kl = strlen(key);
+        const static_file *old = static_cache_peek(a->cache, key, kl);
+        if (old && same_file(old, st)) {
+            close(fd);
+            static_cache_touch(a->cache, key, kl, now);
+            serve_prepared(s, old, is_get);
+            return;
+        }
+        static_file f;
+        prepare_file(a, &f, fd, st, name);
+        const static_file *kept = static_cache_put(a->cache, key, kl, &f, now);
+        if (kept) {
+            serve_prepared(s, kept, is_get);
+            return;
+        }
+    }
+    static_file f;
+    prepare_file(a, &f, fd, st, name);
+    serve_prepared(s, &f, is_get);
     close(fd);
+}
+
+/*
+ * A request whose file the cache holds: served with no system call of ours
+ * while the entry is trusted, else after one stat shows the path still
+ * leads to the same, unchanged file. Returns 0 when the cache cannot answer
+ * (then the request takes the whole lookup, and its result is kept).
+ */
+static int serve_cached(pagi_scope *s, static_app *a, const char *rel, int dir_form, int is_get)
+{
+    char key[STATIC_PATH_MAX + sizeof INDEX_FILE + 1];
+    int kl = dir_form ? snprintf(key, sizeof key, "%s%s%s", rel, *rel ? "/" : "", INDEX_FILE)
+                      : snprintf(key, sizeof key, "%s", rel);
+    if (kl < 0 || (size_t)kl >= sizeof key)
+        return 0;
+    double now = pagi_loop_now(a->loop);
+    const static_file *f = static_cache_get(a->cache, key, (size_t)kl, now);
+    if (!f) {
+        struct stat st;
+        f = static_cache_peek(a->cache, key, (size_t)kl);
+        if (!f || fstatat(a->root.fd, key, &st, 0) < 0 || !same_file(f, &st))
+            return 0;
+        static_cache_touch(a->cache, key, (size_t)kl, now);
+    }
+    serve_prepared(s, f, is_get);
+    return 1;
 }
 
 /* ---- listings ---- */
@@ -357,7 +456,7 @@ static void serve_dir(pagi_scope *s, static_app *a, int dfd, const char *rel, in
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         close(dfd);
-        serve_file(s, a, fd, &st, INDEX_FILE, is_get);
+        serve_file(s, a, fd, &st, INDEX_FILE, index, is_get);
         return;
     }
     if (fd >= 0)
@@ -418,6 +517,8 @@ static void static_handle(pagi_scope *s, void *instance)
     }
     if (pagi_scope_root_path(s).len && path.len == 1)
         dir_form = raw_ends_with_slash(s); /* "/static" vs "/static/": both have path "/" */
+    if (a->cache && serve_cached(s, a, rel, dir_form, is_get))
+        return;
     int fd = static_open(&a->root, rel);
     if (fd < 0) {
         open_failed(s, fd);
@@ -443,7 +544,7 @@ static void static_handle(pagi_scope *s, void *instance)
         respond_text(s, 404, "Not Found", NULL, 0);
         return;
     }
-    serve_file(s, a, fd, &st, rel, is_get);
+    serve_file(s, a, fd, &st, rel, rel, is_get);
 }
 
 /* ---- instance ---- */
@@ -461,11 +562,21 @@ void *static_app_create(const char *dir, const static_options *o, pagi_loop *loo
         return NULL;
     }
     a->listing = o ? o->listing : 0;
+    a->loop = loop;
     if (static_root_open(&a->root, dir, o ? o->follow_symlinks : 0, STATIC_RESOLVE_AUTO, err) < 0) {
         free(a);
         return NULL;
     }
     a->mime = static_mime_load(STATIC_MIME_SYSTEM_FILE);
+    size_t entries = o ? o->cache_entries : CONFIG_STATIC_CACHE_ENTRIES;
+    if (entries && loop) {
+        a->cache = static_cache_new(entries, o ? o->cache_bytes : CONFIG_STATIC_CACHE_BYTES,
+                                    o ? o->cache_valid : CONFIG_STATIC_CACHE_VALID);
+        if (!a->cache) {
+            static_mime_free(a->mime);
+            a->mime = NULL;
+        }
+    }
     if (!a->mime) {
         static_root_close(&a->root);
         free(a);
@@ -485,6 +596,7 @@ static void static_destroy(void *instance)
     static_app *a = instance;
     if (!a)
         return;
+    static_cache_free(a->cache);
     static_root_close(&a->root);
     static_mime_free(a->mime);
     free(a);

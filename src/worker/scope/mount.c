@@ -56,7 +56,11 @@ static int entry_load(mount_entry *e, const pagid_static_opts *so, pagi_loop *lo
         return -1;
     const char *cerr = NULL;
     if (e->h.app == &app_static) {
-        static_options o = {.listing = so->listing, .follow_symlinks = so->follow_symlinks};
+        static_options o = {.listing = so->listing,
+                            .follow_symlinks = so->follow_symlinks,
+                            .cache_entries = so->cache_entries,
+                            .cache_bytes = so->cache_bytes,
+                            .cache_valid = so->cache_valid};
         e->instance = static_app_create(e->h.arg, &o, loop, &cerr);
     } else if (e->h.app->create) {
         e->instance = e->h.app->create(e->h.arg, loop, &cerr);
