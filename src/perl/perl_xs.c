@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/worker.h"
+
 #define HANDLE_CLASS "PAGI::Server::Pagid::Handle"
 
 /* ---- holds: SVs the server side may still call back into ------------ */
@@ -713,6 +715,19 @@ void perl_xs_free_watches(void)
     }
 }
 
+/* psgi_harakiri($why): psgix.harakiri.commit, this worker ends after its
+ * work and the master replaces it; false when nothing would replace it. */
+XS_INTERNAL(xs_psgi_harakiri)
+{
+    dXSARGS;
+    if (items != 1)
+        croak_xs_usage(cv, "why");
+    perl_child_guard();
+    if (perl_host_loop && worker_recycle(perl_host_loop, SvPV_nolen(ST(0))) == 0)
+        XSRETURN_YES;
+    XSRETURN_NO;
+}
+
 /* log($level, $message) */
 XS_INTERNAL(xs_log)
 {
@@ -734,6 +749,7 @@ void perl_xs_boot(pTHX)
     newXS("PAGI::Server::Pagid::XS::io_watch", xs_io_watch, file);
     newXS("PAGI::Server::Pagid::XS::io_stop", xs_io_stop, file);
     newXS("PAGI::Server::Pagid::XS::log", xs_log, file);
+    newXS("PAGI::Server::Pagid::XS::psgi_harakiri", xs_psgi_harakiri, file);
     handle_stash = gv_stashpvs(HANDLE_CLASS, GV_ADD);
     static const char *const yes[] = {"AWAIT_IS_READY", "is_ready", "is_done"};
     static const char *const result[] = {"AWAIT_GET", "AWAIT_RESULT", "result", "get"};
