@@ -228,12 +228,16 @@ sub _call_app {
     $self->_after_response;
     my $res = eval { $self->{app}->($env) };
     if (my $e = $@) {
+        return $self->_gone if Scalar::Util::blessed($e) && $e->isa('PAGI::Server::Pagid::PSGI::Gone');
         return $self->_fail("died: " . PAGI::Server::Pagid::_message($e));
     }
     if (ref $res eq 'CODE') {
         my $responder = $self->_responder;
-        eval { $res->($responder); 1 }
-            or return $self->_fail("died in its delayed response: " . PAGI::Server::Pagid::_message($@));
+        if (!eval { $res->($responder); 1 }) {
+            my $e = $@;
+            return $self->_gone if Scalar::Util::blessed($e) && $e->isa('PAGI::Server::Pagid::PSGI::Gone');
+            return $self->_fail("died in its delayed response: " . PAGI::Server::Pagid::_message($e));
+        }
         return;
     }
     $self->_respond($res, 0);
@@ -261,6 +265,9 @@ sub _after_response {
     $conn->on_complete($run);
     $conn->on_disconnect($run);
 }
+
+# The client left while the app streamed: nothing to report.
+sub _gone { $_[0]->_finish; return }
 
 sub _fail {
     my ($self, $why) = @_;
@@ -294,9 +301,21 @@ sub _start_event {
                 . ' has an undefined ' . (defined $n ? 'value' : 'name'));
             return;
         }
+        if ("$n" !~ /\A[!#\$%&'*+.^_`|~0-9A-Za-z-]+\z/ || "$v" =~ /[\r\n\0]/) {
+            $self->_fail("returned a malformed response: header '" . _printable($n) . "' "
+                . ("$n" =~ /\A[!#\$%&'*+.^_`|~0-9A-Za-z-]+\z/ ? 'has CR, LF or NUL in its value' : 'is not a valid header name'));
+            return;
+        }
         push @h, [lc _bytes("$n"), _bytes("$v")];
     }
     return {type => $self->{start}, status => 0 + $status, headers => \@h};
+}
+
+sub _printable {
+    my ($s) = @_;
+    $s = substr _bytes("$s"), 0, 60;
+    $s =~ s/([^\x20-\x7e])/sprintf '\\x%02x', ord $1/ge;
+    return $s;
 }
 
 # The response arrayref: [status, headers, body], or [status, headers] when
@@ -324,6 +343,12 @@ sub _respond {
             $bytes .= $chunk;
         }
         utf8::downgrade($bytes);
+        # The whole body is known: a content-length rather than chunks (as
+        # Plack's servers add with Plack::Util::content_length).
+        my $h = $start->{headers};
+        push @$h, ['content-length', length $bytes]
+            unless $NO_BODY{$start->{status}} || $start->{status} < 200
+            || grep { $_->[0] eq 'content-length' || $_->[0] eq 'transfer-encoding' } @$h;
         $self->_send($start);
         return $self->_send({type => $self->{body}, body => $bytes}, 1);
     }
@@ -447,12 +472,20 @@ sub DESTROY {
 
 package PAGI::Server::Pagid::PSGI::Writer;
 
-# The streaming writer: write() sends a chunk at once (it reaches the client
-# when the loop runs: the app's synchronous code is between two loop turns),
-# close() ends the body. The server buffers what the client has not read.
+# The streaming writer. A PSGI app is synchronous: it holds the worker's
+# loop while it writes, so each write() is written to the socket at once
+# (scope_write_now) instead of when the app returns; past the high
+# watermark the write waits for the client in poll(2), as a blocking server
+# would, for at most min(timeouts.write, timeouts.heartbeat / 2). Nothing
+# else runs meanwhile: no other callback, so no re-entrancy (running the
+# loop here would start other requests inside this app's call). Over
+# HTTP/2 the bytes wait in the stream's buffer until the app returns.
+# close() ends the body. A write after the client left dies with a
+# PAGI::Server::Pagid::PSGI::Gone, so a streaming loop stops; the adapter
+# takes that die as the end of the scope, not as an app error.
 sub _new {
     my ($class, $r) = @_;
-    return bless {r => $r}, $class;
+    return bless {r => $r, h => $r->{scope}{'pagi.connection'}{h}}, $class;
 }
 
 sub write {
@@ -461,7 +494,10 @@ sub write {
     return 1 unless defined $chunk && length $chunk;
     die "PSGI writer: wide characters (encode the body to bytes)\n"
         if utf8::is_utf8($chunk) && !utf8::downgrade(my $copy = $chunk, 1);
-    $r->_send({type => $r->{body}, body => PAGI::Server::Pagid::PSGI::Request::_bytes($chunk), more => 1});
+    my $f = $r->_send({type => $r->{body}, body => PAGI::Server::Pagid::PSGI::Request::_bytes($chunk),
+                       more => 1});
+    $f && PAGI::Server::Pagid::XS::write_now($self->{h}, !$f->is_ready);
+    die PAGI::Server::Pagid::PSGI::Gone->new($r) unless $r->{scope}{'pagi.connection'}->is_connected;
     return 1;
 }
 
@@ -477,6 +513,14 @@ sub DESTROY {
     my ($self) = @_;
     return if ${^GLOBAL_PHASE} eq 'DESTRUCT';
     $self->close;
+}
+
+package PAGI::Server::Pagid::PSGI::Gone;
+use overload '""' => sub { "the client went away ($_[0]{reason})\n" }, fallback => 1;
+
+sub new {
+    my ($class, $r) = @_;
+    return bless {reason => $r->{scope}{'pagi.connection'}->disconnect_reason // 'client_closed'}, $class;
 }
 
 package PAGI::Server::Pagid::PSGI::Errors;
