@@ -227,13 +227,16 @@ sub _call_app {
     $self->{env} = $env;
     $self->_after_response;
     my $res = eval { $self->{app}->($env) };
+    PAGI::Server::Pagid::PSGI::Errors::flush_pending();    # a last line without its newline
     if (my $e = $@) {
         return $self->_gone if Scalar::Util::blessed($e) && $e->isa('PAGI::Server::Pagid::PSGI::Gone');
         return $self->_fail("died: " . PAGI::Server::Pagid::_message($e));
     }
     if (ref $res eq 'CODE') {
         my $responder = $self->_responder;
-        if (!eval { $res->($responder); 1 }) {
+        my $ok = eval { $res->($responder); 1 };
+        PAGI::Server::Pagid::PSGI::Errors::flush_pending();
+        if (!$ok) {
             my $e = $@;
             return $self->_gone if Scalar::Util::blessed($e) && $e->isa('PAGI::Server::Pagid::PSGI::Gone');
             return $self->_fail("died in its delayed response: " . PAGI::Server::Pagid::_message($e));
@@ -569,6 +572,8 @@ sub FILENO  { 2 }
 sub BINMODE { 1 }
 sub OPEN    { 1 }
 sub EOF     { 1 }
+
+sub flush_pending { (tied *$handle)->_flush if $handle }
 
 sub _flush {
     my ($self) = @_;
