@@ -311,7 +311,42 @@ sub _start_event {
         }
         push @h, [lc _bytes("$n"), _bytes("$v")];
     }
+    # A body the app chunked itself (Mojo::Server::PSGI does): pagid frames
+    # the body (HTTP/1.1 chunks, HTTP/2 frames), so the app's framing comes
+    # off, as Starman and Twiggy do.
+    if (grep { $_->[0] eq 'transfer-encoding' && $_->[1] =~ /\bchunked\b/i } @h) {
+        @h = grep { $_->[0] ne 'transfer-encoding' } @h;
+        $self->{dechunk} = _dechunker();
+    }
     return {type => $self->{start}, status => 0 + $status, headers => \@h};
+}
+
+# A decoder of the chunked framing: fed bytes as they come, returns the data
+# they complete (trailers are dropped).
+sub _dechunker {
+    my $buf = '';
+    my ($left, $crlf, $end) = (0, 0, 0);    # data bytes due; a CRLF due after them; saw 0
+    return sub {
+        $buf .= $_[0];
+        my $out = '';
+        while (!$end && length $buf) {
+            if ($left) {
+                my $n = $left < length $buf ? $left : length $buf;
+                $out .= substr $buf, 0, $n, '';
+                $left -= $n;
+            } elsif ($crlf) {
+                last if length $buf < 2;
+                substr $buf, 0, 2, '';
+                $crlf = 0;
+            } else {
+                last unless $buf =~ s/\A([0-9a-fA-F]+)[^\r\n]*\r\n//;    # a whole size line
+                $left = hex $1;
+                $left ? ($crlf = 1) : ($end = 1);
+            }
+        }
+        $buf = '' if $end;
+        return $out;
+    };
 }
 
 sub _printable {
@@ -346,6 +381,7 @@ sub _respond {
             $bytes .= $chunk;
         }
         utf8::downgrade($bytes);
+        $bytes = $self->{dechunk}->($bytes) if $self->{dechunk};
         # The whole body is known: a content-length rather than chunks (as
         # Plack's servers add with Plack::Util::content_length).
         my $h = $start->{headers};
@@ -409,6 +445,8 @@ sub _pull {
                 $end->();
                 return $self->_fail('returned a body whose getline gave wide characters (encode it to bytes)');
             }
+            $chunk = $self->{dechunk}->($chunk) if $self->{dechunk};
+            next unless length $chunk;
             my $f = $self->_send({type => $self->{body}, body => $chunk, more => 1})
                 or return $end->();
             return $f->on_done(sub { $step->() if $step }) unless $f->is_ready;
@@ -497,6 +535,8 @@ sub write {
     return 1 unless defined $chunk && length $chunk;
     die "PSGI writer: wide characters (encode the body to bytes)\n"
         if utf8::is_utf8($chunk) && !utf8::downgrade(my $copy = $chunk, 1);
+    $chunk = $r->{dechunk}->(PAGI::Server::Pagid::PSGI::Request::_bytes($chunk)) if $r->{dechunk};
+    return 1 unless length $chunk;
     my $f = $r->_send({type => $r->{body}, body => PAGI::Server::Pagid::PSGI::Request::_bytes($chunk),
                        more => 1});
     $f && PAGI::Server::Pagid::XS::write_now($self->{h}, !$f->is_ready);
