@@ -23,7 +23,7 @@ PACKAGES=(build-essential autoconf automake libtool pkg-config libev-dev
           python3-websockets python3-redis python3-cryptography nginx-light wrk hey chromium chromium-driver sslscan
           clang libclang-rt-14-dev systemd
           libperl-dev libfuture-perl libfuture-asyncawait-perl libfuture-io-perl
-          libio-async-perl libanyevent-perl libnet-async-http-perl
+          libio-async-perl libanyevent-perl libnet-async-http-perl libplack-perl libdancer2-perl libmojolicious-perl libcatalyst-perl
           dpkg-dev debhelper fakeroot lintian mandoc debootstrap systemd-container)
 
 say() { printf '==> %s\n' "$*"; }

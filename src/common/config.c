@@ -327,6 +327,17 @@ static int ends_with(const char *s, const char *suffix)
     return n > m && strcmp(s + n - m, suffix) == 0;
 }
 
+int config_perl_app_kind(const char *spec)
+{
+    if (!spec)
+        return 0;
+    if (ends_with(spec, ".pl"))
+        return CONFIG_PERL_PAGI;
+    if (ends_with(spec, ".psgi"))
+        return CONFIG_PERL_PSGI;
+    return 0;
+}
+
 /* A spec as it may appear in a message: one line, no control bytes (a
  * folded YAML scalar can hold newlines, which would forge another line). */
 static const char *one_line(const char *s, char *out, size_t outlen)
@@ -391,11 +402,12 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         }
         return 0;
     }
-    if (ends_with(spec, ".pl")) {
+    if (config_perl_app_kind(spec)) {
 #ifdef PAGID_WITH_PERL
         if (stat(spec, &st) < 0 || access(spec, R_OK) < 0) {
-            snprintf(msg, msglen, "Perl app '%s': %s", one_line(spec, shown, sizeof shown),
-                     strerror(errno));
+            snprintf(msg, msglen, "%s app '%s': %s",
+                     config_perl_app_kind(spec) == CONFIG_PERL_PSGI ? "PSGI" : "Perl",
+                     one_line(spec, shown, sizeof shown), strerror(errno));
             return -1;
         }
         return 0;
@@ -542,7 +554,7 @@ void config_free(pagid_config *c)
  * save only its relocated data), so only `preload: true` preloads it. */
 static int app_has_code(const char *spec)
 {
-    return spec && ends_with(spec, ".pl");
+    return config_perl_app_kind(spec) != 0;
 }
 
 int config_preload_wanted(const pagid_config *c)

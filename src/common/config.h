@@ -170,7 +170,7 @@ typedef struct pagid_config {
     int debug;                    /* debug mode: app-interface misuse checked and logged */
     char *app;                    /* app spec: hello, echo, demo, static:DIR, /x.so */
     pagid_static_opts app_static; /* when app is static: (reset by config_set_app) */
-    char *perl_lib;               /* app: {perl: FILE, lib: [...]}: ':'-joined dirs, or NULL */
+    char *perl_lib;               /* app: {perl|psgi: FILE, lib: [...]}: ':'-joined dirs, or NULL */
     pagid_mount *mounts;          /* apps under path prefixes, in file order */
     size_t n_mounts, cap_mounts;
     struct strtab *mount_paths; /* the paths in mounts, for the duplicate check (owned) */
@@ -261,6 +261,13 @@ int config_check_app(const char *spec, char *msg, size_t msglen);
  */
 size_t config_module_path_len(const char *spec);
 /**
+ * Does spec name a Perl app the Perl host runs? CONFIG_PERL_PAGI for a PAGI
+ * app file (FILE.pl), CONFIG_PERL_PSGI for a PSGI one (FILE.psgi, by its
+ * extension as plackup decides), else 0.
+ */
+enum { CONFIG_PERL_PAGI = 1, CONFIG_PERL_PSGI = 2 };
+int config_perl_app_kind(const char *spec);
+/**
  * PATH.so of a module spec, copied NUL-terminated into path: its length, 0
  * when spec names no module, -1 when it does not fit in size bytes.
  */
@@ -268,7 +275,7 @@ int config_module_path(const char *spec, char *path, size_t size);
 
 /**
  * Does c preload its apps (a zygote per generation)? `preload` when set,
- * else yes when the top-level app or a mount is a Perl app (.pl): its
+ * else yes when the top-level app or a mount is a Perl app (.pl, .psgi): its
  * compiled code is worth sharing. A .so module's code is shared through
  * the page cache anyway and a built-in's is pagid's: preloaded only when
  * `preload: true` says so.

@@ -180,12 +180,6 @@ static void key_duration(dumper *d, const char *key, double v)
     word(d, buf);
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 /* lib: the ':'-joined perl_lib as a list. */
 static void perl_lib_list(dumper *d, const char *joined)
 {
@@ -204,7 +198,7 @@ static void perl_lib_list(dumper *d, const char *joined)
 
 /*
  * An app value in the loader's forms: a static app as its mapping (so its
- * options show), a Perl app as {perl, lib} when it carries the lib list,
+ * options show), a Perl app as {perl, lib} ({psgi, lib}) when it carries the lib list,
  * anything else as its spec.
  */
 static void app_value(dumper *d, const char *spec, const pagid_static_opts *so,
@@ -223,7 +217,7 @@ static void app_value(dumper *d, const char *spec, const pagid_static_opts *so,
         map_end(d);
     } else if (perl_lib) {
         map_start(d);
-        key_str(d, "perl", spec);
+        key_str(d, config_perl_app_kind(spec) == CONFIG_PERL_PSGI ? "psgi" : "perl", spec);
         word(d, "lib");
         perl_lib_list(d, perl_lib);
         map_end(d);
@@ -360,7 +354,7 @@ static void dump_body(dumper *d, const pagid_config *c)
      * Perl app (without any, nothing would use it). */
     const char *lib = c->perl_lib;
     word(d, "app");
-    int top_perl = lib && ends_with(c->app, ".pl");
+    int top_perl = lib && config_perl_app_kind(c->app);
     app_value(d, c->app, &c->app_static, top_perl ? lib : NULL);
     if (top_perl)
         lib = NULL;
@@ -369,7 +363,7 @@ static void dump_body(dumper *d, const pagid_config *c)
     seq_start(d, c->n_mounts == 0);
     for (size_t i = 0; i < c->n_mounts; i++) {
         const pagid_mount *m = &c->mounts[i];
-        int perl = lib && ends_with(m->app, ".pl");
+        int perl = lib && config_perl_app_kind(m->app);
         map_start(d);
         key_str(d, "path", m->path);
         word(d, "app");

@@ -201,7 +201,8 @@ static int parse_cache_option(load_ctx *x, const char *name, const ynode *n, con
 }
 
 /* The mapping form: {static: DIR [, listing: BOOL] [, follow_symlinks: BOOL]},
- * {module: PATH [, arg: STRING]} or {perl: FILE [, lib: DIRS]}. */
+ * {module: PATH [, arg: STRING]}, {perl: FILE [, lib: DIRS]} or
+ * {psgi: FILE [, lib: DIRS]}. */
 static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char **spec,
                              pagid_static_opts *opts, const ynode **at)
 {
@@ -216,9 +217,11 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             bad = 1;
             continue;
         }
-        if (!strcmp(name, "static") || !strcmp(name, "module") || !strcmp(name, "perl")) {
+        if (!strcmp(name, "static") || !strcmp(name, "module") || !strcmp(name, "perl") ||
+            !strcmp(name, "psgi")) {
             if (kind_key) {
-                report(x, n, "'%s' as a mapping takes exactly one of static, module or perl", path);
+                report(x, n, "'%s' as a mapping takes exactly one of static, module, perl or psgi",
+                       path);
                 return -1;
             }
             kind_key = key;
@@ -241,15 +244,15 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             arg_val = val;
         } else {
             static const char *const keys[] = {
-                "static", "module",        "perl",        "listing",     "arg", "follow_symlinks",
-                "lib",    "cache_entries", "cache_bytes", "cache_valid", NULL};
+                "static",          "module", "perl",          "psgi",        "listing",     "arg",
+                "follow_symlinks", "lib",    "cache_entries", "cache_bytes", "cache_valid", NULL};
             const char *near = config_suggest_among(name, strlen(name), keys);
             if (near)
                 report(x, key, "unknown key '%s' in '%s' (did you mean '%s'?)",
                        printable(key, shown, sizeof shown), path, near);
             else
                 report(x, key,
-                       "unknown key '%s' in '%s' (expected static, module, perl, listing, "
+                       "unknown key '%s' in '%s' (expected static, module, perl, psgi, listing, "
                        "follow_symlinks, cache_entries, cache_bytes, cache_valid, lib or arg)",
                        printable(key, shown, sizeof shown), path);
             bad = 1;
@@ -257,7 +260,8 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
     }
     if (!kind_key) {
         if (!bad)
-            report(x, n, "'%s' as a mapping takes exactly one of static, module or perl", path);
+            report(x, n, "'%s' as a mapping takes exactly one of static, module, perl or psgi",
+                   path);
         return -1;
     }
     const char *kind = kind_key->value;
@@ -268,7 +272,7 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
     }
     if (lib_key) {
         key_path(sub, sizeof sub, path, "lib");
-        if (strcmp(kind, "perl") != 0) {
+        if (strcmp(kind, "perl") != 0 && strcmp(kind, "psgi") != 0) {
             report(x, lib_key, "'%s' applies to perl apps only", sub);
             bad = 1;
         } else if (parse_perl_lib(x, lib_val, sub) < 0) {
@@ -302,9 +306,14 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
         return 0;
     }
     *at = kind_val;
-    size_t slen = strlen(s);
-    if (!strcmp(kind, "perl") && (slen < 3 || strcmp(s + slen - 3, ".pl") != 0)) {
+    if (!strcmp(kind, "perl") && config_perl_app_kind(s) != CONFIG_PERL_PAGI) {
         report(x, kind_val, "'%s' must name a PAGI Perl app file (.pl)", sub);
+        return -1;
+    }
+    /* The spec carries the kind by its extension, as -a FILE.psgi does
+     * (plackup's rule), so the file must have it. */
+    if (!strcmp(kind, "psgi") && config_perl_app_kind(s) != CONFIG_PERL_PSGI) {
+        report(x, kind_val, "'%s' must name a PSGI app file (.psgi)", sub);
         return -1;
     }
     if (!is_static) {

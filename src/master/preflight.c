@@ -222,7 +222,7 @@ static void check_worker_side(pf *p, const priv_identity *id)
             continue; /* too long: the loader reported it */
         if (mlen > 0)
             n = (size_t)mlen; /* PATH.so:ARG: the file is PATH.so */
-        else if (n > 3 && n < sizeof file && !strcmp(app + n - 3, ".pl"))
+        else if (n < sizeof file && config_perl_app_kind(app))
             memcpy(file, app, n + 1);
         else
             continue; /* a built-in or a static directory: no app file */

@@ -27,6 +27,7 @@ sub _load {
     # ../ (and '.' is not in @INC): a relative app path means the directory
     # pagid runs in, as it does for every other path.
     $file = "./$file" unless $file =~ m{^\.{0,2}/};
+    my $psgi = $file =~ /\.psgi\z/;
     my $app = eval sprintf <<'END_LOAD', $package;
 package %s;
 no strict;
@@ -37,9 +38,31 @@ die $@ if $@;
 die "cannot read $file: $!\n" if !defined $app && !-r $file;
 $app;
 END_LOAD
-    die $@ if $@;
+    die($psgi ? _at_line($file, $@) : $@) if $@;
+    if ($psgi) {
+        # A PSGI app may be an object with &{} overloaded (Plack::Component's
+        # to_app returns a plain sub, but some apps return the object).
+        die "$file: did not return a code reference (a PSGI app file ends with its app, "
+            . "e.g. `my \$app = sub { ... };` as its last statement)\n"
+            unless ref $app eq 'CODE' || (Scalar::Util::blessed($app) && do { require overload; overload::Method($app, '&{}') });
+        require PAGI::Server::Pagid::PSGI;
+        return PAGI::Server::Pagid::PSGI->wrap($app, $file);
+    }
     die "$file did not return a code reference\n" unless ref $app eq 'CODE';
     return $app;
+}
+
+# A load error as FILE:LINE: message, the app file's line when Perl names
+# it (a syntax error, a missing module: "... at app.psgi line 3."), so an
+# editor or a log reader lands on it.
+sub _at_line {
+    my ($file, $e) = @_;
+    $e = _message($e);
+    (my $short = $file) =~ s{^\./}{};
+    for my $name ($file, $short) {
+        return "$short:$1: $e" if $e =~ /at \Q$name\E line (\d+)/;
+    }
+    return "$short: $e";
 }
 
 sub _message {

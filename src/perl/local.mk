@@ -13,12 +13,14 @@ CLEANFILES = src/perl/perl_glue.c src/perl/perl_modules.c
 src/perl/perl_glue.c: $(srcdir)/src/perl/Pagid.pm
 	$(AM_V_GEN)$(MKDIR_P) src/perl && $(PERL) -e 'local $$/; my $$s = <STDIN>; $$s =~ s/([\\"])/\\$$1/g; $$s =~ s/\n/\\n"\n"/g; print qq{/* generated from src/perl/Pagid.pm */\n#include "perl/perl_int.h"\nconst char perl_glue_source[] = "$$s";\n}' < $(srcdir)/src/perl/Pagid.pm > $@
 # The modules pagid serves to `require` (their names as require sees them).
-PERL_EMBEDDED = PAGI/Server/Pagid/Loops.pm IO/Async/Loop/Pagid.pm AnyEvent/Impl/Pagid.pm EV.pm
+PERL_EMBEDDED = PAGI/Server/Pagid/Loops.pm IO/Async/Loop/Pagid.pm AnyEvent/Impl/Pagid.pm EV.pm \
+	PAGI/Server/Pagid/PSGI.pm
 src/perl/perl_modules.c: $(srcdir)/src/perl/embed_modules.pl \
 		$(srcdir)/src/perl/lib/PAGI/Server/Pagid/Loops.pm $(srcdir)/src/perl/lib/IO/Async/Loop/Pagid.pm \
-		$(srcdir)/src/perl/lib/AnyEvent/Impl/Pagid.pm $(srcdir)/src/perl/lib/EV.pm
+		$(srcdir)/src/perl/lib/AnyEvent/Impl/Pagid.pm $(srcdir)/src/perl/lib/EV.pm \
+		$(srcdir)/src/perl/lib/PAGI/Server/Pagid/PSGI.pm
 	$(AM_V_GEN)$(MKDIR_P) src/perl && $(PERL) $(srcdir)/src/perl/embed_modules.pl $(srcdir)/src/perl/lib $(PERL_EMBEDDED) > $@
 endif
 EXTRA_DIST += src/perl/Pagid.pm src/perl/embed_modules.pl \
 	src/perl/lib/PAGI/Server/Pagid/Loops.pm src/perl/lib/IO/Async/Loop/Pagid.pm \
-	src/perl/lib/AnyEvent/Impl/Pagid.pm src/perl/lib/EV.pm
+	src/perl/lib/AnyEvent/Impl/Pagid.pm src/perl/lib/EV.pm src/perl/lib/PAGI/Server/Pagid/PSGI.pm

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/scope/scope.h"
+#include "worker/core/loop.h"
+
 #define HANDLE_CLASS "PAGI::Server::Pagid::Handle"
 
 /* ---- holds: SVs the server side may still call back into ------------ */
@@ -713,6 +716,33 @@ void perl_xs_free_watches(void)
     }
 }
 
+/* write_now($h, $block): scope_write_now, for the PSGI writer (a synchronous
+ * app holds the loop, so its writes would otherwise leave when it returns). */
+XS_INTERNAL(xs_write_now)
+{
+    dXSARGS;
+    if (items != 2)
+        croak_xs_usage(cv, "h, block");
+    perl_child_guard();
+    perl_handle *h = get_handle(aTHX_ ST(0));
+    if (h->s && scope_write_now(h->s, SvTRUE(ST(1))) == 0)
+        XSRETURN_YES;
+    XSRETURN_NO;
+}
+
+/* psgi_harakiri($why): psgix.harakiri.commit, this worker ends after its
+ * work and the master replaces it; false when nothing would replace it. */
+XS_INTERNAL(xs_psgi_harakiri)
+{
+    dXSARGS;
+    if (items != 1)
+        croak_xs_usage(cv, "why");
+    perl_child_guard();
+    if (perl_host_loop && loop_recycle(perl_host_loop, SvPV_nolen(ST(0))) == 0)
+        XSRETURN_YES;
+    XSRETURN_NO;
+}
+
 /* log($level, $message) */
 XS_INTERNAL(xs_log)
 {
@@ -734,6 +764,8 @@ void perl_xs_boot(pTHX)
     newXS("PAGI::Server::Pagid::XS::io_watch", xs_io_watch, file);
     newXS("PAGI::Server::Pagid::XS::io_stop", xs_io_stop, file);
     newXS("PAGI::Server::Pagid::XS::log", xs_log, file);
+    newXS("PAGI::Server::Pagid::XS::psgi_harakiri", xs_psgi_harakiri, file);
+    newXS("PAGI::Server::Pagid::XS::write_now", xs_write_now, file);
     handle_stash = gv_stashpvs(HANDLE_CLASS, GV_ADD);
     static const char *const yes[] = {"AWAIT_IS_READY", "is_ready", "is_done"};
     static const char *const result[] = {"AWAIT_GET", "AWAIT_RESULT", "result", "get"};

@@ -28,12 +28,6 @@ static const struct {
     {"pubsub", &app_pubsub},
 };
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 static int load_module(const char *spec, app_handle *out, char *err, size_t errlen)
 {
     /* dlopen searches the library path for a name without a slash: a
@@ -92,7 +86,7 @@ int app_registry_load(const char *spec, app_handle *out, char *err, size_t errle
         }
     }
 #ifdef PAGID_WITH_PERL
-    if (ends_with(spec, ".pl")) {
+    if (config_perl_app_kind(spec)) { /* .pl or .psgi: the host tells them apart */
         out->app = &app_perl;
         if (!(out->arg = strdup(spec))) {
             snprintf(err, errlen, "out of memory");

@@ -17,8 +17,7 @@
 static int preload_one(const char *spec, char *err, size_t errlen)
 {
 #ifdef PAGID_WITH_PERL
-    size_t n = strlen(spec);
-    if (n > 3 && strcmp(spec + n - 3, ".pl") == 0)
+    if (config_perl_app_kind(spec))
         return perl_host_preload(spec, err, errlen);
 #endif
     /* A module's mapping stays (app_registry_unload never dlcloses):

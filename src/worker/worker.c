@@ -451,6 +451,14 @@ static void worker_on_recycle(struct ev_loop *ev, ev_timer *t, int revents)
         kill(getppid(), SIGCHLD);
 }
 
+static void worker_recycle_soon(worker_run_ctx *r)
+{
+    r->exit_code = EXIT_RECYCLE;
+    /* Not from inside the exchange that just ended: at the next loop turn. */
+    ev_timer_set(&r->recycle, 0., 0.);
+    ev_timer_start(r->w.loop.ev, &r->recycle);
+}
+
 /* max_requests: past the limit the worker drains itself and exits
  * EXIT_RECYCLE; the master starts a fresh one in its place. */
 static void worker_on_request_done(worker_ctx *w)
@@ -461,10 +469,22 @@ static void worker_on_request_done(worker_ctx *w)
         r->exit_code == EXIT_RECYCLE)
         return;
     log_info("served %zu requests (max_requests): recycling this worker", r->requests_done);
-    r->exit_code = EXIT_RECYCLE;
-    /* Not from inside the exchange that just ended: at the next loop turn. */
-    ev_timer_set(&r->recycle, 0., 0.);
-    ev_timer_start(w->loop.ev, &r->recycle);
+    worker_recycle_soon(r);
+}
+
+int worker_recycle(struct pagi_loop *loop, const char *why)
+{
+    /* Apps are created with the worker's own loop (mount_table_load gets
+     * &w->loop), so the loop leads back to its worker. */
+    worker_ctx *w = (worker_ctx *)(void *)((char *)loop - offsetof(worker_ctx, loop));
+    worker_run_ctx *r = run_of(w);
+    if (!w->under_master)
+        return -1;
+    if (w->draining || r->exit_code == EXIT_RECYCLE)
+        return 0; /* already on its way out */
+    log_info("%s: recycling this worker", why);
+    worker_recycle_soon(r);
+    return 0;
 }
 
 /* SIGUSR1 (from the master, or logrotate in single-process mode): reopen the log files. */
@@ -580,6 +600,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     if (shm && !w->stats)
         log_warn("no free slot in the shared region: this worker is not monitored");
     loop_init(&w->loop, ev);
+    w->loop.recycle = worker_recycle;
     w->loop.debug = cfg->debug;
     if (cfg->debug)
         log_info("debug mode: app interface misuse, stale handles and callbacks holding the loop "

@@ -33,4 +33,14 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
                int worker_num, int under_master, struct shm_region *shm, unsigned generation,
                int pubsub_fd);
 
+struct pagi_loop;
+/**
+ * An app asked that its worker end once its work is done (PSGI's
+ * psgix.harakiri.commit): the worker drains and exits EXIT_RECYCLE, as at
+ * max_requests, so the master starts a fresh one in its place; why is logged.
+ * loop is the worker's (the one apps are created with). Returns 0, or -1
+ * when no master supervises this worker (-w 0: nobody would replace it).
+ */
+int worker_recycle(struct pagi_loop *loop, const char *why);
+
 #endif

@@ -355,7 +355,7 @@ START_TEST(test_load_app_mapping)
                  "t.yaml:1:13: Perl applications need pagid built with the Perl host");
 #endif
     expect_error("app: {static: a, module: b}\n",
-                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static, module or perl");
+                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static, module, perl or psgi");
     expect_error("app: {static: [a]}\n",
                  "t.yaml:1:15: 'app.static' must be a single value, not a list");
 }
@@ -429,7 +429,7 @@ START_TEST(test_load_mounts)
     expect_error("app: {static: /tmp, listing: maybe}\n",
                  "t.yaml:1:30: 'app.listing' must be true or false, not 'maybe'");
     expect_error("app: {listing: true}\n",
-                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static, module or perl");
+                 "t.yaml:1:6: 'app' as a mapping takes exactly one of static, module, perl or psgi");
 }
 END_TEST
 

@@ -339,7 +339,9 @@ static int not_high(const pagi_scope *s)
     return 0;
 }
 
-static const scope_ops ops = {no_send, no_event, nothing, finished, none, not_high};
+static const scope_ops ops = {
+    .send = no_send, .next_event = no_event, .receive_wanted = nothing,
+    .finished = finished, .buffered = none, .above_high = not_high};
 
 static pagi_scope *new_scope(tls_info *i)
 {

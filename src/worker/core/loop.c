@@ -107,12 +107,18 @@ static void loop_on_prepare(struct ev_loop *ev, ev_prepare *w, int revents)
     }
 }
 
+int loop_recycle(pagi_loop *l, const char *why)
+{
+    return l->recycle ? l->recycle(l, why) : -1;
+}
+
 int loop_init(pagi_loop *l, struct ev_loop *ev)
 {
     l->ev = ev;
     runq_init(&l->rq);
     l->flush = NULL;
     l->flush_ud = NULL;
+    l->recycle = NULL;
     l->debug = 0;
     l->hold_depth = 0;
     l->hold_reported = 0;

@@ -23,6 +23,8 @@ struct pagi_loop {
     ev_idle idle;
     void (*flush)(void *ud); /* runs after each run-queue round */
     void *flush_ud;
+    /* Set by the worker: end this process after its work (loop_recycle). */
+    int (*recycle)(struct pagi_loop *l, const char *why);
     /* Debug mode (pagid --debug): app callbacks are timed. */
     int debug;
     unsigned hold_depth; /* timed callbacks now running (nested) */
@@ -39,6 +41,12 @@ struct pagi_loop {
 #define LOOP_HOLD_WARN_MS 100.0
 
 int loop_init(pagi_loop *l, struct ev_loop *ev);
+/**
+ * Ask the process that owns the loop to drain and exit so that its master
+ * replaces it (psgix.harakiri.commit); -1 when nothing would replace it.
+ * Through a hook, so hosts (Perl) need not link the worker itself.
+ */
+int loop_recycle(pagi_loop *l, const char *why);
 void loop_destroy(pagi_loop *l);
 /** Queue a closure on the run queue and make sure the loop will run it. */
 int loop_queue(pagi_loop *l, runq_fn fn, runq_any_fn cb, void *a, void *b, void *c);

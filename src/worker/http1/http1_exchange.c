@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -380,6 +382,43 @@ size_t h1x_buffered(const pagi_scope *s)
     return c ? outq_buffered(&c->out) : 0;
 }
 
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int h1x_write_now(pagi_scope *s, int block)
+{
+    conn *c = exchange_conn(s);
+    if (!c || c->state == CONN_CLOSED || !scope_is_connected(s))
+        return -1;
+    const pagid_config *cfg = c->w->cfg;
+    double limit = cfg->timeouts.write;
+    if (cfg->timeouts.heartbeat > 0 && (limit <= 0 || limit > cfg->timeouts.heartbeat / 2))
+        limit = cfg->timeouts.heartbeat / 2;
+    double deadline = mono_now() + limit;
+    for (;;) {
+        conn_flush(c); /* mid-response: it completes nothing, so starts no next request */
+        if (c->state == CONN_CLOSED || !scope_is_connected(s))
+            return -1; /* a write error closed it */
+        if (!block || outq_buffered(&c->out) <= cfg->high_watermark)
+            return 0;
+        double left = deadline - mono_now();
+        if (left <= 0) {
+            log_info("write timeout: the client of %s read nothing for %.1fs while a PSGI app "
+                     "streamed to it",
+                     pagi_scope_method(s), limit);
+            conn_close(c, reason_write_timeout);
+            return -1;
+        }
+        struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+        if (poll(&p, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
 int h1x_above_high(const pagi_scope *s)
 {
     conn *c = exchange_conn(s);
@@ -398,4 +437,5 @@ const scope_ops h1_exchange_ops = {
     .finished = h1x_finished,
     .buffered = h1x_buffered,
     .above_high = h1x_above_high,
+    .write_now = h1x_write_now,
 };

@@ -33,5 +33,7 @@ size_t h1x_buffered(const pagi_scope *s);
 /** Queue a chunked body's size line ("%zx\r\n") on c; 0 or -1. */
 int h1x_append_chunk_header(conn *c, size_t n);
 int h1x_above_high(const pagi_scope *s);
+/** scope_ops.write_now for HTTP/1.1 exchanges (scope_write_now). */
+int h1x_write_now(pagi_scope *s, int block);
 
 #endif

@@ -435,6 +435,13 @@ int pagi_receive_cancel(pagi_scope *s)
     return 0;
 }
 
+int scope_write_now(pagi_scope *s, int block)
+{
+    if (!s || !SCOPE_LIVE(s) || s->finished || !s->ops->write_now)
+        return -1;
+    return s->ops->write_now(s, block);
+}
+
 /* ---- send / finish ---- */
 
 static int send_checked(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)

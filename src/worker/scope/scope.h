@@ -35,7 +35,23 @@ typedef struct scope_ops {
     /** pagi.transport: bytes queued, and whether the high mark is engaged. */
     size_t (*buffered)(const pagi_scope *s);
     int (*above_high)(const pagi_scope *s);
+    /** Optional: see scope_write_now. */
+    int (*write_now)(pagi_scope *s, int block);
 } scope_ops;
+
+/**
+ * Write the scope's queued response bytes to the client now, from inside a
+ * callback that holds the loop (the PSGI host's streaming writer: a PSGI
+ * app is synchronous, so its writes would otherwise wait for the app to
+ * return). One non-blocking write; with block, while more than the high
+ * watermark stays queued, wait in poll(2) and write again, for at most
+ * min(timeouts.write, timeouts.heartbeat / 2) (a longer wait would get the
+ * worker killed as stuck), then close the connection (write_timeout).
+ * Returns 0, or -1 when the client is gone or the carrier cannot do it
+ * (HTTP/2: its flow control needs the loop), in which case the bytes wait
+ * in the buffer as for any send.
+ */
+int scope_write_now(pagi_scope *s, int block);
 
 /** Request facts copied into the scope (the parser's buffers are reused). */
 typedef struct scope_request {
