@@ -543,6 +543,9 @@ void config_free(pagid_config *c)
     free(c->status_path);
     free(c->pubsub.url);
     free(c->pubsub.prefix);
+    for (size_t i = 0; i < c->pubsub.n_allowed_origins; i++)
+        free(c->pubsub.allowed_origins[i]);
+    free(c->pubsub.allowed_origins);
     free(c->pid_file);
     free(c->user);
     free(c->group);

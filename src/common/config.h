@@ -157,6 +157,10 @@ typedef struct pagid_pubsub {
     char *url;     /* redis: checked by redis_url_parse at load; NULL when unset */
     char *prefix;  /* put before each channel name in the backend ("pagid:") */
     size_t buffer; /* bytes of publishes kept for the backend while it is down */
+    /* the `pubsub` app: origins (normal form, origin.h) whose pages may use
+     * it besides the request's own; "*" for any */
+    char **allowed_origins;
+    size_t n_allowed_origins;
     pagid_pos backend_pos, url_pos;
 } pagid_pubsub;
 

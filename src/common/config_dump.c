@@ -442,6 +442,11 @@ static void dump_body(dumper *d, const pagid_config *c)
     free(url);
     key_str(d, "prefix", c->pubsub.prefix ? c->pubsub.prefix : "");
     key_size(d, "buffer", c->pubsub.buffer);
+    word(d, "allowed_origins");
+    seq_start(d, 1);
+    for (size_t i = 0; i < c->pubsub.n_allowed_origins; i++)
+        str(d, c->pubsub.allowed_origins[i]);
+    seq_end(d);
     map_end(d);
 
     key_opt(d, "pid_file", c->pid_file, "~");

@@ -473,6 +473,7 @@ static const key_def pubsub_keys[] = {
     STRING_KEY(backend, set_pubsub_backend, pubsub.backend),
     STRING_KEY(url, set_pubsub_url, pubsub.url),
     STRING_KEY(prefix, set_pubsub_prefix, pubsub.prefix),
+    STRING_KEY(allowed_origins, set_pubsub_origins, pubsub.allowed_origins),
     /* 0: nothing kept while the backend is down */
     SIZE_KEY(buffer, pubsub.buffer, 0, (size_t)1 << 34),
     {NULL, NULL, 0, NULL, 0, 0},

@@ -1,13 +1,15 @@
 /*
  * config_yaml_pubsub.c - the `pubsub:` section's values that need more than
  * a plain setter: the backend's name, its url (parsed now, so a bad one is
- * reported at its own FILE:LINE:COLUMN) and the channel prefix.
+ * reported at its own FILE:LINE:COLUMN), the channel prefix and the origins
+ * the `pubsub` app allows (each checked at its own position).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "config_suggest.h"
 #include "config_yaml_int.h"
+#include "origin.h"
 #include "redis_url.h"
 
 void set_pubsub_backend(load_ctx *x, const key_def *k, const ynode *n, const char *path)
@@ -82,4 +84,45 @@ void set_pubsub_prefix(load_ctx *x, const key_def *k, const ynode *n, const char
     }
     free(x->c->pubsub.prefix);
     x->c->pubsub.prefix = dup;
+}
+
+void set_pubsub_origins(load_ctx *x, const key_def *k, const ynode *n, const char *path)
+{
+    if (n->type != YAML_SEQUENCE_NODE) {
+        report(x, n, "'%s' must be a list of origins (scheme://host[:port], or \"*\"), not %s",
+               path, kind_name(n));
+        return;
+    }
+    pagid_pubsub *p = &x->c->pubsub;
+    for (size_t i = 0; i < p->n_allowed_origins; i++)
+        free(p->allowed_origins[i]);
+    free(p->allowed_origins);
+    p->allowed_origins = NULL;
+    p->n_allowed_origins = 0;
+    if (n->len == 0)
+        return;
+    p->allowed_origins = calloc(n->len, sizeof *p->allowed_origins);
+    if (!p->allowed_origins) {
+        report(x, n, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n->len; i++) {
+        const ynode *item = item_at(x, n, i);
+        const char *s = scalar(x, item, path);
+        char norm[ORIGIN_MAX], shown[80];
+        const char *why = NULL;
+        if (!s)
+            continue;
+        if (strcmp(s, "*") && origin_normalize(s, strlen(s), norm, sizeof norm, &why) < 0) {
+            report(x, item, "invalid origin '%s' in '%s': %s", printable(item, shown, sizeof shown),
+                   path, why);
+            continue;
+        }
+        char *dup = strdup(strcmp(s, "*") ? norm : "*");
+        if (!dup) {
+            report(x, item, "out of memory");
+            return;
+        }
+        p->allowed_origins[p->n_allowed_origins++] = dup;
+    }
 }

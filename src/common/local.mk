@@ -7,6 +7,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \
 	src/common/config_yaml_tls.c src/common/config_yaml_pubsub.c \
 	src/common/redis_url.c src/common/redis_url.h \
+	src/common/origin.c src/common/origin.h \
 	src/common/config_yaml_int.h \
 	src/common/config_yaml_load.c src/common/config_yaml_include.c src/common/config_yaml_doc.c \
 	src/common/config_suggest.c src/common/config_suggest.h \

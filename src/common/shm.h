@@ -69,6 +69,9 @@ typedef struct shm_region {
     _Atomic int pubsub_backend, pubsub_backend_up;
     _Atomic uint64_t pubsub_backend_sent, pubsub_backend_received, pubsub_backend_dropped;
     _Atomic uint64_t pubsub_backend_reconnects;
+    /* messages from the backend larger than any pagid message (published
+     * into Redis by another program): skipped unread, the link kept */
+    _Atomic uint64_t pubsub_backend_too_large;
     size_t n_slots;
     _Atomic size_t n_used;            /* slots below this were ever claimed: bound for scans */
     shm_worker slots[];

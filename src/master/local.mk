@@ -18,6 +18,7 @@ libpagid_master_a_SOURCES += \
 	src/master/pubsub_routes.c src/master/pubsub_routes.h \
 	src/master/pubsub_redis.c src/master/pubsub_redis.h \
 	src/master/pubsub_redis_connect.c src/master/pubsub_redis_int.h \
+	src/master/pubsub_redis_sub.c \
 	src/master/redis_resolve.c src/master/redis_resolve.h \
 	src/master/redis_wire.c src/master/redis_wire.h \
 	src/master/preflight.c src/master/preflight.h \

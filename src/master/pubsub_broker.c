@@ -386,6 +386,13 @@ static void backend_resubscribe(void *ud, pubsub_redis *r)
     routes_each(b->routes, subscribe_one, r);
 }
 
+static int channel_routed(void *ud, const char *channel, size_t len)
+{
+    pubsub_broker *b = ud;
+    size_t n;
+    return routes_find(b->routes, channel, len, &n) != NULL;
+}
+
 static int same(const char *a, const char *c)
 {
     return (!a && !c) || (a && c && !strcmp(a, c));
@@ -423,7 +430,7 @@ void broker_set_backend(pubsub_broker *b, const struct pagid_pubsub *cfg, struct
     b->backend_prefix = strdup(cfg->prefix ? cfg->prefix : "");
     if (b->backend_url && b->backend_prefix)
         b->backend = redis_backend_new(&u, b->backend_prefix, cfg->buffer, shm, backend_deliver,
-                                       backend_resubscribe, b);
+                                       backend_resubscribe, channel_routed, b);
     if (!b->backend) {
         log_error("pubsub: out of memory for the redis backend; messages stay on this machine");
         free(b->backend_url);

@@ -12,7 +12,8 @@
  * UNSUBSCRIBE and receives the messages (rebuilt from the routes at each
  * connect, so nothing of it is kept while down).
  *
- * Opening a link (lookup, socket, handshake) is pubsub_redis_connect.c.
+ * Opening a link (lookup, socket, handshake) is pubsub_redis_connect.c;
+ * the subscribe side (batches of SUBSCRIBE, messages) pubsub_redis_sub.c.
  */
 #include "pubsub_redis_int.h"
 
@@ -42,9 +43,13 @@
 #define READ_ROUNDS 16
 /* An empty output buffer that grew past this gives its memory back. */
 #define KEEP_CAP 65536u
-/* Subscribe commands waiting to be written: past this Redis is not reading
- * them, the link is dropped (a reconnect rebuilds them from the routes). */
-#define SUB_QUEUE_MAX (1u << 20)
+/* Publishes written to Redis and not answered yet: at most about this many
+ * bytes (one more message may start below it). It bounds what a Redis that
+ * stops reading can leave unconfirmed in the kernels' buffers, which is
+ * counted as dropped if the link then fails; the rest waits in the queue. */
+#define UNANSWERED_MAX (256u * 1024)
+/* One send(2) of pub: enough for the kernel, and a bounded walk of cmds. */
+#define WRITE_CHUNK (256u * 1024)
 /* A ready link sends PING this often and fails without its answer within
  * PING_TIMEOUT_S: a Redis that stops answering but keeps TCP alive. */
 #define PING_EVERY_S 10.0
@@ -57,24 +62,11 @@ double rlink_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void count(_Atomic uint64_t *c, uint64_t n)
+void rlink_count(pubsub_redis *r, _Atomic uint64_t *field, uint64_t n)
 {
-    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
-}
-
-#define COUNT(r, field, n)                                                                         \
-    do {                                                                                           \
-        if ((r)->shm)                                                                              \
-            count(&(r)->shm->field, (n));                                                          \
-    } while (0)
-
-/* "VERB prefix+channel": SUBSCRIBE and UNSUBSCRIBE. */
-static int channel_cmd(pubsub_redis *r, buf *b, const char *verb, const char *ch, size_t len)
-{
-    if (buf_append_str(b, "*2\r\n") < 0 || redis_word(b, verb) < 0 ||
-        redis_bulk3(b, r->prefix, r->prefix_len, ch, len, "", 0) < 0)
-        return -1;
-    return 0;
+    (void)r;
+    if (field)
+        atomic_fetch_add_explicit(field, n, memory_order_relaxed);
 }
 
 /* ---- the links ---- */
@@ -94,6 +86,7 @@ static void link_close_fd(rlink *l)
     if (l->rd)
         redisReaderFree(l->rd);
     l->rd = NULL;
+    l->skip = (redis_skipper){0};
 }
 
 /* Drop the first command of pub's queue (what is left of it). */
@@ -104,11 +97,28 @@ static void pop_cmd(pubsub_redis *r, rlink *l, int count_drop)
     buf_consume(&l->out, c.len - l->head_sent);
     buf_consume(&l->cmds, sizeof c);
     l->head_sent = 0;
-    if (c.msg) {
+    if (c.kind == CMD_MSG) {
         l->queued -= c.len;
         if (count_drop)
             COUNT(r, pubsub_backend_dropped, 1);
     }
+}
+
+/* pub's commands written and not answered are lost with their connection:
+ * Redis may have taken some (a slow Redis, not a dead one), but nothing
+ * says which, and sending them again could deliver a message twice. So the
+ * messages among them are counted as dropped, never as sent. */
+static void drop_unanswered(pubsub_redis *r, rlink *l)
+{
+    const char *p = buf_head(&l->waiting);
+    for (size_t i = 0; i + sizeof(cmd_rec) <= buf_size(&l->waiting); i += sizeof(cmd_rec)) {
+        cmd_rec c;
+        memcpy(&c, p + i, sizeof c);
+        if (c.kind == CMD_MSG)
+            COUNT(r, pubsub_backend_dropped, 1);
+    }
+    buf_free(&l->waiting);
+    l->unanswered = 0;
 }
 
 /* The link failed (why: for the log): close it, keep what can be resent,
@@ -122,23 +132,39 @@ void rlink_fail(pubsub_redis *r, rlink *l, const char *why)
     l->pong_by = 0;
     if (l == &r->pub) {
         /* A command cut in the middle may or may not have reached Redis:
-         * it is dropped (counted). The handshake belonged to this
-         * connection; whole messages wait for the next one. */
+         * it is dropped (counted), as are those written and unanswered.
+         * The handshake and PINGs belonged to this connection; whole
+         * messages not written yet wait for the next one. */
+        drop_unanswered(r, l);
         if (l->head_sent > 0)
             pop_cmd(r, l, 1);
-        while (buf_size(&l->cmds) > 0) {
+        size_t keep = 0;
+        buf msgs = BUF_INIT, recs = BUF_INIT;
+        const char *p = buf_head(&l->cmds), *o = buf_head(&l->out);
+        int oom = 0;
+        for (size_t i = 0; i + sizeof(cmd_rec) <= buf_size(&l->cmds); i += sizeof(cmd_rec)) {
             cmd_rec c;
-            memcpy(&c, buf_head(&l->cmds), sizeof c);
-            if (c.msg)
-                break;
-            pop_cmd(r, l, 0);
+            memcpy(&c, p + i, sizeof c);
+            if (c.kind == CMD_MSG && !oom &&
+                (buf_append(&msgs, o + keep, c.len) < 0 || buf_append(&recs, &c, sizeof c) < 0))
+                oom = 1; /* what was copied stays; the rest is dropped below */
+            if (c.kind == CMD_MSG && oom) {
+                l->queued -= c.len;
+                COUNT(r, pubsub_backend_dropped, 1);
+            }
+            keep += c.len;
         }
+        buf_free(&l->out);
+        buf_free(&l->cmds);
+        l->out = msgs;
+        l->cmds = recs;
         /* Connected, the queue may hold more than pubsub.buffer: what is
          * kept while down is that bound (the oldest go, counted). */
         while (l->queued > r->buffer && buf_size(&l->cmds) > 0)
             pop_cmd(r, l, 1);
     } else {
         buf_free(&l->out); /* rebuilt from the routes at the next connect */
+        buf_free(&r->resub);
     }
     l->failures++;
     l->retry_at = now + redis_backoff_ms(l->failures) / 1000.0;
@@ -179,20 +205,25 @@ static void link_ready(pubsub_redis *r, rlink *l)
     }
 }
 
-/* What of l's queue may be written now: on pub, until Redis has answered
- * the handshake, only the handshake (messages kept while down are not
- * written into a connection Redis may still refuse). */
+/* What of l's queue may be written now (up to about WRITE_CHUNK). On pub:
+ * until Redis has answered the handshake, only the handshake (messages
+ * kept while down are not written into a connection Redis may still
+ * refuse); then messages while less than UNANSWERED_MAX of them wait for
+ * their replies (a command already started is always finished). */
 static size_t sendable(const pubsub_redis *r, const rlink *l)
 {
-    if (l != &r->pub || l->ready)
+    if (l != &r->pub)
         return buf_size(&l->out);
-    size_t n = 0, sent = l->head_sent;
+    size_t n = 0, sent = l->head_sent, pending = l->unanswered;
     const char *p = buf_head(&l->cmds);
-    for (size_t i = 0; i + sizeof(cmd_rec) <= buf_size(&l->cmds); i += sizeof(cmd_rec)) {
+    for (size_t i = 0; i + sizeof(cmd_rec) <= buf_size(&l->cmds) && n < WRITE_CHUNK;
+         i += sizeof(cmd_rec)) {
         cmd_rec c;
         memcpy(&c, p + i, sizeof c);
-        if (c.msg)
+        if (c.kind == CMD_MSG && sent == 0 && (!l->ready || pending >= UNANSWERED_MAX))
             break;
+        if (c.kind == CMD_MSG)
+            pending += c.len;
         n += c.len - sent;
         sent = 0;
     }
@@ -213,8 +244,13 @@ int rlink_flush(pubsub_redis *r, rlink *l)
             return -1;
         }
         buf_consume(&l->out, (size_t)w);
-        if (l != &r->pub)
+        if (l != &r->pub) {
+            if (rlink_sub_refill(r) < 0) {
+                errno = ENOMEM;
+                return -1;
+            }
             continue;
+        }
         size_t done = (size_t)w;
         while (done > 0) {
             cmd_rec c;
@@ -227,16 +263,24 @@ int rlink_flush(pubsub_redis *r, rlink *l)
             done -= left;
             buf_consume(&l->cmds, sizeof c);
             l->head_sent = 0;
-            if (c.msg) {
+            if (c.kind == CMD_MSG)
                 l->queued -= c.len;
-                COUNT(r, pubsub_backend_sent, 1);
+            /* Its reply is what counts it as sent (the handshake's replies
+             * are counted by hs_pending). */
+            if (c.kind != CMD_HANDSHAKE && buf_append(&l->waiting, &c, sizeof c) < 0) {
+                errno = ENOMEM;
+                return -1;
             }
+            if (c.kind == CMD_MSG)
+                l->unanswered += c.len;
         }
     }
     if (buf_size(&l->out) == 0 && l->out.cap > KEEP_CAP)
         buf_free(&l->out);
     if (buf_size(&l->cmds) == 0 && l->cmds.cap > KEEP_CAP)
         buf_free(&l->cmds);
+    if (buf_size(&l->waiting) == 0 && l->waiting.cap > KEEP_CAP)
+        buf_free(&l->waiting);
     return 0;
 }
 
@@ -246,32 +290,29 @@ static int is_str(const redisReply *x, const char *s)
            x->len == strlen(s) && !strncasecmp(x->str, s, x->len);
 }
 
-/* A "message" from the subscribe link: to the local subscribers, unless it is ours. */
-static void on_message(pubsub_redis *r, const redisReply *ch, const redisReply *payload)
-{
-    if (ch->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING)
-        return;
-    if (ch->len < r->prefix_len || memcmp(ch->str, r->prefix, r->prefix_len))
-        return;
-    const unsigned char *msg;
-    size_t len;
-    if (!redis_untag(r->id, (const unsigned char *)payload->str, payload->len, &msg, &len))
-        return; /* ours, back from Redis: delivered here already */
-    size_t name_len = ch->len - r->prefix_len;
-    if (name_len == 0 || name_len > PUBSUB_MAX_CHANNEL || len > PUBSUB_MAX_MESSAGE) {
-        COUNT(r, pubsub_backend_dropped, 1);
-        return;
-    }
-    COUNT(r, pubsub_backend_received, 1);
-    if (r->deliver)
-        r->deliver(r->ud, ch->str + r->prefix_len, name_len, msg, len);
-}
-
 /* What a partial reply may hold: one message, its channel, the prefix and
  * the array around them. */
 static size_t reader_limit(const pubsub_redis *r)
 {
     return PUBSUB_MAX_MESSAGE + REDIS_TAG_LEN + PUBSUB_MAX_CHANNEL + r->prefix_len + 4096;
+}
+
+/* pub: the command x answers, from waiting (Redis answers in order). A
+ * message is sent once answered; refused, it is dropped (counted). 1 when
+ * it was a PING, 0 otherwise. */
+static int answered(pubsub_redis *r, rlink *l, const redisReply *x)
+{
+    if (buf_size(&l->waiting) < sizeof(cmd_rec))
+        return 0; /* nothing written waits: not an answer of ours */
+    cmd_rec c;
+    memcpy(&c, buf_head(&l->waiting), sizeof c);
+    buf_consume(&l->waiting, sizeof c);
+    if (c.kind != CMD_MSG)
+        return c.kind == CMD_PING && x->type != REDIS_REPLY_ERROR;
+    l->unanswered -= c.len;
+    if (x->type != REDIS_REPLY_ERROR)
+        COUNT(r, pubsub_backend_sent, 1);
+    return 0;
 }
 
 /* One reply: 0, or -1 after failing the link. */
@@ -280,6 +321,10 @@ static int on_reply(pubsub_redis *r, rlink *l, const redisReply *x)
     int handshake_reply = l->hs_pending > 0;
     if (handshake_reply)
         l->hs_pending--;
+    else if (l == &r->pub && answered(r, l, x)) {
+        link_ready(r, l); /* the answer to a PING (PONG) */
+        return 0;
+    }
     if (x->type == REDIS_REPLY_ERROR) {
         char why[REDIS_ERROR_LOG_MAX * 4 + 32];
         size_t k = (size_t)snprintf(why, sizeof why, "redis said: ");
@@ -311,7 +356,7 @@ static int on_reply(pubsub_redis *r, rlink *l, const redisReply *x)
     if (is_str(kind, "pong"))
         link_ready(r, l);
     else if (is_str(kind, "message") && x->elements == 3)
-        on_message(r, x->element[1], x->element[2]);
+        rlink_sub_message(r, x->element[1], x->element[2]);
     return 0;
 }
 
@@ -333,8 +378,12 @@ static int link_read(pubsub_redis *r, rlink *l)
             rlink_fail(r, l, "closed by the server");
             return -1;
         }
-        if (redisReaderFeed(l->rd, chunk, (size_t)n) != REDIS_OK) {
-            rlink_fail(r, l, "out of memory");
+        /* A bulk string larger than any message (published into Redis by
+         * another program) is skipped by the filter, not held: its reply
+         * comes with a nil payload, counted as too large. */
+        if (redis_skip_feed(&l->skip, l->rd, chunk, (size_t)n, PUBSUB_MAX_MESSAGE + REDIS_TAG_LEN) <
+            0) {
+            rlink_fail(r, l, "protocol error");
             return -1;
         }
         for (;;) {
@@ -362,7 +411,7 @@ static int link_read(pubsub_redis *r, rlink *l)
 
 pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t buffer,
                                 shm_region *shm, redis_deliver_fn deliver,
-                                redis_resubscribe_fn resubscribe, void *ud)
+                                redis_resubscribe_fn resubscribe, redis_routed_fn routed, void *ud)
 {
     pubsub_redis *r = calloc(1, sizeof *r);
     if (!r)
@@ -379,6 +428,7 @@ pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t
     r->shm = shm;
     r->deliver = deliver;
     r->resubscribe = resubscribe;
+    r->routed = routed;
     r->ud = ud;
     /* Unique per master: a clash would make two instances skip each other's
      * messages, so it comes from the kernel, with time and pid as a fallback. */
@@ -418,12 +468,14 @@ void redis_backend_free(pubsub_redis *r)
         return;
     link_close_fd(&r->pub);
     link_close_fd(&r->sub);
-    /* Messages still kept never reach the other instances. */
+    /* Messages still kept or unanswered never reach the other instances. */
+    drop_unanswered(r, &r->pub);
     while (buf_size(&r->pub.cmds) > 0)
         pop_cmd(r, &r->pub, 1);
     buf_free(&r->pub.out);
     buf_free(&r->pub.cmds);
     buf_free(&r->sub.out);
+    buf_free(&r->resub);
     redis_resolver_free(r->dns);
     if (r->addrs)
         freeaddrinfo(r->addrs);
@@ -462,42 +514,6 @@ int redis_backend_up(const pubsub_redis *r)
     return r->up;
 }
 
-void redis_backend_subscribe(pubsub_redis *r, const char *channel, size_t len)
-{
-    rlink *l = &r->sub;
-    if (l->state != LINK_OPEN)
-        return; /* every channel is subscribed at the next connect */
-    int was_empty = buf_size(&l->out) == 0;
-    if (channel_cmd(r, &l->out, "SUBSCRIBE", channel, len) < 0) {
-        rlink_fail(r, l, "out of memory");
-        return;
-    }
-    if (buf_size(&l->out) > SUB_QUEUE_MAX) {
-        rlink_fail(r, l, "redis does not read the subscriptions");
-        return;
-    }
-    if (was_empty && rlink_flush(r, l) < 0)
-        rlink_fail(r, l, strerror(errno));
-}
-
-void redis_backend_unsubscribe(pubsub_redis *r, const char *channel, size_t len)
-{
-    rlink *l = &r->sub;
-    if (l->state != LINK_OPEN)
-        return;
-    int was_empty = buf_size(&l->out) == 0;
-    if (channel_cmd(r, &l->out, "UNSUBSCRIBE", channel, len) < 0) {
-        rlink_fail(r, l, "out of memory");
-        return;
-    }
-    if (buf_size(&l->out) > SUB_QUEUE_MAX) {
-        rlink_fail(r, l, "redis does not read the subscriptions");
-        return;
-    }
-    if (was_empty && rlink_flush(r, l) < 0)
-        rlink_fail(r, l, strerror(errno));
-}
-
 void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_len,
                            const unsigned char *data, size_t len)
 {
@@ -528,7 +544,7 @@ void redis_backend_publish(pubsub_redis *r, const char *channel, size_t channel_
         COUNT(r, pubsub_backend_dropped, 1);
         return;
     }
-    cmd_rec c = {(uint32_t)(buf_size(&l->out) - before), 1};
+    cmd_rec c = {(uint32_t)(buf_size(&l->out) - before), CMD_MSG};
     if (buf_append(&l->cmds, &c, sizeof c) < 0) {
         l->out.len = l->out.off + before;
         COUNT(r, pubsub_backend_dropped, 1);
@@ -551,9 +567,8 @@ size_t redis_backend_pollfds(const pubsub_redis *r, struct pollfd *pfd, size_t m
         const rlink *l = ls[i];
         if (l->fd < 0)
             continue;
-        short ev = l->state == LINK_CONNECTING
-                       ? POLLOUT
-                       : (short)(POLLIN | (sendable(r, l) ? POLLOUT : 0));
+        short ev = l->state == LINK_CONNECTING ? POLLOUT
+                                               : (short)(POLLIN | (sendable(r, l) ? POLLOUT : 0));
         pfd[k++] = (struct pollfd){.fd = l->fd, .events = ev};
     }
     return k;
@@ -586,7 +601,8 @@ int redis_backend_io(pubsub_redis *r, const struct pollfd *p)
     if (p->revents & (POLLIN | POLLHUP | POLLERR))
         if (link_read(r, l) < 0)
             return 1;
-    if ((p->revents & POLLOUT) && l->state == LINK_OPEN && rlink_flush(r, l) < 0)
+    /* Replies on pub may open the window for publishes held back. */
+    if (((p->revents & POLLOUT) || l == &r->pub) && l->state == LINK_OPEN && rlink_flush(r, l) < 0)
         rlink_fail(r, l, strerror(errno));
     return 1;
 }
@@ -596,7 +612,7 @@ static void link_ping(pubsub_redis *r, rlink *l, double now)
 {
     static const char ping[] = "*1\r\n$4\r\nPING\r\n";
     size_t before = buf_size(&l->out);
-    cmd_rec c = {(uint32_t)(sizeof ping - 1), 0};
+    cmd_rec c = {(uint32_t)(sizeof ping - 1), CMD_PING};
     if (buf_append(&l->out, ping, sizeof ping - 1) < 0 ||
         (l == &r->pub && buf_append(&l->cmds, &c, sizeof c) < 0)) {
         l->out.len = l->out.off + before;

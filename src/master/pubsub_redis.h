@@ -23,6 +23,9 @@ typedef void (*redis_deliver_fn)(void *ud, const char *channel, size_t channel_l
 /* The subscribe connection (re)opened: call redis_backend_subscribe for
  * every channel with local subscribers. */
 typedef void (*redis_resubscribe_fn)(void *ud, pubsub_redis *r);
+/* 1 while channel has local subscribers (a resubscription's later batch
+ * skips a channel whose last subscriber went meanwhile). */
+typedef int (*redis_routed_fn)(void *ud, const char *channel, size_t len);
 
 /**
  * A backend for url (copied), putting prefix (copied) before channel
@@ -32,7 +35,7 @@ typedef void (*redis_resubscribe_fn)(void *ud, pubsub_redis *r);
  */
 pubsub_redis *redis_backend_new(const redis_url *url, const char *prefix, size_t buffer,
                                 shm_region *shm, redis_deliver_fn deliver,
-                                redis_resubscribe_fn resubscribe, void *ud);
+                                redis_resubscribe_fn resubscribe, redis_routed_fn routed, void *ud);
 /** Close its connections and free (publishes still buffered are dropped, counted). */
 void redis_backend_free(pubsub_redis *r);
 /** In a forked child: close the descriptors, touch nothing else. */

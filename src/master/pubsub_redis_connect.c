@@ -106,7 +106,7 @@ void rlink_open(pubsub_redis *r, rlink *l)
     }
     if (l == &r->pub) {
         /* The handshake goes before the messages kept while down. */
-        cmd_rec c = {(uint32_t)buf_size(&hs), 0};
+        cmd_rec c = {(uint32_t)buf_size(&hs), CMD_HANDSHAKE};
         buf cmds = BUF_INIT;
         if (buf_append(&hs, buf_head(&l->out), buf_size(&l->out)) < 0 ||
             buf_append(&cmds, &c, sizeof c) < 0 ||
@@ -124,8 +124,9 @@ void rlink_open(pubsub_redis *r, rlink *l)
     } else {
         buf_free(&l->out);
         l->out = hs;
-        if (r->resubscribe)
-            r->resubscribe(r->ud, r);
+        /* Every routed channel is kept aside and subscribed in batches as
+         * the output drains (rlink_flush), never queued all at once. */
+        rlink_sub_resubscribe(r);
         if (l->state != LINK_OPEN)
             return; /* failed meanwhile (out of memory) */
     }

@@ -1,8 +1,9 @@
 /*
- * pubsub_redis_int.h - what the two halves of the master's Redis backend
- * share: pubsub_redis.c (the interface, writing, replies, timers) and
- * pubsub_redis_connect.c (opening a link: name lookup, socket, handshake).
- * Nothing else includes it.
+ * pubsub_redis_int.h - what the parts of the master's Redis backend share:
+ * pubsub_redis.c (the interface, writing, replies, timers),
+ * pubsub_redis_sub.c (the subscribe side: SUBSCRIBE in batches, messages)
+ * and pubsub_redis_connect.c (opening a link: name lookup, socket,
+ * handshake). Nothing else includes it.
  */
 #ifndef PAGID_PUBSUB_REDIS_INT_H
 #define PAGID_PUBSUB_REDIS_INT_H
@@ -23,11 +24,15 @@
 
 enum link_state { LINK_DOWN, LINK_RESOLVING, LINK_CONNECTING, LINK_OPEN };
 
-/* A command in pub's output queue: its bytes, and whether it is a message
- * (counted as sent once written) or the handshake of one connection. */
+/* What a command of pub's queue is: the handshake of one connection (its
+ * replies counted by hs_pending), a message (PUBLISH: counted as sent once
+ * Redis answers it), or a PING. */
+enum cmd_kind { CMD_HANDSHAKE, CMD_MSG, CMD_PING };
+
+/* A command in pub's output queue, or written and waiting for its reply. */
 typedef struct cmd_rec {
     uint32_t len;
-    uint32_t msg;
+    uint32_t kind;
 } cmd_rec;
 
 typedef struct rlink {
@@ -40,10 +45,13 @@ typedef struct rlink {
     double ping_at; /* ready: when to send the next PING */
     double pong_by; /* a PING is out: its answer is due by then; 0 when none */
     buf out;
-    buf cmds;         /* pub only: one cmd_rec per command in out */
-    size_t head_sent; /* pub only: bytes of the first command already written */
-    size_t queued;    /* pub only: bytes of messages in out */
+    buf cmds;          /* pub only: one cmd_rec per command in out */
+    size_t head_sent;  /* pub only: bytes of the first command already written */
+    size_t queued;     /* pub only: bytes of messages in out */
+    buf waiting;       /* pub only: one cmd_rec per command written, its reply still to come */
+    size_t unanswered; /* pub only: bytes of the messages in waiting */
     redisReader *rd;
+    redis_skipper skip; /* in front of rd: a reply too large to hold is skipped */
     double retry_at;    /* DOWN: when to connect again */
     double deadline;    /* RESOLVING, CONNECTING, or OPEN and not ready: when to give up */
     unsigned failures;  /* attempts failed since it was last ready */
@@ -72,7 +80,12 @@ struct pubsub_redis {
     shm_region *shm;
     redis_deliver_fn deliver;
     redis_resubscribe_fn resubscribe;
+    redis_routed_fn routed;
     void *ud;
+    /* The channels to subscribe again after sub connected: one length byte
+     * and the name each, sent a batch at a time as the output drains. */
+    buf resub;
+    int collecting; /* resubscribe is running: redis_backend_subscribe adds to resub */
 };
 
 /** CLOCK_MONOTONIC in seconds. */
@@ -82,6 +95,17 @@ double rlink_now(void);
 void rlink_fail(pubsub_redis *r, rlink *l, const char *why);
 /** Write what l's queue holds: 0, or -1 (errno) when the link is broken. */
 int rlink_flush(pubsub_redis *r, rlink *l);
+/** Add n to one of the shared region's counters (when there is one). */
+void rlink_count(pubsub_redis *r, _Atomic uint64_t *field, uint64_t n);
+#define COUNT(r, field, n) rlink_count((r), (r)->shm ? &(r)->shm->field : NULL, (n))
+
+/* pubsub_redis_sub.c */
+/** sub's output ran low: add the next batch of channels to subscribe again. */
+int rlink_sub_refill(pubsub_redis *r);
+/** Subscribe every routed channel again, in batches, on a sub link just opened. */
+void rlink_sub_resubscribe(pubsub_redis *r);
+/** A "message" from the subscribe link (payload nil: one too large, skipped). */
+void rlink_sub_message(pubsub_redis *r, const redisReply *ch, const redisReply *payload);
 
 /* pubsub_redis_connect.c */
 /** Connect now, or once the host's name is looked up. */

@@ -129,3 +129,93 @@ int redis_reader_over(const struct redisReader *rd, size_t limit)
     }
     return 0;
 }
+
+/* ---- skipping a bulk string too large to hold ---- */
+
+enum { SK_TYPE, SK_LINE, SK_BULKLEN, SK_BODY, SK_DISCARD };
+
+static int feed(struct redisReader *rd, const char *p, size_t n)
+{
+    return n == 0 || redisReaderFeed(rd, p, n) == REDIS_OK ? 0 : -1;
+}
+
+/* A whole bulk header line ("123\r" held in k->head): what to feed in its
+ * place and which state follows. -1 when it is not a length. */
+static int bulk_header(redis_skipper *k, struct redisReader *rd, size_t max, long *skipped)
+{
+    unsigned n = k->head_len;
+    if (n < 2 || k->head[n - 1] != '\r')
+        return -1;
+    n--;
+    if (n == 2 && k->head[0] == '-' && k->head[1] == '1') {
+        k->state = SK_TYPE; /* a null bulk: nothing follows */
+        return feed(rd, "$-1\r\n", 5);
+    }
+    unsigned long long len = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (k->head[i] < '0' || k->head[i] > '9' || i >= 18)
+            return -1;
+        len = len * 10 + (unsigned)(k->head[i] - '0');
+    }
+    k->left = len + 2;
+    if (len > max) {
+        k->state = SK_DISCARD;
+        (*skipped)++;
+        return feed(rd, "$-1\r\n", 5);
+    }
+    k->state = SK_BODY;
+    return feed(rd, "$", 1) < 0 || feed(rd, k->head, k->head_len) < 0 ? -1 : feed(rd, "\n", 1);
+}
+
+long redis_skip_feed(redis_skipper *k, struct redisReader *rd, const char *p, size_t n, size_t max)
+{
+    long skipped = 0;
+    size_t i = 0, pass = 0; /* p[pass..i) goes to the reader as it is */
+    while (i < n) {
+        switch (k->state) {
+        case SK_TYPE:
+            if (p[i] == '$') {
+                if (feed(rd, p + pass, i - pass) < 0)
+                    return -1;
+                k->state = SK_BULKLEN;
+                k->head_len = 0;
+                pass = ++i; /* the header is held until its line ends */
+            } else {
+                k->state = SK_LINE; /* +, -, :, * (or garbage, which hiredis refuses) */
+                i++;
+            }
+            break;
+        case SK_LINE: {
+            const char *nl = memchr(p + i, '\n', n - i);
+            i = nl ? (size_t)(nl - p) + 1 : n;
+            if (nl)
+                k->state = SK_TYPE;
+            break;
+        }
+        case SK_BULKLEN: {
+            char c = p[i++];
+            pass = i;
+            if (c != '\n') {
+                if (k->head_len >= sizeof k->head)
+                    return -1;
+                k->head[k->head_len++] = c;
+            } else if (bulk_header(k, rd, max, &skipped) < 0) {
+                return -1;
+            }
+            break;
+        }
+        case SK_BODY:
+        case SK_DISCARD: {
+            size_t take = n - i < k->left ? n - i : (size_t)k->left;
+            i += take;
+            k->left -= take;
+            if (k->state == SK_DISCARD)
+                pass = i;
+            if (k->left == 0)
+                k->state = SK_TYPE;
+            break;
+        }
+        }
+    }
+    return feed(rd, p + pass, n - pass) < 0 ? -1 : skipped;
+}

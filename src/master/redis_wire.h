@@ -50,6 +50,29 @@ struct redisReader *redis_reader_new(void);
  * is over limit bytes: the peer is not a sane Redis, drop the link. */
 int redis_reader_over(const struct redisReader *rd, size_t limit);
 
+/*
+ * A filter in front of the hiredis reader that lets a bulk string longer
+ * than the caller's bound go by without holding it: its header becomes a
+ * null bulk ($-1) and its bytes are discarded as they arrive, so the reply
+ * around it parses (a "message" whose payload is nil) and the link goes on.
+ * RESP is a pre-order walk of typed items, so no nesting is tracked: each
+ * item is a type byte and a line, and a bulk string's body follows its line.
+ */
+typedef struct redis_skipper {
+    int state;
+    unsigned head_len;
+    char head[24];           /* a bulk header's digits, held until its line ends */
+    unsigned long long left; /* a bulk body's bytes (CRLF included) to pass or discard */
+} redis_skipper;
+
+/**
+ * Feed n bytes of a RESP stream to rd (hiredis), replacing each bulk string
+ * longer than max bytes by a null bulk. The number of bulk strings skipped
+ * by this call (those whose header ended in it), or -1 on a malformed bulk
+ * header or out of memory (the link is of no more use). k starts zeroed.
+ */
+long redis_skip_feed(redis_skipper *k, struct redisReader *rd, const char *p, size_t n, size_t max);
+
 /**
  * A payload that came from Redis: 0 when it carries id (ours: skip it),
  * else 1 with *msg and *len the message (a tag of another instance removed; a

@@ -126,6 +126,85 @@ START_TEST(reader_refuses_big_and_nested_arrays)
 }
 END_TEST
 
+/* A message whose payload is over the bound, fed in pieces of every size:
+ * the reply parses with a nil payload, nothing of the payload is held, and
+ * the replies around it come through whole. */
+START_TEST(skipper_drops_a_bulk_over_the_bound)
+{
+    static const char before[] = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n";
+    static const char head[] = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$300000\r\n";
+    static const char after[] = "\r\n:7\r\n$-1\r\n+OK\r\n";
+    size_t big = 300000, total = strlen(before) + strlen(head) + big + strlen(after);
+    char *stream = malloc(total);
+    ck_assert_ptr_nonnull(stream);
+    size_t at = 0;
+    memcpy(stream + at, before, strlen(before));
+    at += strlen(before);
+    memcpy(stream + at, head, strlen(head));
+    at += strlen(head);
+    memset(stream + at, 'x', big);
+    at += big;
+    memcpy(stream + at, after, strlen(after));
+    size_t steps[] = {1, 3, 7, 4096, 65536, total};
+    for (size_t si = 0; si < sizeof steps / sizeof *steps; si++) {
+        struct redisReader *rd = redis_reader_new();
+        redis_skipper k = {0};
+        long skipped = 0;
+        int replies = 0;
+        for (size_t off = 0; off < total; off += steps[si]) {
+            size_t n = total - off < steps[si] ? total - off : steps[si];
+            long r = redis_skip_feed(&k, rd, stream + off, n, 1u << 16);
+            ck_assert_int_ge(r, 0);
+            skipped += r;
+            ck_assert_int_eq(redis_reader_over(rd, 1u << 16), 0);
+            void *reply;
+            while (redisReaderGetReply(rd, &reply) == REDIS_OK && reply) {
+                redisReply *x = reply;
+                switch (replies++) {
+                case 0:
+                    ck_assert_int_eq(x->type, REDIS_REPLY_ARRAY);
+                    ck_assert_str_eq(x->element[2]->str, "hi");
+                    break;
+                case 1:
+                    ck_assert_int_eq(x->type, REDIS_REPLY_ARRAY);
+                    ck_assert_uint_eq(x->elements, 3);
+                    ck_assert_str_eq(x->element[1]->str, "ch");
+                    ck_assert_int_eq(x->element[2]->type, REDIS_REPLY_NIL);
+                    break;
+                case 2:
+                    ck_assert_int_eq(x->type, REDIS_REPLY_INTEGER);
+                    ck_assert_int_eq(x->integer, 7);
+                    break;
+                case 3:
+                    ck_assert_int_eq(x->type, REDIS_REPLY_NIL); /* a real null bulk stays one */
+                    break;
+                default:
+                    ck_assert_int_eq(x->type, REDIS_REPLY_STATUS);
+                }
+                freeReplyObject(reply);
+            }
+        }
+        ck_assert_int_eq(replies, 5);
+        ck_assert_int_eq(skipped, 1);
+        redisReaderFree(rd);
+    }
+    free(stream);
+}
+END_TEST
+
+START_TEST(skipper_refuses_a_bad_bulk_header)
+{
+    struct redisReader *rd = redis_reader_new();
+    redis_skipper k = {0};
+    ck_assert_int_eq(redis_skip_feed(&k, rd, "$12x\r\n", 7, 100), -1);
+    redisReaderFree(rd);
+    rd = redis_reader_new();
+    k = (redis_skipper){0};
+    ck_assert_int_eq(redis_skip_feed(&k, rd, "$123456789012345678901234567\r\n", 31, 100), -1);
+    redisReaderFree(rd);
+}
+END_TEST
+
 START_TEST(escape_for_the_log)
 {
     char out[64];
@@ -154,6 +233,8 @@ static Suite *pubsub_redis_suite(void)
     tcase_add_test(tc, reader_bounds_streamed_bulk);
     tcase_add_test(tc, reader_bounds_huge_bulk_header);
     tcase_add_test(tc, reader_refuses_big_and_nested_arrays);
+    tcase_add_test(tc, skipper_drops_a_bulk_over_the_bound);
+    tcase_add_test(tc, skipper_refuses_a_bad_bulk_header);
     suite_add_tcase(s, tc);
     return s;
 }

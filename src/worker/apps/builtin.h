@@ -25,4 +25,8 @@ typedef struct static_options {
 void *static_app_create(const char *dir, const static_options *o, pagi_loop *loop,
                         const char **err);
 
+/** app_pubsub's create with the origins (origin.h normal forms, "*") its
+ * pages may come from besides each request's own; copied. */
+void *pubsub_app_create(char *const *origins, size_t n, pagi_loop *loop, const char **err);
+
 #endif

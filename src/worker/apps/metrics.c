@@ -85,6 +85,8 @@ static void pubsub_backend_metrics(buf *o, const shm_region *r)
         return;
     buf_printf(o, "pagid_pubsub_dropped_total{where=\"backend\"} %llu\n",
                (unsigned long long)LOAD(&m->pubsub_backend_dropped));
+    buf_printf(o, "pagid_pubsub_dropped_total{where=\"backend_too_large\"} %llu\n",
+               (unsigned long long)LOAD(&m->pubsub_backend_too_large));
     head(o, "pagid_pubsub_backend_messages_total", "counter",
          "Messages the master sent to the backend (redis) and received from it for this "
          "instance's subscribers.");

@@ -16,12 +16,17 @@
  * With ?policy=conflate|drop|disconnect a websocket or event stream joins a
  * broadcast group fed from CHANNEL instead (pubsub_group.c), whose policy
  * handles a slow client.
+ * A request whose Origin is another site's (not its own scheme://Host, nor
+ * in pubsub.allowed_origins) is refused with 403 before any of that: a
+ * websocket and a text/plain POST need no CORS preflight, so without it any
+ * page a visitor opens could read and publish on every channel.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builtin.h"
+#include "common/origin.h"
 #include "pubsub_group.h"
 
 /* Not the transport's high-water mark (64 KiB): one loop round may deliver
@@ -29,12 +34,22 @@
  * the output is flushed at the end of the round. */
 #define MAX_BUFFERED (1u << 20)
 
+/* The app instance: the group mode's table and the origins it allows. */
+typedef struct ps_app {
+    ps_groups *groups;
+    char **origins;
+    size_t n_origins;
+    unsigned long refused; /* requests refused for their origin, for the debug log */
+} ps_app;
+
 typedef struct ps_client {
     pagi_subscription *sub;
-    int stay;    /* ?stay=1: keep serving while the worker drains (tests of a reload) */
-    int started; /* sse: the stream is open; the pending receive waits for the disconnect */
-    int done;    /* pagi_scope_finish was called */
-    char *body;  /* POST: the message so far */
+    int stay;            /* ?stay=1: keep serving while the worker drains (tests of a reload) */
+    int started;         /* sse: the stream is open; the pending receive waits for the disconnect */
+    int done;            /* pagi_scope_finish was called */
+    char *body;          /* POST: the message so far */
+    const char *refusal; /* refused (ps_refuse): the answer's text */
+    int refusal_status;
     size_t len, cap;
     char channel[PAGI_CHANNEL_MAX + 1];
 } ps_client;
@@ -306,27 +321,85 @@ static void ps_http(pagi_scope *s, ps_client *c)
 
 /* ---- the app ---------------------------------------------------------------------- */
 
-/* A bad channel name: refused in the way of the scope's type. */
-static void ps_bad_channel(pagi_scope *s, const pagi_event *ev, void *ud)
+static const char bad_channel[] = "the path names a channel of 1 to 255 bytes\n";
+static const char bad_origin[] =
+    "pubsub: requests from this origin are refused: a page of another site may not use "
+    "this endpoint (allow it with pubsub.allowed_origins in pagid.yaml)\n";
+
+/* A websocket refused with a status and a body (the websocket.http.response
+ * extension), or with a plain 403 where the server does not offer it. */
+static void ps_ws_deny(pagi_scope *s, ps_client *c, int status, const char *text)
 {
-    static const char why[] = "the path names a channel of 1 to 255 bytes\n";
+    static const pagi_header h[] = {{{"content-type", 12}, {"text/plain; charset=utf-8", 25}}};
+    pagi_event start = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_HTTP_RESPONSE_START);
+    start.status = status;
+    start.headers = h;
+    start.header_count = 1;
+    pagi_event body = PAGI_EVENT_INIT(PAGI_EV_WEBSOCKET_HTTP_RESPONSE_BODY);
+    body.body = (pagi_str){text, strlen(text)};
+    if (pagi_send(s, &start, NULL, NULL) == 0)
+        pagi_send(s, &body, NULL, NULL);
+    ps_finish(s, c, NULL); /* nothing accepted: the server answers 403 */
+}
+
+/* A request refused (bad channel: 400, bad origin: 403) in the way of its
+ * scope's type, once its first event came. */
+static void ps_refuse(pagi_scope *s, const pagi_event *ev, void *ud)
+{
     ps_client *c = ud;
     if (ev->type == PAGI_EV_SSE_REQUEST && ev->more) {
-        if (pagi_receive(s, ps_bad_channel, c) < 0)
+        if (pagi_receive(s, ps_refuse, c) < 0)
             ps_finish(s, c, pagi_scope_error(s));
         return;
     }
     if (ev->type == PAGI_EV_SSE_REQUEST)
-        ps_sse_decline(s, c, 400, why);
+        ps_sse_decline(s, c, c->refusal_status, c->refusal);
+    else if (ev->type == PAGI_EV_WEBSOCKET_CONNECT && c->refusal_status == 403)
+        ps_ws_deny(s, c, 403, c->refusal);
     else /* websocket.connect (refused: 403), or a disconnect */
         ps_finish(s, c, NULL);
 }
 
+/* The request's Origin is its own site's or an allowed one (none: not a
+ * browser, allowed). 1 when it may go on. */
+static int ps_origin_ok(ps_app *app, pagi_scope *s)
+{
+    pagi_str origin, host = {"", 0};
+    if (!pagi_scope_header(s, "origin", &origin))
+        return 1;
+    pagi_scope_header(s, "host", &host);
+    if (origin_allowed(origin.ptr, origin.len, pagi_scope_scheme(s), host.ptr, host.len,
+                       app->origins, app->n_origins))
+        return 1;
+    app->refused++;
+    pagi_log(pagi_scope_loop(s), PAGI_LOG_DEBUG,
+             "pubsub: refused a %s request from origin '%.*s' for host '%.*s' (%lu so far)",
+             pagi_scope_type_name(s), (int)(origin.len < 200 ? origin.len : 200), origin.ptr,
+             (int)(host.len < 200 ? host.len : 200), host.ptr, app->refused);
+    return 0;
+}
+
 static void ps_handle(pagi_scope *s, void *instance)
 {
+    ps_app *app = instance;
     pagi_scope_type type = pagi_scope_type_of(s);
     if (type == PAGI_SCOPE_LIFESPAN) {
         pagi_scope_finish(s, NULL); /* declined: the worker starts without it */
+        return;
+    }
+    if (!ps_origin_ok(app, s)) {
+        ps_client *c = calloc(1, sizeof *c);
+        if (!c) {
+            pagi_scope_finish(s, "pubsub: out of memory");
+            return;
+        }
+        pagi_scope_set_userdata(s, c, ps_release);
+        c->refusal = bad_origin;
+        c->refusal_status = 403;
+        if (type == PAGI_SCOPE_HTTP)
+            ps_respond(s, c, 403, bad_origin, NULL);
+        else if (pagi_receive(s, ps_refuse, c) < 0)
+            ps_finish(s, c, pagi_scope_error(s));
         return;
     }
     pagi_str q = pagi_scope_query_string(s);
@@ -348,7 +421,7 @@ static void ps_handle(pagi_scope *s, void *instance)
         char channel[PAGI_CHANNEL_MAX + 1];
         memcpy(channel, path.ptr, path.len);
         channel[path.len] = 0;
-        ps_group_handle(instance, s, channel, (pagi_group_policy)policy);
+        ps_group_handle(app->groups, s, channel, (pagi_group_policy)policy);
         return;
     }
     ps_client *c = calloc(1, sizeof *c);
@@ -363,9 +436,11 @@ static void ps_handle(pagi_scope *s, void *instance)
         path.len--;
     }
     if (path.len == 0 || path.len > PAGI_CHANNEL_MAX || memchr(path.ptr, 0, path.len)) {
+        c->refusal = bad_channel;
+        c->refusal_status = 400;
         if (type == PAGI_SCOPE_HTTP)
-            ps_respond(s, c, 400, "the path names a channel of 1 to 255 bytes\n", NULL);
-        else if (pagi_receive(s, ps_bad_channel, c) < 0)
+            ps_respond(s, c, 400, bad_channel, NULL);
+        else if (pagi_receive(s, ps_refuse, c) < 0)
             ps_finish(s, c, pagi_scope_error(s));
         return;
     }
@@ -393,20 +468,41 @@ static void ps_handle(pagi_scope *s, void *instance)
         ps_finish(s, c, pagi_scope_error(s));
 }
 
-/* The instance is the group mode's table (see pubsub_group.h). */
+static void ps_destroy(void *instance)
+{
+    ps_app *app = instance;
+    if (!app)
+        return;
+    ps_groups_free(app->groups);
+    for (size_t i = 0; i < app->n_origins; i++)
+        free(app->origins[i]);
+    free(app->origins);
+    free(app);
+}
+
+void *pubsub_app_create(char *const *origins, size_t n, pagi_loop *loop, const char **err)
+{
+    (void)loop;
+    ps_app *app = calloc(1, sizeof *app);
+    if (app && (app->groups = ps_groups_new()) != NULL &&
+        (n == 0 || (app->origins = calloc(n, sizeof *app->origins)) != NULL)) {
+        for (; app->n_origins < n; app->n_origins++)
+            if (!(app->origins[app->n_origins] = strdup(origins[app->n_origins])))
+                break;
+        if (app->n_origins == n)
+            return app;
+    }
+    ps_destroy(app);
+    *err = "pubsub: out of memory";
+    return NULL;
+}
+
+/* Created without a config (the mount table passes pubsub.allowed_origins
+ * through pubsub_app_create): only each request's own origin is allowed. */
 static void *ps_create(const char *arg, pagi_loop *loop, const char **err)
 {
     (void)arg;
-    (void)loop;
-    void *t = ps_groups_new();
-    if (!t)
-        *err = "pubsub: out of memory";
-    return t;
-}
-
-static void ps_destroy(void *instance)
-{
-    ps_groups_free(instance);
+    return pubsub_app_create(NULL, 0, loop, err);
 }
 
 const pagi_app app_pubsub = {

@@ -49,8 +49,8 @@ static const pagi_app mount_app = {
     .handle = mount_handle,
 };
 
-static int entry_load(mount_entry *e, const pagid_static_opts *so, pagi_loop *loop, char *err,
-                      size_t errlen)
+static int entry_load(mount_entry *e, const pagid_static_opts *so, const pagid_pubsub *ps,
+                      pagi_loop *loop, char *err, size_t errlen)
 {
     if (app_registry_load(e->spec, &e->h, err, errlen) < 0)
         return -1;
@@ -62,6 +62,8 @@ static int entry_load(mount_entry *e, const pagid_static_opts *so, pagi_loop *lo
                             .cache_bytes = so->cache_bytes,
                             .cache_valid = so->cache_valid};
         e->instance = static_app_create(e->h.arg, &o, loop, &cerr);
+    } else if (e->h.app == &app_pubsub) {
+        e->instance = pubsub_app_create(ps->allowed_origins, ps->n_allowed_origins, loop, &cerr);
     } else if (e->h.app->create) {
         e->instance = e->h.app->create(e->h.arg, loop, &cerr);
     } else {
@@ -101,7 +103,7 @@ int mount_table_load(mount_table *t, const pagid_config *cfg, pagi_loop *loop, c
     for (size_t i = 0; i <= cfg->n_mounts; i++) {
         const pagid_static_opts *so = i ? &cfg->mounts[i - 1].static_opts : &cfg->app_static;
         t->n = i + 1;
-        if (entry_load(&t->v[i], so, loop, err, errlen) < 0)
+        if (entry_load(&t->v[i], so, &cfg->pubsub, loop, err, errlen) < 0)
             return -1;
     }
     if (t->n > 2)
