@@ -515,6 +515,7 @@ void config_free(pagid_config *c)
     free(c->status_path);
     free(c->pubsub.url);
     free(c->pubsub.prefix);
+    free(c->tls_groups);
     free(c->pid_file);
     free(c->user);
     free(c->group);
