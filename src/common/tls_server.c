@@ -1,10 +1,10 @@
 /*
  * tls_server.c - building a TLS listener's OpenSSL contexts from its `tls:`
  * mapping: modern defaults (TLS 1.2 and 1.3, forward-secret AEAD ciphers,
- * server preference, no renegotiation, no 0-RTT, no compression), ALPN,
- * client certificates, session tickets. One context per set of names (its
- * certificates, one per key type), all alike but for them; SNI moves a
- * handshake to the one whose names match.
+ * elliptic-curve key exchange, server preference, no renegotiation, no
+ * 0-RTT, no compression), ALPN, client certificates, session tickets. One
+ * context per set of names (its certificates, one per key type), all alike
+ * but for them; SNI moves a handshake to the one whose names match.
  */
 #include "tls_server.h"
 
@@ -391,6 +391,16 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
         config_report(c, t->ciphersuites_pos, err,
                       "no usable TLS 1.3 cipher suite in '%s' (e.g. TLS_AES_128_GCM_SHA256)",
                       t->ciphersuites);
+        bad = 1;
+    }
+    /* One list for TLS 1.2's ECDHE curves and TLS 1.3's key shares. The
+     * names were checked when the config loaded; OpenSSL may still lack
+     * one (X448 under a FIPS provider). */
+    pagid_pos gpos;
+    const char *groups = tls_server_groups(c, t, &gpos);
+    if (SSL_CTX_set1_groups_list(ctx, groups) != 1) {
+        config_report(c, gpos, err, "TLS groups '%s' are not all available in %s", groups,
+                      OpenSSL_version(OPENSSL_VERSION));
         bad = 1;
     }
     ERR_clear_error();

@@ -3,7 +3,8 @@
  * tls_tickets.c: contexts built from a tls: mapping, driven through
  * in-memory handshakes (BIO pairs): SNI picks the certificate, a session
  * ticket made by one context resumes on another built from the same keys
- * (another worker, another generation), key files are checked.
+ * (another worker, another generation), key files are checked, the
+ * listener's groups decide the key exchange.
  */
 #include <check.h>
 #include <openssl/err.h>
@@ -332,6 +333,78 @@ START_TEST(test_ticket_key_file_errors)
 }
 END_TEST
 
+/* A TLS 1.3 client offering only groups (OpenSSL's list syntax) and, when
+ * alpn is set, those protocols (wire format). */
+static SSL_CTX *client13(const char *groups, const unsigned char *alpn, unsigned alpn_len)
+{
+    SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
+    ck_assert_int_eq(SSL_CTX_set1_groups_list(c, groups), 1);
+    if (alpn)
+        ck_assert_int_eq(SSL_CTX_set_alpn_protos(c, alpn, alpn_len), 0);
+    return c;
+}
+
+/* The name of the group a handshake with a client offering only groups
+ * agreed on, into out ("" when the handshake failed). */
+static const char *agreed(tls_server *ts, const char *groups, char *out, size_t outlen)
+{
+    SSL_CTX *cctx = client13(groups, NULL, 0);
+    SSL *cl = handshake(ts, cctx, NULL, NULL);
+    out[0] = '\0';
+    if (cl) {
+        const char *name = SSL_group_to_name(cl, SSL_get_negotiated_group(cl));
+        snprintf(out, outlen, "%s", name ? name : "?");
+    }
+    SSL_free(cl);
+    SSL_CTX_free(cctx);
+    return out;
+}
+
+START_TEST(test_groups_decide_key_exchange)
+{
+    pagid_config c;
+    char got[32];
+    /* The default: X25519, P-256, P-384; no finite-field group, no P-521. */
+    load(&c, "");
+    tls_server *ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_str_eq(agreed(ts, "X25519", got, sizeof got), "x25519");
+    ck_assert_str_eq(agreed(ts, "P-256", got, sizeof got), "secp256r1");
+    ck_assert_str_eq(agreed(ts, "P-384", got, sizeof got), "secp384r1");
+    ck_assert_str_eq(agreed(ts, "ffdhe8192", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "ffdhe2048", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "P-521", got, sizeof got), "");
+    /* A key share for a group we refuse: a HelloRetryRequest for one we take. */
+    ck_assert_str_eq(agreed(ts, "P-521:P-384", got, sizeof got), "secp384r1");
+    tls_server_free(ts);
+    config_free(&c);
+
+    /* The listener's own list, on its SNI contexts too. */
+    load(&c, "      groups: [P-384, ffdhe3072]\n");
+    ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_str_eq(agreed(ts, "X25519", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "X25519:P-384", got, sizeof got), "secp384r1");
+    ck_assert_str_eq(agreed(ts, "ffdhe3072", got, sizeof got), "ffdhe3072");
+    SSL_CTX *cctx = client13("X25519", NULL, 0);
+    SSL *cl = handshake(ts, cctx, "a.example.com", NULL);
+    ck_assert_ptr_null(cl);
+    SSL_CTX_free(cctx);
+    tls_server_free(ts);
+    config_free(&c);
+
+    /* tls.groups for a listener without its own. */
+    load(&c, "tls:\n  groups: [X448]\n");
+    ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_str_eq(agreed(ts, "X25519:P-256", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "X448", got, sizeof got), "x448");
+    tls_server_free(ts);
+    config_free(&c);
+}
+END_TEST
+
 static Suite *tls_server_suite(void)
 {
     Suite *s = suite_create("tls_server");
@@ -342,6 +415,7 @@ static Suite *tls_server_suite(void)
     tcase_add_test(tc, test_ticket_resumption);
     tcase_add_test(tc, test_ticket_rotation);
     tcase_add_test(tc, test_ticket_key_file_errors);
+    tcase_add_test(tc, test_groups_decide_key_exchange);
     suite_add_tcase(s, tc);
     return s;
 }
