@@ -97,8 +97,11 @@ static const char *load_error_text(const char *file, const char *kind,
 
 /* ALPN: h2 first when the listener speaks HTTP/2 (arg non-NULL), then
  * http/1.1. Our order decides among what both offer (SSL_select_next_proto
- * walks the server's list first); a client offering neither gets no ALPN
- * answer rather than a failed handshake. */
+ * walks the server's list first). OpenSSL calls this only when the client
+ * sent ALPN (one that sends none gets HTTP/1.1); a client whose list holds
+ * neither gets the no_application_protocol alert, as RFC 7301 3.2 says:
+ * answering it in HTTP/1.1 anyway is what cross-protocol attacks (ALPACA)
+ * count on, a TLS endpoint taken for another protocol's server. */
 static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                            const unsigned char *in, unsigned int inlen, void *arg)
 {
@@ -113,7 +116,7 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
         *out = sel;
         return SSL_TLSEXT_ERR_OK;
     }
-    return SSL_TLSEXT_ERR_NOACK;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
 /* client_auth: optional keeps a connection whose certificate does not

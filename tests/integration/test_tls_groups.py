@@ -1,15 +1,17 @@
-"""Key exchange groups on TLS listeners (issue 25): a ClientHello offering
-only finite-field groups (ffdhe8192 costs the worker ~140 ms of CPU per
-handshake) is refused unless the config names them; `tls: {groups}` on a
+"""Key exchange groups and ALPN on TLS listeners (issue 25): a ClientHello
+offering only finite-field groups (ffdhe8192 costs the worker ~140 ms of CPU
+per handshake) is refused unless the config names them; `tls: {groups}` on a
 listener and at the top level choose the groups (pagid -t checks the names,
-pagid -T shows them in OpenSSL's spelling, a reload applies new ones).
-Driven with openssl s_client, which names the group it agreed on and the
-alert it got."""
+pagid -T shows them in OpenSSL's spelling, a reload applies new ones); a
+client whose ALPN offers no protocol we speak gets the no_application_protocol
+alert (RFC 7301 3.2), one that offers none still gets HTTP/1.1. Driven with
+openssl s_client, which names the group it agreed on and the alert it got."""
 
 import re
 import subprocess
 
 from lib import SLOW, TestPKI, check, check_eq, free_port, test, tls_listen
+from test_metrics import scrape
 from test_ops import write
 from test_tls_config import check_config, https_get, reload_ok, run_pagid, start
 
@@ -148,3 +150,38 @@ def tls_groups_reload(ctx):
     reload_ok(srv)
     expect_group(port, "X25519", "X25519", "-tls1_3")
     expect_group(port, "P-384", None, "-tls1_3")
+
+
+@test(timeout=60)
+def tls_alpn_no_common_protocol(ctx):
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    port, h1port, sport = free_port(), free_port(), free_port()
+    text = ("listen:\n" + tls_listen(port, cert, key) + tls_listen(h1port, cert, key) +
+            "    http2: false\napp: hello\nworkers: 1\nstatus:\n  listen: 127.0.0.1:%d\n" % sport)
+    start(ctx, text, port)
+
+    def refused():
+        return scrape(sport)[0].get('pagid_tls_handshakes_total{result="no_application_protocol"}')
+
+    for p, offer in ((port, "foo"), (port, "foo,spdy/3"), (h1port, "h2")):
+        done, _, out = s_client(p, "-alpn", offer)
+        check(not done, "ALPN %r was served: %s" % (offer, out[-800:]))
+        check("no application protocol" in out,
+              "ALPN %r: no no_application_protocol alert: %s" % (offer, out[-800:]))
+    check_eq(refused(), 3, "ALPN refusals counted")
+    check_eq(scrape(sport)[0].get('pagid_tls_handshakes_total{result="failed"}'), 0,
+             "ALPN refusals counted as failed too")
+    for p, offer, want in ((port, "h2,http/1.1", "h2"), (port, "foo,http/1.1", "http/1.1"),
+                           (h1port, "h2,http/1.1", "http/1.1")):
+        done, _, out = s_client(p, "-alpn", offer)
+        check(done, "ALPN %r failed: %s" % (offer, out[-800:]))
+        check("ALPN protocol: %s" % want in out, "ALPN %r did not choose %s: %s"
+              % (offer, want, out[-800:]))
+    # No ALPN at all: HTTP/1.1, as before.
+    done, _, out = s_client(port)
+    check(done and "No ALPN negotiated" in out, "a client without ALPN: %s" % out[-800:])
+    c = pki.client_context()
+    status, s = https_get(pki, port, ctx=c)
+    check_eq((status, s.selected_alpn_protocol()), (200, None), "a request without ALPN")
+    s.close()

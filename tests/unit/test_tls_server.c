@@ -4,7 +4,8 @@
  * in-memory handshakes (BIO pairs): SNI picks the certificate, a session
  * ticket made by one context resumes on another built from the same keys
  * (another worker, another generation), key files are checked, the
- * listener's groups decide the key exchange.
+ * listener's groups decide the key exchange, and ALPN with nothing in common
+ * is refused with no_application_protocol.
  */
 #include <check.h>
 #include <openssl/err.h>
@@ -405,6 +406,81 @@ START_TEST(test_groups_decide_key_exchange)
 }
 END_TEST
 
+/* One handshake offering alpn (wire format); the protocol chosen into out
+ * ("" for none), or -1 when the handshake failed, with the server's error
+ * reason in *reason. */
+static int alpn_handshake(tls_server *ts, const unsigned char *alpn, unsigned alpn_len, char *out,
+                          size_t outlen, int *reason)
+{
+    SSL_CTX *cctx = client13("X25519", alpn, alpn_len);
+    SSL *s = SSL_new(tls_server_ssl_ctx(ts)), *cl = SSL_new(cctx);
+    BIO *sb, *cb;
+    ck_assert_int_eq(BIO_new_bio_pair(&sb, 0, &cb, 0), 1);
+    SSL_set_bio(s, sb, sb);
+    SSL_set_bio(cl, cb, cb);
+    SSL_set_accept_state(s);
+    SSL_set_connect_state(cl);
+    int done_s = 0, done_c = 0, failed = 0;
+    *reason = 0;
+    for (int i = 0; i < 50 && !(done_s && done_c) && !failed; i++) {
+        int r = SSL_do_handshake(cl);
+        done_c = r == 1;
+        failed = r != 1 && SSL_get_error(cl, r) != SSL_ERROR_WANT_READ;
+        r = SSL_do_handshake(s);
+        done_s = r == 1;
+        if (r != 1 && SSL_get_error(s, r) != SSL_ERROR_WANT_READ) {
+            *reason = ERR_GET_REASON(ERR_peek_error());
+            failed = 1;
+        }
+    }
+    /* The alert the client got, if any. */
+    SSL_do_handshake(cl);
+    const unsigned char *sel = NULL;
+    unsigned sel_len = 0;
+    SSL_get0_alpn_selected(cl, &sel, &sel_len);
+    snprintf(out, outlen, "%.*s", (int)sel_len, sel ? (const char *)sel : "");
+    SSL_free(s);
+    SSL_free(cl);
+    SSL_CTX_free(cctx);
+    ERR_clear_error();
+    return failed ? -1 : 0;
+}
+
+START_TEST(test_alpn_without_common_protocol_is_refused)
+{
+    /* Octal lengths: "\x03f" would be one hex escape. */
+    static const unsigned char foo[] = "\003foo", foo_h1[] = "\003foo\010http/1.1",
+                               h2_h1[] = "\002h2\010http/1.1", h2[] = "\002h2";
+    pagid_config c;
+    char got[32];
+    int reason;
+    load(&c, "");
+    tls_server *ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_int_eq(alpn_handshake(ts, foo, sizeof foo - 1, got, sizeof got, &reason), -1);
+    ck_assert_int_eq(reason, SSL_R_NO_APPLICATION_PROTOCOL);
+    ck_assert_int_eq(alpn_handshake(ts, foo_h1, sizeof foo_h1 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "http/1.1");
+    ck_assert_int_eq(alpn_handshake(ts, h2_h1, sizeof h2_h1 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "h2");
+    /* No ALPN at all: no answer, the connection speaks HTTP/1.1. */
+    ck_assert_int_eq(alpn_handshake(ts, NULL, 0, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "");
+    tls_server_free(ts);
+    config_free(&c);
+    /* Without HTTP/2, h2 alone is nothing in common. */
+    load(&c, "    http2: false\n");
+    ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_int_eq(alpn_handshake(ts, h2, sizeof h2 - 1, got, sizeof got, &reason), -1);
+    ck_assert_int_eq(reason, SSL_R_NO_APPLICATION_PROTOCOL);
+    ck_assert_int_eq(alpn_handshake(ts, h2_h1, sizeof h2_h1 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "http/1.1");
+    tls_server_free(ts);
+    config_free(&c);
+}
+END_TEST
+
 static Suite *tls_server_suite(void)
 {
     Suite *s = suite_create("tls_server");
@@ -416,6 +492,7 @@ static Suite *tls_server_suite(void)
     tcase_add_test(tc, test_ticket_rotation);
     tcase_add_test(tc, test_ticket_key_file_errors);
     tcase_add_test(tc, test_groups_decide_key_exchange);
+    tcase_add_test(tc, test_alpn_without_common_protocol_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
