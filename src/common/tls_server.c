@@ -96,18 +96,20 @@ static const char *load_error_text(const char *file, const char *kind,
 }
 
 /* ALPN: h2 first when the listener speaks HTTP/2 (arg non-NULL), then
- * http/1.1. Our order decides among what both offer (SSL_select_next_proto
- * walks the server's list first). OpenSSL calls this only when the client
- * sent ALPN (one that sends none gets HTTP/1.1); a client whose list holds
- * neither gets the no_application_protocol alert, as RFC 7301 3.2 says:
- * answering it in HTTP/1.1 anyway is what cross-protocol attacks (ALPACA)
- * count on, a TLS endpoint taken for another protocol's server. */
+ * http/1.1 and http/1.0 (curl --http1.0 offers only that; nginx takes it
+ * too, and the HTTP/1 parser serves both). Our order decides among what both
+ * offer (SSL_select_next_proto walks the server's list first). OpenSSL calls
+ * this only when the client sent ALPN (one that sends none gets HTTP/1.x); a
+ * client whose list holds none of ours gets the no_application_protocol
+ * alert, as RFC 7301 3.2 says: answering it in HTTP anyway is what
+ * cross-protocol attacks (ALPACA) count on, a TLS endpoint taken for another
+ * protocol's server. */
 static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                            const unsigned char *in, unsigned int inlen, void *arg)
 {
     (void)ssl;
-    static const unsigned char both[] = "\x02h2\x08http/1.1";
-    static const unsigned char h1[] = "\x08http/1.1";
+    static const unsigned char both[] = "\x02h2\x08http/1.1\x08http/1.0";
+    static const unsigned char h1[] = "\x08http/1.1\x08http/1.0";
     const unsigned char *ours = arg ? both : h1;
     unsigned int ours_len = arg ? sizeof both - 1 : sizeof h1 - 1;
     unsigned char *sel = NULL;

@@ -173,7 +173,7 @@ def tls_alpn_no_common_protocol(ctx):
     check_eq(scrape(sport)[0].get('pagid_tls_handshakes_total{result="failed"}'), 0,
              "ALPN refusals counted as failed too")
     for p, offer, want in ((port, "h2,http/1.1", "h2"), (port, "foo,http/1.1", "http/1.1"),
-                           (h1port, "h2,http/1.1", "http/1.1")):
+                           (h1port, "h2,http/1.1", "http/1.1"), (port, "http/1.0", "http/1.0")):
         done, _, out = s_client(p, "-alpn", offer)
         check(done, "ALPN %r failed: %s" % (offer, out[-800:]))
         check("ALPN protocol: %s" % want in out, "ALPN %r did not choose %s: %s"

@@ -450,7 +450,8 @@ START_TEST(test_alpn_without_common_protocol_is_refused)
 {
     /* Octal lengths: "\x03f" would be one hex escape. */
     static const unsigned char foo[] = "\003foo", foo_h1[] = "\003foo\010http/1.1",
-                               h2_h1[] = "\002h2\010http/1.1", h2[] = "\002h2";
+                               h2_h1[] = "\002h2\010http/1.1", h2[] = "\002h2",
+                               h10[] = "\010http/1.0";
     pagid_config c;
     char got[32];
     int reason;
@@ -463,6 +464,9 @@ START_TEST(test_alpn_without_common_protocol_is_refused)
     ck_assert_str_eq(got, "http/1.1");
     ck_assert_int_eq(alpn_handshake(ts, h2_h1, sizeof h2_h1 - 1, got, sizeof got, &reason), 0);
     ck_assert_str_eq(got, "h2");
+    /* curl --http1.0 offers only http/1.0: the HTTP/1 parser serves it. */
+    ck_assert_int_eq(alpn_handshake(ts, h10, sizeof h10 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "http/1.0");
     /* No ALPN at all: no answer, the connection speaks HTTP/1.1. */
     ck_assert_int_eq(alpn_handshake(ts, NULL, 0, got, sizeof got, &reason), 0);
     ck_assert_str_eq(got, "");
