@@ -546,6 +546,7 @@ void config_free(pagid_config *c)
     for (size_t i = 0; i < c->pubsub.n_allowed_origins; i++)
         free(c->pubsub.allowed_origins[i]);
     free(c->pubsub.allowed_origins);
+    free(c->tls_groups);
     free(c->pid_file);
     free(c->user);
     free(c->group);

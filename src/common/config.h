@@ -44,6 +44,7 @@ typedef struct pagid_tls {
     char *protocols;    /* "TLSv1.2 TLSv1.3": the versions offered, or NULL */
     char *ciphers;      /* TLS 1.2 cipher list (OpenSSL syntax), or NULL */
     char *ciphersuites; /* TLS 1.3 suites, or NULL */
+    char *groups;       /* key exchange groups, OpenSSL's names ':'-joined; NULL: tls.groups */
     tls_client_auth client_auth;
     char *client_ca;  /* CA file clients are verified against */
     char *client_crl; /* CRLs (PEM) client certificates are checked against, or NULL */
@@ -55,7 +56,7 @@ typedef struct pagid_tls {
     /* Where the values that files and OpenSSL judge later were written
      * (zero when not set): messages point at them. */
     pagid_pos protocols_pos, ciphers_pos, ciphersuites_pos, client_ca_pos, ticket_keys_pos;
-    pagid_pos client_crl_pos;
+    pagid_pos client_crl_pos, groups_pos;
 } pagid_tls;
 
 typedef struct pagid_listen {
@@ -187,6 +188,10 @@ typedef struct pagid_config {
     pagid_listen *status_listen; /* status.listen: the metrics listener; NULL = off */
     char *status_path;           /* status.path: where the metrics are served */
     pagid_pubsub pubsub;
+    /* tls.groups: the key exchange groups of a TLS listener without its own
+     * (OpenSSL's names, ':'-joined); NULL: PAGID_TLS_DEFAULT_GROUPS. */
+    char *tls_groups;
+    pagid_pos tls_groups_pos;
     char *pid_file, *user, *group;
     /* Where these were set in the file, for messages about them. */
     pagid_pos pid_file_pos, user_pos, group_pos, error_log_pos, access_log_pos;

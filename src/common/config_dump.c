@@ -226,9 +226,24 @@ static void app_value(dumper *d, const char *spec, const pagid_static_opts *so,
     }
 }
 
-/* A listener's tls mapping with every default spelled out; certs[0] is
- * shown as cert/key, the others as certificates (the same config again). */
-static void tls_mapping(dumper *d, const pagid_tls *t)
+/* A ':'-joined list of names (groups) as a flow sequence. */
+static void name_list(dumper *d, const char *list)
+{
+    seq_start(d, 1);
+    while (*list) {
+        size_t len = strcspn(list, ":");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)len, list);
+        str(d, name);
+        list += len + (list[len] == ':');
+    }
+    seq_end(d);
+}
+
+/* A listener's tls mapping with every default spelled out (groups: the ones
+ * it offers, its own or tls.groups); certs[0] is shown as cert/key, the
+ * others as certificates (the same config again). */
+static void tls_mapping(dumper *d, const pagid_config *c, const pagid_tls *t)
 {
     static const char *const modes[] = {"none", "optional", "require"};
     word(d, "tls");
@@ -260,6 +275,9 @@ static void tls_mapping(dumper *d, const pagid_tls *t)
     seq_end(d);
     key_str(d, "ciphers", t->ciphers ? t->ciphers : PAGID_TLS_DEFAULT_CIPHERS);
     key_str(d, "ciphersuites", t->ciphersuites ? t->ciphersuites : PAGID_TLS_DEFAULT_SUITES);
+    pagid_pos pos;
+    word(d, "groups");
+    name_list(d, tls_server_groups(c, t, &pos));
     if (t->client_auth != TLS_CLIENT_NONE || t->client_ca) {
         word(d, "client_auth");
         map_start(d);
@@ -289,7 +307,7 @@ static void tls_mapping(dumper *d, const pagid_tls *t)
     map_end(d);
 }
 
-static void listen_entry(dumper *d, const pagid_listen *l)
+static void listen_entry(dumper *d, const pagid_config *c, const pagid_listen *l)
 {
     int h2c = !l->tls && l->http2 == PAGID_H2_PRIOR_KNOWLEDGE;
     if (!l->tls && !h2c &&
@@ -312,7 +330,7 @@ static void listen_entry(dumper *d, const pagid_listen *l)
     if (l->has_gid)
         key_count(d, "group", (size_t)l->gid);
     if (l->tls)
-        tls_mapping(d, l->tls);
+        tls_mapping(d, c, l->tls);
     if (l->tls || h2c) {
         word(d, "http2");
         word(d, h2c ? "prior-knowledge" : config_listen_h2(l) ? "true" : "false");
@@ -333,7 +351,7 @@ static void dump_body(dumper *d, const pagid_config *c)
     seq_start(d, 0);
     for (size_t i = 0; i < c->n_listens; i++)
         if (!c->listens[i].status)
-            listen_entry(d, &c->listens[i]);
+            listen_entry(d, c, &c->listens[i]);
     seq_end(d);
 
     word(d, "workers");
@@ -447,6 +465,12 @@ static void dump_body(dumper *d, const pagid_config *c)
     for (size_t i = 0; i < c->pubsub.n_allowed_origins; i++)
         str(d, c->pubsub.allowed_origins[i]);
     seq_end(d);
+    map_end(d);
+
+    word(d, "tls");
+    map_start(d);
+    word(d, "groups");
+    name_list(d, c->tls_groups ? c->tls_groups : PAGID_TLS_DEFAULT_GROUPS);
     map_end(d);
 
     key_opt(d, "pid_file", c->pid_file, "~");

@@ -102,6 +102,7 @@ void config_tls_free(pagid_tls *t)
     free(t->protocols);
     free(t->ciphers);
     free(t->ciphersuites);
+    free(t->groups);
     free(t->client_ca);
     free(t->client_crl);
     for (size_t i = 0; i < t->n_ticket_keys; i++)

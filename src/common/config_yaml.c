@@ -479,6 +479,12 @@ static const key_def pubsub_keys[] = {
     {NULL, NULL, 0, NULL, 0, 0},
 };
 
+/* Server-wide TLS defaults; a listener's own tls mapping overrides them. */
+static const key_def tls_keys[] = {
+    STRING_KEY(groups, set_tls_groups, tls_groups),
+    {NULL, NULL, 0, NULL, 0, 0},
+};
+
 static const key_def top_keys[] = {
     STRING_KEY(listen, set_listen, listens),
     STRING_KEY(workers, set_workers, workers),
@@ -494,6 +500,7 @@ static const key_def top_keys[] = {
     SECTION_KEY(error_log, error_log_keys),
     SECTION_KEY(status, status_keys),
     SECTION_KEY(pubsub, pubsub_keys),
+    SECTION_KEY(tls, tls_keys),
     STRING_KEY(pid_file, set_string, pid_file),
     STRING_KEY(user, set_string, user),
     STRING_KEY(group, set_string, group),

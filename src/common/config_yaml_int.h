@@ -175,6 +175,13 @@ void set_listen(load_ctx *x, const key_def *k, const ynode *n, const char *path)
 /* A listen entry's `tls:` mapping (config_yaml_tls.c); 0 with *out owned by
  * the caller, or -1 after reporting. */
 int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out);
+/* A groups list (listen.tls.groups or tls.groups, named by path) into *out
+ * as OpenSSL's names joined by ':' (an old value freed) and *pos; 0, or -1
+ * after reporting (*out untouched). */
+int config_tls_groups_parse(load_ctx *x, const ynode *n, const char *path, char **out,
+                            pagid_pos *pos);
+/* The top-level `tls.groups`: every TLS listener's default. */
+void set_tls_groups(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 
 /** A YAML 1.1 boolean (true/false/yes/no/on/off); 0, or -1 after reporting (config_yaml_app.c). */
 int parse_bool(load_ctx *x, const ynode *n, const char *path, int *out);

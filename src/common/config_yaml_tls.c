@@ -1,9 +1,10 @@
 /*
  * config_yaml_tls.c - the `tls:` mapping of a listen entry: the default
- * certificate and the SNI ones, protocols, ciphers, client certificates,
- * session tickets. Only the shape is checked here; the files are read when
- * the listeners open (tls_server.c), as root, and pagid -t loads them the
- * same way.
+ * certificate and the SNI ones, protocols, ciphers, key exchange groups,
+ * client certificates, session tickets; and the top-level `tls:` defaults
+ * (groups). Only the shape is checked here; the files are read when the
+ * listeners open (tls_server.c), as root, and pagid -t loads them the same
+ * way.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -303,6 +304,133 @@ static int tls_ticket_keys_parse(load_ctx *x, const ynode *n, pagid_tls *t)
     return 0;
 }
 
+/*
+ * The key exchange groups a listener may name, in OpenSSL's spelling (what
+ * SSL_CTX_set1_groups_list takes and pagid -T shows), with the other names
+ * operators know them by; all matched without regard to case. A fixed list
+ * rather than whatever OpenSSL knows: pagid -t can then name a typo at its
+ * line without building a context, and the binary curves RFC 8422
+ * deprecated stay out. The finite-field groups are here for an operator who
+ * must have them, not in the default: one ffdhe8192 key share costs the
+ * server about 140 ms of CPU, X25519 one or two.
+ */
+static const struct tls_group {
+    const char *name;
+    const char *aliases[3];
+} tls_groups[] = {
+    {"X25519", {NULL}},
+    {"prime256v1", {"P-256", "secp256r1", NULL}},
+    {"secp384r1", {"P-384", NULL}},
+    {"secp521r1", {"P-521", NULL}},
+    {"X448", {NULL}},
+    {"ffdhe2048", {NULL}},
+    {"ffdhe3072", {NULL}},
+    {"ffdhe4096", {NULL}},
+    {"ffdhe6144", {NULL}},
+    {"ffdhe8192", {NULL}},
+};
+#define N_TLS_GROUPS (sizeof tls_groups / sizeof tls_groups[0])
+
+/* The index in tls_groups of name (any of its spellings), or -1. */
+static int tls_group_find(const char *name)
+{
+    for (size_t i = 0; i < N_TLS_GROUPS; i++) {
+        if (!strcasecmp(name, tls_groups[i].name))
+            return (int)i;
+        for (size_t a = 0; tls_groups[i].aliases[a]; a++)
+            if (!strcasecmp(name, tls_groups[i].aliases[a]))
+                return (int)i;
+    }
+    return -1;
+}
+
+/* An unknown group: its name and every valid one. No "did you mean": the
+ * names differ by digits that name other curves (sect571r1 is one letter
+ * and two digits from secp521r1), and the list is short enough to read. */
+static void tls_group_unknown(load_ctx *x, const ynode *v, const char *path)
+{
+    char valid[256] = "", shown[80];
+    for (size_t i = 0; i < N_TLS_GROUPS; i++) {
+        size_t len = strlen(valid);
+        snprintf(valid + len, sizeof valid - len, "%s%s", i ? ", " : "", tls_groups[i].name);
+    }
+    report(x, v, "unknown TLS group '%s' in '%s' (valid: %s)", printable(v, shown, sizeof shown),
+           path, valid);
+}
+
+int config_tls_groups_parse(load_ctx *x, const ynode *n, const char *path, char **out,
+                            pagid_pos *pos)
+{
+    char shown[80];
+    if (n->type == YAML_MAPPING_NODE) {
+        report(x, n, "'%s' must be a list of key exchange groups (e.g. [X25519, P-256]), not %s",
+               path, kind_name(n));
+        return -1;
+    }
+    size_t count = n->type == YAML_SEQUENCE_NODE ? n->len : is_null(n) ? 0 : 1;
+    if (count == 0) {
+        report(x, n, "'%s' is empty: name at least one group (the default is X25519, P-256, P-384)",
+               path);
+        return -1;
+    }
+    /* Each group once: OpenSSL refuses a list that names one twice. */
+    int seen[N_TLS_GROUPS] = {0}, bad = 0;
+    size_t len = 0;
+    int order[N_TLS_GROUPS];
+    size_t n_order = 0;
+    for (size_t i = 0; i < count; i++) {
+        const ynode *v = n->type == YAML_SEQUENCE_NODE ? item_at(x, n, i) : n;
+        const char *s = scalar(x, v, path);
+        if (!s) {
+            bad = 1;
+            continue;
+        }
+        int g = tls_group_find(s);
+        if (g < 0 && n->type == YAML_SCALAR_NODE && strpbrk(s, ":, ")) {
+            /* nginx's ssl_ecdh_curve X25519:prime256v1 */
+            report(x, v, "'%s' is one string '%s': write a list, groups: [X25519, P-256]", path,
+                   printable(v, shown, sizeof shown));
+            bad = 1;
+        } else if (g < 0) {
+            tls_group_unknown(x, v, path);
+            bad = 1;
+        } else if (seen[g]) {
+            int alias = strcasecmp(s, tls_groups[g].name) != 0;
+            report(x, v, "TLS group '%s' is named twice in '%s'%s%s%s",
+                   printable(v, shown, sizeof shown), path, alias ? " (another name for " : "",
+                   alias ? tls_groups[g].name : "", alias ? ")" : "");
+            bad = 1;
+        } else {
+            seen[g] = 1;
+            order[n_order++] = g;
+            len += strlen(tls_groups[g].name) + 1;
+        }
+    }
+    if (bad)
+        return -1;
+    char *list = malloc(len);
+    if (!list) {
+        report(x, n, "out of memory");
+        return -1;
+    }
+    list[0] = '\0';
+    for (size_t i = 0; i < n_order; i++) {
+        if (i)
+            strcat(list, ":");
+        strcat(list, tls_groups[order[i]].name);
+    }
+    free(*out);
+    *out = list;
+    *pos = keep_pos(x, n);
+    return 0;
+}
+
+void set_tls_groups(load_ctx *x, const key_def *k, const ynode *n, const char *path)
+{
+    (void)k;
+    config_tls_groups_parse(x, n, path, &x->c->tls_groups, &x->c->tls_groups_pos);
+}
+
 /* ciphers / ciphersuites: an OpenSSL list, judged by OpenSSL when the
  * context is built (start, reload, pagid -t). */
 static int tls_list_string(load_ctx *x, const ynode *n, const char *path, char **out,
@@ -318,7 +446,8 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
 {
     static const char *const names[] = {
         "cert",         "key",         "certificates",    "protocols",          "ciphers",
-        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", "ocsp", NULL};
+        "ciphersuites", "client_auth", "session_tickets", "session_ticket_key", "ocsp",
+        "groups",       NULL};
     enum {
         K_CERT,
         K_KEY,
@@ -330,6 +459,7 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         K_TICKETS,
         K_TICKET_KEY,
         K_OCSP,
+        K_GROUPS,
         K_COUNT
     };
     const ynode *keys[K_COUNT] = {NULL}, *vals[K_COUNT] = {NULL};
@@ -370,6 +500,9 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         bad = 1;
     if (vals[K_SUITES] && tls_list_string(x, vals[K_SUITES], "listen.tls.ciphersuites",
                                           &t->ciphersuites, &t->ciphersuites_pos) < 0)
+        bad = 1;
+    if (vals[K_GROUPS] && config_tls_groups_parse(x, vals[K_GROUPS], "listen.tls.groups",
+                                                  &t->groups, &t->groups_pos) < 0)
         bad = 1;
     if (vals[K_CLIENT_AUTH] && tls_client_auth_parse(x, vals[K_CLIENT_AUTH], t) < 0)
         bad = 1;

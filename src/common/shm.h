@@ -29,6 +29,7 @@ enum shm_tls_result {
     SHM_TLS_FAILED,  /* a TLS protocol error (no shared cipher, plain HTTP, a bad certificate) */
     SHM_TLS_TIMEOUT, /* not finished within timeouts.header */
     SHM_TLS_CLOSED,  /* the peer closed or reset the connection mid-handshake */
+    SHM_TLS_NO_PROTOCOL, /* ALPN offered no protocol we speak: no_application_protocol */
     SHM_TLS__COUNT
 };
 

@@ -1,10 +1,10 @@
 /*
  * tls_server.c - building a TLS listener's OpenSSL contexts from its `tls:`
  * mapping: modern defaults (TLS 1.2 and 1.3, forward-secret AEAD ciphers,
- * server preference, no renegotiation, no 0-RTT, no compression), ALPN,
- * client certificates, session tickets. One context per set of names (its
- * certificates, one per key type), all alike but for them; SNI moves a
- * handshake to the one whose names match.
+ * elliptic-curve key exchange, server preference, no renegotiation, no
+ * 0-RTT, no compression), ALPN, client certificates, session tickets. One
+ * context per set of names (its certificates, one per key type), all alike
+ * but for them; SNI moves a handshake to the one whose names match.
  */
 #include "tls_server.h"
 
@@ -96,15 +96,20 @@ static const char *load_error_text(const char *file, const char *kind,
 }
 
 /* ALPN: h2 first when the listener speaks HTTP/2 (arg non-NULL), then
- * http/1.1. Our order decides among what both offer (SSL_select_next_proto
- * walks the server's list first); a client offering neither gets no ALPN
- * answer rather than a failed handshake. */
+ * http/1.1 and http/1.0 (curl --http1.0 offers only that; nginx takes it
+ * too, and the HTTP/1 parser serves both). Our order decides among what both
+ * offer (SSL_select_next_proto walks the server's list first). OpenSSL calls
+ * this only when the client sent ALPN (one that sends none gets HTTP/1.x); a
+ * client whose list holds none of ours gets the no_application_protocol
+ * alert, as RFC 7301 3.2 says: answering it in HTTP anyway is what
+ * cross-protocol attacks (ALPACA) count on, a TLS endpoint taken for another
+ * protocol's server. */
 static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                            const unsigned char *in, unsigned int inlen, void *arg)
 {
     (void)ssl;
-    static const unsigned char both[] = "\x02h2\x08http/1.1";
-    static const unsigned char h1[] = "\x08http/1.1";
+    static const unsigned char both[] = "\x02h2\x08http/1.1\x08http/1.0";
+    static const unsigned char h1[] = "\x08http/1.1\x08http/1.0";
     const unsigned char *ours = arg ? both : h1;
     unsigned int ours_len = arg ? sizeof both - 1 : sizeof h1 - 1;
     unsigned char *sel = NULL;
@@ -113,7 +118,7 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
         *out = sel;
         return SSL_TLSEXT_ERR_OK;
     }
-    return SSL_TLSEXT_ERR_NOACK;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
 /* client_auth: optional keeps a connection whose certificate does not
@@ -391,6 +396,16 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
         config_report(c, t->ciphersuites_pos, err,
                       "no usable TLS 1.3 cipher suite in '%s' (e.g. TLS_AES_128_GCM_SHA256)",
                       t->ciphersuites);
+        bad = 1;
+    }
+    /* One list for TLS 1.2's ECDHE curves and TLS 1.3's key shares. The
+     * names were checked when the config loaded; OpenSSL may still lack
+     * one (X448 under a FIPS provider). */
+    pagid_pos gpos;
+    const char *groups = tls_server_groups(c, t, &gpos);
+    if (SSL_CTX_set1_groups_list(ctx, groups) != 1) {
+        config_report(c, gpos, err, "TLS groups '%s' are not all available in %s", groups,
+                      OpenSSL_version(OPENSSL_VERSION));
         bad = 1;
     }
     ERR_clear_error();

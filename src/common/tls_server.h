@@ -22,6 +22,30 @@
 #define PAGID_TLS_DEFAULT_SUITES                                                                   \
     "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
 
+/* Mozilla's "intermediate" key exchange groups, for TLS 1.2's ECDHE and
+ * TLS 1.3's key shares alike: what a listener offers unless its groups or
+ * the top-level tls.groups say otherwise. No finite-field group: OpenSSL's
+ * own default would accept a ClientHello offering only ffdhe8192, which
+ * costs the worker ~140 ms of CPU per handshake (X25519: 1-2 ms). */
+#define PAGID_TLS_DEFAULT_GROUPS "X25519:prime256v1:secp384r1"
+
+/** The groups listener t offers (its own, else c's tls.groups, else the
+ * default), and where they were written (line 0 for the default). */
+static inline const char *tls_server_groups(const pagid_config *c, const pagid_tls *t,
+                                            pagid_pos *pos)
+{
+    if (t->groups) {
+        *pos = t->groups_pos;
+        return t->groups;
+    }
+    if (c->tls_groups) {
+        *pos = c->tls_groups_pos;
+        return c->tls_groups;
+    }
+    *pos = t->pos;
+    return PAGID_TLS_DEFAULT_GROUPS;
+}
+
 typedef struct tls_server tls_server;
 struct ssl_ctx_st;
 

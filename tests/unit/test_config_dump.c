@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/config_dump.h"
 #include "common/redis_url.h"
+#include "common/tls_server.h"
 
 static char *text; /* the last dump, or the last loader messages */
 
@@ -135,6 +136,11 @@ static void same_config(const pagid_config *a, const pagid_config *b)
     free(masked);
     SAME_STR(pubsub.prefix);
     SAME_NUM(pubsub.buffer);
+    /* The dump spells the default groups out: the same groups either way. */
+    ck_assert_msg(str_same(a->tls_groups ? a->tls_groups : PAGID_TLS_DEFAULT_GROUPS,
+                           b->tls_groups ? b->tls_groups : PAGID_TLS_DEFAULT_GROUPS),
+                  "tls_groups: '%s' vs '%s'\n%s", a->tls_groups ? a->tls_groups : "(null)",
+                  b->tls_groups ? b->tls_groups : "(null)", text);
     SAME_STR(pid_file);
     SAME_STR(user);
     SAME_STR(group);
@@ -397,6 +403,36 @@ START_TEST(test_write_error_reported)
 }
 END_TEST
 
+/* Groups in OpenSSL's names: each listener's effective list (its own, else
+ * tls.groups), and tls.groups itself with the default spelled out. */
+START_TEST(test_tls_groups_dumped)
+{
+    pagid_config a, b;
+    load_ok(&a, "", "in.yaml");
+    dump(&a);
+    ck_assert_msg(strstr(text, "\ntls:\n  groups: [X25519, prime256v1, secp384r1]\n"), "%s", text);
+    config_free(&a);
+    static const char yaml[] = "listen:\n"
+                               "  - address: 127.0.0.1:8443\n"
+                               "    tls: {cert: c.pem, key: k.pem, groups: [p-256, x25519]}\n"
+                               "  - address: 127.0.0.1:8444\n"
+                               "    tls: {cert: c.pem, key: k.pem}\n"
+                               "tls: {groups: [P-384, ffdhe3072]}\n";
+    round_trip(yaml);
+    ck_assert_msg(strstr(text, "    groups: [prime256v1, X25519]\n"), "%s", text);
+    ck_assert_msg(strstr(text, "    groups: [secp384r1, ffdhe3072]\n"), "%s", text);
+    ck_assert_msg(strstr(text, "\ntls:\n  groups: [secp384r1, ffdhe3072]\n"), "%s", text);
+    /* Read back, every listener has its groups as they were in effect. */
+    load_ok(&a, yaml, "in.yaml");
+    dump(&a);
+    load_ok(&b, text, "dump.yaml");
+    ck_assert_str_eq(b.listens[0].tls->groups, "prime256v1:X25519");
+    ck_assert_str_eq(b.listens[1].tls->groups, "secp384r1:ffdhe3072");
+    config_free(&a);
+    config_free(&b);
+}
+END_TEST
+
 static Suite *config_dump_suite(void)
 {
     Suite *s = suite_create("config_dump");
@@ -405,6 +441,7 @@ static Suite *config_dump_suite(void)
     tcase_add_test(tc, test_defaults_round_trip);
     tcase_add_test(tc, test_every_key_round_trip);
     tcase_add_test(tc, test_overrides_are_dumped);
+    tcase_add_test(tc, test_tls_groups_dumped);
 #ifdef PAGID_WITH_PERL
     tcase_add_test(tc, test_perl_app_and_lib);
 #endif

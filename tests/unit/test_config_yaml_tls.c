@@ -2,7 +2,8 @@
  * test_config_yaml_tls.c - Check suite for src/common/config_yaml_tls.c: a
  * listen entry's tls: mapping loads into pagid_tls (default certificate
  * first, SNI certificates after it, protocols in normal form, ticket key
- * files), and every mistake prints exactly "FILE:LINE:COLUMN: message".
+ * files, groups in OpenSSL's names), the top-level tls: defaults, and every
+ * mistake prints exactly "FILE:LINE:COLUMN: message".
  * Nothing here reads the files: that is tls_server's job.
  */
 #include <check.h>
@@ -188,6 +189,83 @@ START_TEST(test_tls_errors)
 }
 END_TEST
 
+/* groups: any spelling, case aside, becomes OpenSSL's name, in the order
+ * given; unset (NULL) means tls.groups, then the built-in default. */
+START_TEST(test_tls_groups)
+{
+    pagid_config c;
+    ck_assert_int_eq(load(&c, HEAD "      cert: c\n      key: k\n"
+                                   "      groups: [p-384, x25519, Secp256R1, FFDHE2048, x448, "
+                                   "P-521]\n"
+                                   "  - address: 127.0.0.1:8444\n"
+                                   "    tls: {cert: c, key: k, groups: prime256v1}\n"
+                                   "  - address: 127.0.0.1:8445\n"
+                                   "    tls: {cert: c, key: k}\n"),
+                     0);
+    ck_assert_str_eq(out_text, "");
+    ck_assert_str_eq(c.listens[0].tls->groups,
+                     "secp384r1:X25519:prime256v1:ffdhe2048:X448:secp521r1");
+    ck_assert_uint_eq(c.listens[0].tls->groups_pos.line, 6);
+    ck_assert_uint_eq(c.listens[0].tls->groups_pos.col, 15);
+    ck_assert_str_eq(c.listens[1].tls->groups, "prime256v1");
+    ck_assert_ptr_null(c.listens[2].tls->groups);
+    ck_assert_ptr_null(c.tls_groups);
+    config_free(&c);
+    /* The top-level default, before or after the listeners. */
+    ck_assert_int_eq(load(&c, "tls:\n  groups: [P-256]\n" HEAD "      cert: c\n      key: k\n"), 0);
+    ck_assert_str_eq(c.tls_groups, "prime256v1");
+    ck_assert_uint_eq(c.tls_groups_pos.line, 2);
+    ck_assert_uint_eq(c.tls_groups_pos.col, 11);
+    ck_assert_ptr_null(c.listens[0].tls->groups);
+    config_free(&c);
+    ck_assert_int_eq(load(&c, "tls: {groups: [X25519, P-384]}\n"), 0);
+    ck_assert_str_eq(c.tls_groups, "X25519:secp384r1");
+    config_free(&c);
+    /* An empty tls: section sets nothing. */
+    ck_assert_int_eq(load(&c, "tls:\n"), 0);
+    ck_assert_ptr_null(c.tls_groups);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_tls_groups_errors)
+{
+#define VALID                                                                                      \
+    "valid: X25519, prime256v1, secp384r1, secp521r1, X448, ffdhe2048, ffdhe3072, ffdhe4096, "     \
+    "ffdhe6144, ffdhe8192)"
+    expect_error(HEAD "      cert: c\n      key: k\n      groups: [X25519, brainpoolP256r1]\n",
+                 "t.yaml:6:24: unknown TLS group 'brainpoolP256r1' in 'listen.tls.groups' (" VALID);
+    expect_error(HEAD "      cert: c\n      key: k\n      groups: [X2519]\n",
+                 "t.yaml:6:16: unknown TLS group 'X2519' in 'listen.tls.groups' (" VALID);
+    expect_error("tls:\n  groups: [P-256, sect571r1]\n",
+                 "t.yaml:2:19: unknown TLS group 'sect571r1' in 'tls.groups' (" VALID);
+    expect_error(HEAD "      cert: c\n      key: k\n      groups: []\n",
+                 "t.yaml:6:15: 'listen.tls.groups' is empty: name at least one group (the "
+                 "default is X25519, P-256, P-384)");
+    expect_error("tls:\n  groups:\n",
+                 "t.yaml:2:10: 'tls.groups' is empty: name at least one group (the default is "
+                 "X25519, P-256, P-384)");
+    expect_error(HEAD "      cert: c\n      key: k\n      groups: X25519:prime256v1\n",
+                 "t.yaml:6:15: 'listen.tls.groups' is one string 'X25519:prime256v1': write a "
+                 "list, groups: [X25519, P-256]");
+    expect_error(HEAD "      cert: c\n      key: k\n      groups: {X25519: 1}\n",
+                 "t.yaml:6:15: 'listen.tls.groups' must be a list of key exchange groups (e.g. "
+                 "[X25519, P-256]), not a mapping");
+    expect_error(HEAD "      cert: c\n      key: k\n      groups: [prime256v1, P-256]\n",
+                 "t.yaml:6:28: TLS group 'P-256' is named twice in 'listen.tls.groups' (another "
+                 "name for prime256v1)");
+    expect_error(HEAD "      cert: c\n      key: k\n      groups: [X25519, x25519]\n",
+                 "t.yaml:6:24: TLS group 'x25519' is named twice in 'listen.tls.groups'");
+    expect_error(HEAD "      cert: c\n      key: k\n      group: [X25519]\n",
+                 "t.yaml:6:7: unknown key 'group' in 'listen.tls' (did you mean 'groups'?)");
+    expect_error("tls:\n  curves: [X25519]\n", "t.yaml:2:3: unknown key 'curves' in 'tls'");
+    expect_error("tls: [X25519]\n", "t.yaml:1:6: 'tls' must be a mapping, not a list");
+    expect_error("tls: {groups: [X25519]}\ntls: {groups: [P-256]}\n",
+                 "t.yaml:2:1: duplicate key 'tls' (first set at t.yaml:1:1)");
+#undef VALID
+}
+END_TEST
+
 /* listen.http2: on by default with TLS, off in clear unless prior-knowledge. */
 START_TEST(test_listen_http2)
 {
@@ -224,7 +302,9 @@ START_TEST(test_tls_truncations_never_crash)
                                     "      certificates: [{cert: a.pem, key: a.key}]\n"
                                     "      protocols: [TLSv1.2, TLSv1.3]\n"
                                     "      session_ticket_key: [t1, t2]\n"
-                                    "      client_auth: {ca: ca.pem, mode: optional}\n";
+                                    "      client_auth: {ca: ca.pem, mode: optional}\n"
+                                    "      groups: [X25519, P-256, ffdhe2048]\n"
+                                    "tls: {groups: [P-384, x448]}\n";
     char buf[sizeof full];
     for (size_t len = 0; len < sizeof full; len++) {
         memcpy(buf, full, len);
@@ -245,6 +325,8 @@ static Suite *config_yaml_tls_suite(void)
     tcase_add_test(tc, test_tls_full);
     tcase_add_test(tc, test_tls_forms);
     tcase_add_test(tc, test_tls_errors);
+    tcase_add_test(tc, test_tls_groups);
+    tcase_add_test(tc, test_tls_groups_errors);
     tcase_add_test(tc, test_listen_http2);
     tcase_add_test(tc, test_tls_truncations_never_crash);
     suite_add_tcase(s, tc);

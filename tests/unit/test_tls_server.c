@@ -3,7 +3,9 @@
  * tls_tickets.c: contexts built from a tls: mapping, driven through
  * in-memory handshakes (BIO pairs): SNI picks the certificate, a session
  * ticket made by one context resumes on another built from the same keys
- * (another worker, another generation), key files are checked.
+ * (another worker, another generation), key files are checked, the
+ * listener's groups decide the key exchange, and ALPN with nothing in common
+ * is refused with no_application_protocol.
  */
 #include <check.h>
 #include <openssl/err.h>
@@ -332,6 +334,157 @@ START_TEST(test_ticket_key_file_errors)
 }
 END_TEST
 
+/* A TLS 1.3 client offering only groups (OpenSSL's list syntax) and, when
+ * alpn is set, those protocols (wire format). */
+static SSL_CTX *client13(const char *groups, const unsigned char *alpn, unsigned alpn_len)
+{
+    SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
+    ck_assert_int_eq(SSL_CTX_set1_groups_list(c, groups), 1);
+    if (alpn)
+        ck_assert_int_eq(SSL_CTX_set_alpn_protos(c, alpn, alpn_len), 0);
+    return c;
+}
+
+/* The name of the group a handshake with a client offering only groups
+ * agreed on, into out ("" when the handshake failed). */
+static const char *agreed(tls_server *ts, const char *groups, char *out, size_t outlen)
+{
+    SSL_CTX *cctx = client13(groups, NULL, 0);
+    SSL *cl = handshake(ts, cctx, NULL, NULL);
+    out[0] = '\0';
+    if (cl) {
+        const char *name = SSL_group_to_name(cl, SSL_get_negotiated_group(cl));
+        snprintf(out, outlen, "%s", name ? name : "?");
+    }
+    SSL_free(cl);
+    SSL_CTX_free(cctx);
+    return out;
+}
+
+START_TEST(test_groups_decide_key_exchange)
+{
+    pagid_config c;
+    char got[32];
+    /* The default: X25519, P-256, P-384; no finite-field group, no P-521. */
+    load(&c, "");
+    tls_server *ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_str_eq(agreed(ts, "X25519", got, sizeof got), "x25519");
+    ck_assert_str_eq(agreed(ts, "P-256", got, sizeof got), "secp256r1");
+    ck_assert_str_eq(agreed(ts, "P-384", got, sizeof got), "secp384r1");
+    ck_assert_str_eq(agreed(ts, "ffdhe8192", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "ffdhe2048", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "P-521", got, sizeof got), "");
+    /* A key share for a group we refuse: a HelloRetryRequest for one we take. */
+    ck_assert_str_eq(agreed(ts, "P-521:P-384", got, sizeof got), "secp384r1");
+    tls_server_free(ts);
+    config_free(&c);
+
+    /* The listener's own list, on its SNI contexts too. */
+    load(&c, "      groups: [P-384, ffdhe3072]\n");
+    ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_str_eq(agreed(ts, "X25519", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "X25519:P-384", got, sizeof got), "secp384r1");
+    ck_assert_str_eq(agreed(ts, "ffdhe3072", got, sizeof got), "ffdhe3072");
+    SSL_CTX *cctx = client13("X25519", NULL, 0);
+    SSL *cl = handshake(ts, cctx, "a.example.com", NULL);
+    ck_assert_ptr_null(cl);
+    SSL_CTX_free(cctx);
+    tls_server_free(ts);
+    config_free(&c);
+
+    /* tls.groups for a listener without its own. */
+    load(&c, "tls:\n  groups: [X448]\n");
+    ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_str_eq(agreed(ts, "X25519:P-256", got, sizeof got), "");
+    ck_assert_str_eq(agreed(ts, "X448", got, sizeof got), "x448");
+    tls_server_free(ts);
+    config_free(&c);
+}
+END_TEST
+
+/* One handshake offering alpn (wire format); the protocol chosen into out
+ * ("" for none), or -1 when the handshake failed, with the server's error
+ * reason in *reason. */
+static int alpn_handshake(tls_server *ts, const unsigned char *alpn, unsigned alpn_len, char *out,
+                          size_t outlen, int *reason)
+{
+    SSL_CTX *cctx = client13("X25519", alpn, alpn_len);
+    SSL *s = SSL_new(tls_server_ssl_ctx(ts)), *cl = SSL_new(cctx);
+    BIO *sb, *cb;
+    ck_assert_int_eq(BIO_new_bio_pair(&sb, 0, &cb, 0), 1);
+    SSL_set_bio(s, sb, sb);
+    SSL_set_bio(cl, cb, cb);
+    SSL_set_accept_state(s);
+    SSL_set_connect_state(cl);
+    int done_s = 0, done_c = 0, failed = 0;
+    *reason = 0;
+    for (int i = 0; i < 50 && !(done_s && done_c) && !failed; i++) {
+        int r = SSL_do_handshake(cl);
+        done_c = r == 1;
+        failed = r != 1 && SSL_get_error(cl, r) != SSL_ERROR_WANT_READ;
+        r = SSL_do_handshake(s);
+        done_s = r == 1;
+        if (r != 1 && SSL_get_error(s, r) != SSL_ERROR_WANT_READ) {
+            *reason = ERR_GET_REASON(ERR_peek_error());
+            failed = 1;
+        }
+    }
+    /* The alert the client got, if any. */
+    SSL_do_handshake(cl);
+    const unsigned char *sel = NULL;
+    unsigned sel_len = 0;
+    SSL_get0_alpn_selected(cl, &sel, &sel_len);
+    snprintf(out, outlen, "%.*s", (int)sel_len, sel ? (const char *)sel : "");
+    SSL_free(s);
+    SSL_free(cl);
+    SSL_CTX_free(cctx);
+    ERR_clear_error();
+    return failed ? -1 : 0;
+}
+
+START_TEST(test_alpn_without_common_protocol_is_refused)
+{
+    /* Octal lengths: "\x03f" would be one hex escape. */
+    static const unsigned char foo[] = "\003foo", foo_h1[] = "\003foo\010http/1.1",
+                               h2_h1[] = "\002h2\010http/1.1", h2[] = "\002h2",
+                               h10[] = "\010http/1.0";
+    pagid_config c;
+    char got[32];
+    int reason;
+    load(&c, "");
+    tls_server *ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_int_eq(alpn_handshake(ts, foo, sizeof foo - 1, got, sizeof got, &reason), -1);
+    ck_assert_int_eq(reason, SSL_R_NO_APPLICATION_PROTOCOL);
+    ck_assert_int_eq(alpn_handshake(ts, foo_h1, sizeof foo_h1 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "http/1.1");
+    ck_assert_int_eq(alpn_handshake(ts, h2_h1, sizeof h2_h1 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "h2");
+    /* curl --http1.0 offers only http/1.0: the HTTP/1 parser serves it. */
+    ck_assert_int_eq(alpn_handshake(ts, h10, sizeof h10 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "http/1.0");
+    /* No ALPN at all: no answer, the connection speaks HTTP/1.1. */
+    ck_assert_int_eq(alpn_handshake(ts, NULL, 0, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "");
+    tls_server_free(ts);
+    config_free(&c);
+    /* Without HTTP/2, h2 alone is nothing in common. */
+    load(&c, "    http2: false\n");
+    ts = tls_server_new(&c, &c.listens[0], stderr);
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_int_eq(alpn_handshake(ts, h2, sizeof h2 - 1, got, sizeof got, &reason), -1);
+    ck_assert_int_eq(reason, SSL_R_NO_APPLICATION_PROTOCOL);
+    ck_assert_int_eq(alpn_handshake(ts, h2_h1, sizeof h2_h1 - 1, got, sizeof got, &reason), 0);
+    ck_assert_str_eq(got, "http/1.1");
+    tls_server_free(ts);
+    config_free(&c);
+}
+END_TEST
+
 static Suite *tls_server_suite(void)
 {
     Suite *s = suite_create("tls_server");
@@ -342,6 +495,8 @@ static Suite *tls_server_suite(void)
     tcase_add_test(tc, test_ticket_resumption);
     tcase_add_test(tc, test_ticket_rotation);
     tcase_add_test(tc, test_ticket_key_file_errors);
+    tcase_add_test(tc, test_groups_decide_key_exchange);
+    tcase_add_test(tc, test_alpn_without_common_protocol_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }

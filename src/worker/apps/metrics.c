@@ -19,7 +19,8 @@ static const char *const reason_words[SHM_R__COUNT] = {
     "body_too_large", "queue_overflow", "other",
 };
 static const char *const scope_words[SHM_SCOPE__COUNT] = {"http", "websocket", "sse"};
-static const char *const tls_words[SHM_TLS__COUNT] = {"ok", "failed", "timeout", "closed"};
+static const char *const tls_words[SHM_TLS__COUNT] = {"ok", "failed", "timeout", "closed",
+                                                      "no_application_protocol"};
 static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
 
 typedef struct totals {
@@ -154,7 +155,7 @@ int metrics_render(buf *o, const shm_region *r)
     buf_printf(o, "pagid_open_tls_connections %lld\n", (long long)t.tls_open);
     head(o, "pagid_tls_handshakes_total", "counter",
          "TLS handshakes by outcome: ok, failed (protocol error), timeout (timeouts.header), "
-         "closed (by the peer).");
+         "closed (by the peer), no_application_protocol (ALPN offered nothing we speak).");
     for (int k = 0; k < SHM_TLS__COUNT; k++)
         buf_printf(o, "pagid_tls_handshakes_total{result=\"%s\"} %llu\n", tls_words[k],
                    (unsigned long long)t.tls_handshakes[k]);

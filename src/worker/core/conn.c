@@ -373,7 +373,10 @@ static void conn_tls_step(conn *c)
         c->proto->on_plain_http(c);
         break;
     case TLS_STEP_FAILED:
-        conn_count_handshake(c, SHM_TLS_FAILED);
+        /* An ALPN refusal apart: a jump in it is clients (or an attack)
+         * speaking another protocol to this port, not broken TLS. */
+        conn_count_handshake(c,
+                             tls_conn_no_protocol(c->tls) ? SHM_TLS_NO_PROTOCOL : SHM_TLS_FAILED);
         log_debug("TLS handshake with %s failed: %s", conn_peer_host(c),
                   tls_conn_failure(c->tls));
         conn_close(c, reason_protocol_error);

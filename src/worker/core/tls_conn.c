@@ -27,7 +27,8 @@ struct tls_conn {
     SSL *ssl;
     int want_write;
     int notified;
-    int dead; /* a fatal error: OpenSSL forbids SSL_shutdown afterwards */
+    int dead;        /* a fatal error: OpenSSL forbids SSL_shutdown afterwards */
+    int no_protocol; /* the handshake failed on ALPN: no protocol in common */
     char failure[120];
     struct tls_info *info; /* the PAGI tls extension's facts, shared (tls_conn_info) */
 };
@@ -95,6 +96,8 @@ tls_step tls_conn_handshake(tls_conn *t)
         /* OpenSSL knows an HTTP request line from a ClientHello (and sends
          * no alert for it): the caller may answer in the client's language. */
         int reason = ERR_GET_REASON(ERR_peek_last_error());
+        t->no_protocol = reason == SSL_R_NO_APPLICATION_PROTOCOL ||
+                         ERR_GET_REASON(ERR_peek_error()) == SSL_R_NO_APPLICATION_PROTOCOL;
         tls_note_failure(t);
         return reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST
                    ? TLS_STEP_PLAIN_HTTP
@@ -104,6 +107,8 @@ tls_step tls_conn_handshake(tls_conn *t)
 }
 
 const char *tls_conn_failure(const tls_conn *t) { return t->failure; }
+
+int tls_conn_no_protocol(const tls_conn *t) { return t->no_protocol; }
 
 /* Map a failed SSL call to errno; returns -1 or 0 (end of stream). */
 static ssize_t tls_io_result(tls_conn *t, int rc)

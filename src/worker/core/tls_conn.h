@@ -30,6 +30,9 @@ void tls_conn_free(tls_conn *t);
 tls_step tls_conn_handshake(tls_conn *t);
 /** Why the handshake failed, for a debug line ("no shared cipher"). */
 const char *tls_conn_failure(const tls_conn *t);
+/** 1 when the handshake failed because the client's ALPN offered no protocol
+ * the listener speaks (it was sent no_application_protocol). */
+int tls_conn_no_protocol(const tls_conn *t);
 
 /**
  * read(2)'s contract: bytes, 0 at the end of the stream (close_notify or
