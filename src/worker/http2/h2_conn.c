@@ -26,6 +26,10 @@
  * not ending a stream (CVE-2019-9518) and PRIORITY (CVE-2019-9513). A
  * browser sends a handful per connection. */
 #define H2_MAX_IDLE_FRAMES_PER_SECOND 1000
+/* After the client's FIN: the first look for its reset (a round trip
+ * after our GOAWAY and PING reach it), then doubling up to a second. */
+#define PEER_LOOK_FIRST 0.02
+#define PEER_LOOK_MAX 1.0
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -125,6 +129,45 @@ static void stall_watch(h2_session *h)
         h->stall.repeat = wt;
         ev_timer_again(ev, &h->stall);
     }
+}
+
+/*
+ * The client's FIN does not say whether it half-closed (it reads on: the
+ * requests it sent whole are answered) or closed for good (its streams
+ * would be held until something is written, or for ever: an idle event
+ * stream, a long poll, a shut window). Every look sends a PING: a client
+ * that closed answers it with a TCP reset, and then every stream ends at
+ * once (client_closed). A half-close is waited for at most timeouts.write
+ * from the FIN; then the streams left end the same way.
+ */
+static void peer_look(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)revents;
+    h2_session *h = t->data;
+    conn *c = h->c;
+    if (c->state == CONN_CLOSED || c->state == CONN_LINGER)
+        return;
+    if (conn_peer_reset(c)) {
+        log_debug("HTTP/2 client %s closed the connection: its %zu stream(s) end",
+                  conn_peer_host(c), h->n_streams);
+        conn_close(c, reason_client_closed);
+        return;
+    }
+    double bound = c->w->cfg->timeouts.write, now = ev_now(ev);
+    if (bound > 0 && now - h->eof_at >= bound) {
+        log_info("HTTP/2 client %s half-closed %.0fs ago (timeouts.write): its %zu stream(s) end",
+                 conn_peer_host(c), now - h->eof_at, h->n_streams);
+        conn_close(c, reason_client_closed);
+        return;
+    }
+    nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, NULL);
+    h2_session_kick(h);
+    double next = h->peer_every;
+    h->peer_every = next * 2 < PEER_LOOK_MAX ? next * 2 : PEER_LOOK_MAX;
+    if (bound > 0 && h->eof_at + bound - now < next)
+        next = h->eof_at + bound - now;
+    ev_timer_set(t, next, 0.);
+    ev_timer_start(ev, t);
 }
 
 /* Per-stream deadlines, not the connection's request timer: that one is
@@ -362,6 +405,8 @@ static int h2_session_new(conn *c)
     h->deadline.data = h;
     ev_init(&h->stall, stall_check);
     h->stall.data = h;
+    ev_init(&h->peer, peer_look);
+    h->peer.data = h;
     nghttp2_session_callbacks *cb;
     nghttp2_option *opt;
     if (nghttp2_session_callbacks_new(&cb) != 0) {
@@ -492,14 +537,24 @@ static void h2_on_input(conn *c)
 
 /* A half-close is not a cancel: requests already whole are answered (the
  * client reads on), GOAWAY says no more, and the connection closes when
- * the last stream ends. */
+ * the last stream ends; unless the client turns out to have gone for good,
+ * or the answers take longer than timeouts.write (peer_look). */
 static void h2_on_eof(conn *c)
 {
     h2_session *h = sess(c);
+    if (h->eof_at)
+        return;
+    h->eof_at = ev_now(c->w->loop.ev);
     h2_stream_peer_eof(h);
     if (c->state == CONN_CLOSED)
         return;
     h2_goaway(h, NGHTTP2_NO_ERROR);
+    if (h->n_streams) {
+        nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, NULL); /* the first look's probe */
+        h->peer_every = PEER_LOOK_FIRST;
+        ev_timer_set(&h->peer, PEER_LOOK_FIRST, 0.);
+        ev_timer_start(c->w->loop.ev, &h->peer);
+    }
     h2_pump(h);
     if (c->state != CONN_CLOSED && !h->n_streams)
         conn_close_after_write(c);
@@ -602,6 +657,7 @@ static void h2_release(conn *c)
         return;
     ev_timer_stop(c->w->loop.ev, &h->stall);
     ev_timer_stop(c->w->loop.ev, &h->deadline);
+    ev_timer_stop(c->w->loop.ev, &h->peer);
     h2_stream_free_all(h);
     nghttp2_session_del(h->ng);
     free(h);

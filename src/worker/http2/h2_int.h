@@ -32,6 +32,9 @@ typedef struct h2_session {
     ev_timer deadline;      /* the earliest stream deadline (timeouts.header, .request) */
     ev_timer stall;         /* timeouts.write while streams hold bytes and none are framed */
     double data_at;         /* when DATA was last framed (or the stall clock started) */
+    ev_timer peer;          /* after the client's FIN: gone for good, or still reading? */
+    double eof_at;          /* when the FIN came (0: not yet) */
+    double peer_every;      /* the next look's delay (doubles up to PEER_LOOK_MAX) */
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
     unsigned resets;     /* client resets of streams not complete in it */
@@ -64,8 +67,9 @@ void h2_stream_response_sent(h2_stream *st);
 void h2_stream_closed(h2_stream *st, uint32_t error_code);
 /** The client sent RST_STREAM on st (its scope's disconnect says client_closed). */
 void h2_stream_peer_reset(h2_stream *st);
-/** The client half-closed TCP: streams whose request is not whole end
- * (client_closed, reset); whole ones are still answered. */
+/** The client half-closed TCP: streams whose request is not whole, and
+ * event streams (they have no end to wait for), end (client_closed,
+ * reset); whole requests are still answered. */
 void h2_stream_peer_eof(h2_session *h);
 /** Shutdown: queue a Close 1001 on every open websocket stream; how many. */
 int h2_stream_going_away(h2_session *h);

@@ -575,8 +575,13 @@ void h2_stream_closed(h2_stream *st, uint32_t error_code)
 void h2_stream_peer_eof(h2_session *h)
 {
     for (h2_stream *st = h->streams; st; st = st->next) {
-        if (st->req_end || (st->started && !st->scope))
-            continue; /* a whole request is still answered; an ended one has nothing to lose */
+        if (st->started && !st->scope)
+            continue; /* ended already: nothing to lose */
+        /* A whole request is still answered, but an event stream is never
+         * whole: a client that half-closed would hold it for good (as
+         * HTTP/1.1, where a FIN ends it). */
+        if (st->req_end && !st->sse)
+            continue;
         stream_end_scope(st, reason_client_closed);
         st->started = 1;
         st->ready = 0;
