@@ -673,3 +673,27 @@ def http2_zero_window_files_freed_at_fin(ctx):
         wait_worker_fds(s, base, 2 * SLOW, "2 s after cycle %d's close" % cycle)
     out = s.curl_ok("--http2", s.url("/big.bin"))
     check_eq(len(out), 1 << 20, "the file served after")
+
+
+@test(timeout=60)
+def http2_server_resets_count_toward_rapid_reset(ctx):
+    """Resets the server sends because of the client (here RST_STREAM
+    FLOW_CONTROL_ERROR for a WINDOW_UPDATE that overflows a stream's
+    window) spend the same limits.http2_max_resets budget as the client's
+    own: 300 such streams in one go end the connection with GOAWAY
+    ENHANCE_YOUR_CALM, counted in pagid_http2_calm_total."""
+    s = H2Server(ctx)
+    calm0 = s.metrics().get("pagid_http2_calm_total", 0)
+    t = h2c_raw(s)
+    over = (0x7fffffff).to_bytes(4, "big")
+    t.sendall(b"".join(h2_frame(1, 0x4, 1 + 2 * i, headers_block("/hold?id=wu", "POST"))
+                       + h2_frame(8, 0, 1 + 2 * i, over) for i in range(300)))
+    frames = read_frames(t, timeout=2)
+    t.close()
+    resets = [f for f in frames if f[0] == 3]
+    goaways = [int.from_bytes(f[3][4:8], "big") for f in frames if f[0] == 7]
+    check(goaways == [11], "GOAWAY codes after 300 streams reset by the server: %r (%d resets)"
+          % (goaways, len(resets)))
+    check(len(resets) <= 150, "%d resets before the GOAWAY" % len(resets))
+    check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= calm0 + 1, 5),
+          "not counted in pagid_http2_calm_total")

@@ -230,6 +230,8 @@ static void h2_goaway(h2_session *h, uint32_t code)
 
 /* ---- nghttp2 callbacks (inside mem_recv / mem_send: no app code, no pump) ---- */
 
+static void count_provoked_reset(h2_session *h);
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_session *h = ud;
@@ -240,6 +242,9 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
         if (h->c->w->stats)
             shm_add(&h->c->w->stats->h2_refused, 1);
+        /* Not spent from the rapid-reset budget: the client may not know of
+         * the apps still running, and it stayed within our SETTINGS (past
+         * them, nghttp2 refuses the stream itself: on_invalid_frame). */
         return 0;
     }
     h2_stream *st = h2_stream_new(h, f->hd.stream_id);
@@ -255,11 +260,13 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
                      const uint8_t *value, size_t vl, uint8_t flags, void *ud)
 {
     (void)flags;
-    (void)ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0; /* trailers of a request: not passed on (PAGI has no request trailers) */
     h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-    return st ? h2_stream_header(st, name, nl, value, vl) : 0;
+    int rv = st ? h2_stream_header(st, name, nl, value, vl) : 0;
+    if (rv)
+        count_provoked_reset(ud); /* nghttp2 resets the stream */
+    return rv;
 }
 
 /* One more event in a one-second window: 1 once count passes max in it. */
@@ -282,6 +289,19 @@ static void end_calm(h2_session *h, const char *what)
     h->goaway = 1;
     h->end_reason = reason_protocol_error;
     nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* A reset the client provoked (a stream error in its frames, a stream
+ * past SETTINGS_MAX_CONCURRENT_STREAMS, a header block not taken) spends the rapid-reset budget as its
+ * own RST_STREAM does: a stream opened only to be reset by us costs the
+ * server as much (3,000 a second on one connection, before this). Our
+ * other resets (timeouts, an app's failure, an answer that needs no more
+ * of the body) are not the client's to spend. */
+static void count_provoked_reset(h2_session *h)
+{
+    if (over_rate(h, &h->reset_window, &h->resets, h->c->w->cfg->limits.http2_max_resets) &&
+        !h->goaway)
+        end_calm(h, "provoked more stream resets a second than limits.http2_max_resets");
 }
 
 /* A frame that asks for nothing (empty DATA, PRIORITY): a flood of them ends the session. */
@@ -387,9 +407,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
 static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int err, void *ud)
 {
     (void)ng;
-    (void)f;
     h2_session *h = ud;
     log_debug("HTTP/2 from %s: invalid frame: %s", conn_peer_host(h->c), nghttp2_strerror(err));
+    /* On a stream, nghttp2 has just queued its RST_STREAM (a stream error:
+     * a WINDOW_UPDATE overflowing the window, a malformed request, ...). */
+    if (f->hd.stream_id)
+        count_provoked_reset(h);
     return 0;
 }
 
