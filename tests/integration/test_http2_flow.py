@@ -697,3 +697,42 @@ def http2_server_resets_count_toward_rapid_reset(ctx):
     check(len(resets) <= 150, "%d resets before the GOAWAY" % len(resets))
     check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= calm0 + 1, 5),
           "not counted in pagid_http2_calm_total")
+
+
+@test(timeout=60)
+def http2_stream_ids_exhausted(ctx):
+    """RFC 9113 5.1.1: a client that opened stream 2^31-1 can open no more;
+    the server says GOAWAY at once (NO_ERROR, last stream 2^31-1) and
+    answers that stream; a HEADERS after it, whose id cannot grow, is a
+    connection error (GOAWAY PROTOCOL_ERROR), never silently ignored; so
+    is a new stream whose id does not increase (5 after 7)."""
+    s = H2Server(ctx)
+    top = 0x7fffffff
+
+    def goaways(frames):
+        return [(int.from_bytes(f[3][0:4], "big") & top, int.from_bytes(f[3][4:8], "big"))
+                for f in frames if f[0] == 7]
+
+    t = h2c_raw(s)
+    t.sendall(h2_frame(1, 0x5, top, headers_block("/last")))
+    frames = read_frames(t, timeout=1)
+    check_eq(goaways(frames)[:1], [(top, 0)], "GOAWAY after stream 2^31-1")
+    check(any(f[0] == 1 and f[2] == top for f in frames), "stream 2^31-1 not answered")
+    t.close()
+    t = h2c_raw(s)
+    t.sendall(h2_frame(1, 0x5, top, headers_block("/last"))
+              + h2_frame(1, 0x5, 1, headers_block("/again")))
+    frames = read_frames(t, timeout=2)
+    t.close()
+    check(goaways(frames) and goaways(frames)[-1][1] == 1,
+          "HEADERS on stream 1 after 2^31-1: GOAWAYs %r" % goaways(frames))
+    check(not any(f[0] == 1 and f[2] == 1 for f in frames), "stream 1 answered after 2^31-1")
+    t = h2c_raw(s)
+    t.sendall(h2_frame(1, 0x5, 7, headers_block("/seven")))
+    time.sleep(0.3)
+    t.sendall(h2_frame(1, 0x5, 5, headers_block("/five")))
+    frames = read_frames(t, timeout=2)
+    t.close()
+    check(any(f[0] == 1 and f[2] == 7 for f in frames), "stream 7 not answered")
+    check_eq([g[1] for g in goaways(frames)], [1], "GOAWAY codes after stream 5 came after 7")
+    check(not any(f[0] == 1 and f[2] == 5 for f in frames), "stream 5 answered after 7")

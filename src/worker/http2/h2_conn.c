@@ -28,6 +28,9 @@
 #define H2_MAX_IDLE_FRAMES_PER_SECOND 1000
 /* After the client's FIN: the first look for its reset (a round trip
  * after our GOAWAY and PING reach it), then doubling up to a second. */
+/* After our RST_STREAM, frames the client sent before it saw the reset
+ * are ignored for this long (RFC 9113 5.1 lets the time be limited). */
+#define LATE_FRAMES_SECONDS 5.0
 #define PEER_LOOK_FIRST 0.02
 #define PEER_LOOK_MAX 1.0
 
@@ -232,11 +235,46 @@ static void h2_goaway(h2_session *h, uint32_t code)
 
 static void count_provoked_reset(h2_session *h);
 
+/*
+ * RFC 9113 5.1.1: a client's new stream ids only grow, and a HEADERS that
+ * opens none of them is a connection error. nghttp2 drops a HEADERS for a
+ * stream it no longer knows without a word (it may be a late frame on a
+ * stream we reset, which 5.1 says to ignore): so ignored only shortly
+ * after a reset of ours, else PROTOCOL_ERROR. The one case that matters
+ * most: after stream 2^31-1 every HEADERS has an old id.
+ */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+    h2_session *h = ud;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || h->end_reason)
+        return 0;
+    if (hd->stream_id > h->max_stream_id) {
+        h->max_stream_id = hd->stream_id;
+        return 0;
+    }
+    if (nghttp2_session_find_stream(ng, hd->stream_id))
+        return 0; /* trailers, or nghttp2's own answer for a closed stream */
+    if (h->rst_sent_at && ev_now(h->c->w->loop.ev) - h->rst_sent_at < LATE_FRAMES_SECONDS)
+        return 0;
+    log_info("HTTP/2 client %s: HEADERS on stream %d after stream %d; GOAWAY PROTOCOL_ERROR",
+             conn_peer_host(h->c), hd->stream_id, h->max_stream_id);
+    h->goaway = 1;
+    h->end_reason = reason_protocol_error;
+    nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
+}
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_session *h = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    if (f->hd.stream_id == INT32_MAX && !h->goaway) {
+        /* The client's last stream id (5.1.1): it must open a new
+         * connection for more; say so now, as a drain would. */
+        h->goaway = 1;
+        nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE, INT32_MAX, NGHTTP2_NO_ERROR, NULL, 0);
+    }
     if (h2_session_busy(h) >= h->c->w->cfg->limits.http2_max_streams) {
         /* Apps of reset streams still run: no more of them until they finish. */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
@@ -384,6 +422,8 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
      * rapid-reset limit, or nghttp2's own (floods, SETTINGS entries). */
     if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM)
         count_calm(h);
+    if (f->hd.type == NGHTTP2_RST_STREAM)
+        h->rst_sent_at = ev_now(h->c->w->loop.ev);
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
@@ -441,6 +481,7 @@ static int h2_session_new(conn *c)
         free(h);
         return -1;
     }
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);

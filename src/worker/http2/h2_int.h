@@ -38,6 +38,8 @@ typedef struct h2_session {
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
     unsigned resets;     /* client resets of streams not complete in it */
+    int32_t max_stream_id; /* the highest stream the client opened (HEADERS) */
+    double rst_sent_at;    /* when we last sent RST_STREAM: frames in flight may follow it */
     double idle_window;  /* empty DATA / PRIORITY floods: start of the current second */
     unsigned idle_frames; /* such frames in it */
     /* Scopes whose stream ended (reset) while their app runs on: held (one
