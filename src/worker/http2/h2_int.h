@@ -10,6 +10,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "worker/core/conn.h"
@@ -26,6 +27,7 @@ typedef struct h2_session {
     h2_stream *ready_head, *ready_tail; /* heads whole, to start after the read, oldest first */
     size_t n_streams;
     size_t pending; /* response bytes the streams hold, not yet framed */
+    size_t open_files; /* streams' file bodies open (limits.http2_max_open_files) */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
     int calm_counted;       /* pagid_http2_calm_total has this connection */
@@ -157,6 +159,16 @@ struct h2_stream {
 static inline conn *st_conn(const h2_stream *st)
 {
     return st->h->c;
+}
+
+/* A stream's file body is done with (all read, or the stream ends). */
+static inline void st_close_file(h2_stream *st)
+{
+    if (st->file_fd < 0)
+        return;
+    close(st->file_fd);
+    st->file_fd = -1;
+    st->h->open_files--;
 }
 
 /* Response bytes the stream holds, not yet framed. */

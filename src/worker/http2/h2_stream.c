@@ -527,8 +527,7 @@ static void stream_free(h2_stream *st)
         if (h->ready_tail == st)
             h->ready_tail = prev;
     }
-    if (st->file_fd >= 0)
-        close(st->file_fd);
+    st_close_file(st);
     h2_head_free(&st->head);
     /* Body bytes still held (an app that never read them): the connection's
      * window gets them back, or every abandoned upload would shrink it for
