@@ -26,11 +26,11 @@
  * not ending a stream (CVE-2019-9518) and PRIORITY (CVE-2019-9513). A
  * browser sends a handful per connection. */
 #define H2_MAX_IDLE_FRAMES_PER_SECOND 1000
-/* After the client's FIN: the first look for its reset (a round trip
- * after our GOAWAY and PING reach it), then doubling up to a second. */
 /* After our RST_STREAM, frames the client sent before it saw the reset
  * are ignored for this long (RFC 9113 5.1 lets the time be limited). */
 #define LATE_FRAMES_SECONDS 5.0
+/* After the client's FIN: the first look for its reset (a round trip
+ * after our GOAWAY and PING reach it), then doubling up to a second. */
 #define PEER_LOOK_FIRST 0.02
 #define PEER_LOOK_MAX 1.0
 
@@ -330,11 +330,11 @@ static void end_calm(h2_session *h, const char *what)
 }
 
 /* A reset the client provoked (a stream error in its frames, a stream
- * past SETTINGS_MAX_CONCURRENT_STREAMS, a header block not taken) spends the rapid-reset budget as its
- * own RST_STREAM does: a stream opened only to be reset by us costs the
- * server as much (3,000 a second on one connection, before this). Our
- * other resets (timeouts, an app's failure, an answer that needs no more
- * of the body) are not the client's to spend. */
+ * past SETTINGS_MAX_CONCURRENT_STREAMS, a header block not taken) spends
+ * the rapid-reset budget as its own RST_STREAM does: a stream opened only
+ * to be reset by us costs the server as much (3,000 a second on one
+ * connection, before this). Our other resets (timeouts, an app's failure,
+ * an answer that needs no more of the body) are not the client's to spend. */
 static void count_provoked_reset(h2_session *h)
 {
     if (over_rate(h, &h->reset_window, &h->resets, h->c->w->cfg->limits.http2_max_resets) &&
