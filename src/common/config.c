@@ -42,6 +42,7 @@ void config_init_defaults(pagid_config *c)
     c->limits.http2_stream_window = 65535;
     c->limits.http2_connection_window = 1024 * 1024;
     c->limits.http2_max_resets = 100;
+    c->limits.http2_max_open_files = 32;
 
     c->timeouts.header = 30;
     c->timeouts.idle = 60;

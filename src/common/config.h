@@ -103,11 +103,13 @@ typedef struct pagid_limits {
     /* HTTP/2: streams a client may open at once; the request body it may send
      * ahead of the app's receives, per stream and per connection (the bound on
      * a connection's body memory); client resets of open streams per second
-     * before GOAWAY ENHANCE_YOUR_CALM (rapid reset). */
+     * before GOAWAY ENHANCE_YOUR_CALM (rapid reset); response bodies from
+     * files one connection holds open (each an fd of the worker's). */
     size_t http2_max_streams;
     size_t http2_stream_window;
     size_t http2_connection_window;
     size_t http2_max_resets;
+    size_t http2_max_open_files;
 } pagid_limits;
 
 /* Durations in seconds; 0 disables a timeout. Three stalls are told apart:

@@ -406,6 +406,7 @@ static void dump_body(dumper *d, const pagid_config *c)
     key_size(d, "http2_stream_window", l->http2_stream_window);
     key_size(d, "http2_connection_window", l->http2_connection_window);
     key_count(d, "http2_max_resets", l->http2_max_resets);
+    key_count(d, "http2_max_open_files", l->http2_max_open_files);
     map_end(d);
 
     word(d, "timeouts");

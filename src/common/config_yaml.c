@@ -425,6 +425,7 @@ static const key_def limits_keys[] = {
     SIZE_KEY(http2_stream_window, limits.http2_stream_window, 1024, 2147483647),
     SIZE_KEY(http2_connection_window, limits.http2_connection_window, 65535, 2147483647),
     COUNT_KEY(http2_max_resets, limits.http2_max_resets, 1, 1000000),
+    COUNT_KEY(http2_max_open_files, limits.http2_max_open_files, 1, 100000),
     {NULL, NULL, 0, NULL, 0, 0},
 };
 

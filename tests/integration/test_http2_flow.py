@@ -4,6 +4,7 @@ will read, one stalled stream not stalling the others' send completions,
 protocol errors reaching every in-flight app with the right reason.
 Drives python3-h2 by hand against apps/h2app.c (see test_http2.py)."""
 
+import os
 import socket
 import time
 
@@ -512,3 +513,280 @@ def http2_empty_data_and_priority_floods(ctx):
           "floods not counted in pagid_http2_calm_total")
     out = s.curl_ok("--http2", s.url("/after"))
     check_eq(out, b"ok /after 2", "served after")
+
+
+
+
+
+# ---- hostile clients, round three (issue 25) ----
+
+
+def worker_fds(s):
+    """Descriptors the (one) worker holds now."""
+    pids = s.srv.workers()
+    check(len(pids) == 1, "workers: %r" % pids)
+    try:
+        return len(os.listdir("/proc/%d/fd" % pids[0]))
+    except OSError:
+        return 0
+
+
+def wait_worker_fds(s, base, timeout, what):
+    ok = wait_for(lambda: worker_fds(s) <= base, timeout)
+    check(ok, "the worker holds %d fds %s, %d before" % (worker_fds(s), what, base))
+
+
+def h2c_raw(s, settings=b""):
+    """A cleartext socket past the preface and our SETTINGS."""
+    t = socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW)
+    t.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, settings))
+    return t
+
+
+def headers_block(path, method="GET"):
+    return hpack.Encoder().encode([(":method", method), (":path", path), (":scheme", "http"),
+                                   (":authority", "localhost")])
+
+
+@test(timeout=60)
+def http2_fin_releases_event_streams_and_long_polls(ctx):
+    """SSE streams and long polls (whole GETs the app holds) over h2c, then
+    the client closes (FIN, nothing unread): every app hears client_closed
+    within about a second, once each way (sse.disconnect and on_disconnect
+    for the streams), and the worker's fds are back to their count before.
+    Fifty such cycles on max_connections: 50 leave the server serving."""
+    s = H2Server(ctx, extra="limits:\n  max_connections: 50\n")
+    time.sleep(0.3)
+    base = worker_fds(s)
+    for cycle in range(3):
+        c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+        sse = ["f%dsse%d" % (cycle, i) for i in range(10)]
+        poll = ["f%dlp%d" % (cycle, i) for i in range(10)]
+        for tid in sse:
+            c.request("/sse?id=" + tid, headers=[("accept", "text/event-stream")])
+        for tid in poll:
+            c.request("/hold?id=" + tid)
+        check(wait_for(lambda: all(app_events(ctx, t) for t in sse + poll), 10 * SLOW),
+              "not every stream started")
+        c.wait(lambda: sum(isinstance(e, h2.events.ResponseReceived) for e in c.events) >= 10, 5)
+        c.pump(0.2)  # read what came: the close is a FIN, not a reset
+        c.close()
+        t0 = time.time()
+        done = wait_for(lambda: all(len(app_events(ctx, t)) >= 3 for t in sse) and
+                        all(len(app_events(ctx, t)) >= 2 for t in poll), 5 * SLOW)
+        took = time.time() - t0
+        check(done, "apps still held %.1fs after the client's FIN: %r" % (
+            took, {t: app_events(ctx, t) for t in sse[:1] + poll[:1]}))
+        check(took < 1.5 * SLOW, "the apps heard the FIN after %.1fs" % took)
+        for t in sse:
+            check_eq(sorted(app_events(ctx, t)), ["disconnect client_closed",
+                                                  "recv sse.disconnect client_closed", "start"],
+                     "%s's events" % t)
+        for t in poll:
+            check_eq(app_events(ctx, t), ["start", "disconnect client_closed"], "%s's events" % t)
+        wait_worker_fds(s, base, 2 * SLOW, "after the FIN")
+    # The adversary's cycles: 50 connections' worth, each opened, its
+    # streams started, and left with a FIN.
+    for cycle in range(50):
+        t = h2c_raw(s)
+        frames = b"".join(h2_frame(1, 0x5, 1 + 2 * i, headers_block("/hold?id=x"))
+                          for i in range(5))
+        t.sendall(frames)
+        t.settimeout(0.2)
+        try:
+            t.recv(65536)
+        except OSError:
+            pass
+        t.close()
+    wait_worker_fds(s, base, 3 * SLOW, "after 50 abandoned connections")
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    check_eq(c.response(c.request("/after"))[:2], (200, b"ok /after 2"), "served after")
+    c.close()
+
+
+@test(timeout=60)
+def http1_fin_releases_event_stream(ctx):
+    """The same over HTTP/1.1: an SSE response whose client closes is let go
+    at once (client_closed, once each way) and its fd closed."""
+    s = H2Server(ctx)
+    time.sleep(0.3)
+    base = worker_fds(s)
+    socks = []
+    for i in range(5):
+        t = socket.create_connection(("127.0.0.1", s.hport), timeout=5 * SLOW)
+        t.sendall(b"GET /sse?id=h1sse%d HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+                  % i)
+        socks.append(t)
+    check(wait_for(lambda: all(app_events(ctx, "h1sse%d" % i) for i in range(5)), 5 * SLOW),
+          "not every stream started")
+    for t in socks:
+        t.settimeout(2)
+        t.recv(65536)
+        t.close()
+    check(wait_for(lambda: all(len(app_events(ctx, "h1sse%d" % i)) >= 3 for i in range(5)),
+                   1.5 * SLOW), "SSE apps still held after the client's FIN")
+    for i in range(5):
+        check_eq(sorted(app_events(ctx, "h1sse%d" % i)),
+                 ["disconnect client_closed", "recv sse.disconnect client_closed", "start"],
+                 "h1sse%d's events" % i)
+    wait_worker_fds(s, base, 2 * SLOW, "after the FIN")
+
+
+@test(timeout=60)
+def http2_half_close_is_bounded(ctx):
+    """A client that half-closes (shutdown SHUT_WR) and keeps reading: its
+    event stream ends at the FIN (an event stream has no end to wait for),
+    a long poll whose request was whole is waited for at most
+    timeouts.write (2 s here), then its app hears client_closed."""
+    s = H2Server(ctx, extra="timeouts:\n  write: 2\n")
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    c.request("/sse?id=hcsse", headers=[("accept", "text/event-stream")])
+    c.request("/hold?id=hclp")
+    check(wait_for(lambda: app_events(ctx, "hcsse") and app_events(ctx, "hclp"), 5 * SLOW),
+          "streams did not start")
+    c.pump(0.3)
+    c.sock.shutdown(socket.SHUT_WR)
+    t0 = time.time()
+    check(wait_for(lambda: len(app_events(ctx, "hcsse")) >= 3, 1.5 * SLOW),
+          "the event stream outlived the half-close: %r" % app_events(ctx, "hcsse"))
+    check_eq(app_events(ctx, "hclp"), ["start"], "the long poll right after the half-close")
+    check(wait_for(lambda: len(app_events(ctx, "hclp")) >= 2, 6 * SLOW),
+          "the long poll still held %.1fs after the half-close" % (time.time() - t0))
+    took = time.time() - t0
+    check(1.5 < took < 4 * SLOW, "the long poll ended %.1fs after the half-close" % took)
+    check_eq(app_events(ctx, "hclp"), ["start", "disconnect client_closed"], "the long poll")
+    frames = read_frames(c.sock, timeout=3)
+    check(any(f[0] == 7 for f in frames), "no GOAWAY before the close")
+    c.close()
+
+
+@test(timeout=90)
+def http2_zero_window_files_freed_at_fin(ctx):
+    """SETTINGS_INITIAL_WINDOW_SIZE 0, a large static file asked on 100
+    streams, then the close, ten times over: the streams' files are closed
+    within a second or two of each close (not at timeouts.write), so the
+    worker's fds never pile up."""
+    www = os.path.join(ctx.tmpdir, "www")
+    os.makedirs(www)
+    with open(os.path.join(www, "big.bin"), "wb") as f:
+        f.write(b"z" * (1 << 20))
+    s = H2Server(ctx, app="static:" + www)
+    time.sleep(0.3)
+    base = worker_fds(s)
+    settings = (4).to_bytes(2, "big") + (0).to_bytes(4, "big")  # INITIAL_WINDOW_SIZE 0
+    for cycle in range(10):
+        t = h2c_raw(s, settings)
+        t.sendall(b"".join(h2_frame(1, 0x5, 1 + 2 * i, headers_block("/big.bin"))
+                           for i in range(100)))
+        frames = read_frames(t, timeout=0.5)
+        heads = len(set(f[2] for f in frames if f[0] in (1, 3)))  # HEADERS or RST_STREAM
+        check(heads >= 90, "cycle %d: %d streams answered" % (cycle, heads))
+        t.close()
+        wait_worker_fds(s, base, 2 * SLOW, "2 s after cycle %d's close" % cycle)
+    out = s.curl_ok("--http2", s.url("/big.bin"))
+    check_eq(len(out), 1 << 20, "the file served after")
+
+
+@test(timeout=60)
+def http2_server_resets_count_toward_rapid_reset(ctx):
+    """Resets the server sends because of the client (here RST_STREAM
+    FLOW_CONTROL_ERROR for a WINDOW_UPDATE that overflows a stream's
+    window) spend the same limits.http2_max_resets budget as the client's
+    own: 300 such streams in one go end the connection with GOAWAY
+    ENHANCE_YOUR_CALM, counted in pagid_http2_calm_total."""
+    s = H2Server(ctx)
+    calm0 = s.metrics().get("pagid_http2_calm_total", 0)
+    t = h2c_raw(s)
+    over = (0x7fffffff).to_bytes(4, "big")
+    t.sendall(b"".join(h2_frame(1, 0x4, 1 + 2 * i, headers_block("/hold?id=wu", "POST"))
+                       + h2_frame(8, 0, 1 + 2 * i, over) for i in range(300)))
+    frames = read_frames(t, timeout=2)
+    t.close()
+    resets = [f for f in frames if f[0] == 3]
+    goaways = [int.from_bytes(f[3][4:8], "big") for f in frames if f[0] == 7]
+    check(goaways == [11], "GOAWAY codes after 300 streams reset by the server: %r (%d resets)"
+          % (goaways, len(resets)))
+    check(len(resets) <= 150, "%d resets before the GOAWAY" % len(resets))
+    check(wait_for(lambda: s.metrics().get("pagid_http2_calm_total", 0) >= calm0 + 1, 5),
+          "not counted in pagid_http2_calm_total")
+
+
+@test(timeout=60)
+def http2_stream_ids_exhausted(ctx):
+    """RFC 9113 5.1.1: a client that opened stream 2^31-1 can open no more;
+    the server says GOAWAY at once (NO_ERROR, last stream 2^31-1) and
+    answers that stream; a HEADERS after it, whose id cannot grow, is a
+    connection error (GOAWAY PROTOCOL_ERROR), never silently ignored; so
+    is a new stream whose id does not increase (5 after 7)."""
+    s = H2Server(ctx)
+    top = 0x7fffffff
+
+    def goaways(frames):
+        return [(int.from_bytes(f[3][0:4], "big") & top, int.from_bytes(f[3][4:8], "big"))
+                for f in frames if f[0] == 7]
+
+    t = h2c_raw(s)
+    t.sendall(h2_frame(1, 0x5, top, headers_block("/last")))
+    frames = read_frames(t, timeout=1)
+    check_eq(goaways(frames)[:1], [(top, 0)], "GOAWAY after stream 2^31-1")
+    check(any(f[0] == 1 and f[2] == top for f in frames), "stream 2^31-1 not answered")
+    t.close()
+    t = h2c_raw(s)
+    t.sendall(h2_frame(1, 0x5, top, headers_block("/last"))
+              + h2_frame(1, 0x5, 1, headers_block("/again")))
+    frames = read_frames(t, timeout=2)
+    t.close()
+    check(goaways(frames) and goaways(frames)[-1][1] == 1,
+          "HEADERS on stream 1 after 2^31-1: GOAWAYs %r" % goaways(frames))
+    check(not any(f[0] == 1 and f[2] == 1 for f in frames), "stream 1 answered after 2^31-1")
+    t = h2c_raw(s)
+    t.sendall(h2_frame(1, 0x5, 7, headers_block("/seven")))
+    time.sleep(0.3)
+    t.sendall(h2_frame(1, 0x5, 5, headers_block("/five")))
+    frames = read_frames(t, timeout=2)
+    t.close()
+    check(any(f[0] == 1 and f[2] == 7 for f in frames), "stream 7 not answered")
+    check_eq([g[1] for g in goaways(frames)], [1], "GOAWAY codes after stream 5 came after 7")
+    check(not any(f[0] == 1 and f[2] == 5 for f in frames), "stream 5 answered after 7")
+
+
+
+@test(timeout=60)
+def http2_open_file_bodies_capped(ctx):
+    """limits.http2_max_open_files bounds the files one connection holds
+    open: 20 streams of a large file behind a shut window hold at most 8
+    (the limit here), the other 12 are refused to their apps (stream
+    reset); past the limit, files no larger than high_watermark are read at
+    once and hold none (20 of them all arrive whole once the window opens)."""
+    www = os.path.join(ctx.tmpdir, "www")
+    os.makedirs(www)
+    with open(os.path.join(www, "big.bin"), "wb") as f:
+        f.write(b"z" * (1 << 20))
+    with open(os.path.join(www, "small.txt"), "wb") as f:
+        f.write(b"s" * 30000)
+    s = H2Server(ctx, app="static:" + www, extra="limits:\n  http2_max_open_files: 8\n")
+    time.sleep(0.3)
+    base = worker_fds(s)
+    c = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW),
+                 settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    c.pump(0.2)
+    big = [c.request("/big.bin") for _ in range(20)]
+    c.pump(0.2)
+    small = [c.request("/small.txt") for _ in range(20)]
+    c.wait(lambda: all(any(getattr(e, "stream_id", 0) == sid and
+                           isinstance(e, (h2.events.ResponseReceived, h2.events.StreamReset))
+                           for e in c.events) for sid in small + big), 5)
+    c.pump(0.3)
+    held = worker_fds(s) - base
+    check(held <= 1 + 8, "one connection holds %d fds (its socket and 8 files at most)" % held)
+    reset = [sid for sid in big if any(isinstance(e, h2.events.StreamReset) and e.stream_id == sid
+                                       for e in c.events)]
+    check_eq(len(reset), 12, "large files refused past the limit")
+    c.c.increment_flow_control_window(8 << 20)  # the connection's window is not the limit
+    c.c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 65535})
+    c.flush()
+    for sid in small:
+        status, body, _, done = c.response(sid, timeout=5)
+        check_eq((status, len(body), done), (200, 30000, True), "a small file's response")
+    c.close()
+    wait_worker_fds(s, base, 2 * SLOW, "after the close")

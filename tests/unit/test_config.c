@@ -285,6 +285,7 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c.limits.http2_stream_window, 65535);
     ck_assert_uint_eq(c.limits.http2_connection_window, 1048576);
     ck_assert_uint_eq(c.limits.http2_max_resets, 100);
+    ck_assert_uint_eq(c.limits.http2_max_open_files, 32);
     ck_assert_double_eq(c.timeouts.header, 30);
     ck_assert_double_eq(c.timeouts.idle, 60);
     ck_assert_double_eq(c.timeouts.keepalive, 75);

@@ -106,6 +106,7 @@ static void same_config(const pagid_config *a, const pagid_config *b)
     SAME_NUM(limits.http2_stream_window);
     SAME_NUM(limits.http2_connection_window);
     SAME_NUM(limits.http2_max_resets);
+    SAME_NUM(limits.http2_max_open_files);
     SAME_NUM(timeouts.header);
     SAME_NUM(timeouts.idle);
     SAME_NUM(timeouts.keepalive);
@@ -231,6 +232,7 @@ static const char every_key[] =
     "  http2_stream_window: 128k\n"
     "  http2_connection_window: 2m\n"
     "  http2_max_resets: 30\n"
+    "  http2_max_open_files: 9\n"
     "timeouts:\n"
     "  header: 500ms\n"
     "  idle: 1.5m\n"

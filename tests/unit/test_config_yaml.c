@@ -64,6 +64,7 @@ static const char full_yaml[] = "listen:\n"
                                 "  http2_stream_window: 1m\n"
                                 "  http2_connection_window: 8m\n"
                                 "  http2_max_resets: 50\n"
+                                "  http2_max_open_files: 12\n"
                                 "timeouts:\n"
                                 "  header: 1s\n"
                                 "  idle: 2\n"
@@ -115,6 +116,7 @@ START_TEST(test_load_full)
     ck_assert_uint_eq(c.limits.http2_stream_window, 1048576);
     ck_assert_uint_eq(c.limits.http2_connection_window, 8388608);
     ck_assert_uint_eq(c.limits.http2_max_resets, 50);
+    ck_assert_uint_eq(c.limits.http2_max_open_files, 12);
     ck_assert_double_eq(c.timeouts.header, 1);
     ck_assert_double_eq(c.timeouts.idle, 2);
     ck_assert_double_eq(c.timeouts.keepalive, 3);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -659,6 +660,19 @@ void conn_notice_drain(worker_ctx *w)
             c->proto->on_drain(c);
         c = next;
     }
+}
+
+/* A FIN alone cannot tell a client that half-closed and still reads from
+ * one that closed for good; the second one's TCP answers any byte we send
+ * after it with a reset, which the socket keeps as an error and a hang-up
+ * (POLLERR, POLLHUP) that poll reports without consuming: a FIN only gives
+ * POLLIN/POLLRDHUP. */
+int conn_peer_reset(const conn *c)
+{
+    if (c->fd < 0)
+        return 0;
+    struct pollfd p = {.fd = c->fd, .events = 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }
 
 static void conn_free_job(const runq_item *it) { free(it->a); }

@@ -144,6 +144,12 @@ void conn_write_last(conn *c);
  * exchange (if any) ends abnormally with that reason word. Idempotent.
  */
 void conn_close(conn *c, const char *reason);
+/**
+ * After the peer's FIN: has its TCP reset the connection since (it closed
+ * for good and answered our later bytes with RST), rather than merely
+ * half-closed? Looks without reading or clearing anything.
+ */
+int conn_peer_reset(const conn *c);
 /** Close after the queued output is written (server-initiated, lingering). */
 void conn_close_after_write(conn *c);
 /** Worker hook: flush every connection on the flush list. */

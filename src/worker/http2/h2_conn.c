@@ -26,6 +26,13 @@
  * not ending a stream (CVE-2019-9518) and PRIORITY (CVE-2019-9513). A
  * browser sends a handful per connection. */
 #define H2_MAX_IDLE_FRAMES_PER_SECOND 1000
+/* After our RST_STREAM, frames the client sent before it saw the reset
+ * are ignored for this long (RFC 9113 5.1 lets the time be limited). */
+#define LATE_FRAMES_SECONDS 5.0
+/* After the client's FIN: the first look for its reset (a round trip
+ * after our GOAWAY and PING reach it), then doubling up to a second. */
+#define PEER_LOOK_FIRST 0.02
+#define PEER_LOOK_MAX 1.0
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -127,6 +134,45 @@ static void stall_watch(h2_session *h)
     }
 }
 
+/*
+ * The client's FIN does not say whether it half-closed (it reads on: the
+ * requests it sent whole are answered) or closed for good (its streams
+ * would be held until something is written, or for ever: an idle event
+ * stream, a long poll, a shut window). Every look sends a PING: a client
+ * that closed answers it with a TCP reset, and then every stream ends at
+ * once (client_closed). A half-close is waited for at most timeouts.write
+ * from the FIN; then the streams left end the same way.
+ */
+static void peer_look(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)revents;
+    h2_session *h = t->data;
+    conn *c = h->c;
+    if (c->state == CONN_CLOSED || c->state == CONN_LINGER)
+        return;
+    if (conn_peer_reset(c)) {
+        log_debug("HTTP/2 client %s closed the connection: its %zu stream(s) end",
+                  conn_peer_host(c), h->n_streams);
+        conn_close(c, reason_client_closed);
+        return;
+    }
+    double bound = c->w->cfg->timeouts.write, now = ev_now(ev);
+    if (bound > 0 && now - h->eof_at >= bound) {
+        log_info("HTTP/2 client %s half-closed %.0fs ago (timeouts.write): its %zu stream(s) end",
+                 conn_peer_host(c), now - h->eof_at, h->n_streams);
+        conn_close(c, reason_client_closed);
+        return;
+    }
+    nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, NULL);
+    h2_session_kick(h);
+    double next = h->peer_every;
+    h->peer_every = next * 2 < PEER_LOOK_MAX ? next * 2 : PEER_LOOK_MAX;
+    if (bound > 0 && h->eof_at + bound - now < next)
+        next = h->eof_at + bound - now;
+    ev_timer_set(t, next, 0.);
+    ev_timer_start(ev, t);
+}
+
 /* Per-stream deadlines, not the connection's request timer: that one is
  * re-armed by any read, so a PING a second kept a stalled upload (or a
  * trickling header block) alive for good. */
@@ -187,16 +233,56 @@ static void h2_goaway(h2_session *h, uint32_t code)
 
 /* ---- nghttp2 callbacks (inside mem_recv / mem_send: no app code, no pump) ---- */
 
+static void count_provoked_reset(h2_session *h);
+
+/*
+ * RFC 9113 5.1.1: a client's new stream ids only grow, and a HEADERS that
+ * opens none of them is a connection error. nghttp2 drops a HEADERS for a
+ * stream it no longer knows without a word (it may be a late frame on a
+ * stream we reset, which 5.1 says to ignore): so ignored only shortly
+ * after a reset of ours, else PROTOCOL_ERROR. The one case that matters
+ * most: after stream 2^31-1 every HEADERS has an old id.
+ */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+    h2_session *h = ud;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || h->end_reason)
+        return 0;
+    if (hd->stream_id > h->max_stream_id) {
+        h->max_stream_id = hd->stream_id;
+        return 0;
+    }
+    if (nghttp2_session_find_stream(ng, hd->stream_id))
+        return 0; /* trailers, or nghttp2's own answer for a closed stream */
+    if (h->rst_sent_at && ev_now(h->c->w->loop.ev) - h->rst_sent_at < LATE_FRAMES_SECONDS)
+        return 0;
+    log_info("HTTP/2 client %s: HEADERS on stream %d after stream %d; GOAWAY PROTOCOL_ERROR",
+             conn_peer_host(h->c), hd->stream_id, h->max_stream_id);
+    h->goaway = 1;
+    h->end_reason = reason_protocol_error;
+    nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
+}
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_session *h = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    if (f->hd.stream_id == INT32_MAX && !h->goaway) {
+        /* The client's last stream id (5.1.1): it must open a new
+         * connection for more; say so now, as a drain would. */
+        h->goaway = 1;
+        nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE, INT32_MAX, NGHTTP2_NO_ERROR, NULL, 0);
+    }
     if (h2_session_busy(h) >= h->c->w->cfg->limits.http2_max_streams) {
         /* Apps of reset streams still run: no more of them until they finish. */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
         if (h->c->w->stats)
             shm_add(&h->c->w->stats->h2_refused, 1);
+        /* Not spent from the rapid-reset budget: the client may not know of
+         * the apps still running, and it stayed within our SETTINGS (past
+         * them, nghttp2 refuses the stream itself: on_invalid_frame). */
         return 0;
     }
     h2_stream *st = h2_stream_new(h, f->hd.stream_id);
@@ -212,11 +298,13 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
                      const uint8_t *value, size_t vl, uint8_t flags, void *ud)
 {
     (void)flags;
-    (void)ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0; /* trailers of a request: not passed on (PAGI has no request trailers) */
     h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-    return st ? h2_stream_header(st, name, nl, value, vl) : 0;
+    int rv = st ? h2_stream_header(st, name, nl, value, vl) : 0;
+    if (rv)
+        count_provoked_reset(ud); /* nghttp2 resets the stream */
+    return rv;
 }
 
 /* One more event in a one-second window: 1 once count passes max in it. */
@@ -239,6 +327,19 @@ static void end_calm(h2_session *h, const char *what)
     h->goaway = 1;
     h->end_reason = reason_protocol_error;
     nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* A reset the client provoked (a stream error in its frames, a stream
+ * past SETTINGS_MAX_CONCURRENT_STREAMS, a header block not taken) spends
+ * the rapid-reset budget as its own RST_STREAM does: a stream opened only
+ * to be reset by us costs the server as much (3,000 a second on one
+ * connection, before this). Our other resets (timeouts, an app's failure,
+ * an answer that needs no more of the body) are not the client's to spend. */
+static void count_provoked_reset(h2_session *h)
+{
+    if (over_rate(h, &h->reset_window, &h->resets, h->c->w->cfg->limits.http2_max_resets) &&
+        !h->goaway)
+        end_calm(h, "provoked more stream resets a second than limits.http2_max_resets");
 }
 
 /* A frame that asks for nothing (empty DATA, PRIORITY): a flood of them ends the session. */
@@ -321,6 +422,8 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
      * rapid-reset limit, or nghttp2's own (floods, SETTINGS entries). */
     if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM)
         count_calm(h);
+    if (f->hd.type == NGHTTP2_RST_STREAM)
+        h->rst_sent_at = ev_now(h->c->w->loop.ev);
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
@@ -344,9 +447,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
 static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int err, void *ud)
 {
     (void)ng;
-    (void)f;
     h2_session *h = ud;
     log_debug("HTTP/2 from %s: invalid frame: %s", conn_peer_host(h->c), nghttp2_strerror(err));
+    /* On a stream, nghttp2 has just queued its RST_STREAM (a stream error:
+     * a WINDOW_UPDATE overflowing the window, a malformed request, ...). */
+    if (f->hd.stream_id)
+        count_provoked_reset(h);
     return 0;
 }
 
@@ -362,6 +468,8 @@ static int h2_session_new(conn *c)
     h->deadline.data = h;
     ev_init(&h->stall, stall_check);
     h->stall.data = h;
+    ev_init(&h->peer, peer_look);
+    h->peer.data = h;
     nghttp2_session_callbacks *cb;
     nghttp2_option *opt;
     if (nghttp2_session_callbacks_new(&cb) != 0) {
@@ -373,6 +481,7 @@ static int h2_session_new(conn *c)
         free(h);
         return -1;
     }
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
@@ -492,14 +601,24 @@ static void h2_on_input(conn *c)
 
 /* A half-close is not a cancel: requests already whole are answered (the
  * client reads on), GOAWAY says no more, and the connection closes when
- * the last stream ends. */
+ * the last stream ends; unless the client turns out to have gone for good,
+ * or the answers take longer than timeouts.write (peer_look). */
 static void h2_on_eof(conn *c)
 {
     h2_session *h = sess(c);
+    if (h->eof_at)
+        return;
+    h->eof_at = ev_now(c->w->loop.ev);
     h2_stream_peer_eof(h);
     if (c->state == CONN_CLOSED)
         return;
     h2_goaway(h, NGHTTP2_NO_ERROR);
+    if (h->n_streams) {
+        nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, NULL); /* the first look's probe */
+        h->peer_every = PEER_LOOK_FIRST;
+        ev_timer_set(&h->peer, PEER_LOOK_FIRST, 0.);
+        ev_timer_start(c->w->loop.ev, &h->peer);
+    }
     h2_pump(h);
     if (c->state != CONN_CLOSED && !h->n_streams)
         conn_close_after_write(c);
@@ -602,6 +721,7 @@ static void h2_release(conn *c)
         return;
     ev_timer_stop(c->w->loop.ev, &h->stall);
     ev_timer_stop(c->w->loop.ev, &h->deadline);
+    ev_timer_stop(c->w->loop.ev, &h->peer);
     h2_stream_free_all(h);
     nghttp2_session_del(h->ng);
     free(h);

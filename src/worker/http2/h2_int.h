@@ -11,6 +11,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "worker/core/conn.h"
@@ -27,15 +28,21 @@ typedef struct h2_session {
     h2_stream *ready_head, *ready_tail; /* heads whole, to start after the read, oldest first */
     size_t n_streams;
     size_t pending; /* response bytes the streams hold, not yet framed */
+    size_t open_files; /* streams' file bodies open (limits.http2_max_open_files) */
     int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
     int calm_counted;       /* pagid_http2_calm_total has this connection */
     ev_timer deadline;      /* the earliest stream deadline (timeouts.header, .request) */
     ev_timer stall;         /* timeouts.write while streams hold bytes and none are framed */
     double data_at;         /* when DATA was last framed (or the stall clock started) */
+    ev_timer peer;          /* after the client's FIN: gone for good, or still reading? */
+    double eof_at;          /* when the FIN came (0: not yet) */
+    double peer_every;      /* the next look's delay (doubles up to PEER_LOOK_MAX) */
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
     double reset_window; /* rapid reset: start of the current second */
     unsigned resets;     /* client resets of streams not complete in it */
+    int32_t max_stream_id; /* the highest stream the client opened (HEADERS) */
+    double rst_sent_at;    /* when we last sent RST_STREAM: frames in flight may follow it */
     double idle_window;  /* empty DATA / PRIORITY floods: start of the current second */
     unsigned idle_frames; /* such frames in it */
     /* Scopes whose stream ended (reset) while their app runs on: held (one
@@ -65,8 +72,9 @@ void h2_stream_response_sent(h2_stream *st);
 void h2_stream_closed(h2_stream *st, uint32_t error_code);
 /** The client sent RST_STREAM on st (its scope's disconnect says client_closed). */
 void h2_stream_peer_reset(h2_stream *st);
-/** The client half-closed TCP: streams whose request is not whole end
- * (client_closed, reset); whole ones are still answered. */
+/** The client half-closed TCP: streams whose request is not whole, and
+ * event streams (they have no end to wait for), end (client_closed,
+ * reset); whole requests are still answered. */
 void h2_stream_peer_eof(h2_session *h);
 /** Shutdown: queue a Close 1001 on every open websocket stream; how many. */
 int h2_stream_going_away(h2_session *h);
@@ -152,6 +160,16 @@ struct h2_stream {
 static inline conn *st_conn(const h2_stream *st)
 {
     return st->h->c;
+}
+
+/* A stream's file body is done with (all read, or the stream ends). */
+static inline void st_close_file(h2_stream *st)
+{
+    if (st->file_fd < 0)
+        return;
+    close(st->file_fd);
+    st->file_fd = -1;
+    st->h->open_files--;
 }
 
 /* Response bytes the stream holds, not yet framed. */

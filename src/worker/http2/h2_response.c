@@ -326,6 +326,51 @@ static int open_body_file(pagi_scope *s, const pagi_event *ev, int *fd_out, off_
     return 0;
 }
 
+/*
+ * Each stream's file body holds an fd until it is framed, for as long as
+ * the client keeps its window shut: 100 streams, 100 fds, for the price of
+ * one socket. A connection holds at most limits.http2_max_open_files;
+ * past them a file no larger than high_watermark (what a parked memory
+ * body may hold) is read now and holds none, and a larger one is refused
+ * (the app's send fails, its stream is reset). 0, or -1 with the error set.
+ */
+static int take_file(pagi_scope *s, h2_stream *st, int fd, off_t off, size_t len)
+{
+    const pagid_config *cfg = st_conn(st)->w->cfg;
+    if (st->h->open_files < cfg->limits.http2_max_open_files) {
+        st->file_fd = fd;
+        st->file_off = off;
+        st->file_left = len;
+        st->h->open_files++;
+        return 0;
+    }
+    if (len > cfg->high_watermark) {
+        close(fd);
+        return scope_fail(s, "http.response.body: the connection already holds "
+                             "limits.http2_max_open_files (%zu) file bodies open",
+                          cfg->limits.http2_max_open_files);
+    }
+    char *p = buf_reserve(&st->out, len);
+    size_t got = 0;
+    ssize_t r = 0;
+    while (p && got < len) {
+        r = pread(fd, p + got, len - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!p)
+        return scope_fail(s, "http.response.body: out of memory");
+    if (got < len)
+        return scope_fail(s, "http.response.body: reading the file: %s",
+                          r < 0 ? strerror(errno) : "file shrank");
+    buf_commit(&st->out, len);
+    return 0;
+}
+
 int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
     if (st->resp == R_NONE)
@@ -351,13 +396,10 @@ int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_c
             return scope_fail(s, "http.response.body: body %s content-length",
                               st->body_sent + (int64_t)len > cl ? "exceeds" : "falls short of");
         }
-        if (st->no_body || len == 0) {
+        if (st->no_body || len == 0)
             close(fd);
-        } else {
-            st->file_fd = fd;
-            st->file_off = off;
-            st->file_left = len;
-        }
+        else if (take_file(s, st, fd, off, len) < 0)
+            return -1;
         st->body_sent += (int64_t)len;
         final = 1;
     } else {
@@ -442,10 +484,8 @@ ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len
         n = (size_t)r;
         st->file_off += (off_t)n;
         st->file_left -= n;
-        if (!st->file_left) {
-            close(st->file_fd);
-            st->file_fd = -1;
-        }
+        if (!st->file_left)
+            st_close_file(st);
     }
     h->pending -= n;
     if (n)

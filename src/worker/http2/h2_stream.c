@@ -527,8 +527,7 @@ static void stream_free(h2_stream *st)
         if (h->ready_tail == st)
             h->ready_tail = prev;
     }
-    if (st->file_fd >= 0)
-        close(st->file_fd);
+    st_close_file(st);
     h2_head_free(&st->head);
     /* Body bytes still held (an app that never read them): the connection's
      * window gets them back, or every abandoned upload would shrink it for
@@ -575,8 +574,13 @@ void h2_stream_closed(h2_stream *st, uint32_t error_code)
 void h2_stream_peer_eof(h2_session *h)
 {
     for (h2_stream *st = h->streams; st; st = st->next) {
-        if (st->req_end || (st->started && !st->scope))
-            continue; /* a whole request is still answered; an ended one has nothing to lose */
+        if (st->started && !st->scope)
+            continue; /* ended already: nothing to lose */
+        /* A whole request is still answered, but an event stream is never
+         * whole: a client that half-closed would hold it for good (as
+         * HTTP/1.1, where a FIN ends it). */
+        if (st->req_end && !st->sse)
+            continue;
         stream_end_scope(st, reason_client_closed);
         st->started = 1;
         st->ready = 0;

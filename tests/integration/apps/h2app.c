@@ -16,6 +16,10 @@
  *   /scheme             200 with the scope's scheme
  *   /short              content-length: 10 then a final body of 3 bytes
  *   /padded             a response header value with a leading space
+ *   /sse?id=ID          (an sse scope) logs "ID start", sends one event and
+ *                       waits: a receive pending logs "ID recv TYPE REASON",
+ *                       the disconnect callback "ID disconnect REASON"; it
+ *                       finishes once both came
  *   anything else       200 "ok PATH HTTP_VERSION"
  */
 #define _POSIX_C_SOURCE 200809L
@@ -128,6 +132,45 @@ static void on_hold_gone(pagi_scope *s, const char *why, void *ud)
     pagi_scope_finish(s, NULL);
 }
 
+/* An event stream that only waits for its end, heard both ways (the
+ * receive's sse.disconnect and on_disconnect): each must come once. */
+static void sse_maybe_finish(pagi_scope *s, req *r)
+{
+    if (++r->len == 2)
+        pagi_scope_finish(s, NULL);
+}
+
+static void sse_on_event(pagi_scope *s, const pagi_event *ev, void *ud)
+{
+    req *r = ud;
+    if (ev->type != PAGI_EV_SSE_DISCONNECT) {
+        if (pagi_receive(s, sse_on_event, r) < 0)
+            pagi_scope_finish(s, pagi_scope_error(s));
+        return;
+    }
+    tlog(r->id, "recv sse.disconnect %.*s", (int)ev->reason.len, ev->reason.ptr);
+    sse_maybe_finish(s, r);
+}
+
+static void sse_on_gone(pagi_scope *s, const char *why, void *ud)
+{
+    req *r = ud;
+    tlog(r->id, "disconnect %s", why ? why : "");
+    sse_maybe_finish(s, r);
+}
+
+static void sse_hold(pagi_scope *s, req *r)
+{
+    pagi_event start = PAGI_EVENT_INIT(PAGI_EV_SSE_START);
+    start.status = 200;
+    pagi_event ev = PAGI_EVENT_INIT(PAGI_EV_SSE_SEND);
+    ev.data.ptr = "hello";
+    ev.data.len = 5;
+    if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &ev, NULL, NULL) < 0 ||
+        pagi_conn_on_disconnect(s, sse_on_gone, r) < 0 || pagi_receive(s, sse_on_event, r) < 0)
+        pagi_scope_finish(s, pagi_scope_error(s));
+}
+
 static void send_trailers(pagi_scope *s)
 {
     pagi_event start = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
@@ -220,8 +263,20 @@ static int path_is(pagi_scope *s, const char *p)
 static void handle(pagi_scope *s, void *app_data)
 {
     (void)app_data;
+    if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE && path_is(s, "/sse")) {
+        req *r = calloc(1, sizeof *r);
+        if (!r) {
+            pagi_scope_finish(s, "h2app: out of memory");
+            return;
+        }
+        pagi_scope_set_userdata(s, r, req_release);
+        query_param(s, "id", r->id, sizeof r->id);
+        tlog(r->id, "start");
+        sse_hold(s, r);
+        return;
+    }
     if (pagi_scope_type_of(s) != PAGI_SCOPE_HTTP) {
-        pagi_scope_finish(s, "h2app: http only");
+        pagi_scope_finish(s, "h2app: http and /sse only");
         return;
     }
     if (path_is(s, "/short") || path_is(s, "/padded")) {
