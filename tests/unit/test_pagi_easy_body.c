@@ -284,7 +284,7 @@ START_TEST(second_respond_is_refused_and_finishes_once_after_the_sends)
     ck_assert_int_eq(pagi_respond_text(f.s, 200, "one"), 0);
     ck_assert_int_eq(pagi_respond_text(f.s, 200, "two"), -1);
     ck_assert_str_eq(pagi_scope_error(f.s),
-                     "pagi_respond: a response was already sent on this scope");
+                     "pagi_respond_text: a response was already sent on this scope");
     drain();
     ck_assert_int_eq(f.finished, 0); /* the first body's callback has not run */
     ck_assert_int_eq(f.sends, 2);

@@ -15,6 +15,8 @@
 
 #include "pagi_easy_policy.h"
 #include "pubsub.h"
+#include "scope.h"
+#include "worker/core/handle.h"
 
 typedef enum msg_kind { MSG_TEXT, MSG_BYTES, MSG_EVENT } msg_kind;
 
@@ -37,6 +39,7 @@ typedef struct member {
     int disconnected; /* the receive loop ended */
     int in_message;   /* on_message is running: leave must not free m yet */
     int leaving;      /* pagi_group_leave: handed back once nothing is in flight */
+    int orphan;       /* its scope was finished by someone else: freed, never finished here */
     pagi_group_left_cb left_cb;
     void *left_ud;
     const char *finish_err;
@@ -50,6 +53,10 @@ typedef struct member {
      * snapshot sent right after join), sent in order once accepted. */
     struct early_msg *early_head, *early_tail;
     unsigned early_count;
+    /* pagi_group_join_headers on a websocket: the accept's headers (one
+     * owned block: the array, then the bytes), sent at websocket.connect. */
+    pagi_header *accept_headers;
+    size_t accept_header_count;
 } member;
 
 typedef struct early_msg {
@@ -180,6 +187,12 @@ static void member_leave(member *m)
     g->count--;
 }
 
+static void member_free(member *m)
+{
+    free(m->accept_headers);
+    free(m);
+}
+
 /* The end of a member: the core rule is no finish before the last send callback. */
 static void member_maybe_done(member *m)
 {
@@ -190,8 +203,12 @@ static void member_maybe_done(member *m)
     member_leave(m);
     live_unlink(m);
     held_clear(m);
-    free(m);
-    pagi_scope_finish(s, err);
+    int orphan = m->orphan;
+    member_free(m);
+    if (!orphan) {
+        scope_set_owner(s, NULL, NULL); /* our own finish: no owner callback */
+        pagi_scope_finish(s, err);
+    }
 }
 
 /* pagi_group_leave's end: the scope goes back to the app once the group's
@@ -203,8 +220,31 @@ static void member_handback_maybe(member *m)
     pagi_scope *s = m->s;
     pagi_group_left_cb cb = m->left_cb;
     void *ud = m->left_ud;
-    free(m);
+    member_free(m);
     cb(s, ud);
+}
+
+/*
+ * The scope was finished behind the group's back (the app answered it with
+ * pagi_respond, finished it, or the worker exited): the member leaves at
+ * once, so nothing of the group touches the scope after its release. It is
+ * freed here, or by the last of its send callbacks still queued (they hold
+ * the scope) or when on_message returns.
+ */
+static void member_scope_finished(pagi_scope *s, void *ud)
+{
+    member *m = ud;
+    scope_misuse_call(s, "pagi_scope_finish",
+                        "scope %p was finished while a member of a group: the group drops it "
+                        "(pagi_group_leave hands a member back)",
+                        (void *)s);
+    member_leave(m);
+    live_unlink(m);
+    held_clear(m);
+    m->orphan = 1;
+    m->disconnected = 1;
+    if (m->in_flight == 0 && !m->in_message)
+        member_free(m);
 }
 
 static void member_sent(pagi_scope *s, const char *err, void *ud);
@@ -322,6 +362,11 @@ static void member_sent(pagi_scope *s, const char *err, void *ud)
     (void)err; /* a failed send ends in a disconnect, which the receive loop sees */
     member *m = ud;
     m->in_flight--;
+    if (m->orphan) {
+        if (m->in_flight == 0 && !m->in_message)
+            member_free(m);
+        return;
+    }
     if (m->leaving) {
         member_handback_maybe(m);
         return;
@@ -385,6 +430,8 @@ static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     case PAGI_EV_WEBSOCKET_CONNECT:
         if (!m->closing) {
             pagi_event acc = pagi_event_init(PAGI_EV_WEBSOCKET_ACCEPT);
+            acc.headers = m->accept_headers;
+            acc.header_count = m->accept_header_count;
             if (pagi_send(s, &acc, NULL, NULL) != 0) {
                 member_end(m, "pagi_group_join: websocket.accept refused");
                 return;
@@ -411,6 +458,11 @@ static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud)
             m->in_message = 1;
             m->on_message(m->g, s, ev->is_text ? ev->text : ev->bytes, ev->is_text, m->ud);
             m->in_message = 0;
+            if (m->orphan) { /* the app finished s in on_message */
+                if (m->in_flight == 0)
+                    member_free(m);
+                return;
+            }
             if (m->leaving) {
                 member_handback_maybe(m); /* no receive: the scope is the app's */
                 return;
@@ -460,6 +512,8 @@ void pagi_group_free(pagi_group *g)
 
 int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *data, size_t len)
 {
+    if (g == NULL || (len > 0 && data == NULL))
+        return -1;
     char *e = event ? strdup(event) : NULL;
     char *d = malloc(len ? len : 1);
     if ((event && e == NULL) || d == NULL) {
@@ -478,11 +532,51 @@ int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *dat
     return 0;
 }
 
-int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud)
+/* One owned block: the array, then every name and value. */
+static pagi_header *headers_copy(const pagi_header *h, size_t n)
 {
+    size_t need = n * sizeof *h;
+    for (size_t i = 0; i < n; i++)
+        need += h[i].name.len + h[i].value.len;
+    pagi_header *v = malloc(need ? need : 1);
+    if (v == NULL)
+        return NULL;
+    char *p = (char *)(v + n);
+    for (size_t i = 0; i < n; i++) {
+        v[i].name = (pagi_str){p, h[i].name.len};
+        if (h[i].name.len)
+            memcpy(p, h[i].name.ptr, h[i].name.len);
+        p += h[i].name.len;
+        v[i].value = (pagi_str){p, h[i].value.len};
+        if (h[i].value.len)
+            memcpy(p, h[i].value.ptr, h[i].value.len);
+        p += h[i].value.len;
+    }
+    return v;
+}
+
+int pagi_group_join_headers(pagi_group *g, pagi_scope *s, const pagi_header *headers,
+                            size_t header_count, pagi_group_msg_cb on_message, void *ud)
+{
+    if (!scope_live(s, "pagi_group_join"))
+        return -1;
+    /* Already driven by a group: refused, and s stays the member it is. */
+    if (scope_owner(s) != NULL) {
+        scope_misuse_call(s, "pagi_group_join",
+                            "scope %p is already a member of a group (joined twice?)", (void *)s);
+        return scope_fail(s, "pagi_group_join: the scope is already a member of a group");
+    }
+    const char *why = NULL;
     pagi_scope_type t = pagi_scope_type_of(s);
-    if (t != PAGI_SCOPE_WEBSOCKET && t != PAGI_SCOPE_SSE) {
-        pagi_scope_finish(s, "pagi_group_join: not a websocket or sse scope");
+    if (g == NULL)
+        why = "pagi_group_join: no group";
+    else if (t != PAGI_SCOPE_WEBSOCKET && t != PAGI_SCOPE_SSE)
+        why = "pagi_group_join: not a websocket or sse scope";
+    else if (header_count > 0 && headers == NULL)
+        why = "pagi_group_join: NULL headers";
+    if (why != NULL) {
+        scope_misuse_call(s, "pagi_group_join", "%s", why + sizeof "pagi_group_join: " - 1);
+        pagi_scope_finish(s, why);
         return -1;
     }
     member *m = calloc(1, sizeof *m);
@@ -497,15 +591,25 @@ int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, 
     if (!m->is_ws) {
         pagi_event start = pagi_event_init(PAGI_EV_SSE_START);
         start.status = 200;
+        start.headers = headers;
+        start.header_count = header_count;
         if (pagi_send(s, &start, NULL, NULL) != 0) {
-            free(m);
+            member_free(m);
             pagi_scope_finish(s, pagi_scope_error(s));
             return -1;
         }
         m->ready = 1;
+    } else if (header_count > 0) {
+        m->accept_headers = headers_copy(headers, header_count);
+        m->accept_header_count = header_count;
+        if (m->accept_headers == NULL) {
+            member_free(m);
+            pagi_scope_finish(s, "pagi_group_join: out of memory");
+            return -1;
+        }
     }
     if (pagi_receive(s, member_recv, m) != 0) {
-        free(m);
+        member_free(m);
         pagi_scope_finish(s, pagi_scope_error(s));
         return -1;
     }
@@ -516,6 +620,7 @@ int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, 
     g->head = m;
     g->count++;
     live_link(m);
+    scope_set_owner(s, member_scope_finished, m);
     /* Joining a draining worker: refused at once (a websocket close before
      * the accept is a 403; an sse stream ends), like every other member. */
     if (pagi_server_draining(s))
@@ -525,26 +630,42 @@ int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, 
     return 0;
 }
 
-static member *find_member(pagi_group *g, pagi_scope *s)
+int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud)
 {
+    return pagi_group_join_headers(g, s, NULL, 0, on_message, ud);
+}
+
+/*
+ * The member of g whose scope is s. Only pointers are compared, so a stale
+ * s is never read here; a group holds no member whose scope was finished
+ * (member_scope_finished), so a match is live. A handle that is no live
+ * scope at all is fn's misuse (logged once); a live scope that is not (or
+ * no longer) a member is not: a disconnect may have ended it meanwhile.
+ */
+static member *find_member(pagi_group *g, pagi_scope *s, const char *fn)
+{
+    if (g == NULL)
+        return NULL;
     for (member *m = g->head; m != NULL; m = m->next)
         if (m->s == s)
             return m;
+    (void)scope_live(s, fn);
     return NULL;
 }
 
 void pagi_group_close(pagi_group *g, pagi_scope *member_scope, int code, const char *reason)
 {
-    member *m = find_member(g, member_scope);
+    member *m = find_member(g, member_scope, "pagi_group_close");
     if (m != NULL)
         member_close(m, code, reason);
 }
 
 int pagi_group_leave(pagi_group *g, pagi_scope *member_scope, pagi_group_left_cb cb, void *ud)
 {
-    member *m = find_member(g, member_scope);
+    member *m = find_member(g, member_scope, "pagi_group_leave");
     if (m == NULL || cb == NULL)
         return -1;
+    scope_set_owner(m->s, NULL, NULL); /* the app's again */
     member_leave(m);
     live_unlink(m);
     held_clear(m);
@@ -559,12 +680,12 @@ int pagi_group_leave(pagi_group *g, pagi_scope *member_scope, pagi_group_left_cb
 
 size_t pagi_group_size(const pagi_group *g)
 {
-    return g->count;
+    return g ? g->count : 0;
 }
 
 unsigned long pagi_group_slow_count(const pagi_group *g)
 {
-    return g->slow;
+    return g ? g->slow : 0;
 }
 
 static void copy_free(void *ptr, void *ud)
@@ -592,6 +713,10 @@ static int group_offer(pagi_group *g, msg_kind kind, const char *event, const ch
 {
     int n = 0, oom = 0;
     member *next;
+    if (g == NULL || (len > 0 && data == NULL)) {
+        handle_misuse(0, "pagi_group_send", "%s", g ? "NULL data" : "NULL group");
+        return -1;
+    }
     if (g->head == NULL)
         return 0;
     pagi_buf *b = buf_copy(data, len);
@@ -628,7 +753,9 @@ int pagi_group_send_event(pagi_group *g, const char *event, const char *data, si
 int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *event, const char *data,
                        size_t len)
 {
-    member *m = find_member(g, member_scope);
+    if (len > 0 && data == NULL)
+        return -1;
+    member *m = find_member(g, member_scope, "pagi_group_send_to");
     if (m == NULL)
         return 0;
     pagi_buf *b = buf_copy(data, len);
