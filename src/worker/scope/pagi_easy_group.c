@@ -13,58 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pagi_easy_member.h"
 #include "pagi_easy_policy.h"
 #include "pubsub.h"
 #include "scope.h"
 #include "worker/core/handle.h"
-
-typedef enum msg_kind { MSG_TEXT, MSG_BYTES, MSG_EVENT } msg_kind;
-
-/*
- * One member. Owned by the group layer itself, not by the group: it lives
- * from join until its scope is finished (disconnect seen, no send in flight),
- * which may be after it left the group or the group was freed.
- */
-typedef struct member {
-    pagi_group *g; /* NULL once it left (closed, disconnected, group freed) */
-    pagi_scope *s;
-    struct member *prev, *next;   /* in g */
-    struct member *aprev, *anext; /* in live_members while the layer drives s */
-    int in_live;
-    pagi_group_msg_cb on_message;
-    void *ud;
-    int is_ws;
-    int ready;        /* accepted (websocket) or started (sse) */
-    int closing;      /* a close was sent: nothing more goes out */
-    int disconnected; /* the receive loop ended */
-    int in_message;   /* on_message is running: leave must not free m yet */
-    int leaving;      /* pagi_group_leave: handed back once nothing is in flight */
-    int orphan;       /* its scope was finished by someone else: freed, never finished here */
-    pagi_group_left_cb left_cb;
-    void *left_ud;
-    const char *finish_err;
-    unsigned in_flight; /* sends whose callback has not run yet */
-    /* CONFLATE: the latest message held back while the member is slow. */
-    int has_pending;
-    msg_kind pend_kind;
-    char *pend_event;   /* owned */
-    pagi_buf *pend_buf; /* one reference, shared with the broadcast */
-    /* A websocket member's messages offered before its accept (e.g. a
-     * snapshot sent right after join), sent in order once accepted. */
-    struct early_msg *early_head, *early_tail;
-    unsigned early_count;
-    /* pagi_group_join_headers on a websocket: the accept's headers (one
-     * owned block: the array, then the bytes), sent at websocket.connect. */
-    pagi_header *accept_headers;
-    size_t accept_header_count;
-} member;
-
-typedef struct early_msg {
-    struct early_msg *next;
-    msg_kind kind;
-    char *event;  /* owned */
-    pagi_buf *buf; /* one reference */
-} early_msg;
 
 /* A channel the group is fed from (pagi_group_subscribe): owned by the group. */
 typedef struct group_feed {
@@ -95,57 +48,6 @@ struct pagi_group {
 static member *live_members;
 
 static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud);
-
-static void pending_clear(member *m)
-{
-    free(m->pend_event);
-    pagi_buf_unref(m->pend_buf);
-    m->pend_event = NULL;
-    m->pend_buf = NULL;
-    m->has_pending = 0;
-}
-
-static void early_clear(member *m)
-{
-    while (m->early_head != NULL) {
-        early_msg *e = m->early_head;
-        m->early_head = e->next;
-        free(e->event);
-        pagi_buf_unref(e->buf);
-        free(e);
-    }
-    m->early_tail = NULL;
-    m->early_count = 0;
-}
-
-/* The accept comes within a loop turn of the join: this bound is only for a
- * flood in between, dropped (and counted) like a slow member's. */
-#define EARLY_MAX 256
-
-static int early_add(member *m, msg_kind kind, const char *event, pagi_buf *b)
-{
-    early_msg *e = calloc(1, sizeof *e);
-    if (e == NULL || (event != NULL && (e->event = strdup(event)) == NULL)) {
-        free(e);
-        return -1;
-    }
-    e->kind = kind;
-    e->buf = pagi_buf_ref(b);
-    if (m->early_tail)
-        m->early_tail->next = e;
-    else
-        m->early_head = e;
-    m->early_tail = e;
-    m->early_count++;
-    return 0;
-}
-
-/* Everything held for the member: the CONFLATE slot and the pre-accept queue. */
-static void held_clear(member *m)
-{
-    pending_clear(m);
-    early_clear(m);
-}
 
 static void live_link(member *m)
 {
@@ -187,12 +89,6 @@ static void member_leave(member *m)
     g->count--;
 }
 
-static void member_free(member *m)
-{
-    free(m->accept_headers);
-    free(m);
-}
-
 /* The end of a member: the core rule is no finish before the last send callback. */
 static void member_maybe_done(member *m)
 {
@@ -202,7 +98,7 @@ static void member_maybe_done(member *m)
     const char *err = m->finish_err;
     member_leave(m);
     live_unlink(m);
-    held_clear(m);
+    member_held_clear(m);
     int orphan = m->orphan;
     member_free(m);
     if (!orphan) {
@@ -235,12 +131,12 @@ static void member_scope_finished(pagi_scope *s, void *ud)
 {
     member *m = ud;
     scope_misuse_call(s, "pagi_scope_finish",
-                        "scope %p was finished while a member of a group: the group drops it "
-                        "(pagi_group_leave hands a member back)",
-                        (void *)s);
+                      "scope %p was finished while a member of a group: the group drops it "
+                      "(pagi_group_leave hands a member back)",
+                      (void *)s);
     member_leave(m);
     live_unlink(m);
-    held_clear(m);
+    member_held_clear(m);
     m->orphan = 1;
     m->disconnected = 1;
     if (m->in_flight == 0 && !m->in_message)
@@ -281,7 +177,7 @@ static int member_write(member *m, msg_kind kind, const char *event, pagi_buf *b
 static void member_close(member *m, int code, const char *reason)
 {
     member_leave(m);
-    held_clear(m);
+    member_held_clear(m);
     if (m->closing || m->disconnected)
         return;
     m->closing = 1;
@@ -305,20 +201,6 @@ static int member_is_slow(const member *m)
     return pagi_transport_buffered_amount(m->s) >= pagi_transport_high_water_mark(m->s);
 }
 
-/* CONFLATE holds the latest message by reference: no copy per member. */
-static int pending_set(member *m, msg_kind kind, const char *event, pagi_buf *b)
-{
-    char *e = event ? strdup(event) : NULL;
-    if (event && e == NULL)
-        return -1;
-    pending_clear(m);
-    m->has_pending = 1;
-    m->pend_kind = kind;
-    m->pend_event = e;
-    m->pend_buf = pagi_buf_ref(b);
-    return 0;
-}
-
 /* 1 when sent or held for the member, 0 when skipped, -1 on OOM. */
 static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b)
 {
@@ -330,7 +212,7 @@ static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b
             m->g->slow++;
             return 0;
         }
-        return early_add(m, kind, event, b) == 0 ? 1 : -1;
+        return member_early_add(m, kind, event, b) == 0 ? 1 : -1;
     }
     switch (easy_policy_decide(g->policy, member_is_slow(m), m->has_pending)) {
     case EASY_SEND:
@@ -339,12 +221,12 @@ static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b
         if (!member_is_slow(m) && m->in_flight == 0) {
             /* Nothing left to trigger a flush: the newer message wins now. */
             g->slow++;
-            pending_clear(m);
+            member_pending_clear(m);
             return member_write(m, kind, event, b) == 0;
         }
         if (m->has_pending)
             g->slow++; /* the held message is replaced: one lost */
-        return pending_set(m, kind, event, b) == 0 ? 1 : -1;
+        return member_pending_set(m, kind, event, b) == 0 ? 1 : -1;
     case EASY_DROP:
         g->slow++;
         return 0;
@@ -412,7 +294,7 @@ static void member_on_server_drain(pagi_scope *s, void *ud)
 static void member_end(member *m, const char *err)
 {
     member_leave(m);
-    held_clear(m);
+    member_held_clear(m);
     m->disconnected = 1;
     m->finish_err = err;
     member_maybe_done(m);
@@ -532,29 +414,6 @@ int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *dat
     return 0;
 }
 
-/* One owned block: the array, then every name and value. */
-static pagi_header *headers_copy(const pagi_header *h, size_t n)
-{
-    size_t need = n * sizeof *h;
-    for (size_t i = 0; i < n; i++)
-        need += h[i].name.len + h[i].value.len;
-    pagi_header *v = malloc(need ? need : 1);
-    if (v == NULL)
-        return NULL;
-    char *p = (char *)(v + n);
-    for (size_t i = 0; i < n; i++) {
-        v[i].name = (pagi_str){p, h[i].name.len};
-        if (h[i].name.len)
-            memcpy(p, h[i].name.ptr, h[i].name.len);
-        p += h[i].name.len;
-        v[i].value = (pagi_str){p, h[i].value.len};
-        if (h[i].value.len)
-            memcpy(p, h[i].value.ptr, h[i].value.len);
-        p += h[i].value.len;
-    }
-    return v;
-}
-
 int pagi_group_join_headers(pagi_group *g, pagi_scope *s, const pagi_header *headers,
                             size_t header_count, pagi_group_msg_cb on_message, void *ud)
 {
@@ -563,7 +422,7 @@ int pagi_group_join_headers(pagi_group *g, pagi_scope *s, const pagi_header *hea
     /* Already driven by a group: refused, and s stays the member it is. */
     if (scope_owner(s) != NULL) {
         scope_misuse_call(s, "pagi_group_join",
-                            "scope %p is already a member of a group (joined twice?)", (void *)s);
+                          "scope %p is already a member of a group (joined twice?)", (void *)s);
         return scope_fail(s, "pagi_group_join: the scope is already a member of a group");
     }
     const char *why = NULL;
@@ -600,7 +459,7 @@ int pagi_group_join_headers(pagi_group *g, pagi_scope *s, const pagi_header *hea
         }
         m->ready = 1;
     } else if (header_count > 0) {
-        m->accept_headers = headers_copy(headers, header_count);
+        m->accept_headers = easy_headers_copy(headers, header_count);
         m->accept_header_count = header_count;
         if (m->accept_headers == NULL) {
             member_free(m);
@@ -668,7 +527,7 @@ int pagi_group_leave(pagi_group *g, pagi_scope *member_scope, pagi_group_left_cb
     scope_set_owner(m->s, NULL, NULL); /* the app's again */
     member_leave(m);
     live_unlink(m);
-    held_clear(m);
+    member_held_clear(m);
     m->leaving = 1;
     m->left_cb = cb;
     m->left_ud = ud;
@@ -688,26 +547,6 @@ unsigned long pagi_group_slow_count(const pagi_group *g)
     return g ? g->slow : 0;
 }
 
-static void copy_free(void *ptr, void *ud)
-{
-    (void)ud;
-    free(ptr);
-}
-
-/* One copy of the message for every member: freed with its last reference. */
-static pagi_buf *buf_copy(const char *data, size_t len)
-{
-    char *copy = malloc(len ? len : 1);
-    if (copy == NULL)
-        return NULL;
-    if (len)
-        memcpy(copy, data, len);
-    pagi_buf *b = pagi_buf_wrap(copy, len, copy_free, NULL);
-    if (b == NULL)
-        free(copy);
-    return b;
-}
-
 static int group_offer(pagi_group *g, msg_kind kind, const char *event, const char *data,
                        size_t len)
 {
@@ -719,7 +558,7 @@ static int group_offer(pagi_group *g, msg_kind kind, const char *event, const ch
     }
     if (g->head == NULL)
         return 0;
-    pagi_buf *b = buf_copy(data, len);
+    pagi_buf *b = easy_buf_copy(data, len);
     if (b == NULL)
         return -1;
     /* A DISCONNECT close unlinks the member: walk with the next saved. */
@@ -758,7 +597,7 @@ int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *even
     member *m = find_member(g, member_scope, "pagi_group_send_to");
     if (m == NULL)
         return 0;
-    pagi_buf *b = buf_copy(data, len);
+    pagi_buf *b = easy_buf_copy(data, len);
     if (b == NULL)
         return -1;
     int r = member_offer(m, event ? MSG_EVENT : MSG_TEXT, event, b);
