@@ -24,9 +24,9 @@
 #include <sanitizer/asan_interface.h>
 /* The header stays readable (that is the check); the body is poisoned, so
  * pagid's own code touching a released object is still an ASan report. */
-#define BODY_POISON(o, p) \
+#define BODY_POISON(o, p)                                                                          \
     ASAN_POISON_MEMORY_REGION((char *)(o) + sizeof(handle_hdr), (p)->size - sizeof(handle_hdr))
-#define BODY_UNPOISON(o, p) \
+#define BODY_UNPOISON(o, p)                                                                        \
     ASAN_UNPOISON_MEMORY_REGION((char *)(o) + sizeof(handle_hdr), (p)->size - sizeof(handle_hdr))
 #else
 #define BODY_POISON(o, p) ((void)0)

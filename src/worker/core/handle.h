@@ -42,7 +42,10 @@ typedef struct handle_pool {
     size_t chunk_used; /* objects taken from chunks->mem */
 } handle_pool;
 
-#define HANDLE_POOL_INIT(kind, type, reuse_after) {(kind), sizeof(type), (reuse_after), 0, 0, 0, 0, 0}
+#define HANDLE_POOL_INIT(kind, type, reuse_after)                                                  \
+    {                                                                                              \
+        (kind), sizeof(type), (reuse_after), 0, 0, 0, 0, 0                                         \
+    }
 
 /** A zeroed object with magic set (its gen kept); NULL when out of memory. */
 void *handle_get(handle_pool *p, uint32_t magic);

@@ -406,10 +406,9 @@ static int read_body(pagi_scope *s, const char *fn, size_t limit, const pagi_bod
         return REFUSE(s, fn, "not an http or sse scope");
     if (cb == NULL)
         return REFUSE(s, fn, "no callback");
-    if (opts != NULL &&
-        ((opts->header_count > 0 && opts->headers == NULL) ||
-         (opts->body.len > 0 && opts->body.ptr == NULL) ||
-         (opts->status != 0 && (opts->status < 200 || opts->status > 599))))
+    if (opts != NULL && ((opts->header_count > 0 && opts->headers == NULL) ||
+                         (opts->body.len > 0 && opts->body.ptr == NULL) ||
+                         (opts->status != 0 && (opts->status < 200 || opts->status > 599))))
         return REFUSE(s, fn, "bad options (NULL headers or body, or a status outside 200-599)");
     easy_scope *e = easy_of(s);
     if (e != NULL && e->reader != NULL)

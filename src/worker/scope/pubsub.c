@@ -53,7 +53,7 @@ typedef struct ps_channel {
 struct pagi_subscription {
     handle_hdr h; /* first: from ps->pool, so a stale handle is recognised (handle.h) */
     pubsub *ps;
-    ps_channel *ch; /* NULL once unsubscribed */
+    ps_channel *ch;    /* NULL once unsubscribed */
     pagi_scope *scope; /* NULL: owned by the server's code (pubsub_subscribe_owned) */
     pagi_subscription *ch_prev, *ch_next;
     pagi_subscription *sc_prev, *sc_next; /* the scope's list */
@@ -88,8 +88,10 @@ static int sub_ok(const pagi_subscription *sub, const char *fn)
         return 0;
     if (__builtin_expect(handle_live(sub, SUB_MAGIC), 1))
         return 1;
-    handle_misuse(0, fn, "subscription %p was released (its scope's release callback has "
-                         "returned, or it was unsubscribed before)", (const void *)sub);
+    handle_misuse(0, fn,
+                  "subscription %p was released (its scope's release callback has "
+                  "returned, or it was unsubscribed before)",
+                  (const void *)sub);
     return 0;
 }
 

@@ -15,7 +15,10 @@
 /* Built against an ABI 2.3 header too, to see each case fail before 2.4. */
 #ifndef PAGI_STR
 #define PAGI_STR(lit) ((pagi_str){"" lit, sizeof(lit) - 1})
-#define PAGI_STR_INIT(lit) {"" lit, sizeof(lit) - 1}
+#define PAGI_STR_INIT(lit)                                                                         \
+    {                                                                                              \
+        "" lit, sizeof(lit) - 1                                                                    \
+    }
 #endif
 #if PAGI_ABI_MINOR < 4
 #define pagi_group_join_headers(g, s, h, n, cb, ud) ((void)(h), pagi_group_join(g, s, cb, ud))
