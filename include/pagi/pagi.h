@@ -10,6 +10,10 @@
  *
  * Nothing in this header exposes a server-internal type: every object is an
  * opaque handle that is valid until the scope's release callback runs.
+ * A handle used after its release (a scope, subscription or buffer) is
+ * recognised and the call refused (-1, NULL or a no-op) with a message
+ * naming the call, never a use-after-free in the server: see HANDLES in
+ * pagi(3) for how long that holds.
  */
 #ifndef PAGI_PAGI_H
 #define PAGI_PAGI_H
@@ -20,8 +24,23 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define PAGI_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+/* The result is a resource (dropping it leaks) or a must-check outcome. */
+#define PAGI_WARN_UNUSED __attribute__((warn_unused_result))
 #else
 #define PAGI_PRINTF_LIKE(fmt, args)
+#define PAGI_WARN_UNUSED
+#endif
+/*
+ * Pointer parameters the contract requires non-NULL: an app passing a
+ * literal NULL gets a compile-time warning (-Wnonnull). The server still
+ * refuses a NULL at run time (-1 and a message, see HANDLES in pagi(3)): it
+ * is built with PAGI_SERVER_BUILD, where the attribute is left out, because
+ * with it the compiler may delete those very NULL checks.
+ */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(PAGI_SERVER_BUILD)
+#define PAGI_NONNULL(...) __attribute__((nonnull(__VA_ARGS__)))
+#else
+#define PAGI_NONNULL(...)
 #endif
 
 #ifdef __cplusplus
@@ -39,8 +58,9 @@ extern "C" {
  */
 #define PAGI_ABI(major, minor) (((major) << 16) | (minor))
 #define PAGI_ABI_MAJOR 2
-/* 2.2: the tls extension (pagi_scope_tls); 2.3: publish/subscribe. */
-#define PAGI_ABI_MINOR 3
+/* 2.2: the tls extension (pagi_scope_tls); 2.3: publish/subscribe;
+ * 2.4: pagi_easy's pagi_group_join_headers and pagi_read_body_opts. */
+#define PAGI_ABI_MINOR 4
 #define PAGI_ABI_VERSION PAGI_ABI(PAGI_ABI_MAJOR, PAGI_ABI_MINOR)
 /** The parts of a PAGI_ABI() value (ABI 1 stored a bare 1: major 0 here). */
 #define PAGI_ABI_MAJOR_OF(v) (((unsigned)(v) >> 16) & 0xffffu)
@@ -60,7 +80,24 @@ typedef struct pagi_str {
     size_t len;
 } pagi_str;
 
-/** One header: lower-case name, opaque value bytes. */
+/**
+ * A pagi_str of a string literal, its length from sizeof (no strlen, no
+ * miscounted length): PAGI_STR("content-type"). Only for literals: the ""
+ * before lit refuses anything else at compile time. PAGI_STR_INIT is the
+ * brace form for static initializers ({PAGI_STR_INIT("a"), ...}).
+ */
+#define PAGI_STR_INIT(lit) {"" lit, sizeof(lit) - 1}
+#ifdef __cplusplus
+#define PAGI_STR(lit) (pagi_str PAGI_STR_INIT(lit))
+#else
+#define PAGI_STR(lit) ((pagi_str)PAGI_STR_INIT(lit))
+#endif
+
+/**
+ * One header. Names the server delivers are lower case. Names the app sends
+ * go out lower-cased on every protocol (HTTP/2 requires it, and HTTP/1.1
+ * names are case-insensitive): "X-Upper" is written "x-upper".
+ */
 typedef struct pagi_header {
     pagi_str name;
     pagi_str value;
@@ -184,7 +221,7 @@ const char *pagi_event_type_name(pagi_event_type type);
 pagi_scope_type pagi_scope_type_of(const pagi_scope *s);
 /** "http", "websocket", "sse" or "lifespan". */
 const char *pagi_scope_type_name(const pagi_scope *s);
-/** "1.0" or "1.1" (NUL-terminated). */
+/** "1.0", "1.1" or "2" (NUL-terminated), as the spec's http_version. */
 const char *pagi_scope_http_version(const pagi_scope *s);
 /** Upper-case method, NUL-terminated. */
 const char *pagi_scope_method(const pagi_scope *s);
@@ -200,8 +237,8 @@ pagi_str pagi_scope_query_string(const pagi_scope *s);
 pagi_str pagi_scope_root_path(const pagi_scope *s);
 /** Request headers, names lower-cased, Cookie headers merged into one. */
 const pagi_header *pagi_scope_headers(const pagi_scope *s, size_t *count);
-/** First header with that name, compared case-insensitively; 1 when found, else 0. */
-int pagi_scope_header(const pagi_scope *s, const char *name, pagi_str *value);
+/** First header with that name, compared case-insensitively; 1 when found, else 0 (also for NULL name). */
+int pagi_scope_header(const pagi_scope *s, const char *name, pagi_str *value) PAGI_NONNULL(2);
 /** Client address ("127.0.0.1", port); host is NULL when unknown. */
 const char *pagi_scope_client(const pagi_scope *s, int *port);
 /** Server address; port is -1 for a unix socket (host is then the path). */
@@ -291,10 +328,15 @@ void pagi_scope_finish(pagi_scope *s, const char *error);
 typedef struct pagi_buf pagi_buf;
 typedef void (*pagi_buf_free_fn)(void *ptr, void *ud);
 
-pagi_buf *pagi_buf_wrap(const void *ptr, size_t len, pagi_buf_free_fn free_fn, void *ud);
-/** Add a reference; returns b. */
+pagi_buf *pagi_buf_wrap(const void *ptr, size_t len, pagi_buf_free_fn free_fn, void *ud)
+    PAGI_WARN_UNUSED;
+/** Add a reference; returns b (NULL, logged, for a released buffer). */
 pagi_buf *pagi_buf_ref(pagi_buf *b);
-/** Drop a reference (NULL is ignored); the last one runs free_fn. */
+/**
+ * Drop a reference (NULL is ignored); the last one runs free_fn. One unref
+ * too many is refused and logged ("pagi_buf_unref: buffer 0x... was
+ * released"), never a use-after-free (HANDLES).
+ */
 void pagi_buf_unref(pagi_buf *b);
 const void *pagi_buf_data(const pagi_buf *b);
 size_t pagi_buf_len(const pagi_buf *b);
@@ -388,7 +430,8 @@ pagi_timer *pagi_timer_start(pagi_loop *l, double after, double repeat,
 /** Stop and free; safe inside its own callback. */
 void pagi_timer_stop(pagi_timer *t);
 /** Watch fd for PAGI_IO_READ and/or PAGI_IO_WRITE until stopped. */
-pagi_io *pagi_io_watch(pagi_loop *l, int fd, int events, pagi_io_cb cb, void *ud);
+pagi_io *pagi_io_watch(pagi_loop *l, int fd, int events, pagi_io_cb cb, void *ud)
+    PAGI_WARN_UNUSED;
 void pagi_io_stop(pagi_io *w);
 /** Run cb from the run queue at the next safe point. Returns 0 or -1. */
 int pagi_defer(pagi_loop *l, pagi_defer_cb cb, void *ud);
@@ -422,11 +465,19 @@ typedef void (*pagi_message_cb)(pagi_subscription *sub, pagi_str channel, const 
  * on, until pagi_unsubscribe or until s is released (the subscription dies
  * with its scope; one made with the lifespan scope lives as long as the
  * app instance). Messages from one publisher arrive in the order published.
- * NULL (pagi_scope_error) on a bad channel, a NULL cb, or out of memory.
+ * NULL (pagi_scope_error) on a bad channel, a NULL cb, a finished scope,
+ * or out of memory.
  */
 pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb,
-                                  void *ud);
-/** End sub now: its callback will not run again, pending messages are dropped. */
+                                  void *ud) PAGI_NONNULL(2, 3);
+/**
+ * End sub now: its callback will not run again, pending messages are
+ * dropped. In s's release callback a subscription of s is already ended
+ * (no message reaches it there) but still a valid handle: unsubscribing it
+ * there is a no-op, so a release callback may unsubscribe what it owns.
+ * After that callback returns, sub is released: a call on it is refused and
+ * logged (HANDLES), as is a second pagi_unsubscribe.
+ */
 void pagi_unsubscribe(pagi_subscription *sub);
 
 /** What a subscription does when more than max_pending messages wait for its callback. */
@@ -453,7 +504,8 @@ void pagi_subscription_count_dropped(pagi_subscription *sub, unsigned n);
  * message that cannot be queued towards the other workers (the channel to
  * the master is full) is dropped and counted, not refused.
  */
-int pagi_publish(pagi_scope *s, const char *channel, const void *data, size_t len);
+int pagi_publish(pagi_scope *s, const char *channel, const void *data, size_t len)
+    PAGI_NONNULL(2);
 
 /* ------------------------------------------------------------------ */
 /* Applications                                                        */

@@ -14,6 +14,14 @@
 extern "C" {
 #endif
 
+/*
+ * Misuse (pagi_easy(3), HANDLES): a call on a released scope, or with NULL
+ * where a pointer is required, returns -1 (or the documented NULL/0) with a
+ * message naming the call in pagi_scope_error() and, once per call name
+ * (each time under --debug), in the error log; pagid never touches freed
+ * memory for it. Such a refusal does not finish the scope.
+ */
+
 /* ------------------------------------------------------------------ */
 /* One-call responses                                                  */
 /* ------------------------------------------------------------------ */
@@ -29,15 +37,19 @@ extern "C" {
  * decline (sse.http.response.*), on a websocket scope the
  * websocket.http.response extension. Returns 0, or -1 when a send was
  * rejected (the scope is then finished, or will be once the layer's sends
- * in flight complete), or -1 without finishing for a second response on s
- * ("pagi_respond: a response was already sent on this scope").
+ * in flight complete). Returns -1 without finishing (the scope is still
+ * the app's) for a second response on s ("pagi_respond_text: a response
+ * was already sent on this scope": messages name the call), while the body reader is active on s (answer
+ * from its callback), for a member of a group (pagi_group_leave hands it
+ * back first), and for a NULL body with a length or NULL headers with a
+ * count.
  */
 int pagi_respond(pagi_scope *s, int status, const char *content_type, const void *body, size_t len);
 int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
                          const pagi_header *headers, size_t header_count, const void *body,
                          size_t len);
-/** pagi_respond with a NUL-terminated text/plain body. */
-int pagi_respond_text(pagi_scope *s, int status, const char *text);
+/** pagi_respond with a NUL-terminated text/plain body; NULL text is refused (-1, not finished). */
+int pagi_respond_text(pagi_scope *s, int status, const char *text) PAGI_NONNULL(3);
 
 /* ------------------------------------------------------------------ */
 /* Request body                                                        */
@@ -69,6 +81,23 @@ typedef void (*pagi_body_cb)(pagi_scope *s, const char *body, size_t len, const 
  */
 int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud);
 
+/**
+ * pagi_read_body with options (ABI 2.4): the limit, and the answer to a
+ * body over it in place of the plain-text 413 (e.g. a JSON error, or a CORS
+ * header the browser needs to read it). Zero fields keep the defaults. The
+ * answer's bytes are copied during the call.
+ */
+typedef struct pagi_body_opts {
+    size_t limit;                 /* bytes, as pagi_read_body's limit */
+    int status;                   /* the answer's status (200-599); 0: 413 */
+    const char *content_type;     /* NULL: "text/plain; charset=utf-8" */
+    pagi_str body;                /* {NULL, 0}: "request body too large\n" */
+    const pagi_header *headers;   /* extra headers of the answer (lower-case names) */
+    size_t header_count;
+    const void *reserved[4];      /* must be zero */
+} pagi_body_opts;
+int pagi_read_body_opts(pagi_scope *s, const pagi_body_opts *opts, pagi_body_cb cb, void *ud);
+
 /* ------------------------------------------------------------------ */
 /* Broadcast groups                                                    */
 /* ------------------------------------------------------------------ */
@@ -96,7 +125,7 @@ typedef void (*pagi_group_msg_cb)(pagi_group *g, pagi_scope *member, pagi_str ms
                                   void *ud);
 
 /** A new, empty group owned by the caller (free with pagi_group_free); NULL on OOM. */
-pagi_group *pagi_group_new(pagi_group_policy policy);
+pagi_group *pagi_group_new(pagi_group_policy policy) PAGI_WARN_UNUSED;
 
 /**
  * Free the group. Remaining members are closed (websocket 1001, sse stream
@@ -118,9 +147,20 @@ void pagi_group_free(pagi_group *g);
  * 1001 "server shutting down", sse stream ended (after the group's drain
  * event, if set); a scope joining while the worker drains is refused the
  * same way (a websocket not yet accepted gets a 403). Returns 0, or -1 (s
- * finished with the error) for another scope type or a refused call.
+ * finished with the error) for another scope type, a NULL group or a
+ * refused call; -1 without finishing for a scope that is already a member
+ * of a group (it stays that member). A member the app finishes or answers
+ * behind the group's back is dropped by the group at once (and the misuse
+ * logged); pagi_respond on a member is refused.
  */
 int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud);
+/**
+ * pagi_group_join with response headers (ABI 2.4): sent with the sse
+ * stream's start (e.g. access-control-allow-origin for an EventSource from
+ * another origin) or with the websocket's accept (copied during the call).
+ */
+int pagi_group_join_headers(pagi_group *g, pagi_scope *s, const pagi_header *headers,
+                            size_t header_count, pagi_group_msg_cb on_message, void *ud);
 
 /** Called once when a member handed back by pagi_group_leave is the app's again. */
 typedef void (*pagi_group_left_cb)(pagi_scope *s, void *ud);

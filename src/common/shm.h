@@ -58,6 +58,9 @@ typedef struct shm_worker {
      * made, messages it dropped (its full channel to the master, a
      * subscription's full queue, a client that does not drain). */
     _Atomic uint64_t pubsub_published, pubsub_delivered, pubsub_dropped;
+    /* Scopes whose connection ended while the app had not finished them and
+     * waited for nothing that would tell it (a missing pagi_scope_finish). */
+    _Atomic uint64_t scopes_unfinished;
 } shm_worker;
 
 typedef struct shm_region {

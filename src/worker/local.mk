@@ -26,6 +26,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/core/tls_info.c src/worker/core/tls_info.h \
 	src/worker/core/outq.c src/worker/core/outq.h \
 	src/worker/core/pagi_buf.c src/worker/core/pagi_buf.h \
+	src/worker/core/handle.c src/worker/core/handle.h \
 	src/worker/core/crash.c src/worker/core/crash.h \
 	src/worker/core/state_table.c src/worker/core/state_table.h \
 	src/worker/core/reason.h \
@@ -76,4 +77,5 @@ libpagid_worker_a_SOURCES += \
 	src/worker/apps/metrics.c src/worker/apps/metrics.h
 
 # pagi_easy(3): the convenience layer over pagi.h (linked into pagid itself, see src/master/local.mk).
-PAGI_EASY_SOURCES = src/worker/scope/pagi_easy.c src/worker/scope/pagi_easy_group.c src/worker/scope/pagi_easy_policy.h
+PAGI_EASY_SOURCES = src/worker/scope/pagi_easy.c src/worker/scope/pagi_easy_group.c src/worker/scope/pagi_easy_policy.h \
+	src/worker/scope/pagi_easy_member.c src/worker/scope/pagi_easy_member.h

@@ -1,5 +1,5 @@
 /*
- * pagi_version.c - the runtime version calls of pagi.h (ABI 2.1): what the
+ * pagi_version.c - the runtime version calls of pagi.h (new in ABI 2.1): what the
  * running server offers, for a module that wants to check or log it.
  */
 #include <config.h> /* autoconf's: PACKAGE_VERSION */

@@ -69,6 +69,7 @@ typedef struct worker_run_ctx {
     int exit_code;
     int stopping;  /* lifespan shutdown started */
     int grace_over; /* past the shutdown deadline plus the apps' grace */
+    int wait_named; /* the scopes the shutdown waits for were logged */
     mount_table mounts; /* the app, and the apps under path prefixes */
     ev_signal sig_term, sig_int, sig_quit, sig_usr1, sig_gate;
     ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
@@ -322,6 +323,10 @@ static void worker_maybe_finish(worker_run_ctx *r)
          * working after a completed response keeps the shutdown deadline
          * (armed by worker_drain; no longer active once it has passed). */
         int deadline_passed = !ev_is_active(&r->shutdown_timer);
+        if (!r->wait_named) {
+            r->wait_named = 1;
+            scope_log_unfinished(&r->w, "shutdown waits for");
+        }
         if (r->w.cfg->timeouts.shutdown > 0 && !ev_is_active(&r->grace_timer) &&
             (deadline_passed || !scope_any_past_response(&r->w))) {
             ev_timer_set(&r->grace_timer, SHUTDOWN_GRACE, 0.);
@@ -330,7 +335,7 @@ static void worker_maybe_finish(worker_run_ctx *r)
         return;
     }
     if (r->w.n_scopes > 0)
-        log_warn("%zu request handler(s) still running at shutdown", r->w.n_scopes);
+        scope_log_unfinished(&r->w, "still running at shutdown:");
     r->stopping = 1;
     ev_timer_stop(r->w.loop.ev, &r->shutdown_timer);
     ev_timer_stop(r->w.loop.ev, &r->grace_timer);

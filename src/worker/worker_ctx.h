@@ -31,8 +31,10 @@ typedef struct worker_ctx {
     conn *conns;          /* all live connections (intrusive list) */
     size_t n_conns;
     size_t n_scopes;      /* request scopes not yet released (lifespan excluded) */
+    uint64_t scopes_unfinished; /* detached, unfinished, nothing pending (scope.c) */
     struct pagi_scope *scopes; /* those scopes (intrusive list) */
     struct scope_quarantine *quarantine; /* debug mode: released scopes kept (scope_debug.c) */
+    struct handle_pool *scope_pool; /* scope shells (handle.h), made at the first scope */
     conn *flush_list;     /* connections with output to write at the safe point */
     buf scratch;          /* reusable space for formatting response heads */
     buf rbuf;             /* the read buffer, lent to a connection with no buffered input */

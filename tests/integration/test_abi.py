@@ -2,10 +2,11 @@
 (a {0} body event sends that body, not stdin; an SSE event without has_retry
 writes no retry: line; use_fd = 1, fd = 0 still sends stdin; length 0 sends
 to EOF), and major.minor versioning: a module built against the frozen 2.0
-header (tests/abi/pagi-2.0.h) loads on this server (2.3); one claiming a newer
+header (tests/abi/pagi-2.0.h) loads on this server (pagi.h's minor); one claiming a newer
 minor or ABI 1 is refused by pagid -t and at start, naming both versions."""
 
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -16,7 +17,16 @@ from lib import Conn, check, check_eq, request, test
 HERE = os.path.dirname(os.path.abspath(__file__))
 ABI_DIR = os.path.join(lib.REPO, "tests", "abi")
 INCLUDE = os.path.join(lib.REPO, "include")
-SERVER_ABI = "2.3"
+
+def header_abi():
+    """PAGI_ABI_MAJOR.PAGI_ABI_MINOR of the header the server was built with."""
+    with open(os.path.join(INCLUDE, "pagi", "pagi.h")) as f:
+        text = f.read()
+    return "%s.%s" % (re.search(r"#define PAGI_ABI_MAJOR (\d+)", text).group(1),
+                      re.search(r"#define PAGI_ABI_MINOR (\d+)", text).group(1))
+
+
+SERVER_ABI = header_abi()
 
 
 def build(ctx, name, source, include):

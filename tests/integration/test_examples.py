@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 
+import lib
 from lib import REPO, check, check_eq, request, test
 
 
@@ -83,3 +84,50 @@ def examples_installed_into_docdir_build_there(ctx):
     check_eq(p.returncode, 0, "building the installed examples (%s)" % p.stdout.decode()[-400:])
     for so in ("counter.so", "kv.so"):
         check(os.path.exists(os.path.join(examples, so)), "%s was not built" % so)
+
+
+@test(timeout=240)
+def examples_build_with_pkg_config(ctx):
+    """make install puts pagi.pc into $(datadir)/pkgconfig: the installed
+    examples build with `cc -shared -fPIC $(pkg-config --cflags --libs pagi)`
+    alone, and the docs the man pages cite are installed too."""
+    if shutil.which("pkg-config") is None:
+        raise lib.Skip("no pkg-config")
+    build = build_dir_of(ctx.pagid)
+    check(build is not None, "no build tree next to %s to install from" % ctx.pagid)
+    stage = os.path.join(ctx.tmpdir, "stage-pc")
+    p = subprocess.run(["make", "-C", build, "install-nodist_pkgconfigDATA",
+                        "install-dist_examplesDATA", "install-dist_docDATA",
+                        "install-pagiincludeHEADERS", "DESTDIR=" + stage],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+    check_eq(p.returncode, 0, "make install (%s)" % p.stdout.decode()[-400:])
+    pcdir = examples = docdir = None
+    for root, dirs, files in os.walk(stage):
+        if "pagi.pc" in files:
+            pcdir = root
+        if root.endswith(os.path.join("share", "doc", "pagid", "examples")):
+            examples = root
+        if root.endswith(os.path.join("share", "doc", "pagid")):
+            docdir = root
+    check(pcdir is not None and pcdir.endswith(os.path.join("share", "pkgconfig")),
+          "pagi.pc installed at %r" % pcdir)
+    for md in ("pubsub.md", "perl.md", "operations.md"):
+        check(docdir is not None and os.path.exists(os.path.join(docdir, md)),
+              "docs/%s (cited by the man pages) not installed" % md)
+    env = dict(os.environ, PKG_CONFIG_PATH=pcdir, PKG_CONFIG_SYSROOT_DIR=stage)
+    p = subprocess.run(["pkg-config", "--cflags", "--libs", "pagi"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    check_eq(p.returncode, 0, "pkg-config pagi: %s" % p.stdout.decode())
+    flags = p.stdout.decode().split()
+    abi = subprocess.run(["pkg-config", "--variable=abi", "pagi"], env=env,
+                         stdout=subprocess.PIPE, timeout=30).stdout.decode().strip()
+    v = subprocess.run([ctx.pagid, "-V"], stdout=subprocess.PIPE, timeout=30).stdout.decode()
+    check("pagi ABI %s " % abi in v, "pagi.pc's abi %r vs pagid -V: %r" % (abi, v[:200]))
+    for name in ("counter", "kv"):
+        out = os.path.join(ctx.tmpdir, name + ".so")
+        cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared",
+               "-fPIC", "-o", out, os.path.join(examples, name + ".c")] + flags
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        check_eq(p.returncode, 0, "%s: %s" % (" ".join(cmd), p.stdout.decode()[-400:]))
+    srv = ctx.start(os.path.join(ctx.tmpdir, "counter.so"))
+    check_eq(request(srv.port, "GET", "/").body, b"request #1, 0 body bytes\n", "counter.so")

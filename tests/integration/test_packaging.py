@@ -110,7 +110,7 @@ def debian_packages(ctx):
               "/usr/share/doc/pagid-dev/examples/kv.c",
               "/usr/share/doc/pagid-dev/examples/counter.c",
               "/usr/share/doc/pagid-dev/examples/Makefile",
-              "/usr/share/doc/pagid-dev/examples/README.md"):
+              "/usr/share/doc/pagid-dev/examples/README.md", "/usr/share/pkgconfig/pagi.pc"):
         check(f in dev, "%s not in pagid-dev: %r" % (f, sorted(dev)))
 
     root = os.path.join(ctx.tmpdir, "root")

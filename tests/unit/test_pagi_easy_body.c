@@ -60,6 +60,7 @@ typedef struct fake {
     void *held_ud[MAX_HELD];
     int held;
     int status, sends, finished;
+    char ctype[64], resp_body[64], extra[64]; /* the response's content-type, body, 3rd header */
     char log[128]; /* the order of what happened: s(tatus) c(allback) f(inish) */
 } fake;
 
@@ -79,7 +80,17 @@ static int fake_send(pagi_scope *s, const pagi_event *e, pagi_send_cb cb, void *
             return scope_fail(s, "send: the response already started");
         f->status = e->status;
         note(f, 's');
+        for (size_t i = 0; i < e->header_count; i++) {
+            const pagi_header *h = &e->headers[i];
+            if (h->name.len == 12 && memcmp(h->name.ptr, "content-type", 12) == 0)
+                snprintf(f->ctype, sizeof f->ctype, "%.*s", (int)h->value.len, h->value.ptr);
+            else if (i == 2)
+                snprintf(f->extra, sizeof f->extra, "%.*s: %.*s", (int)h->name.len, h->name.ptr,
+                         (int)h->value.len, h->value.ptr);
+        }
     }
+    if (e->type == PAGI_EV_HTTP_RESPONSE_BODY)
+        snprintf(f->resp_body, sizeof f->resp_body, "%.*s", (int)e->body.len, e->body.ptr);
     if (f->hold && f->held < MAX_HELD) {
         f->held_cb[f->held] = cb;
         f->held_ud[f->held++] = ud;
@@ -239,6 +250,82 @@ START_TEST(chunked_body_over_limit_calls_back_later)
 }
 END_TEST
 
+/* pagi_read_body_opts: the app's answer to a body over the limit, copied
+ * during the call (the caller's buffers are gone before it is sent). */
+START_TEST(custom_answer_over_limit)
+{
+    fake f;
+    open_scope(&f, PAGI_SCOPE_HTTP, "100");
+    seen b = {.f = &f};
+    char type[] = "application/json", json[] = "{\"error\":\"too big\"}", v[] = "*";
+    pagi_header h[] = {{PAGI_STR_INIT("access-control-allow-origin"), {v, 1}}};
+    pagi_body_opts o = {.limit = 10,
+                        .status = 422,
+                        .content_type = type,
+                        .body = {json, strlen(json)},
+                        .headers = h,
+                        .header_count = 1};
+    ck_assert_int_eq(pagi_read_body_opts(f.s, &o, on_body, &b), 0);
+    memset(type, 'x', sizeof type - 1);
+    memset(json, 'x', sizeof json - 1);
+    v[0] = 'x';
+    drain();
+    ck_assert_int_eq(b.calls, 1);
+    ck_assert_str_eq(b.err, "request body too large");
+    ck_assert_int_eq(f.status, 422);
+    ck_assert_str_eq(f.ctype, "application/json");
+    ck_assert_str_eq(f.resp_body, "{\"error\":\"too big\"}");
+    ck_assert_str_eq(f.extra, "access-control-allow-origin: *");
+    ck_assert_str_eq(f.log, "scf");
+    gone(&f);
+}
+END_TEST
+
+START_TEST(custom_answer_defaults_and_bad_options)
+{
+    fake f;
+    open_scope(&f, PAGI_SCOPE_HTTP, "100");
+    seen b = {.f = &f};
+    pagi_body_opts bad = {.limit = 10, .header_count = 1};
+    ck_assert_int_eq(pagi_read_body_opts(f.s, &bad, on_body, &b), -1);
+    ck_assert_ptr_nonnull(strstr(pagi_scope_error(f.s), "pagi_read_body_opts: bad options"));
+    ck_assert_int_eq(pagi_read_body_opts(f.s, NULL, on_body, &b), -1);
+    pagi_body_opts o = {.limit = 10};
+    ck_assert_int_eq(pagi_read_body_opts(f.s, &o, on_body, &b), 0);
+    drain();
+    ck_assert_int_eq(f.status, 413);
+    ck_assert_str_eq(f.resp_body, "request body too large\n");
+    gone(&f);
+}
+END_TEST
+
+/* Misuse is refused without finishing: the app still answers properly. */
+START_TEST(respond_while_reading_and_null_text_are_refused)
+{
+    fake f;
+    open_scope(&f, PAGI_SCOPE_HTTP, NULL);
+    f.chunks[0] = "abc";
+    f.nchunks = 1;
+    seen b = {.f = &f};
+    ck_assert_int_eq(pagi_read_body(f.s, 10, on_body, &b), 0);
+    ck_assert_int_eq(pagi_respond_text(f.s, 200, "early"), -1);
+    ck_assert_str_eq(pagi_scope_error(f.s), "pagi_respond_text: the body reader is still active "
+                                            "(answer from its callback)");
+    const char *volatile nul = NULL;
+    ck_assert_int_eq(pagi_respond_text(f.s, 200, nul), -1);
+    ck_assert_str_eq(pagi_scope_error(f.s), "pagi_respond_text: NULL text");
+    ck_assert_int_eq(pagi_respond(f.s, 200, NULL, NULL, 3), -1);
+    ck_assert_int_eq(f.sends, 0);
+    ck_assert_int_eq(f.finished, 0);
+    drain();
+    ck_assert_int_eq(b.calls, 1);
+    ck_assert_int_eq(pagi_respond_text(f.s, 200, "ok"), 0);
+    drain();
+    ck_assert_int_eq(f.finished, 1);
+    gone(&f);
+}
+END_TEST
+
 START_TEST(read_body_refuses_a_websocket_scope)
 {
     fake f;
@@ -284,7 +371,7 @@ START_TEST(second_respond_is_refused_and_finishes_once_after_the_sends)
     ck_assert_int_eq(pagi_respond_text(f.s, 200, "one"), 0);
     ck_assert_int_eq(pagi_respond_text(f.s, 200, "two"), -1);
     ck_assert_str_eq(pagi_scope_error(f.s),
-                     "pagi_respond: a response was already sent on this scope");
+                     "pagi_respond_text: a response was already sent on this scope");
     drain();
     ck_assert_int_eq(f.finished, 0); /* the first body's callback has not run */
     ck_assert_int_eq(f.sends, 2);
@@ -395,6 +482,9 @@ static Suite *suite(void)
     tcase_add_test(tc, second_reader_is_refused_and_the_first_goes_on);
     tcase_add_test(tc, second_respond_is_refused_and_finishes_once_after_the_sends);
     tcase_add_test(tc, body_reader_413_finishes_after_its_send_callback);
+    tcase_add_test(tc, custom_answer_over_limit);
+    tcase_add_test(tc, custom_answer_defaults_and_bad_options);
+    tcase_add_test(tc, respond_while_reading_and_null_text_are_refused);
     tcase_add_test(tc, server_finish_with_a_reader_pending_frees_it);
     tcase_add_test(tc, lifespan_destroys_when_the_server_finishes_it);
     tcase_add_test(tc, lifespan_destroys_once_on_shutdown);

@@ -30,6 +30,7 @@ typedef struct totals {
     uint64_t tls_resumed;
     uint64_t h2_connections, h2_streams, h2_resets, h2_calm, h2_refused, h2_websockets;
     int64_t open_connections, open_scopes[SHM_SCOPE__COUNT], tls_open;
+    uint64_t scopes_unfinished;
     unsigned workers_up, workers_ready;
 } totals;
 
@@ -62,6 +63,7 @@ static void sum(totals *t, const shm_region *r)
         t->h2_calm += LOAD(&w->h2_calm);
         t->h2_refused += LOAD(&w->h2_refused);
         t->h2_websockets += LOAD(&w->h2_websockets);
+        t->scopes_unfinished += LOAD(&w->scopes_unfinished);
         if (pid == 0)
             continue; /* exited: its gauges are stale */
         t->workers_up++;
@@ -126,6 +128,10 @@ int metrics_render(buf *o, const shm_region *r)
     for (int k = 0; k < SHM_SCOPE__COUNT; k++)
         buf_printf(o, "pagid_open_scopes{type=\"%s\"} %lld\n", scope_words[k],
                    (long long)t.open_scopes[k]);
+    head(o, "pagid_scopes_unfinished_total", "counter",
+         "Scopes whose connection ended while the app had not finished them and waited for "
+         "nothing that would tell it (a missing pagi_scope_finish).");
+    buf_printf(o, "pagid_scopes_unfinished_total %llu\n", (unsigned long long)t.scopes_unfinished);
     head(o, "pagid_received_bytes_total", "counter", "Bytes read from clients.");
     buf_printf(o, "pagid_received_bytes_total %llu\n", (unsigned long long)t.bytes_in);
     head(o, "pagid_sent_bytes_total", "counter", "Bytes written to clients.");

@@ -13,4 +13,7 @@
  * they are written or q is freed. 0, or -1 (out of memory, no reference). */
 int pagi_buf_queue(pagi_buf *b, outq *q);
 
+/** Is b a live buffer (not NULL, not released)? If not, fn's misuse is logged once. */
+int pagi_buf_live(const pagi_buf *b, const char *fn);
+
 #endif

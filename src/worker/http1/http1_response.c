@@ -75,13 +75,17 @@ static int parse_clen(pagi_str v, int64_t *out)
     return 0;
 }
 
+/* Names go out lower-cased, as over HTTP/2 (pagi(3)): one rule for every
+ * carrier, and a name is a token, so only A-Z change. */
 static int put_header(buf *out, pagi_str name, pagi_str value)
 {
     char *w = buf_reserve(out, name.len + value.len + 4);
     if (!w)
         return -1;
-    memcpy(w, name.ptr, name.len);
-    w += name.len;
+    for (size_t i = 0; i < name.len; i++) {
+        char c = name.ptr[i];
+        *w++ = (c >= 'A' && c <= 'Z') ? (char)(c + ('a' - 'A')) : c;
+    }
     *w++ = ':';
     *w++ = ' ';
     if (value.len)

@@ -8,11 +8,27 @@
 #include <pagi/pagi_easy.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scope.h"
+
+/* Refuse fn's call with a message, without finishing s: in
+ * pagi_scope_error and (once per call name, each in debug mode) the log. */
+__attribute__((format(printf, 3, 4))) static int refuse(pagi_scope *s, const char *fn,
+                                                        const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    scope_misuse_call(s, fn, "%s", what);
+    return scope_fail(s, "%s: %s", fn, what);
+}
+#define REFUSE refuse
 
 /*
  * What the layer keeps per scope, in the scope's layer slot (never the app's
@@ -104,18 +120,42 @@ static int finish_refused(pagi_scope *s, easy_scope *e)
 
 /* ---- responses ---- */
 
-int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
-                         const pagi_header *headers, size_t header_count, const void *body,
-                         size_t len)
+/*
+ * The checks every response makes before it sends anything; fn is the
+ * public call's name for the message. A refusal here does not finish s: the
+ * app still owns it and may answer properly.
+ */
+static int respond_refused(pagi_scope *s, easy_scope *e, const char *fn, const char *ct,
+                           const pagi_header *headers, size_t header_count, const void *body,
+                           size_t len)
 {
+    if (len > 0 && body == NULL)
+        return REFUSE(s, fn, "NULL body with a length of %zu", len);
+    if (header_count > 0 && headers == NULL)
+        return REFUSE(s, fn, "NULL headers with a count of %zu", header_count);
+    (void)ct;
+    /* The first response's sends may still be in flight. */
+    if (e->responded)
+        return REFUSE(s, fn, "a response was already sent on this scope");
+    if (e->reader != NULL)
+        return REFUSE(s, fn, "the body reader is still active (answer from its callback)");
+    if (scope_owner(s) != NULL)
+        return REFUSE(s, fn, "the scope is a member of a group (pagi_group_leave hands it back)");
+    return 0;
+}
+
+static int respond(pagi_scope *s, const char *fn, int status, const char *content_type,
+                   const pagi_header *headers, size_t header_count, const void *body, size_t len)
+{
+    if (!scope_live(s, fn))
+        return -1;
     easy_scope *e = easy_of(s);
     if (e == NULL) {
         pagi_scope_finish(s, "pagi_respond: out of memory");
         return -1;
     }
-    /* The first response's sends may still be in flight: refuse without finishing. */
-    if (e->responded)
-        return scope_fail(s, "pagi_respond: a response was already sent on this scope");
+    if (respond_refused(s, e, fn, content_type, headers, header_count, body, len) != 0)
+        return -1;
     pagi_event_type start_t = PAGI_EV_HTTP_RESPONSE_START;
     pagi_event_type body_t = PAGI_EV_HTTP_RESPONSE_BODY;
     if (pagi_scope_type_of(s) == PAGI_SCOPE_SSE) {
@@ -150,21 +190,34 @@ int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
         return finish_refused(s, e);
     e->responded = 1;
     pagi_event ev = PAGI_EVENT_INIT(body_t);
-    ev.body = (pagi_str){body, len};
+    ev.body = (pagi_str){body ? body : "", len};
     if (easy_send(s, e, &ev) != 0)
         return finish_refused(s, e);
     easy_finish(s, e, NULL); /* from the last send callback */
     return 0;
 }
 
+int pagi_respond_headers(pagi_scope *s, int status, const char *content_type,
+                         const pagi_header *headers, size_t header_count, const void *body,
+                         size_t len)
+{
+    return respond(s, "pagi_respond_headers", status, content_type, headers, header_count, body,
+                   len);
+}
+
 int pagi_respond(pagi_scope *s, int status, const char *content_type, const void *body, size_t len)
 {
-    return pagi_respond_headers(s, status, content_type, NULL, 0, body, len);
+    return respond(s, "pagi_respond", status, content_type, NULL, 0, body, len);
 }
 
 int pagi_respond_text(pagi_scope *s, int status, const char *text)
 {
-    return pagi_respond(s, status, "text/plain; charset=utf-8", text, strlen(text));
+    if (!scope_live(s, "pagi_respond_text"))
+        return -1;
+    if (text == NULL)
+        return REFUSE(s, "pagi_respond_text", "NULL text");
+    return respond(s, "pagi_respond_text", status, "text/plain; charset=utf-8", NULL, 0, text,
+                   strlen(text));
 }
 
 /* ---- body reader ---- */
@@ -175,6 +228,14 @@ struct body_reader {
     size_t limit;
     char *buf; /* owned; len bytes + NUL */
     size_t len, cap;
+    /* The answer over the limit (pagi_read_body_opts), copied: status 0 is
+     * the default 413; tl_block owns the content type, body and headers. */
+    int tl_status;
+    const char *tl_type;
+    pagi_str tl_body;
+    const pagi_header *tl_headers;
+    size_t tl_header_count;
+    char *tl_block;
 };
 
 static void reader_free(body_reader *r)
@@ -182,7 +243,56 @@ static void reader_free(body_reader *r)
     if (r == NULL)
         return;
     free(r->buf);
+    free(r->tl_block);
     free(r);
+}
+
+/* Copy the app's over-the-limit answer into one block owned by r. */
+static int reader_set_answer(body_reader *r, const pagi_body_opts *o)
+{
+    size_t ct = o->content_type ? strlen(o->content_type) + 1 : 0;
+    size_t need = o->header_count * sizeof(pagi_header) + ct + o->body.len;
+    for (size_t i = 0; i < o->header_count; i++)
+        need += o->headers[i].name.len + o->headers[i].value.len;
+    char *b = malloc(need ? need : 1);
+    if (b == NULL)
+        return -1;
+    pagi_header *h = (pagi_header *)b;
+    char *p = b + o->header_count * sizeof(pagi_header);
+    for (size_t i = 0; i < o->header_count; i++) {
+        memcpy(p, o->headers[i].name.ptr, o->headers[i].name.len);
+        h[i].name = (pagi_str){p, o->headers[i].name.len};
+        p += h[i].name.len;
+        memcpy(p, o->headers[i].value.ptr, o->headers[i].value.len);
+        h[i].value = (pagi_str){p, o->headers[i].value.len};
+        p += h[i].value.len;
+    }
+    if (ct) {
+        memcpy(p, o->content_type, ct);
+        r->tl_type = p;
+        p += ct;
+    }
+    if (o->body.len)
+        memcpy(p, o->body.ptr, o->body.len);
+    r->tl_body = (pagi_str){p, o->body.len};
+    r->tl_headers = h;
+    r->tl_header_count = o->header_count;
+    r->tl_status = o->status;
+    r->tl_block = b;
+    return 0;
+}
+
+/* The answer to a body over the limit: the app's (pagi_read_body_opts) or a plain 413. */
+static void reader_answer_too_large(pagi_scope *s, body_reader *r)
+{
+    if (r->tl_block == NULL) {
+        pagi_respond_text(s, 413, "request body too large\n");
+        return;
+    }
+    respond(s, "pagi_read_body_opts", r->tl_status ? r->tl_status : 413,
+            r->tl_type ? r->tl_type : "text/plain; charset=utf-8", r->tl_headers,
+            r->tl_header_count, r->tl_body.len ? r->tl_body.ptr : "request body too large\n",
+            r->tl_body.len ? r->tl_body.len : strlen("request body too large\n"));
 }
 
 /*
@@ -202,9 +312,10 @@ static void reader_done(pagi_scope *s, easy_scope *e, const char *err, int statu
         return;
     }
     e->hold = 1;
-    if (status != 0)
-        pagi_respond_text(s, status,
-                          status == 413 ? "request body too large\n" : "out of memory\n");
+    if (status == 413)
+        reader_answer_too_large(s, r);
+    else if (status != 0)
+        pagi_respond_text(s, status, "out of memory\n");
     r->cb(s, NULL, 0, err, r->ud);
     reader_free(r);
     easy_finish(s, e, finish_err);
@@ -285,17 +396,30 @@ static long long content_length(const pagi_scope *s)
     return n;
 }
 
-int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud)
+static int read_body(pagi_scope *s, const char *fn, size_t limit, const pagi_body_opts *opts,
+                     pagi_body_cb cb, void *ud)
 {
+    if (!scope_live(s, fn))
+        return -1;
     pagi_scope_type t = pagi_scope_type_of(s);
     if (t != PAGI_SCOPE_HTTP && t != PAGI_SCOPE_SSE)
-        return scope_fail(s, "pagi_read_body: not an http or sse scope");
+        return REFUSE(s, fn, "not an http or sse scope");
     if (cb == NULL)
-        return scope_fail(s, "pagi_read_body: no callback");
+        return REFUSE(s, fn, "no callback");
+    if (opts != NULL && ((opts->header_count > 0 && opts->headers == NULL) ||
+                         (opts->body.len > 0 && opts->body.ptr == NULL) ||
+                         (opts->status != 0 && (opts->status < 200 || opts->status > 599))))
+        return REFUSE(s, fn, "bad options (NULL headers or body, or a status outside 200-599)");
     easy_scope *e = easy_of(s);
     if (e != NULL && e->reader != NULL)
-        return scope_fail(s, "pagi_read_body: a body reader is already active");
+        return REFUSE(s, fn, "a body reader is already active");
+    if (e != NULL && e->responded)
+        return REFUSE(s, fn, "a response was already sent on this scope");
     body_reader *r = e ? calloc(1, sizeof *r) : NULL;
+    if (r != NULL && opts != NULL && reader_set_answer(r, opts) != 0) {
+        free(r);
+        r = NULL;
+    }
     if (r == NULL) {
         pagi_scope_finish(s, "pagi_read_body: out of memory");
         return -1;
@@ -322,6 +446,21 @@ int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud)
         return finish_refused(s, e);
     }
     return 0;
+}
+
+int pagi_read_body(pagi_scope *s, size_t limit, pagi_body_cb cb, void *ud)
+{
+    return read_body(s, "pagi_read_body", limit, NULL, cb, ud);
+}
+
+int pagi_read_body_opts(pagi_scope *s, const pagi_body_opts *opts, pagi_body_cb cb, void *ud)
+{
+    if (opts == NULL) {
+        if (scope_live(s, "pagi_read_body_opts"))
+            REFUSE(s, "pagi_read_body_opts", "NULL options");
+        return -1;
+    }
+    return read_body(s, "pagi_read_body_opts", opts->limit, opts, cb, ud);
 }
 
 /* ---- lifespan ---- */
@@ -422,6 +561,8 @@ static void lifespan_event(pagi_scope *s, const pagi_event *ev, void *ud)
 int pagi_lifespan_run(pagi_scope *s, const char *key, pagi_lifespan_create_fn create,
                       pagi_lifespan_destroy_fn destroy, void *ud)
 {
+    if (!scope_live(s, "pagi_lifespan_run"))
+        return -1;
     easy_scope *e = easy_of(s);
     lifespan_run *l = e && !e->life ? calloc(1, sizeof *l) : NULL;
     if (l == NULL || (key != NULL && (l->key = strdup(key)) == NULL)) {

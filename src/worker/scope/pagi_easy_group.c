@@ -13,51 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pagi_easy_member.h"
 #include "pagi_easy_policy.h"
 #include "pubsub.h"
-
-typedef enum msg_kind { MSG_TEXT, MSG_BYTES, MSG_EVENT } msg_kind;
-
-/*
- * One member. Owned by the group layer itself, not by the group: it lives
- * from join until its scope is finished (disconnect seen, no send in flight),
- * which may be after it left the group or the group was freed.
- */
-typedef struct member {
-    pagi_group *g; /* NULL once it left (closed, disconnected, group freed) */
-    pagi_scope *s;
-    struct member *prev, *next;   /* in g */
-    struct member *aprev, *anext; /* in live_members while the layer drives s */
-    int in_live;
-    pagi_group_msg_cb on_message;
-    void *ud;
-    int is_ws;
-    int ready;        /* accepted (websocket) or started (sse) */
-    int closing;      /* a close was sent: nothing more goes out */
-    int disconnected; /* the receive loop ended */
-    int in_message;   /* on_message is running: leave must not free m yet */
-    int leaving;      /* pagi_group_leave: handed back once nothing is in flight */
-    pagi_group_left_cb left_cb;
-    void *left_ud;
-    const char *finish_err;
-    unsigned in_flight; /* sends whose callback has not run yet */
-    /* CONFLATE: the latest message held back while the member is slow. */
-    int has_pending;
-    msg_kind pend_kind;
-    char *pend_event;   /* owned */
-    pagi_buf *pend_buf; /* one reference, shared with the broadcast */
-    /* A websocket member's messages offered before its accept (e.g. a
-     * snapshot sent right after join), sent in order once accepted. */
-    struct early_msg *early_head, *early_tail;
-    unsigned early_count;
-} member;
-
-typedef struct early_msg {
-    struct early_msg *next;
-    msg_kind kind;
-    char *event;  /* owned */
-    pagi_buf *buf; /* one reference */
-} early_msg;
+#include "scope.h"
+#include "worker/core/handle.h"
 
 /* A channel the group is fed from (pagi_group_subscribe): owned by the group. */
 typedef struct group_feed {
@@ -88,57 +48,6 @@ struct pagi_group {
 static member *live_members;
 
 static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud);
-
-static void pending_clear(member *m)
-{
-    free(m->pend_event);
-    pagi_buf_unref(m->pend_buf);
-    m->pend_event = NULL;
-    m->pend_buf = NULL;
-    m->has_pending = 0;
-}
-
-static void early_clear(member *m)
-{
-    while (m->early_head != NULL) {
-        early_msg *e = m->early_head;
-        m->early_head = e->next;
-        free(e->event);
-        pagi_buf_unref(e->buf);
-        free(e);
-    }
-    m->early_tail = NULL;
-    m->early_count = 0;
-}
-
-/* The accept comes within a loop turn of the join: this bound is only for a
- * flood in between, dropped (and counted) like a slow member's. */
-#define EARLY_MAX 256
-
-static int early_add(member *m, msg_kind kind, const char *event, pagi_buf *b)
-{
-    early_msg *e = calloc(1, sizeof *e);
-    if (e == NULL || (event != NULL && (e->event = strdup(event)) == NULL)) {
-        free(e);
-        return -1;
-    }
-    e->kind = kind;
-    e->buf = pagi_buf_ref(b);
-    if (m->early_tail)
-        m->early_tail->next = e;
-    else
-        m->early_head = e;
-    m->early_tail = e;
-    m->early_count++;
-    return 0;
-}
-
-/* Everything held for the member: the CONFLATE slot and the pre-accept queue. */
-static void held_clear(member *m)
-{
-    pending_clear(m);
-    early_clear(m);
-}
 
 static void live_link(member *m)
 {
@@ -189,9 +98,13 @@ static void member_maybe_done(member *m)
     const char *err = m->finish_err;
     member_leave(m);
     live_unlink(m);
-    held_clear(m);
-    free(m);
-    pagi_scope_finish(s, err);
+    member_held_clear(m);
+    int orphan = m->orphan;
+    member_free(m);
+    if (!orphan) {
+        scope_set_owner(s, NULL, NULL); /* our own finish: no owner callback */
+        pagi_scope_finish(s, err);
+    }
 }
 
 /* pagi_group_leave's end: the scope goes back to the app once the group's
@@ -203,8 +116,31 @@ static void member_handback_maybe(member *m)
     pagi_scope *s = m->s;
     pagi_group_left_cb cb = m->left_cb;
     void *ud = m->left_ud;
-    free(m);
+    member_free(m);
     cb(s, ud);
+}
+
+/*
+ * The scope was finished behind the group's back (the app answered it with
+ * pagi_respond, finished it, or the worker exited): the member leaves at
+ * once, so nothing of the group touches the scope after its release. It is
+ * freed here, or by the last of its send callbacks still queued (they hold
+ * the scope) or when on_message returns.
+ */
+static void member_scope_finished(pagi_scope *s, void *ud)
+{
+    member *m = ud;
+    scope_misuse_call(s, "pagi_scope_finish",
+                      "scope %p was finished while a member of a group: the group drops it "
+                      "(pagi_group_leave hands a member back)",
+                      (void *)s);
+    member_leave(m);
+    live_unlink(m);
+    member_held_clear(m);
+    m->orphan = 1;
+    m->disconnected = 1;
+    if (m->in_flight == 0 && !m->in_message)
+        member_free(m);
 }
 
 static void member_sent(pagi_scope *s, const char *err, void *ud);
@@ -241,7 +177,7 @@ static int member_write(member *m, msg_kind kind, const char *event, pagi_buf *b
 static void member_close(member *m, int code, const char *reason)
 {
     member_leave(m);
-    held_clear(m);
+    member_held_clear(m);
     if (m->closing || m->disconnected)
         return;
     m->closing = 1;
@@ -265,20 +201,6 @@ static int member_is_slow(const member *m)
     return pagi_transport_buffered_amount(m->s) >= pagi_transport_high_water_mark(m->s);
 }
 
-/* CONFLATE holds the latest message by reference: no copy per member. */
-static int pending_set(member *m, msg_kind kind, const char *event, pagi_buf *b)
-{
-    char *e = event ? strdup(event) : NULL;
-    if (event && e == NULL)
-        return -1;
-    pending_clear(m);
-    m->has_pending = 1;
-    m->pend_kind = kind;
-    m->pend_event = e;
-    m->pend_buf = pagi_buf_ref(b);
-    return 0;
-}
-
 /* 1 when sent or held for the member, 0 when skipped, -1 on OOM. */
 static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b)
 {
@@ -290,7 +212,7 @@ static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b
             m->g->slow++;
             return 0;
         }
-        return early_add(m, kind, event, b) == 0 ? 1 : -1;
+        return member_early_add(m, kind, event, b) == 0 ? 1 : -1;
     }
     switch (easy_policy_decide(g->policy, member_is_slow(m), m->has_pending)) {
     case EASY_SEND:
@@ -299,12 +221,12 @@ static int member_offer(member *m, msg_kind kind, const char *event, pagi_buf *b
         if (!member_is_slow(m) && m->in_flight == 0) {
             /* Nothing left to trigger a flush: the newer message wins now. */
             g->slow++;
-            pending_clear(m);
+            member_pending_clear(m);
             return member_write(m, kind, event, b) == 0;
         }
         if (m->has_pending)
             g->slow++; /* the held message is replaced: one lost */
-        return pending_set(m, kind, event, b) == 0 ? 1 : -1;
+        return member_pending_set(m, kind, event, b) == 0 ? 1 : -1;
     case EASY_DROP:
         g->slow++;
         return 0;
@@ -322,6 +244,11 @@ static void member_sent(pagi_scope *s, const char *err, void *ud)
     (void)err; /* a failed send ends in a disconnect, which the receive loop sees */
     member *m = ud;
     m->in_flight--;
+    if (m->orphan) {
+        if (m->in_flight == 0 && !m->in_message)
+            member_free(m);
+        return;
+    }
     if (m->leaving) {
         member_handback_maybe(m);
         return;
@@ -367,7 +294,7 @@ static void member_on_server_drain(pagi_scope *s, void *ud)
 static void member_end(member *m, const char *err)
 {
     member_leave(m);
-    held_clear(m);
+    member_held_clear(m);
     m->disconnected = 1;
     m->finish_err = err;
     member_maybe_done(m);
@@ -385,6 +312,8 @@ static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud)
     case PAGI_EV_WEBSOCKET_CONNECT:
         if (!m->closing) {
             pagi_event acc = pagi_event_init(PAGI_EV_WEBSOCKET_ACCEPT);
+            acc.headers = m->accept_headers;
+            acc.header_count = m->accept_header_count;
             if (pagi_send(s, &acc, NULL, NULL) != 0) {
                 member_end(m, "pagi_group_join: websocket.accept refused");
                 return;
@@ -411,6 +340,11 @@ static void member_recv(pagi_scope *s, const pagi_event *ev, void *ud)
             m->in_message = 1;
             m->on_message(m->g, s, ev->is_text ? ev->text : ev->bytes, ev->is_text, m->ud);
             m->in_message = 0;
+            if (m->orphan) { /* the app finished s in on_message */
+                if (m->in_flight == 0)
+                    member_free(m);
+                return;
+            }
             if (m->leaving) {
                 member_handback_maybe(m); /* no receive: the scope is the app's */
                 return;
@@ -460,6 +394,8 @@ void pagi_group_free(pagi_group *g)
 
 int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *data, size_t len)
 {
+    if (g == NULL || (len > 0 && data == NULL))
+        return -1;
     char *e = event ? strdup(event) : NULL;
     char *d = malloc(len ? len : 1);
     if ((event && e == NULL) || d == NULL) {
@@ -478,11 +414,28 @@ int pagi_group_set_drain_event(pagi_group *g, const char *event, const char *dat
     return 0;
 }
 
-int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud)
+int pagi_group_join_headers(pagi_group *g, pagi_scope *s, const pagi_header *headers,
+                            size_t header_count, pagi_group_msg_cb on_message, void *ud)
 {
+    if (!scope_live(s, "pagi_group_join"))
+        return -1;
+    /* Already driven by a group: refused, and s stays the member it is. */
+    if (scope_owner(s) != NULL) {
+        scope_misuse_call(s, "pagi_group_join",
+                          "scope %p is already a member of a group (joined twice?)", (void *)s);
+        return scope_fail(s, "pagi_group_join: the scope is already a member of a group");
+    }
+    const char *why = NULL;
     pagi_scope_type t = pagi_scope_type_of(s);
-    if (t != PAGI_SCOPE_WEBSOCKET && t != PAGI_SCOPE_SSE) {
-        pagi_scope_finish(s, "pagi_group_join: not a websocket or sse scope");
+    if (g == NULL)
+        why = "pagi_group_join: no group";
+    else if (t != PAGI_SCOPE_WEBSOCKET && t != PAGI_SCOPE_SSE)
+        why = "pagi_group_join: not a websocket or sse scope";
+    else if (header_count > 0 && headers == NULL)
+        why = "pagi_group_join: NULL headers";
+    if (why != NULL) {
+        scope_misuse_call(s, "pagi_group_join", "%s", why + sizeof "pagi_group_join: " - 1);
+        pagi_scope_finish(s, why);
         return -1;
     }
     member *m = calloc(1, sizeof *m);
@@ -497,15 +450,25 @@ int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, 
     if (!m->is_ws) {
         pagi_event start = pagi_event_init(PAGI_EV_SSE_START);
         start.status = 200;
+        start.headers = headers;
+        start.header_count = header_count;
         if (pagi_send(s, &start, NULL, NULL) != 0) {
-            free(m);
+            member_free(m);
             pagi_scope_finish(s, pagi_scope_error(s));
             return -1;
         }
         m->ready = 1;
+    } else if (header_count > 0) {
+        m->accept_headers = easy_headers_copy(headers, header_count);
+        m->accept_header_count = header_count;
+        if (m->accept_headers == NULL) {
+            member_free(m);
+            pagi_scope_finish(s, "pagi_group_join: out of memory");
+            return -1;
+        }
     }
     if (pagi_receive(s, member_recv, m) != 0) {
-        free(m);
+        member_free(m);
         pagi_scope_finish(s, pagi_scope_error(s));
         return -1;
     }
@@ -516,6 +479,7 @@ int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, 
     g->head = m;
     g->count++;
     live_link(m);
+    scope_set_owner(s, member_scope_finished, m);
     /* Joining a draining worker: refused at once (a websocket close before
      * the accept is a 403; an sse stream ends), like every other member. */
     if (pagi_server_draining(s))
@@ -525,29 +489,45 @@ int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, 
     return 0;
 }
 
-static member *find_member(pagi_group *g, pagi_scope *s)
+int pagi_group_join(pagi_group *g, pagi_scope *s, pagi_group_msg_cb on_message, void *ud)
 {
+    return pagi_group_join_headers(g, s, NULL, 0, on_message, ud);
+}
+
+/*
+ * The member of g whose scope is s. Only pointers are compared, so a stale
+ * s is never read here; a group holds no member whose scope was finished
+ * (member_scope_finished), so a match is live. A handle that is no live
+ * scope at all is fn's misuse (logged once); a live scope that is not (or
+ * no longer) a member is not: a disconnect may have ended it meanwhile.
+ */
+static member *find_member(pagi_group *g, pagi_scope *s, const char *fn)
+{
+    if (g == NULL)
+        return NULL;
     for (member *m = g->head; m != NULL; m = m->next)
         if (m->s == s)
             return m;
+    (void)scope_live(s, fn);
     return NULL;
 }
 
 void pagi_group_close(pagi_group *g, pagi_scope *member_scope, int code, const char *reason)
 {
-    member *m = find_member(g, member_scope);
+    member *m = find_member(g, member_scope, "pagi_group_close");
     if (m != NULL)
         member_close(m, code, reason);
 }
 
 int pagi_group_leave(pagi_group *g, pagi_scope *member_scope, pagi_group_left_cb cb, void *ud)
 {
-    member *m = find_member(g, member_scope);
+    member *m = find_member(g, member_scope, "pagi_group_leave");
     if (m == NULL || cb == NULL)
         return -1;
+    scope_set_owner(m->s, NULL, NULL); /* the app's again */
     member_leave(m);
     live_unlink(m);
-    held_clear(m);
+    member_held_clear(m);
     m->leaving = 1;
     m->left_cb = cb;
     m->left_ud = ud;
@@ -559,32 +539,12 @@ int pagi_group_leave(pagi_group *g, pagi_scope *member_scope, pagi_group_left_cb
 
 size_t pagi_group_size(const pagi_group *g)
 {
-    return g->count;
+    return g ? g->count : 0;
 }
 
 unsigned long pagi_group_slow_count(const pagi_group *g)
 {
-    return g->slow;
-}
-
-static void copy_free(void *ptr, void *ud)
-{
-    (void)ud;
-    free(ptr);
-}
-
-/* One copy of the message for every member: freed with its last reference. */
-static pagi_buf *buf_copy(const char *data, size_t len)
-{
-    char *copy = malloc(len ? len : 1);
-    if (copy == NULL)
-        return NULL;
-    if (len)
-        memcpy(copy, data, len);
-    pagi_buf *b = pagi_buf_wrap(copy, len, copy_free, NULL);
-    if (b == NULL)
-        free(copy);
-    return b;
+    return g ? g->slow : 0;
 }
 
 static int group_offer(pagi_group *g, msg_kind kind, const char *event, const char *data,
@@ -592,9 +552,13 @@ static int group_offer(pagi_group *g, msg_kind kind, const char *event, const ch
 {
     int n = 0, oom = 0;
     member *next;
+    if (g == NULL || (len > 0 && data == NULL)) {
+        handle_misuse(0, "pagi_group_send", "%s", g ? "NULL data" : "NULL group");
+        return -1;
+    }
     if (g->head == NULL)
         return 0;
-    pagi_buf *b = buf_copy(data, len);
+    pagi_buf *b = easy_buf_copy(data, len);
     if (b == NULL)
         return -1;
     /* A DISCONNECT close unlinks the member: walk with the next saved. */
@@ -628,10 +592,12 @@ int pagi_group_send_event(pagi_group *g, const char *event, const char *data, si
 int pagi_group_send_to(pagi_group *g, pagi_scope *member_scope, const char *event, const char *data,
                        size_t len)
 {
-    member *m = find_member(g, member_scope);
+    if (len > 0 && data == NULL)
+        return -1;
+    member *m = find_member(g, member_scope, "pagi_group_send_to");
     if (m == NULL)
         return 0;
-    pagi_buf *b = buf_copy(data, len);
+    pagi_buf *b = easy_buf_copy(data, len);
     if (b == NULL)
         return -1;
     int r = member_offer(m, event ? MSG_EVENT : MSG_TEXT, event, b);

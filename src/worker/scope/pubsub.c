@@ -21,6 +21,7 @@
 #include "common/pubsub_msg.h"
 #include "common/shm.h"
 #include "worker/core/crash.h"
+#include "worker/core/handle.h"
 #include "worker/core/loop.h"
 #include "scope.h"
 
@@ -47,9 +48,12 @@ typedef struct ps_channel {
     char name[]; /* len bytes, then a NUL */
 } ps_channel;
 
+#define SUB_MAGIC 0x5B5C81BEu
+
 struct pagi_subscription {
+    handle_hdr h; /* first: from ps->pool, so a stale handle is recognised (handle.h) */
     pubsub *ps;
-    ps_channel *ch; /* NULL once unsubscribed */
+    ps_channel *ch;    /* NULL once unsubscribed */
     pagi_scope *scope; /* NULL: owned by the server's code (pubsub_subscribe_owned) */
     pagi_subscription *ch_prev, *ch_next;
     pagi_subscription *sc_prev, *sc_next; /* the scope's list */
@@ -71,7 +75,25 @@ struct pubsub {
     buf in, out;
     ps_channel **buckets;
     size_t nbuckets, nchannels;
+    handle_pool pool; /* the subscriptions */
 };
+
+/* Is sub a live subscription? If not, fn's misuse is logged once. A
+ * subscription ended by its scope's release but not yet freed (the app's
+ * release callback is running) is live: unsubscribing it there is the
+ * documented no-op. */
+static int sub_ok(const pagi_subscription *sub, const char *fn)
+{
+    if (!sub)
+        return 0;
+    if (__builtin_expect(handle_live(sub, SUB_MAGIC), 1))
+        return 1;
+    handle_misuse(0, fn,
+                  "subscription %p was released (its scope's release callback has "
+                  "returned, or it was unsubscribed before)",
+                  (const void *)sub);
+    return 0;
+}
 
 static void count(worker_ctx *w, size_t field_offset, uint64_t n)
 {
@@ -268,6 +290,7 @@ pubsub *pubsub_new(worker_ctx *w, int fd)
     }
     ps->w = w;
     ps->fd = fd;
+    ps->pool = (handle_pool)HANDLE_POOL_INIT("subscription", pagi_subscription, 256);
     ev_io_init(&ps->rio, on_link_read, fd, EV_READ);
     ev_io_init(&ps->wio, on_link_write, fd, EV_WRITE);
     ps->rio.data = ps->wio.data = ps;
@@ -290,6 +313,7 @@ void pubsub_free(pubsub *ps)
     buf_free(&ps->in);
     buf_free(&ps->out);
     free(ps->buckets);
+    handle_pool_free(&ps->pool);
     free(ps);
 }
 
@@ -303,7 +327,7 @@ static void sub_free(pagi_subscription *sub)
         sub->count--;
     }
     free(sub->ring);
-    free(sub);
+    handle_put(&sub->ps->pool, sub);
 }
 
 static void sub_deliver_job(const runq_item *it)
@@ -415,7 +439,7 @@ static pagi_subscription *subscribe(pagi_scope *s, const char *channel, pagi_mes
         scope_fail(s, "subscribe: no callback");
         return NULL;
     }
-    pagi_subscription *sub = calloc(1, sizeof *sub);
+    pagi_subscription *sub = handle_get(&ps->pool, SUB_MAGIC);
     if (!sub) {
         scope_fail(s, "subscribe: out of memory");
         return NULL;
@@ -424,7 +448,7 @@ static pagi_subscription *subscribe(pagi_scope *s, const char *channel, pagi_mes
     if (!c) {
         c = calloc(1, sizeof *c + len + 1);
         if (!c) {
-            free(sub);
+            handle_put(&ps->pool, sub);
             scope_fail(s, "subscribe: out of memory");
             return NULL;
         }
@@ -436,12 +460,12 @@ static pagi_subscription *subscribe(pagi_scope *s, const char *channel, pagi_mes
         if (ps->nchannels > ps->nbuckets)
             chan_grow(ps);
     }
-    *sub = (pagi_subscription){.ps = ps,
-                               .ch = c,
-                               .scope = owned ? NULL : s,
-                               .cb = cb,
-                               .ud = ud,
-                               .max_pending = DEFAULT_MAX_PENDING};
+    sub->ps = ps;
+    sub->ch = c;
+    sub->scope = owned ? NULL : s;
+    sub->cb = cb;
+    sub->ud = ud;
+    sub->max_pending = DEFAULT_MAX_PENDING;
     sub->ch_next = c->subs;
     if (c->subs)
         c->subs->ch_prev = sub;
@@ -458,19 +482,26 @@ static pagi_subscription *subscribe(pagi_scope *s, const char *channel, pagi_mes
 
 pagi_subscription *pagi_subscribe(pagi_scope *s, const char *channel, pagi_message_cb cb, void *ud)
 {
+    if (!scope_live(s, "pagi_subscribe"))
+        return NULL;
+    if (scope_is_finished(s)) {
+        scope_fail(s, "subscribe: the scope is finished");
+        return NULL;
+    }
     return subscribe(s, channel, cb, ud, 0);
 }
 
 pagi_subscription *pubsub_subscribe_owned(pagi_scope *s, const char *channel, pagi_message_cb cb,
                                           void *ud)
 {
+    if (!scope_live(s, "pagi_group_subscribe"))
+        return NULL;
     return subscribe(s, channel, cb, ud, 1);
 }
 
-void pagi_unsubscribe(pagi_subscription *sub)
+/* Off its channel: no message reaches it any more (ch becomes NULL). */
+static void sub_end(pagi_subscription *sub)
 {
-    if (!sub || !sub->ch)
-        return;
     pubsub *ps = sub->ps;
     ps_channel *c = sub->ch;
     if (sub->ch_prev)
@@ -479,6 +510,20 @@ void pagi_unsubscribe(pagi_subscription *sub)
         c->subs = sub->ch_next;
     if (sub->ch_next)
         sub->ch_next->ch_prev = sub->ch_prev;
+    sub->ch_prev = sub->ch_next = NULL;
+    sub->ch = NULL;
+    if (!c->subs) {
+        link_send(ps, PUBSUB_UNSUB, c->name, c->len, NULL, 0);
+        *chan_slot(ps, c->name, c->len) = c->next;
+        ps->nchannels--;
+        free(c);
+    }
+}
+
+/* Off its scope's list, and freed unless its delivery job still holds it
+ * (the job frees it: it sees ch NULL). */
+static void sub_drop(pagi_subscription *sub)
+{
     if (sub->scope) {
         pagi_subscription **head = scope_subs(sub->scope);
         if (sub->sc_prev)
@@ -487,29 +532,39 @@ void pagi_unsubscribe(pagi_subscription *sub)
             *head = sub->sc_next;
         if (sub->sc_next)
             sub->sc_next->sc_prev = sub->sc_prev;
-    }
-    sub->ch = NULL;
-    if (!c->subs) {
-        link_send(ps, PUBSUB_UNSUB, c->name, c->len, NULL, 0);
-        *chan_slot(ps, c->name, c->len) = c->next;
-        ps->nchannels--;
-        free(c);
+        sub->scope = NULL;
     }
     if (!sub->queued && !sub->delivering)
         sub_free(sub);
-    /* else its job frees it: the run queue still holds it */
+}
+
+void pagi_unsubscribe(pagi_subscription *sub)
+{
+    /* ch NULL on a live one: ended by its scope's release, whose callback
+     * is running now (pagi(3): unsubscribing there is a no-op). */
+    if (!sub_ok(sub, "pagi_unsubscribe") || !sub->ch)
+        return;
+    sub_end(sub);
+    sub_drop(sub);
 }
 
 void pubsub_scope_released(pagi_scope *s)
 {
+    for (pagi_subscription *sub = *scope_subs(s); sub; sub = sub->sc_next)
+        if (sub->ch)
+            sub_end(sub);
+}
+
+void pubsub_scope_free_subs(pagi_scope *s)
+{
     pagi_subscription **head = scope_subs(s);
     while (*head)
-        pagi_unsubscribe(*head);
+        sub_drop(*head);
 }
 
 int pagi_subscription_set_policy(pagi_subscription *sub, pagi_sub_policy policy, size_t max_pending)
 {
-    if (!sub || !sub->ch || max_pending == 0 ||
+    if (!sub_ok(sub, "pagi_subscription_set_policy") || !sub->ch || max_pending == 0 ||
         (policy != PAGI_SUB_DROP_OLDEST && policy != PAGI_SUB_CONFLATE))
         return -1;
     sub->policy = policy;
@@ -519,12 +574,12 @@ int pagi_subscription_set_policy(pagi_subscription *sub, pagi_sub_policy policy,
 
 unsigned long long pagi_subscription_dropped(const pagi_subscription *sub)
 {
-    return sub ? sub->dropped : 0;
+    return sub_ok(sub, "pagi_subscription_dropped") ? sub->dropped : 0;
 }
 
 void pagi_subscription_count_dropped(pagi_subscription *sub, unsigned n)
 {
-    if (!sub)
+    if (!sub_ok(sub, "pagi_subscription_count_dropped"))
         return;
     sub->dropped += n;
     COUNT(sub->ps->w, pubsub_dropped, n);
@@ -532,6 +587,8 @@ void pagi_subscription_count_dropped(pagi_subscription *sub, unsigned n)
 
 int pagi_publish(pagi_scope *s, const char *channel, const void *data, size_t len)
 {
+    if (!scope_live(s, "pagi_publish"))
+        return -1;
     worker_ctx *w = scope_worker(s);
     pubsub *ps = w->pubsub;
     size_t chlen = channel ? strlen(channel) : 0;

@@ -15,8 +15,14 @@ typedef struct pubsub pubsub;
 pubsub *pubsub_new(worker_ctx *w, int fd);
 /** Free; every subscription must be gone (scopes released, apps destroyed). */
 void pubsub_free(pubsub *ps);
-/** s is being released: its subscriptions end (before the app's release callback). */
+/**
+ * s is being released: its subscriptions end (before the app's release
+ * callback: no message reaches it), but stay valid handles during that
+ * callback, where pagi_unsubscribe on them is a no-op.
+ */
 void pubsub_scope_released(pagi_scope *s);
+/** After the release callback: free what pubsub_scope_released ended. */
+void pubsub_scope_free_subs(pagi_scope *s);
 /**
  * pagi_subscribe, but the subscription belongs to no scope: s (any live
  * scope of this worker) only gives the worker and takes the error. It ends

@@ -93,13 +93,22 @@ static int scope_copy_request(pagi_scope *s, const scope_request *req)
     return 0;
 }
 
+/* Shells reused only after this many more were released: a handle kept
+ * past its release is recognised at least that long (a few hundred KB). */
+#define SCOPE_REUSE_AFTER 1024
+
 pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops, void *proto,
                       const scope_request *req)
 {
-    pagi_scope *s = calloc(1, sizeof *s);
+    if (!w->scope_pool) {
+        w->scope_pool = malloc(sizeof *w->scope_pool);
+        if (!w->scope_pool)
+            return NULL;
+        *w->scope_pool = (handle_pool)HANDLE_POOL_INIT("scope", pagi_scope, SCOPE_REUSE_AFTER);
+    }
+    pagi_scope *s = handle_get(w->scope_pool, SCOPE_MAGIC);
     if (!s)
         return NULL;
-    s->magic = SCOPE_MAGIC;
     s->type = type;
     s->refs = 2; /* connection side + app side */
     s->w = w;
@@ -107,7 +116,7 @@ pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops,
     s->proto = proto;
     s->connected = 1;
     if (req && scope_copy_request(s, req) < 0) {
-        free(s);
+        handle_put(w->scope_pool, s);
         return NULL;
     }
     s->state = state_table_ref(w->state);
@@ -148,6 +157,8 @@ static void scope_free(pagi_scope *s)
         s->release(s, s->userdata);
         scope_app_leave(s, t0, "release");
     }
+    if (s->subs)
+        pubsub_scope_free_subs(s);
     state_table_unref(s->state);
     tls_info_unref(s->req.tls); /* after release: the app may still have read it there */
     s->req.tls = NULL;
@@ -169,13 +180,10 @@ static void scope_free(pagi_scope *s)
         if (s->next)
             s->next->prev = s->prev;
     }
-    if (w->loop.debug) {
+    if (w->loop.debug)
         scope_quarantine_put(s); /* its request copy too: stale-handle messages name it */
-    } else {
-        s->magic = 0;
-        free(s->req_block);
-        free(s);
-    }
+    else
+        scope_shell_put(s);
     if (type != PAGI_SCOPE_LIFESPAN) {
         w->n_scopes--;
         if (w->stats)
@@ -218,6 +226,26 @@ struct pagi_subscription **scope_subs(pagi_scope *s) { return &s->subs; }
 void scope_set_mount(pagi_scope *s, size_t prefix_len)
 {
     s->mount_len = prefix_len <= s->req.path.len ? prefix_len : s->req.path.len;
+}
+
+int scope_live(const pagi_scope *s, const char *fn)
+{
+    return __builtin_expect(s != NULL && s->h.magic == SCOPE_MAGIC, 1) || scope_stale(s, fn);
+}
+
+void scope_set_owner(pagi_scope *s, void (*on_finish)(pagi_scope *s, void *ud), void *ud)
+{
+    s->owner_finish = on_finish;
+    s->owner = on_finish ? ud : NULL;
+}
+
+void *scope_owner(const pagi_scope *s) { return s->owner; }
+
+void scope_shell_put(pagi_scope *s)
+{
+    free(s->req_block);
+    s->req_block = NULL;
+    handle_put(s->w->scope_pool, s);
 }
 
 void scope_start_app(pagi_scope *s)
@@ -544,6 +572,15 @@ void pagi_scope_finish(pagi_scope *s, const char *error)
         finish_checks(s);
     if (s->finished)
         return;
+    if (s->owner_finish) {
+        /* Finished behind its owner's back (a group member the app
+         * finished or answered): the owner lets go of it first. */
+        void (*fn)(pagi_scope *, void *) = s->owner_finish;
+        void *ud = s->owner;
+        s->owner_finish = NULL;
+        s->owner = NULL;
+        fn(s, ud);
+    }
     s->finished = 1;
     s->recv_waiting = 0;
     s->recv_cb = NULL;
@@ -560,9 +597,15 @@ void scope_abandon_all(worker_ctx *w)
         next = s->next;
         if (s->finished)
             continue;
-        if (scope_debug(s))
+        if (scope_debug(s)) {
             scope_misuse(s, "the worker is exiting and the app never finished this scope: "
                             "finished on its behalf");
+        } else {
+            char label[256];
+            log_warn("the worker is exiting and the app never finished its scope for %s: "
+                     "finished on its behalf (pagi_scope_finish missing?)",
+                     scope_label(s, label, sizeof label));
+        }
         s->finished = 1; /* the app's own finish: the abandoned scope's checks would mislead */
         s->recv_waiting = 0;
         s->recv_cb = NULL;
@@ -577,6 +620,28 @@ int scope_any_past_response(const worker_ctx *w)
         if (!s->finished && s->complete)
             return 1;
     return 0;
+}
+
+/* The few named are enough to find the route; the count says the rest. */
+#define UNFINISHED_NAMED 5
+
+void scope_log_unfinished(const worker_ctx *w, const char *what)
+{
+    char list[UNFINISHED_NAMED * 96] = "", label[96];
+    size_t unfinished = 0, at = 0;
+    for (const pagi_scope *s = w->scopes; s; s = s->next) {
+        if (s->finished)
+            continue;
+        if (unfinished++ < UNFINISHED_NAMED && at < sizeof list) {
+            int k = snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "",
+                             scope_label(s, label, sizeof label));
+            if (k > 0)
+                at += (size_t)k;
+        }
+    }
+    log_warn("%s %zu request scope(s) not yet released, %zu not finished by the app%s%s%s",
+             what, w->n_scopes, unfinished, unfinished ? " (" : "", list,
+             unfinished > UNFINISHED_NAMED ? ", ...)" : unfinished ? ")" : "");
 }
 
 /* ---- how an exchange ends ---- */
@@ -610,24 +675,37 @@ int scope_is_finished(const pagi_scope *s) { return s->finished; }
 int scope_is_complete(const pagi_scope *s) { return s->complete; }
 int scope_is_started(const pagi_scope *s) { return s->started; }
 
-/* Debug mode: the exchange ended and nothing the app waits for will tell
- * it so (no receive, send callback, on_disconnect or on_complete pending):
- * unless something else of the app's finishes the scope, it is leaked. */
+/* The exchange ended and nothing the app waits for will tell it so (no
+ * receive, send callback, on_disconnect or on_complete pending): unless
+ * something else of the app's (a timer) finishes the scope, it is leaked.
+ * Counted (pagid_scopes_unfinished_total) and logged in every mode; the
+ * log thins out past the first hundred so a leaking app cannot flood it. */
 static void detach_checks(pagi_scope *s)
 {
-    if (s->finished || s->type == PAGI_SCOPE_LIFESPAN)
+    if (s->finished || s->type == PAGI_SCOPE_LIFESPAN || s->unfinished_counted)
         return;
     if (s->recv_waiting || s->sends_pending || s->on_disconnect.n || s->on_complete.n)
         return;
-    scope_misuse(s, "the connection is done with this scope but the app never finished it, and "
-                    "has no receive, send callback, on_disconnect or on_complete pending "
-                    "(leaked unless the app finishes it later)");
+    s->unfinished_counted = 1;
+    uint64_t n = ++s->w->scopes_unfinished;
+    if (s->w->stats)
+        shm_add(&s->w->stats->scopes_unfinished, 1);
+    if (scope_debug(s)) {
+        scope_misuse(s, "the connection is done with this scope but the app never finished it, "
+                        "and has no receive, send callback, on_disconnect or on_complete pending "
+                        "(leaked unless the app finishes it later)");
+    } else if (n <= 100 || (n & (n - 1)) == 0) {
+        char label[256];
+        log_warn("the connection of %s is done but its app never finished the scope and waits "
+                 "for nothing that would tell it (pagi_scope_finish missing? leaked unless the "
+                 "app finishes it later; %llu so far)",
+                 scope_label(s, label, sizeof label), (unsigned long long)n);
+    }
 }
 
 void scope_detach(pagi_scope *s)
 {
-    if (scope_debug(s))
-        detach_checks(s);
+    detach_checks(s);
     s->proto = NULL;
     /* A completed request's connection is no longer its own: report it closed, with no reason. */
     if (s->complete)

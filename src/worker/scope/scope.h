@@ -147,14 +147,40 @@ int scope_is_started(const pagi_scope *s);
 void scope_detach(pagi_scope *s);
 /* At exit: pagi_scope_finish every request scope its app never finished. */
 void scope_abandon_all(worker_ctx *w);
-/** Debug mode: free the released scopes kept to recognise stale handles (at exit). */
+/** At exit: free debug mode's quarantine and the pool of scope shells (handle.h). */
 void scope_quarantine_free(worker_ctx *w);
+/**
+ * Is s a live scope? The check of every public entry (a NULL test and one
+ * compare); otherwise fn's misuse is logged (handle.h) and 0 returned.
+ */
+int scope_live(const pagi_scope *s, const char *fn);
+/**
+ * A part of the server that drives s on the app's behalf (a pagi_easy
+ * group member): on_finish(s, ud) runs inside pagi_scope_finish when the
+ * scope is finished by anyone else, before the scope can be released, so
+ * the owner lets go of it. The owner clears it (NULL) before finishing s
+ * itself or handing it back. scope_owner gives ud, or NULL when none.
+ */
+/**
+ * Log a misuse of fn on the live scope s, with its request: each time in
+ * debug mode, else once per fn (handle.h). fmt names what was wrong.
+ */
+void scope_misuse_call(const pagi_scope *s, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void scope_set_owner(pagi_scope *s, void (*on_finish)(pagi_scope *s, void *ud), void *ud);
+void *scope_owner(const pagi_scope *s);
 /**
  * Is a handler still running whose exchange completed normally (work after
  * the response: it was never told of a disconnect)? The drain's short grace
  * is only for handlers whose client is gone.
  */
 int scope_any_past_response(const worker_ctx *w);
+/**
+ * Log what a stop waits for: how many request scopes are not released, and
+ * the first few the app has not finished, by method and path (what begins
+ * the line, e.g. "shutdown waits for").
+ */
+void scope_log_unfinished(const worker_ctx *w, const char *what);
 
 /**
  * The worker started draining: queue every unfinished request scope's

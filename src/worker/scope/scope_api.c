@@ -124,7 +124,7 @@ const pagi_header *pagi_scope_headers(const pagi_scope *s, size_t *count)
 
 int pagi_scope_header(const pagi_scope *s, const char *name, pagi_str *value)
 {
-    if (!SCOPE_LIVE(s))
+    if (!SCOPE_LIVE(s) || !name)
         return 0;
     size_t n = strlen(name);
     for (size_t i = 0; i < s->req.header_count; i++) {

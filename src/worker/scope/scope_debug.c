@@ -33,8 +33,7 @@ static const char *type_name(pagi_scope_type t)
 
 static void forget(pagi_scope *s)
 {
-    free(s->req_block);
-    free(s);
+    scope_shell_put(s);
 }
 
 void scope_quarantine_put(pagi_scope *s)
@@ -43,7 +42,7 @@ void scope_quarantine_put(pagi_scope *s)
     if (!w->quarantine)
         w->quarantine = calloc(1, sizeof *w->quarantine);
     struct scope_quarantine *q = w->quarantine;
-    s->magic = SCOPE_MAGIC_RELEASED;
+    s->h.magic = SCOPE_MAGIC_RELEASED;
     if (!q) {
         forget(s);
         return;
@@ -60,12 +59,17 @@ void scope_quarantine_put(pagi_scope *s)
 void scope_quarantine_free(worker_ctx *w)
 {
     struct scope_quarantine *q = w->quarantine;
-    if (!q)
-        return;
-    for (size_t i = 0; i < q->n; i++)
-        forget(q->v[(q->head + i) % QUARANTINE_MAX]);
-    free(q);
-    w->quarantine = NULL;
+    if (q) {
+        for (size_t i = 0; i < q->n; i++)
+            forget(q->v[(q->head + i) % QUARANTINE_MAX]);
+        free(q);
+        w->quarantine = NULL;
+    }
+    if (w->scope_pool) {
+        handle_pool_free(w->scope_pool);
+        free(w->scope_pool);
+        w->scope_pool = NULL;
+    }
 }
 
 const char *scope_label(const pagi_scope *s, char *out, size_t n)
@@ -90,14 +94,20 @@ const char *scope_label(const pagi_scope *s, char *out, size_t n)
     return out;
 }
 
+/* Only the header of a shell back in the pool is read: its body is
+ * poisoned under ASan, and may be a newer scope's soon. */
 int scope_stale(const pagi_scope *s, const char *fn)
 {
-    if (s->magic == SCOPE_MAGIC_RELEASED) {
+    if (!s) {
+        handle_misuse(0, fn, "NULL scope");
+    } else if (s->h.magic == SCOPE_MAGIC_RELEASED) {
         char label[256];
         log_error("debug: %s: stale handle %p (its scope, %s %s, was released)", fn,
                   (const void *)s, type_name(s->type), scope_label(s, label, sizeof label));
+    } else if (s->h.magic == HANDLE_RELEASED) {
+        handle_misuse(0, fn, "scope %p was released (stale handle)", (const void *)s);
     } else {
-        log_error("%s: stale handle %p (not a live scope)", fn, (const void *)s);
+        handle_misuse(0, fn, "stale handle %p (not a live scope)", (const void *)s);
     }
     return 0;
 }
@@ -111,6 +121,17 @@ void scope_misuse(const pagi_scope *s, const char *fmt, ...)
     va_end(ap);
     log_warn("debug: %s (%s scope, %s)", what, type_name(s->type),
              scope_label(s, label, sizeof label));
+}
+
+void scope_misuse_call(const pagi_scope *s, const char *fn, const char *fmt, ...)
+{
+    char what[512], label[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    handle_misuse(scope_debug(s), fn, "%s (%s scope, %s)", what, type_name(s->type),
+                  scope_label(s, label, sizeof label));
 }
 
 void scope_hold_check(pagi_scope *s, double t0, const char *kind)

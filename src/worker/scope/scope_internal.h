@@ -7,6 +7,7 @@
 #define PAGID_SCOPE_INTERNAL_H
 
 #include "worker/core/crash.h"
+#include "worker/core/handle.h"
 #include "scope.h"
 #include "worker/core/state_table.h"
 
@@ -24,12 +25,13 @@ typedef struct scope_cb_list {
 #define SCOPE_ERROR_MAX 256
 
 /* A live scope's magic; a released one kept in debug mode's quarantine
- * has SCOPE_MAGIC_RELEASED, so a call on it is recognised. */
+ * has SCOPE_MAGIC_RELEASED (its request still readable, for the message),
+ * one back in the pool HANDLE_RELEASED: a call on either is recognised. */
 #define SCOPE_MAGIC 0x5C09E11Fu
 #define SCOPE_MAGIC_RELEASED 0xDEAD5C09u
 
 struct pagi_scope {
-    unsigned magic;
+    handle_hdr h; /* first: the shell comes from w->scope_pool (handle.h) */
     pagi_scope_type type;
     int refs;
     worker_ctx *w;
@@ -75,6 +77,11 @@ struct pagi_scope {
     pagi_buf *send_buf; /* during pagi_send_buf only: the payload's buffer */
 
     struct pagi_subscription *subs; /* its subscriptions (pubsub.c): they die with it */
+
+    /* scope_set_owner: a group member told when someone else finishes s */
+    void (*owner_finish)(pagi_scope *s, void *ud);
+    void *owner;
+    int unfinished_counted; /* detached unfinished with nothing pending: counted once */
 };
 
 /* Shared by scope.c and scope_api.c. */
@@ -86,11 +93,15 @@ void scope_queue_server_drain_cb(pagi_scope *s, runq_any_fn fn, void *ud);
 
 /* ---- scope_debug.c: debug mode (pagid --debug) ---- */
 
-/* Is s a live scope? One comparison; otherwise the call is logged as on a
- * stale handle and the caller returns its safe value. */
-#define SCOPE_LIVE(s) (__builtin_expect((s)->magic == SCOPE_MAGIC, 1) || scope_stale((s), __func__))
-/* Log fn's use of a handle that is no live scope; returns 0. */
+/* Is s a live scope? A NULL test and one comparison (the shell's memory
+ * stays mapped after release: handle.h); otherwise the call is logged as
+ * on a stale handle and the caller returns its safe value. */
+#define SCOPE_LIVE(s) \
+    (__builtin_expect((s) != NULL && (s)->h.magic == SCOPE_MAGIC, 1) || scope_stale((s), __func__))
+/* Log fn's use of a handle that is no live scope (NULL included); returns 0. */
 int scope_stale(const pagi_scope *s, const char *fn);
+/* Put a released shell back in the pool (its request copy freed first). */
+void scope_shell_put(pagi_scope *s);
 static inline int scope_debug(const pagi_scope *s)
 {
     return s->w->loop.debug;
