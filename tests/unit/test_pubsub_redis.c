@@ -132,9 +132,9 @@ END_TEST
 START_TEST(skipper_drops_a_bulk_over_the_bound)
 {
     static const char before[] = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n";
-    static const char head[] = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$300000\r\n";
+    static const char head[] = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$70000\r\n";
     static const char after[] = "\r\n:7\r\n$-1\r\n+OK\r\n";
-    size_t big = 300000, total = strlen(before) + strlen(head) + big + strlen(after);
+    size_t big = 70000, total = strlen(before) + strlen(head) + big + strlen(after);
     char *stream = malloc(total);
     ck_assert_ptr_nonnull(stream);
     size_t at = 0;

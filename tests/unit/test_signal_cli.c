@@ -239,7 +239,20 @@ START_TEST(test_pid_file_checks)
         execlp("sleep", "sleep", "10", (char *)NULL);
         _exit(127);
     }
-    nanosleep(&ts, NULL);
+    /* Wait for the exec (not a fixed nap: a loaded machine takes longer),
+     * else the child still has our own name. */
+    char comm_path[64], comm[32] = "";
+    snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)other);
+    for (int i = 0; i < 500 && strncmp(comm, "sleep", 5) != 0; i++) {
+        FILE *f = fopen(comm_path, "r");
+        if (f) {
+            if (!fgets(comm, sizeof comm, f))
+                comm[0] = '\0';
+            fclose(f);
+        }
+        if (strncmp(comm, "sleep", 5) != 0)
+            nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
     write_pid(pid_path, (long)other);
     ck_assert_int_eq(run("stop"), EXIT_NOT_RUNNING);
     ck_assert_msg(strstr(err_text, "which is 'sleep', not "), "%s", err_text);
