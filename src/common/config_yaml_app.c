@@ -231,7 +231,8 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             opt_key = key;
             if (parse_bool(x, val, sub, name[0] == 'l' ? &opts->listing : &opts->follow_symlinks))
                 bad = 1;
-        } else if (!strncmp(name, "cache_", 6)) {
+        } else if (!strcmp(name, "cache_entries") || !strcmp(name, "cache_bytes") ||
+                   !strcmp(name, "cache_valid")) {
             key_path(sub, sizeof sub, path, name);
             opt_key = key;
             if (parse_cache_option(x, name, val, sub, opts) < 0)

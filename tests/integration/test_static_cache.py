@@ -143,3 +143,31 @@ def config_keys_checked_and_shown(ctx):
     check_eq(p.returncode, 0, "-T: %s" % p.stderr)
     for want in ("cache_entries: 256", "cache_bytes: 1m", "cache_valid: 250ms"):
         check(want in p.stdout, "-T shows %r: %s" % (want, p.stdout))
+
+
+@test()
+def a_kept_descriptor_is_checked_before_use(ctx):
+    """Under cache_valid a large file is kept open; rewritten in place
+    (shorter, or the same size), the next response has its new length, its
+    new bytes and a new ETag, never the old length over new bytes."""
+    root, _ = make_tree(ctx)
+    path = os.path.join(root, "big.bin")
+    with open(path, "wb") as f:
+        f.write(b"a" * 100000)
+    srv = start_static(ctx, root, "cache_valid: 30s")
+    r = get(srv, "/big.bin")
+    check_eq(len(r.body), 100000, "first GET")
+    etag = r.header("etag")
+    with open(path, "r+b") as f:  # still past 64 KiB: kept open, not in memory
+        f.write(b"b" * 80000)
+        f.truncate(80000)
+    r = get(srv, "/big.bin")
+    check_eq((r.status, len(r.body), r.header("content-length")), (200, 80000, "80000"),
+             "after a shorter rewrite")
+    check_eq(r.body, b"b" * 80000, "new bytes")
+    check(r.header("etag") != etag, "the ETag changed")
+    time.sleep(0.01)
+    with open(path, "r+b") as f:
+        f.write(b"c" * 80000)
+    r = get(srv, "/big.bin")
+    check_eq(r.body, b"c" * 80000, "after a same-size rewrite")

@@ -289,6 +289,13 @@ static int serve_cached(pagi_scope *s, static_app *a, const char *rel, int dir_f
         return 0;
     double now = pagi_loop_now(a->loop);
     const static_file *f = static_cache_get(a->cache, key, (size_t)kl, now);
+    struct stat fst;
+    if (f && f->fd >= 0 && (fstat(f->fd, &fst) < 0 || !same_file(f, &fst))) {
+        /* Kept open under cache_valid and written in place since: its old
+         * length and ETag would go out with new bytes. Look it up again. */
+        static_cache_drop(a->cache, key, (size_t)kl);
+        return 0;
+    }
     if (!f) {
         struct stat st;
         f = static_cache_peek(a->cache, key, (size_t)kl);
