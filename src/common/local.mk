@@ -5,7 +5,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config.c src/common/config.h \
 	src/common/config_listen.c \
 	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \
-	src/common/config_yaml_tls.c src/common/config_yaml_pubsub.c \
+	src/common/config_yaml_tls.c src/common/config_yaml_pubsub.c src/common/config_yaml_shdict.c \
 	src/common/redis_url.c src/common/redis_url.h \
 	src/common/origin.c src/common/origin.h \
 	src/common/config_yaml_int.h \
