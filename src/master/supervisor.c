@@ -325,7 +325,8 @@ static void reload(supervisor *s)
         log_error("reload failed: %s; generation %u keeps serving", err, keep);
         goto fail;
     }
-    generation *g = shdicts_attach(c, s->env.all) == 0 ? gen_new(++s->last_id, c, 1, &ls, nworkers) : NULL;
+    generation *g =
+        shdicts_attach(c, s->env.all) == 0 ? gen_new(++s->last_id, c, 1, &ls, nworkers) : NULL;
     if (!g) {
         shdicts_detach(c, s->env.all);
         listener_set tmp = ls;
