@@ -3,4 +3,4 @@
 # app authors (pagi(3), pagi_easy(3) point there), not built by the top-level
 # build.
 examplesdir = $(docdir)/examples
-dist_examples_DATA = examples/counter.c examples/kv.c examples/Makefile examples/README.md
+dist_examples_DATA = examples/counter.c examples/kv.c examples/polls.c examples/Makefile examples/README.md

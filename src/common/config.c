@@ -548,6 +548,9 @@ void config_free(pagid_config *c)
         free(c->pubsub.allowed_origins[i]);
     free(c->pubsub.allowed_origins);
     free(c->tls_groups);
+    for (size_t i = 0; i < c->n_shared_dicts; i++)
+        free(c->shared_dicts[i].name);
+    free(c->shared_dicts);
     free(c->pid_file);
     free(c->user);
     free(c->group);

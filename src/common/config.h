@@ -167,6 +167,17 @@ typedef struct pagid_pubsub {
     pagid_pos backend_pos, url_pos;
 } pagid_pubsub;
 
+/* One of `shared_dicts` (pagi_shared(3)): a dictionary every worker sees. */
+typedef struct pagid_shared_dict {
+    char *name;  /* [A-Za-z0-9_.-], 1..63 bytes, unique */
+    size_t size; /* of the whole mapping */
+    pagid_pos pos;
+    /* The mapping: made by the master before it forks the generation's
+     * workers (master/shdicts.c), or by -w 0's single process; borrowed
+     * here, owned by whoever made it. NULL until then. */
+    struct pagi_shared *dict;
+} pagid_shared_dict;
+
 typedef struct pagid_config {
     char *source;          /* file the config came from, or NULL */
     pagid_listen *listens; /* at least one after config_finalize */
@@ -190,6 +201,8 @@ typedef struct pagid_config {
     pagid_listen *status_listen; /* status.listen: the metrics listener; NULL = off */
     char *status_path;           /* status.path: where the metrics are served */
     pagid_pubsub pubsub;
+    pagid_shared_dict *shared_dicts; /* `shared_dicts`, in file order */
+    size_t n_shared_dicts;
     /* tls.groups: the key exchange groups of a TLS listener without its own
      * (OpenSSL's names, ':'-joined); NULL: PAGID_TLS_DEFAULT_GROUPS. */
     char *tls_groups;

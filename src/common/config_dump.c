@@ -468,6 +468,16 @@ static void dump_body(dumper *d, const pagid_config *c)
     seq_end(d);
     map_end(d);
 
+    word(d, "shared_dicts");
+    seq_start(d, 0);
+    for (size_t i = 0; i < c->n_shared_dicts; i++) {
+        map_start(d);
+        key_str(d, "name", c->shared_dicts[i].name);
+        key_size(d, "size", c->shared_dicts[i].size);
+        map_end(d);
+    }
+    seq_end(d);
+
     word(d, "tls");
     map_start(d);
     word(d, "groups");

@@ -502,6 +502,7 @@ static const key_def top_keys[] = {
     SECTION_KEY(status, status_keys),
     SECTION_KEY(pubsub, pubsub_keys),
     SECTION_KEY(tls, tls_keys),
+    STRING_KEY(shared_dicts, set_shared_dicts, shared_dicts),
     STRING_KEY(pid_file, set_string, pid_file),
     STRING_KEY(user, set_string, user),
     STRING_KEY(group, set_string, group),

@@ -190,6 +190,8 @@ void set_pubsub_backend(load_ctx *x, const key_def *k, const ynode *n, const cha
 void set_pubsub_url(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_pubsub_prefix(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_pubsub_origins(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+/* config_yaml_shdict.c: `shared_dicts` (a list of {name, size}). */
+void set_shared_dicts(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /* config_yaml_include.c: `include` (paths and globs of files merged into this one). */
 void set_include(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /**

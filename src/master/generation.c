@@ -13,6 +13,7 @@
  *   SIGKILL  straggler still alive at the deadline, or a blocked event loop.
  */
 #include "generation.h"
+#include "shdicts.h"
 #include "pubsub_broker.h"
 
 #include <errno.h>
@@ -85,6 +86,7 @@ void gen_free(generation *g, const generation *others, int unlink_files)
     }
     listeners_destroy(&g->ls);
     zygote_close(&g->zy);
+    shdicts_detach(g->cfg, others);
     if (g->owns_cfg) {
         config_free(g->cfg);
         free(g->cfg);

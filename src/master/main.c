@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "cli_print.h"
 #include "listeners.h"
+#include "shdicts.h"
 #include "signal_cli.h"
 #include "preflight.h"
 #include "privileges.h"
@@ -153,7 +154,10 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
             log_warn("pubsub.backend is served by the master: with workers: 0 (no master) "
                      "pub/sub stays within this process");
         /* Development mode: no master, this process is the only worker. */
-        rc = priv_drop(&id) < 0 ? EXIT_STARTUP : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1, -1);
+        rc = shdicts_attach((pagid_config *)cfg, NULL) < 0 || priv_drop(&id) < 0
+                 ? EXIT_STARTUP
+                 : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1, -1);
+        shdicts_detach((pagid_config *)cfg, NULL);
         /* Without a master "do not respawn me" means "could not start". */
         if (rc == EXIT_WORKER_FATAL)
             rc = EXIT_STARTUP;

@@ -32,6 +32,7 @@
 #include "common/proctitle.h"
 #include "notify.h"
 #include "privileges.h"
+#include "shdicts.h"
 
 /* Worker heartbeats, the watchdog and STATUS are looked at this often. */
 #define TICK_S 0.25
@@ -324,8 +325,10 @@ static void reload(supervisor *s)
         log_error("reload failed: %s; generation %u keeps serving", err, keep);
         goto fail;
     }
-    generation *g = gen_new(++s->last_id, c, 1, &ls, nworkers);
+    generation *g =
+        shdicts_attach(c, s->env.all) == 0 ? gen_new(++s->last_id, c, 1, &ls, nworkers) : NULL;
     if (!g) {
+        shdicts_detach(c, s->env.all);
         listener_set tmp = ls;
         for (size_t i = 0; tmp.unix_ino && i < tmp.n; i++)
             tmp.unix_ino[i] = 0;
@@ -687,9 +690,12 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     if (!s.env.broker)
         log_warn("out of memory for the pub/sub broker: pub/sub stays within each worker");
     broker_set_backend(s.env.broker, &cfg->pubsub, s.env.shm);
-    generation *g = gen_new(++s.last_id, (pagid_config *)cfg, 0, ls, nworkers);
+    generation *g = shdicts_attach((pagid_config *)cfg, NULL) == 0
+                        ? gen_new(++s.last_id, (pagid_config *)cfg, 0, ls, nworkers)
+                        : NULL;
     if (!g) {
-        log_error("out of memory");
+        shdicts_detach((pagid_config *)cfg, NULL);
+        log_error("cannot start the first generation");
         broker_free(s.env.broker);
         shm_destroy(s.env.shm);
         return EXIT_STARTUP;

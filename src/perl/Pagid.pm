@@ -183,6 +183,13 @@ sub subscribe {
     return $sub;
 }
 
+# The pagi.shared extension (docs/perl.md): the worker's shared dictionaries
+# by name; each a PAGI::Server::Pagid::SharedDict whose methods are XSUBs
+# (perl_shared_xs.c).
+package PAGI::Server::Pagid::SharedDicts;
+sub dict  { $_[0]{$_[1]} }
+sub names { sort keys %{$_[0]} }
+
 package PAGI::Server::Pagid::Subscription;
 our @CARP_NOT = ('PAGI::Server::Pagid::PubSub');
 

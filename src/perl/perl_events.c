@@ -48,6 +48,7 @@
     X(PAGI_CONNECTION, "pagi.connection") \
     X(PAGID_SERVER, "pagid.server") \
     X(PAGI_PUBSUB, "pagi.pubsub") \
+    X(PAGI_SHARED, "pagi.shared") \
     X(TLS, "tls") \
     X(SERVER_CERT, "server_cert") \
     X(CLIENT_CERT_CHAIN, "client_cert_chain") \
@@ -450,6 +451,9 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
         HV *ext = newHV(), *ps = newHV();
         KSTORE(ps, K_H, newSVsv(handle));
         KSTORE(ext, K_PAGI_PUBSUB, sv_bless(newRV_noinc((SV *)ps), pubsub_stash));
+        SV *shared = perl_shared_ext(aTHX);
+        if (shared) /* pagi.shared: one object per worker, in every scope */
+            KSTORE(ext, K_PAGI_SHARED, SvREFCNT_inc(shared));
         KSTORE(hv, K_EXTENSIONS, newRV_noinc((SV *)ext));
         return newRV_noinc((SV *)hv);
     }
@@ -524,5 +528,8 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state)
      * one per scope. */
     KSTORE(hv, K_PAGID_SERVER, SvREFCNT_inc(obj));
     KSTORE(ext, K_PAGI_PUBSUB, SvREFCNT_inc(obj));
+    SV *shared = perl_shared_ext(aTHX);
+    if (shared)
+        KSTORE(ext, K_PAGI_SHARED, SvREFCNT_inc(shared));
     return newRV_noinc((SV *)hv);
 }

@@ -70,6 +70,7 @@ static const char *start_interpreter(void)
     perl_xs_boot(aTHX);
     perl_loop_boot(aTHX);
     perl_pubsub_boot(aTHX);
+    perl_shared_boot(aTHX);
     eval_pv(perl_glue_source, FALSE);
     if (SvTRUE(ERRSV)) {
         pagi_log(perl_host_loop, 0, "perl: the pagid glue failed to load: %s", SvPV_nolen(ERRSV));
@@ -102,6 +103,7 @@ static void stop_interpreter(void)
     perl_xs_stop_watches(aTHX);
     perl_loop_stop_watchers(aTHX);
     perl_pubsub_unready(aTHX);
+    perl_shared_unready(aTHX);
     perl_xs_unready(aTHX);
     PL_perl_destruct_level = 1;
     perl_destruct(my_perl);

@@ -73,6 +73,11 @@ perl_handle *perl_xs_handle(pTHX_ SV *sv);
 SV *perl_xs_failed_future(pTHX_ const char *err);
 SV *perl_xs_done_future(pTHX);
 
+/* perl_shared_xs.c: the pagi.shared extension (shared dictionaries): its
+ * methods, and the per-worker object scopes carry (NULL: none configured). */
+void perl_shared_boot(pTHX);
+SV *perl_shared_ext(pTHX);
+void perl_shared_unready(pTHX);
 /* perl_pubsub.c: the pagi.pubsub extension (publish, subscription objects). */
 void perl_pubsub_boot(pTHX);
 /* After the glue loaded / before perl_destruct. */

@@ -606,6 +606,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         log_warn("no free slot in the shared region: this worker is not monitored");
     loop_init(&w->loop, ev);
     w->loop.recycle = worker_recycle;
+    w->loop.shared_dicts = cfg->shared_dicts;
+    w->loop.n_shared_dicts = cfg->n_shared_dicts;
     w->loop.debug = cfg->debug;
     if (cfg->debug)
         log_info("debug mode: app interface misuse, stale handles and callbacks holding the loop "

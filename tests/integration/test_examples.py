@@ -53,7 +53,7 @@ def counter_module_from_installed_header(ctx):
     check_eq(r2.body, b"request #2, 6 body bytes\n", "second body")
 
 
-EXAMPLE_FILES = ("counter.c", "kv.c", "Makefile", "README.md")
+EXAMPLE_FILES = ("counter.c", "kv.c", "polls.c", "Makefile", "README.md")
 
 
 @test(timeout=240)

@@ -97,3 +97,10 @@ TESTS += tests/unit/test_redis_url
 tests_unit_test_redis_url_SOURCES = tests/unit/test_redis_url.c
 tests_unit_test_redis_url_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_redis_url_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
+# shdict.c and shdict_heap.c: shared dictionaries, with forked children killed mid-operation.
+check_PROGRAMS += tests/unit/test_shdict
+TESTS += tests/unit/test_shdict
+tests_unit_test_shdict_SOURCES = tests/unit/test_shdict.c
+tests_unit_test_shdict_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_shdict_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)

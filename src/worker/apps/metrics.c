@@ -3,13 +3,17 @@
  * region. Counters are summed over every slot, including slots of workers
  * that exited and were not yet replaced, so a restart does not make them go
  * back; gauges (open connections and scopes, workers) count live workers.
+ * The shared dictionaries' figures are read from each dict's own mapping.
  */
 #include "metrics.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/config.h"
+#include "common/shdict.h"
 #include "common/shm.h"
 #include "worker/worker_ctx.h"
 
@@ -199,6 +203,48 @@ int metrics_render(buf *o, const shm_region *r)
     return 0;
 }
 
+void metrics_render_shdicts(buf *o, const pagid_shared_dict *dicts, size_t n)
+{
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } fam[] = {
+        {"pagid_shared_dict_capacity_bytes", "gauge", "Bytes a shared dict's entries may occupy.",
+         offsetof(shdict_stats, capacity)},
+        {"pagid_shared_dict_bytes", "gauge", "Bytes a shared dict's entries occupy now.",
+         offsetof(shdict_stats, used)},
+        {"pagid_shared_dict_entries", "gauge", "Entries in a shared dict.",
+         offsetof(shdict_stats, entries)},
+        {"pagid_shared_dict_evictions_total", "counter",
+         "Live entries evicted (least recently used) to make room.",
+         offsetof(shdict_stats, evictions)},
+        {"pagid_shared_dict_expired_total", "counter", "Expired entries removed.",
+         offsetof(shdict_stats, expired)},
+        {"pagid_shared_dict_full_total", "counter",
+         "Writes refused with \"no memory\": no room even after evicting.",
+         offsetof(shdict_stats, full)},
+        {"pagid_shared_dict_repairs_total", "counter",
+         "Rebuilds after a process died holding the dict's lock.",
+         offsetof(shdict_stats, repairs)},
+    };
+    if (n == 0)
+        return;
+    shdict_stats *st = calloc(n, sizeof *st);
+    if (!st)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (dicts[i].dict)
+            shdict_stats_get(dicts[i].dict, &st[i]);
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        head(o, fam[f].name, fam[f].type, fam[f].help);
+        for (size_t i = 0; i < n; i++)
+            buf_printf(o, "%s{name=\"%s\"} %llu\n", fam[f].name, dicts[i].name,
+                       (unsigned long long)*(const uint64_t *)(const void *)((const char *)&st[i] +
+                                                                              fam[f].off));
+    }
+    free(st);
+}
+
 static int send_plain(pagi_scope *s, int status, const char *ctype, const char *body, size_t len,
                       int head_only)
 {
@@ -236,6 +282,7 @@ static void metrics_handle(pagi_scope *s, void *instance)
     } else {
         buf b = BUF_INIT;
         metrics_render(&b, w->shm);
+        metrics_render_shdicts(&b, w->cfg->shared_dicts, w->cfg->n_shared_dicts);
         rc = send_plain(s, 200, "text/plain; version=0.0.4; charset=utf-8", buf_head(&b),
                         buf_size(&b), strcmp(method, "HEAD") == 0);
         buf_free(&b);

@@ -19,4 +19,8 @@ extern const pagi_app app_metrics;
 /** Append the exposition text for r (NULL: no shared region, single-process mode). */
 int metrics_render(buf *out, const struct shm_region *r);
 
+struct pagid_shared_dict;
+/** Append the families of the n shared dictionaries (pagid_shared_dict_*); none when n is 0. */
+void metrics_render_shdicts(buf *out, const struct pagid_shared_dict *dicts, size_t n);
+
 #endif

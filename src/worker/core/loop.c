@@ -1,13 +1,18 @@
 /*
  * loop.c - the worker loop's safe point (run queue + flush) and the public
- * loop services of pagi.h: timers, fd watches, deferred calls, logging.
+ * loop services of pagi.h: timers, fd watches, deferred calls, logging;
+ * and pagi_shared_dict (pagi_shared.h), a lookup in the loop's dict list.
  */
 #include "loop.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include <pagi/pagi_shared.h>
+
+#include "common/config.h"
 #include "common/log.h"
 #include "crash.h"
 #include "memtrim.h"
@@ -119,6 +124,8 @@ int loop_init(pagi_loop *l, struct ev_loop *ev)
     l->flush = NULL;
     l->flush_ud = NULL;
     l->recycle = NULL;
+    l->shared_dicts = NULL;
+    l->n_shared_dicts = 0;
     l->debug = 0;
     l->hold_depth = 0;
     l->hold_reported = 0;
@@ -133,6 +140,14 @@ int loop_init(pagi_loop *l, struct ev_loop *ev)
 }
 
 struct ev_loop *loop_ev(pagi_loop *l) { return l->ev; }
+
+pagi_shared *pagi_shared_dict(pagi_loop *l, const char *name)
+{
+    for (size_t i = 0; l && name && i < l->n_shared_dicts; i++)
+        if (!strcmp(l->shared_dicts[i].name, name))
+            return l->shared_dicts[i].dict;
+    return NULL;
+}
 
 void loop_destroy(pagi_loop *l)
 {

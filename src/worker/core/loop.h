@@ -25,6 +25,9 @@ struct pagi_loop {
     void *flush_ud;
     /* Set by the worker: end this process after its work (loop_recycle). */
     int (*recycle)(struct pagi_loop *l, const char *why);
+    /* The config's `shared_dicts` (their mappings), for pagi_shared_dict. */
+    const struct pagid_shared_dict *shared_dicts;
+    size_t n_shared_dicts;
     /* Debug mode (pagid --debug): app callbacks are timed. */
     int debug;
     unsigned hold_depth; /* timed callbacks now running (nested) */
