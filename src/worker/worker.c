@@ -46,6 +46,7 @@
 #define SHUTDOWN_GRACE 1.0   /* seconds for handlers once no connection is left */
 #define DRAIN_IDLE_GRACE 1.0 /* draining: an idle keep-alive connection's last chance */
 #define DRAIN_IDLE_TICK 0.1
+#define LIMIT_LOG_INTERVAL 10.0 /* limits.max_connections reached: one line per this, at most */
 
 typedef struct acceptor {
     ev_io io;
@@ -64,6 +65,9 @@ typedef struct worker_run_ctx {
     size_t n_acceptors;
     int accepting;
     int gated;              /* past its share: the app listeners are left to peers */
+    int at_limit;           /* limits.max_connections app connections: the same */
+    double limit_logged_at; /* when reaching the limit was last logged (0: never) */
+    unsigned long limit_unlogged; /* times it was reached since then */
     uint64_t gate_progress; /* the peers' accept count when last looked at */
     double gate_since;      /* when it last changed, or the gate closed */
     int exit_code;
@@ -83,13 +87,14 @@ typedef struct worker_run_ctx {
 
 static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
 
-/* Watch each listener while accepting, except app listeners while gated
- * (the status listener is never gated: it is not the app's load). */
+/* Watch each listener while accepting, except app listeners while gated or
+ * at the connection limit (the status listener is neither: it is not the
+ * app's load, and it must answer most when the app's side is full). */
 static void acceptors_update(worker_run_ctx *r)
 {
     for (size_t i = 0; i < r->n_acceptors; i++) {
         acceptor *a = &r->acceptors[i];
-        int want = r->accepting && a->fd >= 0 && (a->status || !r->gated);
+        int want = r->accepting && a->fd >= 0 && (a->status || (!r->gated && !r->at_limit));
         if (want && !ev_is_active(&a->io))
             ev_io_start(r->w.loop.ev, &a->io);
         else if (!want && ev_is_active(&a->io))
@@ -106,6 +111,43 @@ static void accepting_set(worker_run_ctx *r, int on)
 }
 
 static int gate_allows(worker_run_ctx *r);
+
+/* The connections limits.max_connections counts: the status listener's are not. */
+static size_t app_conns(const worker_ctx *w)
+{
+    return w->n_conns - w->n_status_conns;
+}
+
+/*
+ * At limits.max_connections: the app listeners are left alone until one of
+ * our connections closes; what arrives meanwhile waits in the shared listen
+ * queue (a peer with room takes it). Counted each time, logged at most once
+ * per LIMIT_LOG_INTERVAL with how often it happened since the last line.
+ */
+static void limit_reached(worker_run_ctx *r)
+{
+    worker_ctx *w = &r->w;
+    if (r->at_limit)
+        return;
+    r->at_limit = 1;
+    acceptors_update(r);
+    if (w->stats)
+        shm_add(&w->stats->max_connections_reached, 1);
+    r->limit_unlogged++;
+    double now = ev_now(w->loop.ev);
+    if (r->limit_logged_at > 0 && now - r->limit_logged_at < LIMIT_LOG_INTERVAL)
+        return;
+    if (r->limit_unlogged > 1)
+        log_warn("limits.max_connections (%zu) reached %lu times in the last %.0f s: new "
+                 "connections wait in the listen queue until one of this worker's closes",
+                 w->cfg->limits.max_connections, r->limit_unlogged, now - r->limit_logged_at);
+    else
+        log_warn("limits.max_connections (%zu) reached: new connections wait in the listen "
+                 "queue until one of this worker's closes",
+                 w->cfg->limits.max_connections);
+    r->limit_logged_at = now;
+    r->limit_unlogged = 0;
+}
 
 /* Publish the gate state for the peers that wake gated workers. */
 static void gate_publish(worker_run_ctx *r, int state)
@@ -134,7 +176,7 @@ static void gate_set(worker_run_ctx *r, int gated)
 static int gate_allows(worker_run_ctx *r)
 {
     const worker_ctx *w = &r->w;
-    return accept_gate_open(w->shm, w->stats, w->n_conns, w->cfg->limits.max_connections,
+    return accept_gate_open(w->shm, w->stats, app_conns(w), w->cfg->limits.max_connections,
                             shm_now_ms());
 }
 
@@ -182,9 +224,9 @@ static int accept_batch(acceptor *a, int force)
     struct ev_loop *ev = w->loop.ev;
     int taken = 0;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        if (w->n_conns >= w->cfg->limits.max_connections) {
+        if (!a->status && app_conns(w) >= w->cfg->limits.max_connections) {
             /* At the limit: leave the rest in the shared queue for other workers. */
-            accepting_set(r, 0);
+            limit_reached(r);
             return taken;
         }
         if (!a->status && !force && !gate_allows(r) && gate_close(r))
@@ -211,8 +253,10 @@ static int accept_batch(acceptor *a, int force)
         if (w->stats)
             shm_add(&w->stats->accepted, 1);
         conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port, &h1_proto, a->tls);
-        if (c && a->status)
-            c->status_listener = 1;
+        if (c && a->status) {
+            c->status_listener = 1; /* conn_close counts it out again */
+            w->n_status_conns++;
+        }
         if (c)
             c->h2_allowed = a->h2;
     }
@@ -351,9 +395,10 @@ static void worker_on_conn_count(worker_ctx *w)
         worker_maybe_finish(r);
         return;
     }
-    if (!r->accepting && w->n_conns < w->cfg->limits.max_connections &&
-        !ev_is_active(&r->accept_retry))
-        accepting_set(r, 1);
+    if (r->at_limit && app_conns(w) < w->cfg->limits.max_connections) {
+        r->at_limit = 0;
+        acceptors_update(r);
+    }
     if (r->gated && gate_allows(r))
         gate_set(r, 0); /* a connection of ours went: our share has room again */
 }

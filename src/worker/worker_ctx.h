@@ -30,6 +30,7 @@ typedef struct worker_ctx {
     state_table *state;   /* lifespan state snapshot (copy-on-write) */
     conn *conns;          /* all live connections (intrusive list) */
     size_t n_conns;
+    size_t n_status_conns; /* of those, the status listener's (outside max_connections) */
     size_t n_scopes;      /* request scopes not yet released (lifespan excluded) */
     struct pagi_scope *scopes; /* those scopes (intrusive list) */
     struct scope_quarantine *quarantine; /* debug mode: released scopes kept (scope_debug.c) */
