@@ -47,6 +47,7 @@ void config_init_defaults(pagid_config *c)
     c->timeouts.idle = 60;
     c->timeouts.keepalive = 75;
     c->timeouts.request = 60;
+    c->timeouts.response = 60; /* as PAGI::Server */
     c->timeouts.write = 60;
     c->timeouts.ws_idle = 0;
     c->timeouts.sse_idle = 0;

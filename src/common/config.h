@@ -111,7 +111,9 @@ typedef struct pagid_limits {
 
 /* Durations in seconds; 0 disables a timeout. */
 typedef struct pagid_timeouts {
-    double header, idle, keepalive, request, write;
+    /* request: without body bytes while the app waits for them (client_timeout);
+     * response: from the request to the app's response start (504, x-response-timeout). */
+    double header, idle, keepalive, request, response, write;
     double ws_idle, sse_idle, ws_close;
     double shutdown, heartbeat, lifespan_startup;
 } pagid_timeouts;

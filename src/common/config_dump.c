@@ -399,6 +399,7 @@ static void dump_body(dumper *d, const pagid_config *c)
     key_duration(d, "idle", t->idle);
     key_duration(d, "keepalive", t->keepalive);
     key_duration(d, "request", t->request);
+    key_duration(d, "response", t->response);
     key_duration(d, "write", t->write);
     key_duration(d, "ws_idle", t->ws_idle);
     key_duration(d, "sse_idle", t->sse_idle);

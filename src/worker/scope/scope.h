@@ -35,6 +35,13 @@ typedef struct scope_ops {
     /** pagi.transport: bytes queued, and whether the high mark is engaged. */
     size_t (*buffered)(const pagi_scope *s);
     int (*above_high)(const pagi_scope *s);
+    /**
+     * timeouts.response passed before the app started its response (NULL:
+     * not for this scope type). The driver answers 504 and ends the
+     * exchange with reason_response_timeout; the scope has logged and
+     * counted it already.
+     */
+    void (*response_timeout)(pagi_scope *s);
 } scope_ops;
 
 /** Request facts copied into the scope (the parser's buffers are reused). */
@@ -80,7 +87,8 @@ void *scope_layer_data(const pagi_scope *s);
  * untouched.
  */
 void scope_set_mount(pagi_scope *s, size_t prefix_len);
-/** Start the app on this scope (app->handle). */
+/** Start the app on this scope (app->handle), and timeouts.response for
+ * its response start when the driver has a response_timeout. */
 void scope_start_app(pagi_scope *s);
 
 /** New input may satisfy a waiting receive: re-check and deliver. */
