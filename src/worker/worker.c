@@ -19,6 +19,7 @@
 
 #include "common/exitcodes.h"
 #include "common/log.h"
+#include "common/log_handover.h"
 #include "common/proctitle.h"
 #include "common/shm.h"
 #include "worker/core/accept_gate.h"
@@ -79,6 +80,8 @@ typedef struct worker_run_ctx {
     ev_timer gate_timer; /* while gated: the share looked at again */
     ev_timer drain_idle; /* draining: closes keep-alive connections idle long enough */
     ev_timer recycle;    /* max_requests reached: drain at the next loop turn */
+    ev_io log_io;        /* the master's log channel: reopened files come there */
+    int log_chan;        /* its fd, or -1 (alone: SIGUSR1 reopens by path) */
     size_t requests_done;
     int stop_asked; /* a stop signal came (not just our own max_requests drain) */
     double drain_started;
@@ -512,10 +515,34 @@ static void worker_on_request_done(worker_ctx *w)
     ev_timer_start(w->loop.ev, &r->recycle);
 }
 
-/* SIGUSR1 (from the master, or logrotate in single-process mode): reopen the log files. */
+/* The master reopened the logs (SIGUSR1) and sent us the new files. */
+static void worker_on_log_handover(struct ev_loop *ev, ev_io *io, int revents)
+{
+    worker_run_ctx *r = io->data;
+    int efd, afd, got;
+    while ((got = log_handover_recv(r->log_chan, &efd, &afd, 0)) == 1) {
+        log_adopt_fd(efd);
+        if (afd >= 0)
+            access_log_adopt(r->w.alog, afd);
+        else
+            access_log_reopen(r->w.alog); /* the master could not: by path, as our user */
+    }
+    if (got < 0) {
+        /* The master is gone (we follow it) or the channel broke: stop watching. */
+        if (errno != ECONNRESET)
+            log_error("log channel: %s; log files are no longer reopened", strerror(errno));
+        ev_ref(ev);
+        ev_io_stop(ev, io);
+    }
+}
+
+/* SIGUSR1 (logrotate in single-process mode): reopen the log files by path.
+ * Under a master its log channel does that, and a stray signal is ignored. */
 static void worker_on_reopen(struct ev_loop *ev, ev_signal *s, int revents)
 {
     worker_run_ctx *r = s->data;
+    if (r->log_chan >= 0)
+        return;
     if (log_reopen() < 0)
         log_error("cannot reopen the error log");
     access_log_reopen(r->w.alog);
@@ -591,7 +618,7 @@ static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
 
 int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
                int worker_num, int under_master, shm_region *shm, unsigned generation,
-               int pubsub_fd)
+               int pubsub_fd, const worker_logs *logs)
 {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */
@@ -637,7 +664,25 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     if (!w->pubsub)
         log_warn("out of memory for publish/subscribe: it is off in this worker");
     r->exit_code = EXIT_OK;
-    if (access_log_open(&w->alog, cfg, ev, w->stats, err, sizeof err) < 0) {
+    /* The files the master opened for us (as root) wait on our log channel,
+     * sent before the fork: nothing is opened by path under a master. */
+    int access_fd = logs ? logs->access_fd : -1;
+    r->log_chan = logs ? logs->chan : -1;
+    ev_io_init(&r->log_io, worker_on_log_handover, r->log_chan, EV_READ);
+    r->log_io.data = r;
+    if (r->log_chan >= 0) {
+        int efd;
+        if (log_handover_recv(r->log_chan, &efd, &access_fd, 0) == 1) {
+            log_adopt_fd(efd);
+        } else {
+            log_error("no log files came from the master");
+            r->exit_code = EXIT_WORKER_FATAL;
+            goto out;
+        }
+        ev_io_start(ev, &r->log_io);
+        ev_unref(ev); /* the channel alone must not keep the loop running */
+    }
+    if (access_log_open(&w->alog, cfg, access_fd, ev, w->stats, err, sizeof err) < 0) {
         log_error("%s", err);
         r->exit_code = EXIT_WORKER_FATAL;
         goto out;
@@ -748,6 +793,12 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
             r->acceptors[i].fd = -1; /* the caller owns the listening sockets */
 
 out:;
+    if (ev_is_active(&r->log_io)) {
+        ev_ref(ev);
+        ev_io_stop(ev, &r->log_io);
+    }
+    if (r->log_chan >= 0)
+        close(r->log_chan);
     int code = r->exit_code;
     access_log_close(w->alog); /* after the last connection closed: its lines are in */
     w->alog = NULL;

@@ -339,7 +339,7 @@ static int not_high(const pagi_scope *s)
     return 0;
 }
 
-static const scope_ops ops = {no_send, no_event, nothing, finished, none, not_high};
+static const scope_ops ops = {no_send, no_event, nothing, finished, none, not_high, NULL};
 
 static pagi_scope *new_scope(tls_info *i)
 {
