@@ -58,7 +58,9 @@ int log_handover_recv(int chan, int *error_fd, int *access_fd, int wait)
         char space[CMSG_SPACE(4 * sizeof(int))];
     } ctl;
     struct iovec iov = {.iov_base = &what, .iov_len = 1};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.space,
                         .msg_controllen = sizeof ctl.space};
     ssize_t r;
     do

@@ -154,8 +154,8 @@ void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd, int
 }
 
 /* The worker process: never returns into the master's code. */
-static void __attribute__((noreturn)) child_main(const gen_env *e, generation *g, worker_slot *w,
-                                                 int pubsub_fd, int log_chan)
+static void __attribute__((noreturn))
+child_main(const gen_env *e, generation *g, worker_slot *w, int pubsub_fd, int log_chan)
 {
     char role[32];
     snprintf(role, sizeof role, "worker %d", w->num);

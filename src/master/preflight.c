@@ -228,8 +228,8 @@ static void check_log(pf *p, const char *key, const char *path, pagid_pos pos, i
         p->access_why = why;
         return;
     }
-    say(p, 1, pos, "%s %s: cannot open for append as user %s: %s", key, path,
-        me(who, sizeof who), why);
+    say(p, 1, pos, "%s %s: cannot open for append as user %s: %s", key, path, me(who, sizeof who),
+        why);
 }
 
 /* What the workers open themselves, checked as whoever runs this. */
@@ -238,8 +238,10 @@ static void check_worker_side(pf *p, const priv_identity *id)
     const pagid_config *c = p->c;
     char why[4200];
     if (p->access_why && log_problem(c->access_log_path, why, sizeof why) < 0)
-        say(p, 1, c->access_log_pos, "access_log.path %s: cannot open for append as user root: %s, "
-            "nor as user %s: %s", c->access_log_path, p->access_why, id->user, why);
+        say(p, 1, c->access_log_pos,
+            "access_log.path %s: cannot open for append as user root: %s, "
+            "nor as user %s: %s",
+            c->access_log_path, p->access_why, id->user, why);
     if (!id->change)
         return; /* the loader checked the app files as us already */
     /* Each file once: a generated config mounts one app under thousands of paths. */
@@ -384,8 +386,8 @@ int preflight_check(const pagid_config *c, FILE *out, FILE *err)
 
     char access_why[4200];
     check_log(&p, "error_log.path", c->error_log_path, c->error_log_pos, 0, why, sizeof why);
-    check_log(&p, "access_log.path", c->access_log_path, c->access_log_pos, id.change,
-              access_why, sizeof access_why);
+    check_log(&p, "access_log.path", c->access_log_path, c->access_log_pos, id.change, access_why,
+              sizeof access_why);
     if (c->pid_file && *c->pid_file && pidfile_check(c->pid_file, why, sizeof why) < 0)
         say(&p, 1, c->pid_file_pos, "pid_file %s: %s", c->pid_file, why);
 

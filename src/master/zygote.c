@@ -72,8 +72,8 @@ static void send_report(int fd, const zygote_msg *m)
 }
 
 /* The new worker: once the middle process is gone, the master is its parent. */
-static void __attribute__((noreturn)) worker_child(const gen_env *e, generation *g, int num,
-                                                   int pubsub_fd, int log_chan)
+static void __attribute__((noreturn))
+worker_child(const gen_env *e, generation *g, int num, int pubsub_fd, int log_chan)
 {
     char role[32];
     snprintf(role, sizeof role, "worker %d", num);
@@ -179,8 +179,8 @@ static void zy_take_logs(int log_chan)
         close(afd); /* the zygote writes no access log */
 }
 
-static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *g, int fd,
-                                                  int log_chan)
+static void __attribute__((noreturn))
+zygote_main(const gen_env *e, generation *g, int fd, int log_chan)
 {
     zy_log_chan = log_chan;
     /* Titled first: until then it looks like the master. */

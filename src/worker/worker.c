@@ -616,9 +616,9 @@ static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
     atomic_store_explicit(&r->w.stats->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
 }
 
-int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master, shm_region *shm, unsigned generation,
-               int pubsub_fd, const worker_logs *logs)
+int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n, int worker_num,
+               int under_master, shm_region *shm, unsigned generation, int pubsub_fd,
+               const worker_logs *logs)
 {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */

@@ -37,8 +37,8 @@ typedef struct worker_logs {
  * pubsub_fd is its stream to the master's pub/sub broker (taken), or -1.
  * logs: where its log files come from (NULL: opened by path).
  */
-int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master, struct shm_region *shm, unsigned generation,
-               int pubsub_fd, const worker_logs *logs);
+int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n, int worker_num,
+               int under_master, struct shm_region *shm, unsigned generation, int pubsub_fd,
+               const worker_logs *logs);
 
 #endif

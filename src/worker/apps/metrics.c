@@ -14,9 +14,10 @@
 #include "worker/worker_ctx.h"
 
 static const char *const reason_words[SHM_R__COUNT] = {
-    "client_closed",  "client_timeout", "idle_timeout",   "keepalive_timeout", "write_timeout",
-    "write_error",    "read_error",     "protocol_error", "server_shutdown",   "server_error",
-    "body_too_large", "queue_overflow", "x-response-timeout", "other",
+    "client_closed",      "client_timeout", "idle_timeout",   "keepalive_timeout",
+    "write_timeout",      "write_error",    "read_error",     "protocol_error",
+    "server_shutdown",    "server_error",   "body_too_large", "queue_overflow",
+    "x-response-timeout", "other",
 };
 static const char *const scope_words[SHM_SCOPE__COUNT] = {"http", "websocket", "sse"};
 static const char *const tls_words[SHM_TLS__COUNT] = {"ok", "failed", "timeout", "closed"};
@@ -146,8 +147,7 @@ int metrics_render(buf *o, const shm_region *r)
     head(o, "pagid_response_timeouts_total", "counter",
          "Requests answered 504 because their app had not started a response within "
          "timeouts.response.");
-    buf_printf(o, "pagid_response_timeouts_total %llu\n",
-               (unsigned long long)t.response_timeouts);
+    buf_printf(o, "pagid_response_timeouts_total %llu\n", (unsigned long long)t.response_timeouts);
     head(o, "pagid_pubsub_published_total", "counter", "Messages apps published (pagi_publish).");
     buf_printf(o, "pagid_pubsub_published_total %llu\n", (unsigned long long)t.ps_published);
     head(o, "pagid_pubsub_delivered_total", "counter",

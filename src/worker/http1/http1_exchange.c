@@ -401,8 +401,7 @@ void h1x_response_timeout(pagi_scope *s)
     if (keep) {
         c->served++; /* answered: the keep-alive timeout applies now */
         h1_exchange_next(c, 1);
-    }
-    else
+    } else
         conn_close_after_write(c);
 }
 

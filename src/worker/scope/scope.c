@@ -253,8 +253,8 @@ static void on_response_timeout(struct ev_loop *ev, ev_timer *t, int revents)
     int plen = s->req.raw_path.len > 200 ? 200 : (int)s->req.raw_path.len;
     log_error("app %s%s%s did not start a response to %s %.*s within timeouts.response (%gs); "
               "sent 504",
-              app ? app : "?", mount ? " mounted at " : "", mount ? mount : "", s->req.method,
-              plen, s->req.raw_path.ptr, s->w->cfg->timeouts.response);
+              app ? app : "?", mount ? " mounted at " : "", mount ? mount : "", s->req.method, plen,
+              s->req.raw_path.ptr, s->w->cfg->timeouts.response);
     if (s->w->stats)
         shm_add(&s->w->stats->response_timeouts, 1);
     scope_ref(s); /* the driver ends the exchange: the scope outlives the call */
