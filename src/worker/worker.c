@@ -19,7 +19,6 @@
 
 #include "common/exitcodes.h"
 #include "common/log.h"
-#include "common/log_handover.h"
 #include "common/proctitle.h"
 #include "common/shm.h"
 #include "worker/core/accept_gate.h"
@@ -27,6 +26,7 @@
 #include "app_registry.h"
 #include "worker/core/conn.h"
 #include "worker/core/crash.h"
+#include "worker/core/log_channel.h"
 #include "worker/scope/lifespan.h"
 #include "worker/core/memtrim.h"
 #include "worker/scope/mount.h"
@@ -80,8 +80,7 @@ typedef struct worker_run_ctx {
     ev_timer gate_timer; /* while gated: the share looked at again */
     ev_timer drain_idle; /* draining: closes keep-alive connections idle long enough */
     ev_timer recycle;    /* max_requests reached: drain at the next loop turn */
-    ev_io log_io;        /* the master's log channel: reopened files come there */
-    int log_chan;        /* its fd, or -1 (alone: SIGUSR1 reopens by path) */
+    log_channel logs;    /* the master's log channel: our files come there */
     size_t requests_done;
     int stop_asked; /* a stop signal came (not just our own max_requests drain) */
     double drain_started;
@@ -515,33 +514,12 @@ static void worker_on_request_done(worker_ctx *w)
     ev_timer_start(w->loop.ev, &r->recycle);
 }
 
-/* The master reopened the logs (SIGUSR1) and sent us the new files. */
-static void worker_on_log_handover(struct ev_loop *ev, ev_io *io, int revents)
-{
-    worker_run_ctx *r = io->data;
-    int efd, afd, got;
-    while ((got = log_handover_recv(r->log_chan, &efd, &afd, 0)) == 1) {
-        log_adopt_fd(efd);
-        if (afd >= 0)
-            access_log_adopt(r->w.alog, afd);
-        else
-            access_log_reopen(r->w.alog); /* the master could not: by path, as our user */
-    }
-    if (got < 0) {
-        /* The master is gone (we follow it) or the channel broke: stop watching. */
-        if (errno != ECONNRESET)
-            log_error("log channel: %s; log files are no longer reopened", strerror(errno));
-        ev_ref(ev);
-        ev_io_stop(ev, io);
-    }
-}
-
 /* SIGUSR1 (logrotate in single-process mode): reopen the log files by path.
  * Under a master its log channel does that, and a stray signal is ignored. */
 static void worker_on_reopen(struct ev_loop *ev, ev_signal *s, int revents)
 {
     worker_run_ctx *r = s->data;
-    if (r->log_chan >= 0)
+    if (r->logs.fd >= 0)
         return;
     if (log_reopen() < 0)
         log_error("cannot reopen the error log");
@@ -638,6 +616,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     worker_run_ctx *r = calloc(1, sizeof *r);
     if (!r)
         return EXIT_WORKER_FATAL;
+    log_channel_init(&r->logs);
     worker_ctx *w = &r->w;
     w->cfg = cfg;
     w->worker_num = worker_num;
@@ -667,20 +646,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     /* The files the master opened for us (as root) wait on our log channel,
      * sent before the fork: nothing is opened by path under a master. */
     int access_fd = logs ? logs->access_fd : -1;
-    r->log_chan = logs ? logs->chan : -1;
-    ev_io_init(&r->log_io, worker_on_log_handover, r->log_chan, EV_READ);
-    r->log_io.data = r;
-    if (r->log_chan >= 0) {
-        int efd;
-        if (log_handover_recv(r->log_chan, &efd, &access_fd, 0) == 1) {
-            log_adopt_fd(efd);
-        } else {
-            log_error("no log files came from the master");
-            r->exit_code = EXIT_WORKER_FATAL;
-            goto out;
-        }
-        ev_io_start(ev, &r->log_io);
-        ev_unref(ev); /* the channel alone must not keep the loop running */
+    if (logs && logs->chan >= 0 &&
+        log_channel_start(&r->logs, logs->chan, ev, &w->alog, &access_fd) < 0) {
+        r->exit_code = EXIT_WORKER_FATAL;
+        goto out;
     }
     if (access_log_open(&w->alog, cfg, access_fd, ev, w->stats, err, sizeof err) < 0) {
         log_error("%s", err);
@@ -793,12 +762,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
             r->acceptors[i].fd = -1; /* the caller owns the listening sockets */
 
 out:;
-    if (ev_is_active(&r->log_io)) {
-        ev_ref(ev);
-        ev_io_stop(ev, &r->log_io);
-    }
-    if (r->log_chan >= 0)
-        close(r->log_chan);
+    log_channel_stop(&r->logs, ev);
     int code = r->exit_code;
     access_log_close(w->alog); /* after the last connection closed: its lines are in */
     w->alog = NULL;
