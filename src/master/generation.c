@@ -528,6 +528,7 @@ void gen_poll_recycling(const gen_env *e, generation *g)
             continue;     /* it is replaced when it exits, then */
         w = &g->slots[i]; /* append_slot may have moved the table */
         *old = *w;
+        w->log_chan = 0; /* the old process keeps its log channel; gen_spawn makes another */
         old->retired = 1;
         old->respawn = 0;
         old->draining = 1;
