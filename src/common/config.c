@@ -48,6 +48,7 @@ void config_init_defaults(pagid_config *c)
     c->timeouts.idle = 60;
     c->timeouts.keepalive = 75;
     c->timeouts.request = 60;
+    c->timeouts.response = 60; /* as PAGI::Server */
     c->timeouts.write = 60;
     c->timeouts.http2_window = CONFIG_TIMEOUT_UNSET; /* = write */
     c->timeouts.ws_queue = CONFIG_TIMEOUT_UNSET;     /* = write */

@@ -119,7 +119,9 @@ typedef struct pagid_limits {
  * two default to write (CONFIG_TIMEOUT_UNSET until config_finalize). */
 #define CONFIG_TIMEOUT_UNSET (-1.0)
 typedef struct pagid_timeouts {
-    double header, idle, keepalive, request, write;
+    /* request: without body bytes while the app waits for them (client_timeout);
+     * response: from the request to the app's response start (504, x-response-timeout). */
+    double header, idle, keepalive, request, response, write;
     double http2_window, ws_queue;
     double ws_idle, sse_idle, ws_close;
     double shutdown, heartbeat, lifespan_startup;

@@ -415,6 +415,7 @@ static void dump_body(dumper *d, const pagid_config *c)
     key_duration(d, "idle", t->idle);
     key_duration(d, "keepalive", t->keepalive);
     key_duration(d, "request", t->request);
+    key_duration(d, "response", t->response);
     key_duration(d, "write", t->write);
     key_duration(d, "http2_window", t->http2_window);
     key_duration(d, "ws_queue", t->ws_queue);

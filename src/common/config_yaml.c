@@ -434,6 +434,7 @@ static const key_def timeouts_keys[] = {
     DURATION_KEY(idle),
     DURATION_KEY(keepalive),
     DURATION_KEY(request),
+    DURATION_KEY(response),
     DURATION_KEY(write),
     DURATION_KEY(http2_window),
     DURATION_KEY(ws_queue),

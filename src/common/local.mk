@@ -2,6 +2,7 @@
 libpagid_common_a_SOURCES += \
 	src/common/buf.c src/common/buf.h \
 	src/common/log.c src/common/log.h \
+	src/common/log_handover.c src/common/log_handover.h \
 	src/common/config.c src/common/config.h \
 	src/common/config_listen.c \
 	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \

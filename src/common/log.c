@@ -136,6 +136,20 @@ int log_reopen(void)
     return 0;
 }
 
+int log_file_fd(void)
+{
+    return log_path[0] && log_fd > 2 ? log_fd : -1;
+}
+
+void log_adopt_fd(int fd)
+{
+    if (fd < 0 || fd == log_fd)
+        return;
+    if (log_fd > 2)
+        close(log_fd);
+    log_fd = fd;
+}
+
 void log_set_level(log_level level)
 {
     log_max = level;

@@ -17,6 +17,13 @@ void log_set_role(const char *role);
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(log_level level, const char *fmt, va_list ap);
 int log_reopen(void);
+/** The open log file's descriptor (to hand to workers), or -1 on stderr. */
+int log_file_fd(void);
+/**
+ * Write to fd from now on (a log file the master opened and handed over):
+ * the previous file is closed; the path is kept, for log_reopen.
+ */
+void log_adopt_fd(int fd);
 /**
  * Write one line (msg has no newline) with the usual prefix, minus the
  * timestamp: async-signal-safe, for a fatal signal's handler.

@@ -84,7 +84,8 @@ void shm_count_request(shm_worker *slot, int status)
 static const char *const reason_words[SHM_R__COUNT] = {
     "client_closed", "client_timeout", "idle_timeout", "keepalive_timeout",
     "write_timeout", "write_error", "read_error", "protocol_error",
-    "server_shutdown", "server_error", "body_too_large", "queue_overflow", "other",
+    "server_shutdown", "server_error", "body_too_large", "queue_overflow",
+    "x-response-timeout", "other",
 };
 
 void shm_count_disconnect(shm_worker *slot, const char *reason)

@@ -17,6 +17,7 @@ enum shm_reason {
     SHM_R_CLIENT_CLOSED, SHM_R_CLIENT_TIMEOUT, SHM_R_IDLE_TIMEOUT, SHM_R_KEEPALIVE_TIMEOUT,
     SHM_R_WRITE_TIMEOUT, SHM_R_WRITE_ERROR, SHM_R_READ_ERROR, SHM_R_PROTOCOL_ERROR,
     SHM_R_SERVER_SHUTDOWN, SHM_R_SERVER_ERROR, SHM_R_BODY_TOO_LARGE, SHM_R_QUEUE_OVERFLOW,
+    SHM_R_RESPONSE_TIMEOUT, /* pagid's own x- reason: timeouts.response */
     SHM_R_OTHER,
     SHM_R__COUNT
 };
@@ -47,6 +48,8 @@ typedef struct shm_worker {
     _Atomic int64_t open_scopes[SHM_SCOPE__COUNT];
     _Atomic uint64_t disconnects[SHM_R__COUNT];
     _Atomic uint64_t access_log_dropped; /* lines the access log could not write */
+    _Atomic uint64_t max_connections_reached; /* times it stopped accepting at the limit */
+    _Atomic uint64_t response_timeouts; /* timeouts.response: 504s sent for an app */
     /* TLS listeners: handshakes by outcome, and connections open on them. */
     _Atomic uint64_t tls_handshakes[SHM_TLS__COUNT];
     _Atomic uint64_t tls_resumed; /* of the ok ones, those that resumed a session */

@@ -29,6 +29,7 @@
 
 #include "common/exitcodes.h"
 #include "common/log.h"
+#include "gen_logs.h"
 #include "worker/worker.h"
 #include "privileges.h"
 #include "respawn.h"
@@ -67,6 +68,7 @@ generation *gen_new(unsigned id, pagid_config *cfg, int owns_cfg, listener_set *
     g->n = nworkers;
     g->cap = cap;
     g->preload = config_preload_wanted(cfg);
+    g->access_fd = -1;
     zygote_init(&g->zy);
     for (int i = 0; i < nworkers; i++) {
         g->slots[i].num = i + 1;
@@ -87,6 +89,9 @@ void gen_free(generation *g, const generation *others, int unlink_files)
     listeners_destroy(&g->ls);
     zygote_close(&g->zy);
     shdicts_detach(g->cfg, others);
+    gen_logs_close(g);
+    for (int i = 0; i < g->n; i++)
+        gen_slot_logs_close(&g->slots[i]);
     if (g->owns_cfg) {
         config_free(g->cfg);
         free(g->cfg);
@@ -122,6 +127,11 @@ void gen_child_prepare(const gen_env *e, generation *g, const char *role)
         if (o != g)
             listeners_close(&o->ls);
         zygote_close(&o->zy);
+        /* The master's ends of the log channels, and its own copies of
+         * the access logs: a child gets its files over its own channel. */
+        gen_logs_close(o);
+        for (int i = 0; i < o->n; i++)
+            gen_slot_logs_close(&o->slots[i]);
     }
     broker_child_close(e->broker);
 }
@@ -138,16 +148,17 @@ void gen_child_attach(const gen_env *e)
         _exit(EXIT_OK);
 }
 
-void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd)
+void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd, int log_chan)
 {
-    int rc = worker_run(g->cfg, g->ls.items, g->ls.n, num, 1, e->shm, g->id, pubsub_fd);
+    worker_logs logs = {.chan = log_chan, .access_fd = -1};
+    int rc = worker_run(g->cfg, g->ls.items, g->ls.n, num, 1, e->shm, g->id, pubsub_fd, &logs);
     fflush(NULL);
     _exit(rc);
 }
 
 /* The worker process: never returns into the master's code. */
 static void __attribute__((noreturn))
-child_main(const gen_env *e, generation *g, worker_slot *w, int pubsub_fd)
+child_main(const gen_env *e, generation *g, worker_slot *w, int pubsub_fd, int log_chan)
 {
     char role[32];
     snprintf(role, sizeof role, "worker %d", w->num);
@@ -159,7 +170,7 @@ child_main(const gen_env *e, generation *g, worker_slot *w, int pubsub_fd)
     if (priv_drop_for(g->cfg) < 0)
         _exit(EXIT_WORKER_FATAL);
     gen_child_attach(e);
-    gen_child_work(e, g, w->num, pubsub_fd);
+    gen_child_work(e, g, w->num, pubsub_fd, log_chan);
 }
 
 void gen_slot_started(worker_slot *w, pid_t pid, double now)
@@ -185,8 +196,17 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
 {
     double now = now_mono();
     gen_slot_pubsub_close(e, w); /* a slot given up before its worker ran */
+    gen_slot_logs_close(w);
     if (gen_zygote_spawn(e, g, w, now) == 0)
         return;
+    /* Its log files come over its own channel, sent before the fork. */
+    int log_master, log_chan = gen_logs_channel(g, &log_master);
+    if (log_chan < 0) {
+        w->state = WS_BACKOFF;
+        w->restart_at = now + 1.0;
+        return;
+    }
+    w->log_chan = log_master + 1;
     /* Its pub/sub channel is made before the fork, so the worker has it
      * from its first instruction (docs/pubsub.md). */
     int pubsub_fd = -1, peer = e->broker ? broker_peer_new(e->broker, &pubsub_fd) : -1;
@@ -194,7 +214,8 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)
-        child_main(e, g, w, pubsub_fd);
+        child_main(e, g, w, pubsub_fd, log_chan);
+    close(log_chan);
     if (peer >= 0) {
         broker_peer_forked(e->broker, peer, pubsub_fd, pid);
         if (pid < 0)
@@ -204,6 +225,7 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
         /* Out of processes or memory: retry, do not give up on the slot. */
         log_error("cannot fork worker %d: %s; retrying in %.0fs", w->num, strerror(errno),
                   RESPAWN_FORK_RETRY_S);
+        gen_slot_logs_close(w);
         w->state = WS_BACKOFF;
         w->restart_at = now + RESPAWN_FORK_RETRY_S;
         return;
@@ -248,6 +270,7 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     pid_t pid = w->pid;
     shm_release(e->shm, (int)pid);
     gen_slot_pubsub_close(e, w);
+    gen_slot_logs_close(w);
     w->pid = 0;
     w->ready = 0;
     int wanted = respawn_ok && w->respawn && g->state != GEN_DRAINING && g->state != GEN_FAILED;
@@ -504,6 +527,7 @@ void gen_poll_recycling(const gen_env *e, generation *g)
             continue;     /* it is replaced when it exits, then */
         w = &g->slots[i]; /* append_slot may have moved the table */
         *old = *w;
+        w->log_chan = 0; /* the old process keeps its log channel; gen_spawn makes another */
         old->retired = 1;
         old->respawn = 0;
         old->draining = 1;

@@ -46,6 +46,7 @@ typedef struct worker_slot {
     double restart_at;     /* WS_BACKOFF: monotonic time of the restart */
     uint32_t spawn_seq;    /* WS_RUNNING with pid 0: asked of the zygote, request number */
     int pubsub_peer;       /* its pub/sub channel in the broker: peer id + 1; 0 = none */
+    int log_chan;          /* the master's end of its log channel (gen_logs.h) + 1; 0 = none */
 } worker_slot;
 
 typedef struct generation {
@@ -60,6 +61,7 @@ typedef struct generation {
     int killed;              /* SIGKILL already sent */
     int preload;             /* workers come from the zygote (config_preload_wanted) */
     zygote zy;
+    int access_fd;           /* its access log, opened by the master (gen_logs.h), or -1 */
     struct generation *next; /* older generations follow */
 } generation;
 
@@ -138,8 +140,9 @@ const char *gen_state_name(gen_state st);
 void gen_child_prepare(const gen_env *e, generation *g, const char *role);
 /** Die with the master (PR_SET_PDEATHSIG, after any change of user); exit if it is gone. */
 void gen_child_attach(const gen_env *e);
-/** Run worker num of g with its pub/sub channel (-1: none); never returns. */
-void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd)
+/** Run worker num of g with its pub/sub channel and its log channel (-1:
+ * none); never returns. */
+void gen_child_work(const gen_env *e, generation *g, int num, int pubsub_fd, int log_chan)
     __attribute__((noreturn));
 
 /* ---- the zygote, from the master's side (generation_zygote.c) ---- */

@@ -15,9 +15,11 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/exitcodes.h"
 #include "common/log.h"
+#include "gen_logs.h"
 
 static int pending(const worker_slot *w)
 {
@@ -30,10 +32,22 @@ int gen_zygote_spawn(const gen_env *e, generation *g, worker_slot *w, double now
         return -1;
     if (g->zy.pid == 0 && zygote_start(e, g) < 0)
         return -1; /* this worker is forked directly; the zygote is tried again next time */
-    /* The worker's pub/sub channel goes with the request (SCM_RIGHTS): the
-     * master holds its end from now on, bound to this slot. */
+    /* The worker's log and pub/sub channels go with the request
+     * (SCM_RIGHTS): the master holds their ends from now on, bound to this
+     * slot. Without a log channel the worker is not asked for. */
+    int log_master, log_chan = gen_logs_channel(g, &log_master);
+    if (log_chan < 0) {
+        w->state = WS_BACKOFF;
+        w->restart_at = now + 1.0;
+        return 0;
+    }
     int child_fd = -1, peer = e->broker ? broker_peer_new(e->broker, &child_fd) : -1;
-    uint32_t seq = zygote_request(&g->zy, w->num, child_fd);
+    uint32_t seq = zygote_request(&g->zy, w->num, log_chan, child_fd);
+    close(log_chan);
+    if (seq == 0)
+        close(log_master);
+    else
+        w->log_chan = log_master + 1;
     if (peer >= 0) {
         broker_peer_forked(e->broker, peer, child_fd, 0);
         if (seq == 0)
@@ -98,6 +112,7 @@ void gen_zygote_input(const gen_env *e, generation *g)
         log_error("the zygote could not fork worker %d: %s; retrying in %.0fs", w->num,
                   strerror(m.err), RESPAWN_FORK_RETRY_S);
         gen_slot_pubsub_close(e, w);
+        gen_slot_logs_close(w);
         w->state = WS_BACKOFF;
         w->restart_at = w->started + RESPAWN_FORK_RETRY_S;
     }
@@ -261,6 +276,7 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
             continue;
         lost++;
         gen_slot_pubsub_close(e, w);
+        gen_slot_logs_close(w);
         switch (respawn_after_zygote(fatal, !stopping && w->respawn)) {
         case RESPAWN_FATAL:
             w->state = WS_FATAL;

@@ -154,9 +154,14 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
             log_warn("pubsub.backend is served by the master: with workers: 0 (no master) "
                      "pub/sub stays within this process");
         /* Development mode: no master, this process is the only worker. */
+        /* The access log is opened before the switch of user, as the
+         * master would (a reopen on SIGUSR1 is by path, as that user). */
+        worker_logs logs = {.chan = -1, .access_fd = -1};
+        if (cfg->access_log_path && *cfg->access_log_path) /* else by path, as that user */
+            logs.access_fd = log_open_append(cfg->access_log_path, 1, O_NONBLOCK);
         rc = shdicts_attach((pagid_config *)cfg, NULL) < 0 || priv_drop(&id) < 0
                  ? EXIT_STARTUP
-                 : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1, -1);
+                 : worker_run(cfg, ls.items, ls.n, 1, 0, NULL, 1, -1, &logs);
         shdicts_detach((pagid_config *)cfg, NULL);
         /* Without a master "do not respawn me" means "could not start". */
         if (rc == EXIT_WORKER_FATAL)

@@ -16,6 +16,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,9 @@ typedef struct pf {
     FILE *out, *err;
     int errors;
     struct ifaddrs *ifs; /* this host's addresses; NULL when unknown */
+    /* The access log as the master could not open it: the workers will
+     * (gen_logs.h); why not, said if they cannot either. */
+    const char *access_why;
 } pf;
 
 static void say(pf *p, int is_error, pagid_pos pos, const char *fmt, ...)
@@ -191,10 +195,41 @@ static int log_problem(const char *path, char *why, size_t len)
         return 0;
     }
     if (errno != ENOENT) {
-        snprintf(why, len, "cannot be opened for appending: %s", log_open_strerror(errno));
+        snprintf(why, len, "%s", log_open_strerror(errno));
         return -1;
     }
     return path_creatable(path, why, len);
+}
+
+static const char *me(char *who, size_t len)
+{
+    struct passwd *pw = getpwuid(geteuid());
+    if (pw)
+        snprintf(who, len, "%s", pw->pw_name);
+    else
+        snprintf(who, len, "uid %u", (unsigned)geteuid());
+    return who;
+}
+
+/*
+ * The log files are opened by the master, as whoever runs pagid (root, as
+ * a rule), and handed to the workers (gen_logs.h): so they are checked as
+ * this process. An access log the master cannot open the workers open
+ * themselves (the packaged layout): then it is checked as them too
+ * (check_worker_side), and reported only when neither can.
+ */
+static void check_log(pf *p, const char *key, const char *path, pagid_pos pos, int workers_too,
+                      char *why, size_t whylen)
+{
+    char who[64];
+    if (!path || !*path || !strcmp(path, "stderr") || log_problem(path, why, whylen) == 0)
+        return;
+    if (workers_too) {
+        p->access_why = why;
+        return;
+    }
+    say(p, 1, pos, "%s %s: cannot open for append as user %s: %s", key, path, me(who, sizeof who),
+        why);
 }
 
 /* What the workers open themselves, checked as whoever runs this. */
@@ -202,13 +237,11 @@ static void check_worker_side(pf *p, const priv_identity *id)
 {
     const pagid_config *c = p->c;
     char why[4200];
-    if (c->access_log_path && *c->access_log_path &&
-        log_problem(c->access_log_path, why, sizeof why) < 0) {
-        char as[96] = "";
-        if (id->change)
-            snprintf(as, sizeof as, " (as the workers' user %s)", id->user);
-        say(p, 1, c->access_log_pos, "access_log.path %s: %s%s", c->access_log_path, why, as);
-    }
+    if (p->access_why && log_problem(c->access_log_path, why, sizeof why) < 0)
+        say(p, 1, c->access_log_pos,
+            "access_log.path %s: cannot open for append as user root: %s, "
+            "nor as user %s: %s",
+            c->access_log_path, p->access_why, id->user, why);
     if (!id->change)
         return; /* the loader checked the app files as us already */
     /* Each file once: a generated config mounts one app under thousands of paths. */
@@ -261,7 +294,7 @@ static void check_worker_side_as(pf *p, const priv_identity *id)
         FILE *w = fdopen(fds[1], "w");
         if (!w)
             _exit(1);
-        pf child = {.c = p->c, .out = w, .err = w};
+        pf child = {.c = p->c, .out = w, .err = w, .access_why = p->access_why};
         if (priv_drop(id) < 0)
             say(&child, 1, (pagid_pos){0}, "cannot switch to the workers' user %s: %s", id->user,
                 strerror(errno));
@@ -351,9 +384,10 @@ int preflight_check(const pagid_config *c, FILE *out, FILE *err)
     if (p.ifs)
         freeifaddrs(p.ifs);
 
-    const char *elog = c->error_log_path;
-    if (elog && *elog && strcmp(elog, "stderr") && log_problem(elog, why, sizeof why) < 0)
-        say(&p, 1, c->error_log_pos, "error_log.path %s: %s", elog, why);
+    char access_why[4200];
+    check_log(&p, "error_log.path", c->error_log_path, c->error_log_pos, 0, why, sizeof why);
+    check_log(&p, "access_log.path", c->access_log_path, c->access_log_pos, id.change, access_why,
+              sizeof access_why);
     if (c->pid_file && *c->pid_file && pidfile_check(c->pid_file, why, sizeof why) < 0)
         say(&p, 1, c->pid_file_pos, "pid_file %s: %s", c->pid_file, why);
 

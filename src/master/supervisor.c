@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "common/pidfile.h"
 #include "common/proctitle.h"
+#include "gen_logs.h"
 #include "notify.h"
 #include "privileges.h"
 #include "shdicts.h"
@@ -266,6 +267,7 @@ static void reload(supervisor *s)
     notify_reloading();
     s->reloading = 1;
     int errors;
+    int access_fd = -1; /* the new generation's, until it has it */
     char err[2048];
     unsigned keep = s->active ? s->active->id : 0;
     pagid_config *c = build_config(s, &errors);
@@ -299,6 +301,7 @@ static void reload(supervisor *s)
         }
     }
 
+    gen_logs_open(c, &access_fd, err, sizeof err); /* as root, for the workers */
     /* Addresses that stay keep their very sockets: nobody is refused. */
     size_t n_reuse = 0;
     for (generation *g = s->env.all; g; g = g->next)
@@ -336,6 +339,7 @@ static void reload(supervisor *s)
         log_error("reload failed: out of memory");
         goto fail;
     }
+    g->access_fd = access_fd;
     g->deadline = start_deadline(c, supervisor_now());
     /* A newer SIGHUP supersedes a reload still starting (not the very
      * first generation: until it is ready nothing else would serve). */
@@ -351,6 +355,8 @@ static void reload(supervisor *s)
     return;
 
 fail:
+    if (access_fd >= 0)
+        close(access_fd);
     if (c) {
         config_free(c);
         free(c);
@@ -600,12 +606,7 @@ static void handle_flags(supervisor *s)
     }
     if (sig_reopen) {
         sig_reopen = 0;
-        if (log_reopen() < 0)
-            log_error("SIGUSR1: cannot reopen the error log: %s", log_open_strerror(errno));
-        else
-            log_info("SIGUSR1: log files reopened; telling the workers");
-        for (generation *g = s->env.all; g; g = g->next)
-            gen_signal(g, SIGUSR1);
+        gen_logs_reopen(s->env.all); /* the workers get the files from us: see gen_logs.h */
     }
     if (s->state != MS_RUNNING) {
         sig_reconfigure = sig_upgrade = 0;
@@ -671,6 +672,9 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     if (opts && opts->upgrade_parent > 0)
         s.owns_files = 0; /* the old master's files until it hands over */
     proctitle_master(opts && opts->upgrade_parent > 0 ? "new, starting" : NULL);
+    char err[4200];
+    int access_fd; /* opened as root, for the workers (gen_logs.h) */
+    gen_logs_open(cfg, &access_fd, err, sizeof err);
     sigset_t unblocked;
     if (install_signals(&unblocked) < 0) {
         log_error("cannot install signal handlers: %s", strerror(errno));
@@ -696,10 +700,13 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     if (!g) {
         shdicts_detach((pagid_config *)cfg, NULL);
         log_error("cannot start the first generation");
+        if (access_fd >= 0)
+            close(access_fd);
         broker_free(s.env.broker);
         shm_destroy(s.env.shm);
         return EXIT_STARTUP;
     }
+    g->access_fd = access_fd;
     push_generation(&s, g);
 
     log_info("master started (pid %d), %d worker%s", (int)s.pid, nworkers,

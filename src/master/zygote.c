@@ -27,6 +27,8 @@
 
 #include "common/exitcodes.h"
 #include "common/log.h"
+#include "common/log_handover.h"
+#include "gen_logs.h"
 #include "common/proctitle.h"
 #include "worker/preload.h"
 #include "generation.h"
@@ -36,6 +38,7 @@
 #define REPARENT_WAIT_MS 5000
 
 static volatile sig_atomic_t zy_reopen;
+static int zy_log_chan = -1; /* the zygote's own log channel: not its workers' */
 
 static void zy_on_usr1(int signo)
 {
@@ -53,7 +56,7 @@ static void zy_on_stop(int signo)
 
 void zygote_init(zygote *z)
 {
-    *z = (zygote){.fd = -1};
+    *z = (zygote){.fd = -1, .log_chan = -1};
 }
 
 static void send_report(int fd, const zygote_msg *m)
@@ -69,20 +72,23 @@ static void send_report(int fd, const zygote_msg *m)
 }
 
 /* The new worker: once the middle process is gone, the master is its parent. */
-static void __attribute__((noreturn)) worker_child(const gen_env *e, generation *g, int num,
-                                                   int pubsub_fd)
+static void __attribute__((noreturn))
+worker_child(const gen_env *e, generation *g, int num, int pubsub_fd, int log_chan)
 {
     char role[32];
     snprintf(role, sizeof role, "worker %d", num);
     gen_child_prepare(e, g, role);
+    if (zy_log_chan >= 0)
+        close(zy_log_chan);
     struct timespec ms = {0, 1000000};
     for (int i = 0; getppid() != e->master_pid && i < REPARENT_WAIT_MS; i++)
         nanosleep(&ms, NULL);
     gen_child_attach(e); /* exits when the master is not (or no longer) the parent */
-    gen_child_work(e, g, num, pubsub_fd);
+    gen_child_work(e, g, num, pubsub_fd, log_chan);
 }
 
-static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req, int pubsub_fd)
+static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req, int pubsub_fd,
+                  int log_chan)
 {
     /* Output the app buffered at load time is written once, not per worker. */
     worker_preload_before_fork();
@@ -92,7 +98,7 @@ static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req
         pid_t pid = fork();
         if (pid == 0) {
             close(fd);
-            worker_child(e, g, req->num, pubsub_fd);
+            worker_child(e, g, req->num, pubsub_fd, log_chan);
         }
         zygote_msg m = {.seq = req->seq, .num = req->num};
         if (pid > 0) {
@@ -114,9 +120,10 @@ static void spawn(const gen_env *e, generation *g, int fd, const zygote_msg *req
         ;
 }
 
-/* A request and the pub/sub channel that may come with it (SCM_RIGHTS,
- * close-on-exec); any other descriptor is closed. */
-static ssize_t recv_request(int fd, unsigned char *b, size_t len, int *pubsub_fd)
+/* A request and the channels that come with it (SCM_RIGHTS, close-on-exec):
+ * the log channel first, then the pub/sub one if any; any other descriptor
+ * is closed. */
+static ssize_t recv_request(int fd, unsigned char *b, size_t len, int *log_chan, int *pubsub_fd)
 {
     union {
         struct cmsghdr h;
@@ -135,7 +142,9 @@ static ssize_t recv_request(int fd, unsigned char *b, size_t len, int *pubsub_fd
         for (size_t i = 0; i < k; i++) {
             int got;
             memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-            if (*pubsub_fd < 0)
+            if (*log_chan < 0)
+                *log_chan = got;
+            else if (*pubsub_fd < 0)
                 *pubsub_fd = got;
             else
                 close(got);
@@ -156,8 +165,24 @@ static void install_handlers(void)
     sigaction(SIGQUIT, &sa, NULL);
 }
 
-static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *g, int fd)
+/* SIGUSR1: the master sent the reopened files on our log channel first. */
+static void zy_take_logs(int log_chan)
 {
+    int efd, afd;
+    int got = log_chan >= 0 ? log_handover_recv(log_chan, &efd, &afd, 0) : 0;
+    if (got <= 0) {
+        log_error("SIGUSR1: no reopened log files came from the master");
+        return;
+    }
+    log_adopt_fd(efd);
+    if (afd >= 0)
+        close(afd); /* the zygote writes no access log */
+}
+
+static void __attribute__((noreturn))
+zygote_main(const gen_env *e, generation *g, int fd, int log_chan)
+{
+    zy_log_chan = log_chan;
     /* Titled first: until then it looks like the master. */
     proctitle_zygote(g->id);
     gen_child_prepare(e, g, "zygote");
@@ -195,12 +220,11 @@ static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *
     for (;;) {
         if (zy_reopen) {
             zy_reopen = 0;
-            if (log_reopen() < 0)
-                log_error("cannot reopen the error log");
+            zy_take_logs(log_chan);
         }
         unsigned char b[ZMSG_SIZE + 1];
-        int pubsub_fd = -1;
-        ssize_t n = recv_request(fd, b, sizeof b, &pubsub_fd);
+        int pubsub_fd = -1, log_fd = -1;
+        ssize_t n = recv_request(fd, b, sizeof b, &log_fd, &pubsub_fd);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -210,11 +234,15 @@ static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *
             log_error("ignoring a malformed request from the master (%zd bytes)", n);
             if (pubsub_fd >= 0)
                 close(pubsub_fd);
+            if (log_fd >= 0)
+                close(log_fd);
             continue;
         }
-        spawn(e, g, fd, &m, pubsub_fd);
+        spawn(e, g, fd, &m, pubsub_fd, log_fd);
         if (pubsub_fd >= 0)
             close(pubsub_fd); /* the worker has it now (or failed to start) */
+        if (log_fd >= 0)
+            close(log_fd);
     }
     log_info("zygote of generation %u exiting", g->id);
     _exit(EXIT_OK);
@@ -234,18 +262,30 @@ int zygote_start(const gen_env *e, generation *g)
         log_error("cannot create the zygote's channel: %s", strerror(errno));
         return -1;
     }
+    /* Its own log channel: its error log after a reopen (gen_logs.h). */
+    int log_master, log_chan = gen_logs_channel(g, &log_master);
+    if (log_chan < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         close(sv[0]);
-        zygote_main(e, g, sv[1]);
+        zygote_main(e, g, sv[1], log_chan);
     }
     close(sv[1]);
+    close(log_chan);
     if (pid < 0) {
         log_error("cannot fork the zygote of generation %u: %s", g->id, strerror(errno));
         close(sv[0]);
+        close(log_master);
         return -1;
     }
+    if (g->zy.log_chan >= 0)
+        close(g->zy.log_chan);
+    g->zy.log_chan = log_master;
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     g->zy.pid = pid;
     g->zy.hung = 0;
@@ -256,7 +296,7 @@ int zygote_start(const gen_env *e, generation *g)
     return 0;
 }
 
-uint32_t zygote_request(zygote *z, int num, int pass_fd)
+uint32_t zygote_request(zygote *z, int num, int log_fd, int pubsub_fd)
 {
     if (z->fd < 0)
         return 0;
@@ -268,20 +308,20 @@ uint32_t zygote_request(zygote *z, int num, int pass_fd)
     struct iovec iov = {.iov_base = b, .iov_len = n};
     union {
         struct cmsghdr h;
-        char space[CMSG_SPACE(sizeof(int))];
+        char space[CMSG_SPACE(2 * sizeof(int))];
     } ctl;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (pass_fd >= 0) {
-        /* The worker's pub/sub channel, handed on by the zygote at the fork. */
-        memset(&ctl, 0, sizeof ctl);
-        mh.msg_control = ctl.space;
-        mh.msg_controllen = sizeof ctl.space;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-    }
+    /* The worker's channels, handed on by the zygote at the fork. */
+    int pass[2] = {log_fd, pubsub_fd};
+    size_t npass = pubsub_fd >= 0 ? 2 : 1;
+    memset(&ctl, 0, sizeof ctl);
+    mh.msg_control = ctl.space;
+    mh.msg_controllen = CMSG_SPACE(npass * sizeof(int));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(npass * sizeof(int));
+    memcpy(CMSG_DATA(c), pass, npass * sizeof(int));
     if (!n || sendmsg(z->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
         log_error("cannot ask the zygote (pid %d) for worker %d: %s", (int)z->pid, num,
                   n ? strerror(errno) : "bad worker number");
@@ -321,4 +361,7 @@ void zygote_close(zygote *z)
     if (z->fd >= 0)
         close(z->fd);
     z->fd = -1;
+    if (z->log_chan >= 0)
+        close(z->log_chan);
+    z->log_chan = -1;
 }

@@ -33,6 +33,7 @@ typedef struct zygote_report {
 typedef struct zygote {
     pid_t pid;             /* running (or not reaped yet), else 0 */
     int fd;                /* the master's end of the socketpair, or -1 */
+    int log_chan;          /* the master's end of its log channel (gen_logs.h), or -1 */
     double started;        /* monotonic seconds at fork */
     unsigned fast_crashes; /* consecutive deaths soon after start */
     int fallback;          /* given up on: the generation forks workers directly */
@@ -53,12 +54,13 @@ void zygote_init(zygote *z);
 int zygote_start(const struct gen_env *e, struct generation *g);
 
 /**
- * Ask for worker num, passing pass_fd (the worker's pub/sub channel, or
- * -1: none) with SCM_RIGHTS; the caller still closes its copy. Returns the
- * request's number (never 0), echoed in the report, or 0 when the request
- * could not be sent (the zygote died).
+ * Ask for worker num, passing log_fd (the worker's log channel, always)
+ * and pubsub_fd (its pub/sub channel, or -1: none), in that order, with
+ * SCM_RIGHTS; the caller still closes its copies. Returns the request's
+ * number (never 0), echoed in the report, or 0 when the request could not
+ * be sent (the zygote died).
  */
-uint32_t zygote_request(zygote *z, int num, int pass_fd);
+uint32_t zygote_request(zygote *z, int num, int log_fd, int pubsub_fd);
 
 /**
  * One report from the zygote, without blocking: 1 with *m filled, 0 when

@@ -31,7 +31,8 @@ libpagid_worker_a_SOURCES += \
 	src/worker/core/state_table.c src/worker/core/state_table.h \
 	src/worker/core/reason.h \
 	src/worker/core/memtrim.c src/worker/core/memtrim.h \
-	src/worker/core/access_log.c src/worker/core/access_log.h
+	src/worker/core/access_log.c src/worker/core/access_log.h \
+	src/worker/core/log_channel.c src/worker/core/log_channel.h
 
 # http1/: the HTTP/1.1 connection protocol and request/response exchange.
 libpagid_worker_a_SOURCES += \

@@ -26,6 +26,7 @@
 #include "app_registry.h"
 #include "worker/core/conn.h"
 #include "worker/core/crash.h"
+#include "worker/core/log_channel.h"
 #include "worker/scope/lifespan.h"
 #include "worker/core/memtrim.h"
 #include "worker/scope/mount.h"
@@ -46,6 +47,7 @@
 #define SHUTDOWN_GRACE 1.0   /* seconds for handlers once no connection is left */
 #define DRAIN_IDLE_GRACE 1.0 /* draining: an idle keep-alive connection's last chance */
 #define DRAIN_IDLE_TICK 0.1
+#define LIMIT_LOG_INTERVAL 10.0 /* limits.max_connections reached: one line per this, at most */
 
 typedef struct acceptor {
     ev_io io;
@@ -64,6 +66,9 @@ typedef struct worker_run_ctx {
     size_t n_acceptors;
     int accepting;
     int gated;              /* past its share: the app listeners are left to peers */
+    int at_limit;           /* limits.max_connections app connections: the same */
+    double limit_logged_at; /* when reaching the limit was last logged (0: never) */
+    unsigned long limit_unlogged; /* times it was reached since then */
     uint64_t gate_progress; /* the peers' accept count when last looked at */
     double gate_since;      /* when it last changed, or the gate closed */
     int exit_code;
@@ -76,6 +81,7 @@ typedef struct worker_run_ctx {
     ev_timer gate_timer; /* while gated: the share looked at again */
     ev_timer drain_idle; /* draining: closes keep-alive connections idle long enough */
     ev_timer recycle;    /* max_requests reached: drain at the next loop turn */
+    log_channel logs;    /* the master's log channel: our files come there */
     size_t requests_done;
     int stop_asked; /* a stop signal came (not just our own max_requests drain) */
     double drain_started;
@@ -84,13 +90,14 @@ typedef struct worker_run_ctx {
 
 static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
 
-/* Watch each listener while accepting, except app listeners while gated
- * (the status listener is never gated: it is not the app's load). */
+/* Watch each listener while accepting, except app listeners while gated or
+ * at the connection limit (the status listener is neither: it is not the
+ * app's load, and it must answer most when the app's side is full). */
 static void acceptors_update(worker_run_ctx *r)
 {
     for (size_t i = 0; i < r->n_acceptors; i++) {
         acceptor *a = &r->acceptors[i];
-        int want = r->accepting && a->fd >= 0 && (a->status || !r->gated);
+        int want = r->accepting && a->fd >= 0 && (a->status || (!r->gated && !r->at_limit));
         if (want && !ev_is_active(&a->io))
             ev_io_start(r->w.loop.ev, &a->io);
         else if (!want && ev_is_active(&a->io))
@@ -107,6 +114,43 @@ static void accepting_set(worker_run_ctx *r, int on)
 }
 
 static int gate_allows(worker_run_ctx *r);
+
+/* The connections limits.max_connections counts: the status listener's are not. */
+static size_t app_conns(const worker_ctx *w)
+{
+    return w->n_conns - w->n_status_conns;
+}
+
+/*
+ * At limits.max_connections: the app listeners are left alone until one of
+ * our connections closes; what arrives meanwhile waits in the shared listen
+ * queue (a peer with room takes it). Counted each time, logged at most once
+ * per LIMIT_LOG_INTERVAL with how often it happened since the last line.
+ */
+static void limit_reached(worker_run_ctx *r)
+{
+    worker_ctx *w = &r->w;
+    if (r->at_limit)
+        return;
+    r->at_limit = 1;
+    acceptors_update(r);
+    if (w->stats)
+        shm_add(&w->stats->max_connections_reached, 1);
+    r->limit_unlogged++;
+    double now = ev_now(w->loop.ev);
+    if (r->limit_logged_at > 0 && now - r->limit_logged_at < LIMIT_LOG_INTERVAL)
+        return;
+    if (r->limit_unlogged > 1)
+        log_warn("limits.max_connections (%zu) reached %lu times in the last %.0f s: new "
+                 "connections wait in the listen queue until one of this worker's closes",
+                 w->cfg->limits.max_connections, r->limit_unlogged, now - r->limit_logged_at);
+    else
+        log_warn("limits.max_connections (%zu) reached: new connections wait in the listen "
+                 "queue until one of this worker's closes",
+                 w->cfg->limits.max_connections);
+    r->limit_logged_at = now;
+    r->limit_unlogged = 0;
+}
 
 /* Publish the gate state for the peers that wake gated workers. */
 static void gate_publish(worker_run_ctx *r, int state)
@@ -135,7 +179,7 @@ static void gate_set(worker_run_ctx *r, int gated)
 static int gate_allows(worker_run_ctx *r)
 {
     const worker_ctx *w = &r->w;
-    return accept_gate_open(w->shm, w->stats, w->n_conns, w->cfg->limits.max_connections,
+    return accept_gate_open(w->shm, w->stats, app_conns(w), w->cfg->limits.max_connections,
                             shm_now_ms());
 }
 
@@ -183,9 +227,9 @@ static int accept_batch(acceptor *a, int force)
     struct ev_loop *ev = w->loop.ev;
     int taken = 0;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        if (w->n_conns >= w->cfg->limits.max_connections) {
+        if (!a->status && app_conns(w) >= w->cfg->limits.max_connections) {
             /* At the limit: leave the rest in the shared queue for other workers. */
-            accepting_set(r, 0);
+            limit_reached(r);
             return taken;
         }
         if (!a->status && !force && !gate_allows(r) && gate_close(r))
@@ -212,8 +256,10 @@ static int accept_batch(acceptor *a, int force)
         if (w->stats)
             shm_add(&w->stats->accepted, 1);
         conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port, &h1_proto, a->tls);
-        if (c && a->status)
-            c->status_listener = 1;
+        if (c && a->status) {
+            c->status_listener = 1; /* conn_close counts it out again */
+            w->n_status_conns++;
+        }
         if (c)
             c->h2_allowed = a->h2;
     }
@@ -356,9 +402,10 @@ static void worker_on_conn_count(worker_ctx *w)
         worker_maybe_finish(r);
         return;
     }
-    if (!r->accepting && w->n_conns < w->cfg->limits.max_connections &&
-        !ev_is_active(&r->accept_retry))
-        accepting_set(r, 1);
+    if (r->at_limit && app_conns(w) < w->cfg->limits.max_connections) {
+        r->at_limit = 0;
+        acceptors_update(r);
+    }
     if (r->gated && gate_allows(r))
         gate_set(r, 0); /* a connection of ours went: our share has room again */
 }
@@ -492,10 +539,13 @@ int worker_recycle(struct pagi_loop *loop, const char *why)
     return 0;
 }
 
-/* SIGUSR1 (from the master, or logrotate in single-process mode): reopen the log files. */
+/* SIGUSR1 (logrotate in single-process mode): reopen the log files by path.
+ * Under a master its log channel does that, and a stray signal is ignored. */
 static void worker_on_reopen(struct ev_loop *ev, ev_signal *s, int revents)
 {
     worker_run_ctx *r = s->data;
+    if (r->logs.fd >= 0)
+        return;
     if (log_reopen() < 0)
         log_error("cannot reopen the error log");
     access_log_reopen(r->w.alog);
@@ -569,9 +619,9 @@ static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
     atomic_store_explicit(&r->w.stats->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
 }
 
-int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master, shm_region *shm, unsigned generation,
-               int pubsub_fd)
+int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n, int worker_num,
+               int under_master, shm_region *shm, unsigned generation, int pubsub_fd,
+               const worker_logs *logs)
 {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGUSR1, SIG_IGN); /* until the reopen watcher is in place: never die of it */
@@ -591,6 +641,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     worker_run_ctx *r = calloc(1, sizeof *r);
     if (!r)
         return EXIT_WORKER_FATAL;
+    log_channel_init(&r->logs);
     worker_ctx *w = &r->w;
     w->cfg = cfg;
     w->worker_num = worker_num;
@@ -620,7 +671,15 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     if (!w->pubsub)
         log_warn("out of memory for publish/subscribe: it is off in this worker");
     r->exit_code = EXIT_OK;
-    if (access_log_open(&w->alog, cfg, ev, w->stats, err, sizeof err) < 0) {
+    /* The files the master opened for us (as root) wait on our log channel,
+     * sent before the fork: nothing is opened by path under a master. */
+    int access_fd = logs ? logs->access_fd : -1;
+    if (logs && logs->chan >= 0 &&
+        log_channel_start(&r->logs, logs->chan, ev, &w->alog, &access_fd) < 0) {
+        r->exit_code = EXIT_WORKER_FATAL;
+        goto out;
+    }
+    if (access_log_open(&w->alog, cfg, access_fd, ev, w->stats, err, sizeof err) < 0) {
         log_error("%s", err);
         r->exit_code = EXIT_WORKER_FATAL;
         goto out;
@@ -731,6 +790,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
             r->acceptors[i].fd = -1; /* the caller owns the listening sockets */
 
 out:;
+    log_channel_stop(&r->logs, ev);
     int code = r->exit_code;
     access_log_close(w->alog); /* after the last connection closed: its lines are in */
     w->alog = NULL;

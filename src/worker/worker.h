@@ -19,6 +19,13 @@ typedef struct worker_listener {
     struct tls_server *tls; /* the TLS context when conf->tls (owned by the listener_set) */
 } worker_listener;
 
+/** The log files of a worker: handed over by the master, or opened before
+ * the switch of user (-w 0). */
+typedef struct worker_logs {
+    int chan;      /* the master's log channel (common/log_handover.h; taken), or -1 */
+    int access_fd; /* the access log opened for it (taken), or -1: by path */
+} worker_logs;
+
 /**
  * Run a worker until it is told to stop. worker_num counts from 1;
  * under_master says whether a master supervises it (0 for --workers 0).
@@ -28,10 +35,11 @@ typedef struct worker_listener {
  * timeouts.shutdown; SIGQUIT stops at once. Returns an exit code from
  * exitcodes.h: EXIT_WORKER_FATAL when the app cannot start (never respawn).
  * pubsub_fd is its stream to the master's pub/sub broker (taken), or -1.
+ * logs: where its log files come from (NULL: opened by path).
  */
-int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n,
-               int worker_num, int under_master, struct shm_region *shm, unsigned generation,
-               int pubsub_fd);
+int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n, int worker_num,
+               int under_master, struct shm_region *shm, unsigned generation, int pubsub_fd,
+               const worker_logs *logs);
 
 struct pagi_loop;
 /**

@@ -30,6 +30,7 @@ typedef struct worker_ctx {
     state_table *state;   /* lifespan state snapshot (copy-on-write) */
     conn *conns;          /* all live connections (intrusive list) */
     size_t n_conns;
+    size_t n_status_conns; /* of those, the status listener's (outside max_connections) */
     size_t n_scopes;      /* request scopes not yet released (lifespan excluded) */
     uint64_t scopes_unfinished; /* detached, unfinished, nothing pending (scope.c) */
     struct pagi_scope *scopes; /* those scopes (intrusive list) */

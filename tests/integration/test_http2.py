@@ -756,3 +756,35 @@ def http2_continuation_flood_and_hpack_bomb(ctx):
         check(grow < 16 * 1024, "worker grew by %d KiB" % grow)
     out = s.curl_ok("--http2", s.url("/after"))
     check_eq(out, b"ok /after 2", "served after")
+
+
+@test(timeout=60)
+def http2_response_timeout(ctx):
+    """timeouts.response over HTTP/2: a stream whose app never answers gets a
+    504 (text/plain) and its scope http.disconnect (x-response-timeout);
+    the connection and its other streams go on."""
+    s = H2Server(ctx, app=ctx.lifecycle_so, extra="timeouts:\n  response: 500ms\n")
+    cl = H2Client(socket.create_connection(("127.0.0.1", s.cport), timeout=5 * SLOW))
+    t0 = time.monotonic()
+    sid = cl.request("/never", headers=[("x-test-id", "h2rt")])
+    status, body, _, ended = cl.response(sid, timeout=5)
+    elapsed = time.monotonic() - t0
+    check_eq((status, ended), (504, True), "status of the stream nobody answered")
+    check(0.4 < elapsed < 3 * SLOW, "504 after %.2fs (timeouts.response 500ms)" % elapsed)
+    # The session lets go of a scope it ended once the app finished, at its
+    # next activity: the release is looked for after the next stream.
+    check(wait_event(ctx, "h2rt", "finish", 5), "the app never finished: %r"
+          % app_events(ctx, "h2rt"))
+    ev = app_events(ctx, "h2rt")
+    check("recv http.disconnect" in ev, "the app was told: %r" % ev)
+    check("on_disconnect x-response-timeout" in ev, "disconnect reason: %r" % ev)
+    sid2 = cl.request("/hello", headers=[("x-test-id", "h2ok")])
+    status, body, _, _ = cl.response(sid2)
+    check_eq((status, body), (200, b"ok"), "the connection's next stream")
+    check(wait_event(ctx, "h2rt", "release", 5), "no release: %r" % app_events(ctx, "h2rt"))
+    check_eq(sum(e == "release" for e in app_events(ctx, "h2rt")), 1, "one release")
+    check(not cl.closed, "connection closed")
+    cl.close()
+    check_eq(s.metrics().get("pagid_response_timeouts_total"), 1.0, "metric")
+    check(any("timeouts.response" in ln and "GET /never" in ln for ln in s.srv.stderr().splitlines()),
+          "no error log line: %r" % s.srv.stderr()[-2000:])

@@ -423,3 +423,49 @@ def disconnect_order_burst(ctx):
               "%s: body delivered after http.disconnect: %r" % (tid, ev))
     ctx.note("%d of %d requests reached the app" % (len(dispatched), len(ids)))
     still_serving(srv.port)
+
+
+@test(timeout=40)
+def response_timeout_http1(ctx):
+    """timeouts.response: an app that has not started its response gets a
+    504 sent on its behalf, its scope hears http.disconnect with
+    x-response-timeout, the error log names the request and the app, and
+    the connection goes on (keep-alive) when the request was read whole,
+    closes when it was not."""
+    from test_metrics import scrape
+    sport = ctx.lib.free_port()
+    srv = ctx.start("lifecycle", workers=1, config="timeouts:\n  response: 500ms\nstatus:\n"
+                    "  listen: 127.0.0.1:%d\n" % sport)
+    c = Conn(srv.port)
+    t0 = time.monotonic()
+    c.send("GET /never?q=1 HTTP/1.1\r\nHost: t\r\nx-test-id: rt1\r\n\r\n")
+    r = c.read_response()
+    elapsed = time.monotonic() - t0
+    check_eq(r.status, 504, "status after timeouts.response")
+    check((r.header("content-type") or "").startswith("text/plain"), "content type: %r" % r)
+    check(0.4 < elapsed < 3 * SLOW, "504 after %.2fs (timeouts.response 500ms)" % elapsed)
+    ev = settle(ctx, "rt1")
+    check("recv http.disconnect" in ev, "the app was told: %r" % ev)
+    check_terminal(ev, "disconnect", "x-response-timeout")
+    # The request was read whole: the same connection serves the next one.
+    c.send("GET /hello HTTP/1.1\r\nHost: t\r\nx-test-id: rt2\r\n\r\n")
+    r = c.read_response()
+    check_eq((r.status, r.body), (200, b"ok"), "keep-alive after the 504")
+    c.close()
+    lines = [ln for ln in srv.stderr().splitlines() if "timeouts.response" in ln]
+    check_eq(len(lines), 1, "error log lines: %r" % lines)
+    check("GET /never" in lines[0] and "lifecycle.so" in lines[0] and "504" in lines[0],
+          "the line names method, path and app: %r" % lines[0])
+    # A body still arriving: 504, then the connection closes.
+    c = Conn(srv.port)
+    c.send("POST /never HTTP/1.1\r\nHost: t\r\nx-test-id: rt3\r\nContent-Length: 100\r\n\r\n"
+           + "x" * 10)
+    r = c.read_response()
+    check_eq(r.status, 504, "status with the body unread")
+    check_eq(r.header("connection"), "close", "connection header with the body unread")
+    c.expect_closed(3)
+    check_terminal(settle(ctx, "rt3"), "disconnect", "x-response-timeout")
+    check_eq(scrape(sport)[0].get("pagid_response_timeouts_total"), 2.0, "metric")
+    # A response started in time is not cut: /hello answers at once, nothing more counted.
+    check_eq(request(srv.port, "GET", "/hello").status, 200, "normal request")
+    still_serving(srv.port)

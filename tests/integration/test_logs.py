@@ -354,3 +354,71 @@ def error_log_file_reopens_on_usr1(ctx):
     check(any(re.search(r"worker \d+\[\d+\]: .*exiting", ln) for ln in new),
           "no worker line in the reopened error log: %r" % new)
     check(any("master[" in ln for ln in new), "no master line in the reopened error log: %r" % new)
+
+
+def root_only_dir(ctx):
+    """A log directory as distributions make them: root's, mode 0700."""
+    if os.geteuid() != 0:
+        raise ctx.lib.Skip("needs root")
+    d = os.path.join(ctx.tmpdir, "log")
+    os.mkdir(d, 0o700)
+    return d
+
+
+def root_only_logs(ctx, workers, preload):
+    d = root_only_dir(ctx)
+    acc, err = os.path.join(d, "access.log"), os.path.join(d, "error.log")
+    conf = ("user: nobody\npreload: %s\naccess_log:\n  path: %s\n  format: '%%U'\n"
+            "error_log:\n  path: %s\n" % (preload, acc, err))
+    srv = ctx.start("hello", workers=workers, config=conf, default_user=False)
+    for i in range(3):
+        check_eq(request(srv.port, "GET", "/before%d" % i).status, 200, "status")
+    check_eq(sorted(wait_lines(acc, 3)), ["/before%d" % i for i in range(3)], "access log")
+    os.rename(acc, acc + ".1")
+    os.rename(err, err + ".1")
+    srv.signal(signal.SIGUSR1)
+    check(wait_for(lambda: os.path.exists(acc), 5), "SIGUSR1 did not recreate %s" % acc)
+    time.sleep(0.3)
+    for i in range(10):
+        request(srv.port, "GET", "/after%d" % i)
+    check_eq(sorted(wait_lines(acc, 10)), sorted("/after%d" % i for i in range(10)), "new file")
+    check_eq(sorted(read_lines(acc + ".1")), ["/before%d" % i for i in range(3)], "rotated file")
+    srv.stop()
+    new = read_lines(err)
+    check(any(re.search(r"worker \d+\[\d+\]: .*exiting", ln) for ln in new),
+          "no worker line in the reopened error log: %r" % new)
+    check(not any("cannot" in ln for ln in read_lines(err + ".1") + new),
+          "errors logged: %r" % (read_lines(err + ".1") + new))
+
+
+@test(timeout=30)
+def root_only_log_dir_workers_as_nobody(ctx):
+    """The master opens the logs as root and hands them to workers that run as
+    nobody, at start and on SIGUSR1 (a rename, then a new file)."""
+    root_only_logs(ctx, 2, "false")
+
+
+@test(timeout=30)
+def root_only_log_dir_workers_from_zygote(ctx):
+    root_only_logs(ctx, 2, "true")
+
+
+@test(timeout=20)
+def check_config_opens_logs_as_the_master(ctx):
+    """pagid -t checks the log files as the process that opens them (the
+    master): a root-only directory is fine with workers as nobody; one it
+    cannot open is reported at FILE:LINE:COLUMN with the user."""
+    d = root_only_dir(ctx)
+    conf = os.path.join(ctx.tmpdir, "c.yaml")
+    with open(conf, "w") as f:
+        f.write("user: nobody\naccess_log:\n  path: %s/a.log\nerror_log:\n  path: %s/e.log\n"
+                % (d, d))
+    p = subprocess.run([ctx.pagid, "-t", "-c", conf], capture_output=True, text=True, timeout=10)
+    check_eq(p.returncode, 0, "-t exit status: %s" % p.stderr)
+    with open(conf, "w") as f:
+        f.write("user: nobody\naccess_log:\n  path: %s/missing/a.log\n" % d)
+    p = subprocess.run([ctx.pagid, "-t", "-c", conf], capture_output=True, text=True, timeout=10)
+    check_eq(p.returncode, 1, "-t exit status")
+    check(re.search(r"%s:3:9: access_log.path %s/missing/a.log: cannot open for append as user "
+                    r"root: " % (re.escape(conf), re.escape(d)), p.stderr),
+          "message: %r" % p.stderr)

@@ -194,3 +194,34 @@ def access_log_drops_counted_never_blocking(ctx):
     check(wait_for(lambda: scrape(sport)[0][k] >= 10, 5), "drops not counted: %r" % scrape(sport)[0][k])
     # The scrapes above are requests too: their lines are dropped as well.
     check(wait_for(lambda: "dropping lines" in srv.stderr(), 5), "no warning in the error log")
+
+
+@test(timeout=40)
+def status_listener_outside_max_connections(ctx):
+    """At limits.max_connections the worker stops taking app connections, but
+    the status listener still answers; reaching the limit is counted and
+    logged once per 10 s (with how often it happened)."""
+    srv, sport = start_with_status(ctx, workers=1, extra="  max_connections: 5\n")
+    idle = []
+    try:
+        for _ in range(5):
+            idle.append(socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW))
+        time.sleep(0.3)  # accepted: the worker is at its limit
+        k = "pagid_max_connections_reached_total"
+        check_eq(scrape(sport)[0].get(k), 1.0, k)
+        # A sixth waits in the listen queue; the metrics still answer.
+        waiting = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+        idle.append(waiting)
+        check_eq(scrape(sport)[0].get(k), 1.0, k + " with one waiting")
+        # One closes: the waiting one is taken, and the limit is reached again.
+        idle.pop(0).close()
+        check(wait_for(lambda: scrape(sport)[0].get(k) == 2.0, 5),
+              "second time at the limit not counted: %r" % scrape(sport)[0].get(k))
+        waiting.sendall(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        check(waiting.recv(100).startswith(b"HTTP/1.1 200"), "the queued connection was served")
+    finally:
+        for s in idle:
+            s.close()
+    lines = [ln for ln in srv.stderr().splitlines() if "max_connections" in ln]
+    check_eq(len(lines), 1, "log lines about the limit (once per 10 s): %r" % lines)
+    check("limits.max_connections (5) reached" in lines[0], "the line: %r" % lines[0])

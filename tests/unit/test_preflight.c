@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,13 @@ START_TEST(unresolvable_and_foreign_addresses)
 }
 END_TEST
 
+/* Who runs the check: the log files are checked as the master that opens them. */
+static const char *me(void)
+{
+    struct passwd *pw = getpwuid(geteuid());
+    return pw ? pw->pw_name : "?";
+}
+
 START_TEST(missing_directories)
 {
     char yaml[1024];
@@ -128,11 +136,14 @@ START_TEST(missing_directories)
              dir, dir);
     has(want);
     snprintf(want, sizeof want,
-             "t.yaml:3:9: error_log.path %s/b/error.log: directory %s/b: No such file or directory",
-             dir, dir);
+             "t.yaml:3:9: error_log.path %s/b/error.log: cannot open for append as user %s: "
+             "directory %s/b: No such file or directory",
+             dir, me(), dir);
     has(want);
     snprintf(want, sizeof want,
-             "t.yaml:4:20: access_log.path %s/c/access.log: directory %s/c: ", dir, dir);
+             "t.yaml:4:20: access_log.path %s/c/access.log: cannot open for append as user %s: "
+             "directory %s/c: ",
+             dir, me(), dir);
     has(want);
     snprintf(want, sizeof want, "t.yaml:5:11: pid_file %s/d/p.pid: directory %s/d: ", dir, dir);
     has(want);
@@ -163,9 +174,8 @@ START_TEST(files_in_the_way)
              dir, dir);
     has(want);
     snprintf(want, sizeof want,
-             "t.yaml:2:19: error_log.path %s/logdir: cannot be opened for "
-             "appending: ",
-             dir);
+             "t.yaml:2:19: error_log.path %s/logdir: cannot open for append as user %s: ", dir,
+             me());
     has(want);
     snprintf(want, sizeof want,
              "t.yaml:3:11: pid_file %s/p.pid: is a symbolic link (a pid file "

@@ -97,8 +97,10 @@ void worker_preload_before_fork(void)
 }
 
 int worker_run(const pagid_config *cfg, const worker_listener *l, size_t n, int num,
-               int under_master, struct shm_region *shm, unsigned generation, int pubsub_fd)
+               int under_master, struct shm_region *shm, unsigned generation, int pubsub_fd,
+               const worker_logs *logs)
 {
+    (void)logs;
     (void)cfg;
     (void)l;
     (void)n;

@@ -18,9 +18,10 @@
 #include "worker/worker_ctx.h"
 
 static const char *const reason_words[SHM_R__COUNT] = {
-    "client_closed",  "client_timeout", "idle_timeout",   "keepalive_timeout", "write_timeout",
-    "write_error",    "read_error",     "protocol_error", "server_shutdown",   "server_error",
-    "body_too_large", "queue_overflow", "other",
+    "client_closed",      "client_timeout", "idle_timeout",   "keepalive_timeout",
+    "write_timeout",      "write_error",    "read_error",     "protocol_error",
+    "server_shutdown",    "server_error",   "body_too_large", "queue_overflow",
+    "x-response-timeout", "other",
 };
 static const char *const scope_words[SHM_SCOPE__COUNT] = {"http", "websocket", "sse"};
 static const char *const tls_words[SHM_TLS__COUNT] = {"ok", "failed", "timeout", "closed",
@@ -29,6 +30,7 @@ static const char *const class_words[6] = {"other", "1xx", "2xx", "3xx", "4xx", 
 
 typedef struct totals {
     uint64_t requests[6], bytes_in, bytes_out, disconnects[SHM_R__COUNT], log_dropped;
+    uint64_t limit_reached, response_timeouts;
     uint64_t ps_published, ps_delivered, ps_dropped;
     uint64_t tls_handshakes[SHM_TLS__COUNT];
     uint64_t tls_resumed;
@@ -53,6 +55,8 @@ static void sum(totals *t, const shm_region *r)
         t->bytes_in += LOAD(&w->bytes_in);
         t->bytes_out += LOAD(&w->bytes_out);
         t->log_dropped += LOAD(&w->access_log_dropped);
+        t->limit_reached += LOAD(&w->max_connections_reached);
+        t->response_timeouts += LOAD(&w->response_timeouts);
         t->ps_published += LOAD(&w->pubsub_published);
         t->ps_delivered += LOAD(&w->pubsub_delivered);
         t->ps_dropped += LOAD(&w->pubsub_dropped);
@@ -148,6 +152,15 @@ int metrics_render(buf *o, const shm_region *r)
     head(o, "pagid_access_log_dropped_total", "counter",
          "Access log lines dropped (buffer full or write errors).");
     buf_printf(o, "pagid_access_log_dropped_total %llu\n", (unsigned long long)t.log_dropped);
+    head(o, "pagid_max_connections_reached_total", "counter",
+         "Times a worker reached limits.max_connections and left new connections in the listen "
+         "queue.");
+    buf_printf(o, "pagid_max_connections_reached_total %llu\n",
+               (unsigned long long)t.limit_reached);
+    head(o, "pagid_response_timeouts_total", "counter",
+         "Requests answered 504 because their app had not started a response within "
+         "timeouts.response.");
+    buf_printf(o, "pagid_response_timeouts_total %llu\n", (unsigned long long)t.response_timeouts);
     head(o, "pagid_pubsub_published_total", "counter", "Messages apps published (pagi_publish).");
     buf_printf(o, "pagid_pubsub_published_total %llu\n", (unsigned long long)t.ps_published);
     head(o, "pagid_pubsub_delivered_total", "counter",

@@ -1,8 +1,10 @@
 /*
- * access_log.c - the worker's buffered access log (see access_log.h). Each
- * worker opens the file itself (O_APPEND), so SIGUSR1 reopens per worker
- * and lines of different workers never interleave: every write(2) carries
- * whole lines, and O_APPEND writes to a regular file land atomically.
+ * access_log.c - the worker's buffered access log (see access_log.h). The
+ * master opens the file (as root) and hands each worker its descriptor, at
+ * start and after a SIGUSR1 reopen (gen_logs.h); alone (-w 0) the process
+ * reopens by path. Lines of different workers never interleave: every
+ * write(2) carries whole lines, and O_APPEND writes to a regular file land
+ * atomically.
  */
 #include "access_log.h"
 
@@ -55,20 +57,25 @@ static int open_path(const char *path)
     return log_open_append(path, 1, O_NONBLOCK);
 }
 
-int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *ev,
+int access_log_open(access_log **out, const pagid_config *cfg, int fd, struct ev_loop *ev,
                     struct shm_worker *stats, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!cfg->access_log_path || !*cfg->access_log_path)
+    if (!cfg->access_log_path || !*cfg->access_log_path) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
     access_log *al = calloc(1, sizeof *al);
     if (!al) {
+        if (fd >= 0)
+            close(fd);
         snprintf(err, errlen, "access log: out of memory");
         return -1;
     }
     const char *msg = NULL;
     size_t off;
-    al->fd = -1;
+    al->fd = fd; /* owned from here: access_log_close closes it */
     if (access_format_compile(&al->fmt,
                               cfg->access_log_format ? cfg->access_log_format : "combined", &msg,
                               &off) < 0) {
@@ -81,7 +88,8 @@ int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *e
         snprintf(err, errlen, "access log: out of memory");
         goto fail;
     }
-    al->fd = open_path(al->path);
+    if (al->fd < 0)
+        al->fd = open_path(al->path);
     if (al->fd < 0) {
         snprintf(err, errlen, "cannot open access log %s: %s", al->path, log_open_strerror(errno));
         goto fail;
@@ -166,6 +174,21 @@ int access_log_reopen(access_log *al)
         close(al->fd);
     al->fd = fd;
     return 0;
+}
+
+void access_log_adopt(access_log *al, int fd)
+{
+    if (!al) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    if (fd < 0)
+        return;
+    access_log_flush(al); /* what was logged before the reopen belongs to the old file */
+    if (al->fd >= 0)
+        close(al->fd);
+    al->fd = fd;
 }
 
 uint64_t access_log_dropped(const access_log *al)

@@ -19,12 +19,16 @@ struct shm_worker;
 typedef struct conn conn;
 
 /**
- * Open the access log of cfg in this worker. *out is NULL when the log is
- * off (access_log.path unset). Dropped lines are also counted in stats
- * (may be NULL). 0, or -1 with a message in err.
+ * Open the access log of cfg in this worker: fd is the file the master
+ * opened for it (taken), or -1 to open the path here. *out is NULL when the
+ * log is off (access_log.path unset; fd is closed). Dropped lines are also
+ * counted in stats (may be NULL). 0, or -1 with a message in err.
  */
-int access_log_open(access_log **out, const pagid_config *cfg, struct ev_loop *ev,
+int access_log_open(access_log **out, const pagid_config *cfg, int fd, struct ev_loop *ev,
                     struct shm_worker *stats, char *err, size_t errlen);
+/** The master reopened the file (SIGUSR1): write what is buffered to the
+ * old one, then write to fd (taken; closed when al is NULL). */
+void access_log_adopt(access_log *al, int fd);
 /** Flush what is buffered, close, free. NULL is fine. */
 void access_log_close(access_log *al);
 /** SIGUSR1: write what is buffered to the old file, then reopen the path. 0 or -1. */

@@ -719,6 +719,8 @@ void conn_close(conn *c, const char *reason)
     if (c->next)
         c->next->prev = c->prev;
     w->n_conns--;
+    if (c->status_listener)
+        w->n_status_conns--;
     if (w->stats) {
         atomic_fetch_sub_explicit(&w->stats->open_connections, 1, memory_order_relaxed);
         if (was_tls)

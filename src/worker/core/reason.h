@@ -18,5 +18,8 @@ extern const char reason_server_shutdown[];
 extern const char reason_server_error[];
 extern const char reason_body_too_large[];
 extern const char reason_queue_overflow[];
+/* pagid's own (the spec allows x- reasons): the app had not started its
+ * response within timeouts.response, and the server answered 504 for it. */
+extern const char reason_response_timeout[];
 
 #endif

@@ -20,6 +20,7 @@ const char reason_server_shutdown[] = "server_shutdown";
 const char reason_server_error[] = "server_error";
 const char reason_body_too_large[] = "body_too_large";
 const char reason_queue_overflow[] = "queue_overflow";
+const char reason_response_timeout[] = "x-response-timeout";
 
 void runq_init(runq *q) { memset(q, 0, sizeof *q); }
 

@@ -393,7 +393,13 @@ void h1_exchange_end(conn *c)
     c->served++;
     if (c->w->on_request_done)
         c->w->on_request_done(c->w); /* may start a drain: read draining after it */
-    int keep = h->plan.keep_alive && h->msg_complete && !c->w->draining && !c->eof;
+    h1_exchange_next(c, h->plan.keep_alive);
+}
+
+void h1_exchange_next(conn *c, int keep)
+{
+    h1_conn *h = &c->h1;
+    keep = keep && h->msg_complete && !c->w->draining && !c->eof;
     if (!keep) {
         conn_close_after_write(c);
         return;

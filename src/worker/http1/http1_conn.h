@@ -84,6 +84,9 @@ extern const struct scope_ops h1_exchange_ops;
 void h1_exchange_settle_parked(conn *c, const char *err);
 void h1_exchange_after_append(conn *c, pagi_send_cb cb, void *ud);
 void h1_exchange_end(conn *c);
+/** After an exchange that ended with the request read whole: keep-alive
+ * (wait for the next request, serve pipelined bytes) or close, as keep says. */
+void h1_exchange_next(conn *c, int keep);
 /** End the exchange abnormally: on_disconnect(reason), then detach the scope. */
 void h1_abort_exchange(conn *c, const char *reason);
 /** Start serving s for req: reset the per-request state, enter CONN_ACTIVE. */

@@ -376,6 +376,37 @@ void h1x_finished(pagi_scope *s, const char *error)
                  error);
 }
 
+/*
+ * timeouts.response: the app has not started its response. 504 in its
+ * place and the scope hears the disconnect; a request read whole keeps the
+ * connection (an HTTP/1.1 keep-alive one), one whose body is still due
+ * closes it (the rest of the body is not worth reading to stay in sync).
+ */
+void h1x_response_timeout(pagi_scope *s)
+{
+    conn *c = exchange_conn(s);
+    if (!c || c->h1.scope != s || c->h1.resp != RESP_NONE)
+        return;
+    h1_conn *h = &c->h1;
+    int keep = h->msg_complete && h->req_keep_alive && h->http_minor == 1 && !h->close_after &&
+               !c->w->draining && !c->eof;
+    scope_mark_started(s);
+    h->log_status = 504;
+    h1_abort_exchange(c, reason_response_timeout);
+    buf *tmp = &c->w->scratch;
+    buf_reset(tmp);
+    shm_count_request(c->w->stats, 504);
+    if (h1_error_response(tmp, 504, "the application did not respond in time",
+                          h1_date_now((long)ev_now(c->w->loop.ev)), keep) == 0)
+        outq_append(&c->out, buf_head(tmp), buf_size(tmp));
+    conn_schedule_flush(c);
+    if (keep) {
+        c->served++; /* answered: the keep-alive timeout applies now */
+        h1_exchange_next(c, 1);
+    } else
+        conn_close_after_write(c);
+}
+
 size_t h1x_buffered(const pagi_scope *s)
 {
     conn *c = exchange_conn(s);
@@ -438,4 +469,5 @@ const scope_ops h1_exchange_ops = {
     .buffered = h1x_buffered,
     .above_high = h1x_above_high,
     .write_now = h1x_write_now,
+    .response_timeout = h1x_response_timeout,
 };

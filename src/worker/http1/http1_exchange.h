@@ -29,6 +29,8 @@ int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type
 void h1x_receive_wanted(pagi_scope *s);
 /** The app finished: 500 backstop, truncation, or nothing (see http1_exchange.c). */
 void h1x_finished(pagi_scope *s, const char *error);
+/** timeouts.response passed with no response started: 504 (see http1_exchange.c). */
+void h1x_response_timeout(pagi_scope *s);
 size_t h1x_buffered(const pagi_scope *s);
 /** Queue a chunked body's size line ("%zx\r\n") on c; 0 or -1. */
 int h1x_append_chunk_header(conn *c, size_t n);

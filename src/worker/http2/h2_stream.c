@@ -632,6 +632,26 @@ static int h2_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *u
     }
 }
 
+/* A response the server makes for the app (the 500 backstop, the 504 of
+ * timeouts.response): the scope ends with reason, the stream with it. */
+static void answer_for_app(h2_stream *st, pagi_scope *s, int status, const char *text,
+                           const char *reason)
+{
+    scope_mark_started(s);
+    st->status = status;
+    stream_end_scope(st, reason);
+    h2_resp_refuse(st, status, text, 0);
+}
+
+/* timeouts.response (scope.c logged it): only this stream is answered. */
+static void h2_response_timeout(pagi_scope *s)
+{
+    h2_stream *st = scope_proto(s);
+    if (st && st->resp == R_NONE)
+        answer_for_app(st, s, 504, "the application did not respond in time",
+                       reason_response_timeout);
+}
+
 static void h2_finished(pagi_scope *s, const char *error)
 {
     h2_stream *st = scope_proto(s);
@@ -648,10 +668,7 @@ static void h2_finished(pagi_scope *s, const char *error)
         log_error("app %s before responding to %s %.*s%s%s; sent 500",
                   error ? "failed" : "finished", method, plen, path.ptr, error ? ": " : "",
                   error ? error : "");
-        scope_mark_started(s);
-        st->status = 500;
-        stream_end_scope(st, reason_server_error);
-        h2_resp_refuse(st, 500, "Internal Server Error", 0);
+        answer_for_app(st, s, 500, "Internal Server Error", reason_server_error);
         return;
     }
     if (st->resp != R_FINAL) {
@@ -687,6 +704,7 @@ static const scope_ops h2_scope_ops = {
     .finished = h2_finished,
     .buffered = h2_buffered,
     .above_high = h2_above_high,
+    .response_timeout = h2_response_timeout,
 };
 
 /* ---- sse scopes on a stream: sse.c's carrier ---- */
@@ -763,4 +781,5 @@ static const scope_ops h2_sse_ops = {
     .finished = h2_sse_finished,
     .buffered = h2_buffered,
     .above_high = h2_above_high,
+    .response_timeout = h2_response_timeout, /* not started: 504 as for http */
 };

@@ -37,6 +37,13 @@ typedef struct scope_ops {
     int (*above_high)(const pagi_scope *s);
     /** Optional: see scope_write_now. */
     int (*write_now)(pagi_scope *s, int block);
+    /**
+     * timeouts.response passed before the app started its response (NULL:
+     * not for this scope type). The driver answers 504 and ends the
+     * exchange with reason_response_timeout; the scope has logged and
+     * counted it already.
+     */
+    void (*response_timeout)(pagi_scope *s);
 } scope_ops;
 
 /**
@@ -96,7 +103,8 @@ void *scope_layer_data(const pagi_scope *s);
  * untouched.
  */
 void scope_set_mount(pagi_scope *s, size_t prefix_len);
-/** Start the app on this scope (app->handle). */
+/** Start the app on this scope (app->handle), and timeouts.response for
+ * its response start when the driver has a response_timeout. */
 void scope_start_app(pagi_scope *s);
 
 /** New input may satisfy a waiting receive: re-check and deliver. */

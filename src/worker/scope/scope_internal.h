@@ -67,6 +67,7 @@ struct pagi_scope {
     const char *reason;
     int started, complete;
     scope_cb_list on_disconnect, on_complete;
+    ev_timer resp_timer; /* timeouts.response, until the response starts or the exchange ends */
 
     /* pagi.transport */
     scope_cb_list on_high, on_drain;

@@ -380,6 +380,7 @@ const scope_ops sse_exchange_ops = {
     .buffered = h1x_buffered,
     .above_high = h1x_above_high,
     .write_now = h1x_write_now,
+    .response_timeout = h1x_response_timeout, /* a stream not started yet: 504 as for http */
 };
 
 sse_stream *sse_stream_new(worker_ctx *w, const sse_carrier *car, void *owner)
