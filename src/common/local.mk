@@ -5,7 +5,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config.c src/common/config.h \
 	src/common/config_listen.c \
 	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \
-	src/common/config_yaml_tls.c src/common/config_yaml_pubsub.c \
+	src/common/config_yaml_tls.c src/common/config_yaml_pubsub.c src/common/config_yaml_pool.c \
 	src/common/redis_url.c src/common/redis_url.h \
 	src/common/origin.c src/common/origin.h \
 	src/common/config_yaml_int.h \
@@ -15,7 +15,7 @@ libpagid_common_a_SOURCES += \
 	src/common/module_abi.c src/common/module_abi.h \
 	src/common/ydoc.c src/common/ydoc.h \
 	src/common/config_dump.c src/common/config_dump.h \
-	src/common/shm.c src/common/shm.h \
+	src/common/shm.c src/common/pool.c src/common/pool.h src/common/shm.h \
 	src/common/pidfile.c src/common/pidfile.h \
 	src/common/path.c src/common/path.h \
 	src/common/proctitle.c src/common/proctitle.h \

@@ -58,6 +58,14 @@ typedef struct shm_worker {
      * made, messages it dropped (its full channel to the master, a
      * subscription's full queue, a client that does not drain). */
     _Atomic uint64_t pubsub_published, pubsub_delivered, pubsub_dropped;
+    /* The worker pool (common/pool.h): in a pool process's slot, 1 while it
+     * runs a request or call, and how many it finished; in a worker's, its
+     * requests and calls waiting for a free process, those refused (queue
+     * full) and those past worker_pool.timeout. */
+    _Atomic int pool_busy;
+    _Atomic uint64_t pool_served;
+    _Atomic int64_t pool_waiting;
+    _Atomic uint64_t pool_rejected, pool_timeouts;
 } shm_worker;
 
 typedef struct shm_region {

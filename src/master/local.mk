@@ -12,6 +12,7 @@ libpagid_master_a_SOURCES += \
 	src/master/listeners.c src/master/listeners.h \
 	src/master/listeners_inherit.c src/master/listeners_overlap.c \
 	src/master/generation.c src/master/generation.h src/master/generation_zygote.c \
+	src/master/generation_pool.c \
 	src/master/zygote.c src/master/zygote.h src/master/zygote_msg.c src/master/zygote_msg.h \
 	src/master/notify.c src/master/notify.h \
 	src/master/pubsub_broker.c src/master/pubsub_broker.h \

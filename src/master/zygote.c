@@ -73,7 +73,7 @@ static void __attribute__((noreturn)) worker_child(const gen_env *e, generation 
                                                    int pubsub_fd)
 {
     char role[32];
-    snprintf(role, sizeof role, "worker %d", num);
+    gen_slot_label(&(worker_slot){.num = num}, role, sizeof role);
     gen_child_prepare(e, g, role);
     struct timespec ms = {0, 1000000};
     for (int i = 0; getppid() != e->master_pid && i < REPARENT_WAIT_MS; i++)

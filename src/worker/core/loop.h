@@ -25,6 +25,9 @@ struct pagi_loop {
     void *flush_ud;
     /* Set by the worker: end this process after its work (loop_recycle). */
     int (*recycle)(struct pagi_loop *l, const char *why);
+    /* Set by the worker: its generation's worker pool (common/pool.h), or
+     * NULL; the Perl host dispatches to it, or serves it in a pool process. */
+    const struct pool_info *pool;
     /* Debug mode (pagid --debug): app callbacks are timed. */
     int debug;
     unsigned hold_depth; /* timed callbacks now running (nested) */
