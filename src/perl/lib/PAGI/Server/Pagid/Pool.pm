@@ -307,7 +307,8 @@ sub _read {
     my ($x) = @_;
     my $sock = $x->{sock} or return;
     while (1) {
-        my $n = sysread $sock, $x->{in}, 262144, length $x->{in};
+        my $n = sysread $sock, my $chunk, 262144;
+        $x->{in} .= $chunk if $n;
         if (!defined $n) {
             last if $!{EAGAIN} || $!{EWOULDBLOCK} || $!{EINTR};
             $n = 0;
@@ -510,7 +511,10 @@ sub _serve_psgi {
                 $ok = _send($c, 'B', $chunk);
             }
         } elsif (defined $ev->{body} && length $ev->{body}) {
-            $ok = _send($c, 'B', $ev->{body});
+            # In frames of 256 KiB: the worker relays each as it comes.
+            for (my $at = 0; $ok && $at < length $ev->{body}; $at += 262144) {
+                $ok = _send($c, 'B', substr $ev->{body}, $at, 262144);
+            }
         }
         $conn->{ok} = 0 unless $ok;
         return $ok ? Future->done : Future->fail("the worker went away\n");
