@@ -83,7 +83,9 @@ def pool_process_crash_or_exit_answered_502_and_replaced(ctx):
         check_eq(request(srv.port, path="/x").status, 200, "served after %s" % path)
     log = srv.stderr()
     check("died running GET /crash: answered 502" in log, "the crash logged")
-    check(re.search(r"pool process \d \(pid \d+\) crashed \(signal 11", log), "the master saw it")
+    # (signal 11; under ASan its handler reports the SEGV and exits 1)
+    check(re.search(r"pool process \d \(pid \d+\) crashed \((signal 11|exit status 1\))", log),
+          "the master saw it")
     check(re.search(r"pool process \d \(pid \d+\) crashed \(exit status 3\)", log), "exit too")
 
 
@@ -129,7 +131,7 @@ def pool_queue_full_503_with_retry_after_and_counted(ctx):
     check_eq(metric(mport, "pagid_pool_idle"), 0, "none idle")
     t0 = time.monotonic()
     r = request(srv.port, path="/x")
-    check(time.monotonic() - t0 < 0.5, "refused at once")
+    check(time.monotonic() - t0 < 1.0 * SLOW, "refused at once, not after a process freed up")
     check_eq((r.status, r.header("retry-after")), (503, "1"), "503 with Retry-After")
     for t in threads:
         t.join(15)
@@ -215,7 +217,7 @@ def worker_pool_extension_calls_and_failures(ctx):
     check_eq(body("slow&timeout=0.3"), "failed: worker_pool: 'slow' timed out after 0.3s\n",
              "the call's timeout")
     check(time.monotonic() - t0 < 1.0, "failed at its timeout")
-    time.sleep(2)
+    time.sleep(4)
     check_eq(body("crash"), "failed: worker_pool: the pool process died running 'crash'\n",
              "the process's death")
     check(wait_for(lambda: len(pool_procs(srv)) == 2, 5 * SLOW), "replaced")
@@ -230,6 +232,6 @@ def worker_pool_extension_calls_and_failures(ctx):
     t0 = time.monotonic()
     check_eq(body("add"), "failed: worker_pool: queue full (backpressure): 'add' refused\n",
              "queue full")
-    check(time.monotonic() - t0 < 0.5, "at once")
+    check(time.monotonic() - t0 < 1.0 * SLOW, "at once, not after a process freed up")
     for t in threads:
         t.join(10)

@@ -8,7 +8,7 @@ use warnings;
         'add'      => sub { my ($state, $a, $b) = @_; $state->{calls}++; return $a + $b },
         'user.get' => sub { my ($state, $id) = @_; return {id => $id, pid => $$, init => $state->{started_in}} },
         'fails'    => sub { die "handler failed on purpose\n" },
-        'slow'     => sub { sleep 2; return 'late' },
+        'slow'     => sub { sleep 4; return 'late' },
         'crash'    => sub { kill 'KILL', $$ },
     },
 };
