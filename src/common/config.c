@@ -29,6 +29,7 @@ void config_init_defaults(pagid_config *c)
     c->workers = CONFIG_WORKERS_AUTO;
     c->preload = CONFIG_PRELOAD_AUTO;
     c->app = strdup(CONFIG_DEFAULT_APP);
+    c->worker_pool.fd = -1;
 
     c->limits.max_connections = 10000;
     c->limits.max_request_line = 8 * 1024;
@@ -190,6 +191,9 @@ int config_set_app(pagid_config *c, const char *spec, const char **msg)
     free(c->app);
     c->app = s;
     config_static_opts_init(&c->app_static); /* the mapping form sets them after */
+    /* So is its worker_pool: another app (-a) does not inherit the file's. */
+    free(c->worker_pool.handlers);
+    c->worker_pool = (pagid_pool){.fd = -1};
     return 0;
 }
 
@@ -536,6 +540,7 @@ void config_free(pagid_config *c)
     free(c->pos_files);
     free(c->app);
     free(c->perl_lib);
+    free(c->worker_pool.handlers);
     free(c->access_log_path);
     free(c->access_log_format);
     free(c->error_log_path);

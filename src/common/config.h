@@ -179,6 +179,22 @@ typedef struct pagid_shared_dict {
      * here, owned by whoever made it. NULL until then. */
     struct pagi_shared *dict;
 } pagid_shared_dict;
+/* `app: {psgi|perl: FILE, worker_pool: {...}}` (docs/psgi.md, "The worker
+ * pool"): pool processes per generation, forked from the zygote, that run
+ * the PSGI app (or the PAGI app's named handlers) off the workers' loops. */
+typedef struct pagid_pool {
+    int processes;    /* 0 = no pool */
+    int queue_limit;  /* requests waiting for a free process beyond `processes` */
+    double timeout;   /* one request's or call's limit in a process; 0 = none */
+    char *handlers;   /* perl apps: the handlers file (worker_pool extension), or NULL */
+    int fd;           /* set by the master per generation: the pool's listening
+                         socket, inherited by its workers and processes; -1 */
+} pagid_pool;
+
+#define CONFIG_POOL_DEFAULT_PROCESSES 4
+#define CONFIG_POOL_DEFAULT_QUEUE 64
+#define CONFIG_POOL_DEFAULT_TIMEOUT 30.0
+#define CONFIG_POOL_MAX_PROCESSES 256
 
 typedef struct pagid_config {
     char *source;          /* file the config came from, or NULL */
@@ -205,6 +221,7 @@ typedef struct pagid_config {
     pagid_pubsub pubsub;
     pagid_shared_dict *shared_dicts; /* `shared_dicts`, in file order */
     size_t n_shared_dicts;
+    pagid_pool worker_pool; /* the top-level app's pool; processes 0 = none */
     /* tls.groups: the key exchange groups of a TLS listener without its own
      * (OpenSSL's names, ':'-joined); NULL: PAGID_TLS_DEFAULT_GROUPS. */
     char *tls_groups;

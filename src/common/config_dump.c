@@ -373,7 +373,27 @@ static void dump_body(dumper *d, const pagid_config *c)
     const char *lib = c->perl_lib;
     word(d, "app");
     int top_perl = lib && config_perl_app_kind(c->app);
-    app_value(d, c->app, &c->app_static, top_perl ? lib : NULL);
+    if (c->worker_pool.processes > 0) {
+        /* The mapping form, as written: {psgi|perl: FILE, lib, worker_pool}. */
+        const pagid_pool *p = &c->worker_pool;
+        map_start(d);
+        key_str(d, config_perl_app_kind(c->app) == CONFIG_PERL_PSGI ? "psgi" : "perl", c->app);
+        if (top_perl) {
+            word(d, "lib");
+            perl_lib_list(d, lib);
+        }
+        word(d, "worker_pool");
+        map_start(d);
+        key_count(d, "processes", (size_t)p->processes);
+        key_count(d, "queue_limit", (size_t)p->queue_limit);
+        key_duration(d, "timeout", p->timeout);
+        if (p->handlers)
+            key_str(d, "handlers", p->handlers);
+        map_end(d);
+        map_end(d);
+    } else {
+        app_value(d, c->app, &c->app_static, top_perl ? lib : NULL);
+    }
     if (top_perl)
         lib = NULL;
 

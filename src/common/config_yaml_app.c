@@ -207,7 +207,8 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
                              pagid_static_opts *opts, const ynode **at)
 {
     const ynode *kind_key = NULL, *kind_val = NULL, *opt_key = NULL, *lib_key = NULL,
-                *lib_val = NULL, *arg_key = NULL, *arg_val = NULL;
+                *lib_val = NULL, *arg_key = NULL, *arg_val = NULL, *pool_key = NULL,
+                *pool_val = NULL;
     char shown[80], sub[96];
     int bad = 0;
     for (size_t p = 0; p < n->len; p++) {
@@ -243,10 +244,14 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
         } else if (!strcmp(name, "arg")) {
             arg_key = key;
             arg_val = val;
+        } else if (!strcmp(name, "worker_pool")) {
+            pool_key = key;
+            pool_val = val;
         } else {
             static const char *const keys[] = {
                 "static",          "module", "perl",          "psgi",        "listing",     "arg",
-                "follow_symlinks", "lib",    "cache_entries", "cache_bytes", "cache_valid", NULL};
+                "follow_symlinks", "lib",    "cache_entries", "cache_bytes", "cache_valid",
+                "worker_pool",     NULL};
             const char *near = config_suggest_among(name, strlen(name), keys);
             if (near)
                 report(x, key, "unknown key '%s' in '%s' (did you mean '%s'?)",
@@ -254,7 +259,8 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             else
                 report(x, key,
                        "unknown key '%s' in '%s' (expected static, module, perl, psgi, listing, "
-                       "follow_symlinks, cache_entries, cache_bytes, cache_valid, lib or arg)",
+                       "follow_symlinks, cache_entries, cache_bytes, cache_valid, lib, arg or "
+                       "worker_pool)",
                        printable(key, shown, sizeof shown), path);
             bad = 1;
         }
@@ -278,6 +284,20 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             bad = 1;
         } else if (parse_perl_lib(x, lib_val, sub) < 0) {
             bad = 1;
+        }
+    }
+    if (pool_key) {
+        key_path(sub, sizeof sub, path, "worker_pool");
+        if (strcmp(kind, "perl") != 0 && strcmp(kind, "psgi") != 0) {
+            report(x, pool_key, "'%s' applies to perl and psgi apps only", sub);
+            bad = 1;
+        } else if (strcmp(path, "app") != 0) {
+            report(x, pool_key, "'%s': a worker pool belongs to the top-level app only", sub);
+            bad = 1;
+        } else if (parse_worker_pool(x, pool_val, sub, kind, &x->st->pool) < 0) {
+            bad = 1;
+        } else {
+            x->st->pool_set = 1;
         }
     }
     const char *arg = NULL;
@@ -411,10 +431,16 @@ void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path)
     const char *m;
     if (parse_app(x, n, path, &spec, &opts) < 0)
         return;
-    if (config_set_app(x->c, spec, &m) < 0)
+    if (config_set_app(x->c, spec, &m) < 0) {
         report(x, n, "%s", m);
-    else
+    } else {
         x->c->app_static = opts;
+        if (x->st->pool_set) { /* the mapping's worker_pool: the config owns it now */
+            x->c->worker_pool = x->st->pool;
+            x->st->pool = (pagid_pool){.fd = -1};
+            x->st->pool_set = 0;
+        }
+    }
     free(spec);
 }
 

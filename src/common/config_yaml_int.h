@@ -74,6 +74,8 @@ typedef struct load_state {
     buf perl_lib;          /* their ':'-joined list, given to the config at the end */
     int listen_set;        /* a `listen` was met: later ones append */
     int has_high, has_low; /* flow_control watermarks, cross-checked at the end */
+    pagid_pool pool;       /* the top-level app mapping's worker_pool, until set_app takes it */
+    int pool_set;
     src_pos high_at, low_at;
 } load_state;
 
@@ -97,6 +99,10 @@ typedef struct key_def {
     const struct key_def *sub; /* sections: their keys */
     size_t min, max;           /* sizes and counts */
 } key_def;
+
+/** app.worker_pool (config_yaml_pool.c) of an app of kind "perl" or "psgi"; 0 or -1. */
+int parse_worker_pool(load_ctx *x, const ynode *n, const char *path, const char *kind,
+                      pagid_pool *out);
 
 /** Report a problem at a 1-based line and column of x's file; counts the error. */
 void report_at(load_ctx *x, size_t line, size_t col, const char *fmt, ...)

@@ -140,6 +140,7 @@ static int finish_perl_lib(load_state *st)
 static void free_load(load_state *st)
 {
     strtab_free(&st->lib_seen);
+    free(st->pool.handlers); /* a worker_pool whose app was refused */
     strtab_free(&st->apps_ok);
     buf_free(&st->perl_lib);
     for (size_t i = 0; i < st->n_files; i++)

@@ -7,6 +7,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config_listen.c \
 	src/common/config_yaml.c src/common/config_yaml_app.c src/common/config_yaml_listen.c \
 	src/common/config_yaml_tls.c src/common/config_yaml_pubsub.c src/common/config_yaml_shdict.c \
+	src/common/config_yaml_pool.c \
 	src/common/redis_url.c src/common/redis_url.h \
 	src/common/origin.c src/common/origin.h \
 	src/common/config_yaml_int.h \
@@ -18,6 +19,7 @@ libpagid_common_a_SOURCES += \
 	src/common/config_dump.c src/common/config_dump.h \
 	src/common/shm.c src/common/shm.h \
 	src/common/shdict.c src/common/shdict.h src/common/shdict_int.h src/common/shdict_heap.c \
+	src/common/pool.c src/common/pool.h \
 	src/common/pidfile.c src/common/pidfile.h \
 	src/common/path.c src/common/path.h \
 	src/common/proctitle.c src/common/proctitle.h \

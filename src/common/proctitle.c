@@ -144,6 +144,11 @@ void proctitle_worker(int num, unsigned generation, int draining)
                   draining ? ", draining" : "");
 }
 
+void proctitle_pool(int num, unsigned generation, const char *state)
+{
+    proctitle_set("pagid: pool process %d (generation %u, %s)", num, generation, state);
+}
+
 void proctitle_zygote(unsigned generation)
 {
     proctitle_set("pagid: zygote (generation %u)", generation);

@@ -32,5 +32,7 @@ void proctitle_worker(int num, unsigned generation, int draining);
 
 /** "pagid: zygote (generation G)": the process that preloads the apps and forks workers. */
 void proctitle_zygote(unsigned generation);
+/** "pagid: pool process N (generation G, idle|busy)". */
+void proctitle_pool(int num, unsigned generation, const char *state);
 
 #endif

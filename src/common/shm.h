@@ -64,6 +64,14 @@ typedef struct shm_worker {
     /* Scopes whose connection ended while the app had not finished them and
      * waited for nothing that would tell it (a missing pagi_scope_finish). */
     _Atomic uint64_t scopes_unfinished;
+    /* The worker pool (common/pool.h): in a pool process's slot, 1 while it
+     * runs a request or call, and how many it finished; in a worker's, its
+     * requests and calls waiting for a free process, those refused (queue
+     * full) and those past worker_pool.timeout. */
+    _Atomic int pool_busy;
+    _Atomic uint64_t pool_served;
+    _Atomic int64_t pool_waiting;
+    _Atomic uint64_t pool_rejected, pool_timeouts;
 } shm_worker;
 
 typedef struct shm_region {

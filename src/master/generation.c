@@ -30,6 +30,7 @@
 #include "common/exitcodes.h"
 #include "common/log.h"
 #include "gen_logs.h"
+#include "common/pool.h"
 #include "worker/worker.h"
 #include "privileges.h"
 #include "respawn.h"
@@ -74,6 +75,13 @@ generation *gen_new(unsigned id, pagid_config *cfg, int owns_cfg, listener_set *
         g->slots[i].num = i + 1;
         g->slots[i].respawn = 1;
     }
+    if (gen_pool_open(g) < 0 || gen_pool_add_slots(g) < 0) {
+        gen_pool_close(g);
+        *ls = g->ls; /* the caller keeps its sockets */
+        free(g->slots);
+        free(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -92,6 +100,7 @@ void gen_free(generation *g, const generation *others, int unlink_files)
     gen_logs_close(g);
     for (int i = 0; i < g->n; i++)
         gen_slot_logs_close(&g->slots[i]);
+    gen_pool_close(g);
     if (g->owns_cfg) {
         config_free(g->cfg);
         free(g->cfg);
@@ -124,8 +133,10 @@ void gen_child_prepare(const gen_env *e, generation *g, const char *role)
      * once the generation that had it is gone, and an old zygote must see
      * its channel close when the master closes it. */
     for (generation *o = e->all; o; o = o->next) {
-        if (o != g)
+        if (o != g) {
             listeners_close(&o->ls);
+            gen_pool_close(o);
+        }
         zygote_close(&o->zy);
         /* The master's ends of the log channels, and its own copies of
          * the access logs: a child gets its files over its own channel. */
@@ -161,7 +172,7 @@ static void __attribute__((noreturn))
 child_main(const gen_env *e, generation *g, worker_slot *w, int pubsub_fd, int log_chan)
 {
     char role[32];
-    snprintf(role, sizeof role, "worker %d", w->num);
+    gen_slot_label(w, role, sizeof role);
     gen_child_prepare(e, g, role);
 
     /* The master keeps root (to bind again on reload); workers never
@@ -232,7 +243,9 @@ void gen_spawn(const gen_env *e, generation *g, worker_slot *w)
     }
     gen_slot_started(w, pid, now);
     w->pubsub_peer = peer + 1;
-    log_info("worker %d started (pid %d, generation %u)", w->num, (int)pid, g->id);
+    char label[32];
+    log_info("%s started (pid %d, generation %u)", gen_slot_label(w, label, sizeof label),
+             (int)pid, g->id);
 }
 
 void gen_spawn_all(const gen_env *e, generation *g)
@@ -282,32 +295,34 @@ void gen_on_exit(const gen_env *e, generation *g, worker_slot *w, int status, do
     const char *what = w->hb_killed ? "was killed for a stale heartbeat"
                        : WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "exited unexpectedly"
                                                                        : "crashed";
+    char label[32];
+    gen_slot_label(w, label, sizeof label);
     switch (v.action) {
     case RESPAWN_FATAL:
         w->state = WS_FATAL;
-        log_error("worker %d (pid %d) could not start (%s: fatal); not restarting", w->num,
+        log_error("%s (pid %d) could not start (%s: fatal); not restarting", label,
                   (int)pid, how);
         break;
     case RESPAWN_NONE:
         w->state = WS_EXITED;
         if (v.as_asked)
-            log_info("worker %d (pid %d, generation %u) exited", w->num, (int)pid, g->id);
+            log_info("%s (pid %d, generation %u) exited", label, (int)pid, g->id);
         else
-            log_warn("worker %d (pid %d, generation %u) exited (%s)", w->num, (int)pid, g->id, how);
+            log_warn("%s (pid %d, generation %u) exited (%s)", label, (int)pid, g->id, how);
         break;
     case RESPAWN_RECYCLE:
-        log_info("worker %d (pid %d) recycled after max_requests; starting its replacement", w->num,
+        log_info("%s (pid %d) recycled after max_requests; starting its replacement", label,
                  (int)pid);
         gen_spawn(e, g, w);
         break;
     case RESPAWN_NOW:
-        log_error("worker %d (pid %d) %s (%s); restarting now", w->num, (int)pid, what, how);
+        log_error("%s (pid %d) %s (%s); restarting now", label, (int)pid, what, how);
         gen_spawn(e, g, w);
         break;
     case RESPAWN_LATER:
-        log_error("worker %d (pid %d) %s (%s); crash loop: restarting in %ums (%u fast crashes "
+        log_error("%s (pid %d) %s (%s); crash loop: restarting in %ums (%u fast crashes "
                   "in a row)",
-                  w->num, (int)pid, what, how, v.delay_ms, w->fast_crashes);
+                  label, (int)pid, what, how, v.delay_ms, w->fast_crashes);
         w->state = WS_BACKOFF;
         w->restart_at = now + v.delay_ms / 1000.0;
         break;
@@ -383,6 +398,10 @@ void gen_signal(generation *g, int signo)
             /* A worker takes a second SIGTERM for "stop now": say it once. */
             if (w->draining)
                 continue;
+            /* The pool serves the workers' requests to their end: its
+             * processes drain once the workers are gone (gen_pool_drain_step). */
+            if (gen_is_pool_slot(w) && gen_count_workers(g) > 0)
+                continue;
             w->draining = 1;
         }
         kill_worker(w, signo);
@@ -440,6 +459,11 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
         double limit = t->heartbeat;
         if (limit > 0 && !w->ready && t->lifespan_startup > limit)
             limit = t->lifespan_startup;
+        /* A pool process's loop is held by each request it runs: its limit
+         * is worker_pool.timeout, past which the worker has answered 504. */
+        int pool = gen_is_pool_slot(w);
+        if (pool)
+            limit = g->cfg->worker_pool.timeout > 0 ? g->cfg->worker_pool.timeout + 1.0 : 0;
         shm_worker *sw = shm_find(e->shm, (int)w->pid);
         if (!sw) {
             fresh++; /* not monitored (yet): nothing to judge */
@@ -448,7 +472,12 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
         uint64_t hb = atomic_load_explicit(&sw->heartbeat_ms, memory_order_relaxed);
         uint64_t age = now_ms > hb ? now_ms - hb : 0;
         if (limit > 0 && (double)age > limit * 1000.0) {
-            if (!w->hb_reported)
+            if (!w->hb_reported && pool)
+                log_error("pool process %d (pid %d): one request or call ran for %.1fs (limit "
+                          "%.1fs: worker_pool.timeout); killing it",
+                          w->num - POOL_NUM_BASE, (int)w->pid, (double)age / 1000.0,
+                          limit - 1.0);
+            else if (!w->hb_reported)
                 log_error("worker %d (pid %d): event loop blocked for %.1fs (limit %.1fs: "
                           "timeouts.heartbeat%s); killing it",
                           w->num, (int)w->pid, (double)age / 1000.0, limit,
@@ -483,8 +512,7 @@ void gen_drain(generation *g, double now)
     gen_signal(g, SIGTERM); /* a zygote still loading stops on its signal */
 }
 
-/* One more slot at the end of the table (NULL when out of memory). */
-static worker_slot *append_slot(generation *g)
+worker_slot *gen_append_slot(generation *g)
 {
     if (g->n == g->cap) {
         int cap = g->cap * 2;
@@ -523,7 +551,7 @@ void gen_poll_recycling(const gen_env *e, generation *g)
         for (int k = 0; k < g->n && !old; k++)
             if (g->slots[k].retired && g->slots[k].state != WS_RUNNING)
                 old = &g->slots[k];
-        if (!old && !(old = append_slot(g)))
+        if (!old && !(old = gen_append_slot(g)))
             continue;     /* it is replaced when it exits, then */
         w = &g->slots[i]; /* append_slot may have moved the table */
         *old = *w;
@@ -543,13 +571,14 @@ int gen_add_worker(const gen_env *e, generation *g)
 {
     worker_slot *w = NULL;
     for (int i = 0; i < g->n && !w; i++)
-        if (g->slots[i].state == WS_EXITED && !g->slots[i].respawn && !g->slots[i].retired)
+        if (g->slots[i].state == WS_EXITED && !g->slots[i].respawn && !g->slots[i].retired &&
+            !gen_is_pool_slot(&g->slots[i]))
             w = &g->slots[i]; /* a number SIGTTOU freed */
     if (!w) {
         int live = 0;
         for (int i = 0; i < g->n; i++)
-            live += !g->slots[i].retired;
-        if (live >= CONFIG_MAX_WORKERS || !(w = append_slot(g)))
+            live += !g->slots[i].retired && !gen_is_pool_slot(&g->slots[i]);
+        if (live >= CONFIG_MAX_WORKERS || !(w = gen_append_slot(g)))
             return -1;
         w->num = live + 1;
     }
@@ -565,7 +594,8 @@ int gen_remove_worker(generation *g)
     worker_slot *last = NULL;
     for (int i = 0; i < g->n; i++) {
         worker_slot *w = &g->slots[i];
-        if (w->respawn && (w->state == WS_RUNNING || w->state == WS_BACKOFF)) {
+        if (w->respawn && !gen_is_pool_slot(w) &&
+            (w->state == WS_RUNNING || w->state == WS_BACKOFF)) {
             live++;
             last = w;
         }

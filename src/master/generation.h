@@ -62,6 +62,7 @@ typedef struct generation {
     int preload;             /* workers come from the zygote (config_preload_wanted) */
     zygote zy;
     int access_fd;           /* its access log, opened by the master (gen_logs.h), or -1 */
+    int pool_fd;             /* the worker pool's listening socket, or -1 (generation_pool.c) */
     struct generation *next; /* older generations follow */
 } generation;
 
@@ -133,6 +134,24 @@ int gen_remove_worker(generation *g);
 /** Earliest backoff restart, or INFINITY. */
 double gen_next_restart(const generation *g);
 const char *gen_state_name(gen_state st);
+
+/* ---- the worker pool (generation_pool.c) ---- */
+
+/** One more slot at the end of g's table (NULL when out of memory). */
+worker_slot *gen_append_slot(generation *g);
+/** w is one of the pool's processes (its number is past POOL_NUM_BASE). */
+int gen_is_pool_slot(const worker_slot *w);
+/** "worker N" or "pool process N", for messages. */
+const char *gen_slot_label(const worker_slot *w, char *buf, size_t len);
+/** g's pool socket, when its config has a pool (sets cfg->worker_pool.fd); 0 or -1. */
+int gen_pool_open(generation *g);
+void gen_pool_close(generation *g);
+/** The pool's slots after the workers' (gen_new); 0 or -1 (out of memory). */
+int gen_pool_add_slots(generation *g);
+/** Running workers of g, pool processes not counted. */
+int gen_count_workers(const generation *g);
+/** A draining g whose workers are all gone: SIGTERM its pool processes. */
+void gen_pool_drain_step(generation *g);
 
 /* ---- in a child of the master (a worker, the zygote, a worker of the zygote) ---- */
 

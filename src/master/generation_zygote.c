@@ -152,7 +152,9 @@ static int known_child(const gen_env *e, pid_t pid)
 static void accept_report(generation *g, worker_slot *w, pid_t pid)
 {
     w->pid = pid;
-    log_info("worker %d started (pid %d, generation %u, from the zygote)", w->num, (int)pid, g->id);
+    char label[32];
+    log_info("%s started (pid %d, generation %u, from the zygote)",
+             gen_slot_label(w, label, sizeof label), (int)pid, g->id);
     /* Told to stop while it was being forked: tell it now. */
     if (w->draining || !w->respawn || g->state == GEN_DRAINING || g->state == GEN_FAILED) {
         w->draining = 1;

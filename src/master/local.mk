@@ -14,6 +14,7 @@ libpagid_master_a_SOURCES += \
 	src/master/generation.c src/master/generation.h src/master/generation_zygote.c \
 	src/master/shdicts.c src/master/shdicts.h \
 	src/master/gen_logs.c src/master/gen_logs.h \
+	src/master/generation_pool.c \
 	src/master/zygote.c src/master/zygote.h src/master/zygote_msg.c src/master/zygote_msg.h \
 	src/master/notify.c src/master/notify.h \
 	src/master/pubsub_broker.c src/master/pubsub_broker.h \

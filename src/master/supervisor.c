@@ -45,7 +45,7 @@
 /* How soon a reported worker is looked at again while it is reparented. */
 #define SETTLE_POLL_NS 5000000L
 /* Slots in the shared region: every generation's workers at once. */
-#define SHM_SLOTS (2 * CONFIG_MAX_WORKERS + 64)
+#define SHM_SLOTS (2 * (CONFIG_MAX_WORKERS + CONFIG_POOL_MAX_PROCESSES) + 64)
 
 /* The only state signal handlers touch. */
 static volatile sig_atomic_t sig_reap, sig_terminate, sig_quit, sig_reconfigure, sig_reopen,
@@ -417,6 +417,7 @@ static void collect_generations(supervisor *s, double now)
             pp = &g->next;
             continue;
         }
+        gen_pool_drain_step(g);
         int workers = gen_count(g, WS_RUNNING), zy_alive = g->zy.pid > 0;
         int running = workers + zy_alive;
         if (running && now >= g->deadline) {

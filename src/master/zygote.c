@@ -76,7 +76,7 @@ static void __attribute__((noreturn))
 worker_child(const gen_env *e, generation *g, int num, int pubsub_fd, int log_chan)
 {
     char role[32];
-    snprintf(role, sizeof role, "worker %d", num);
+    gen_slot_label(&(worker_slot){.num = num}, role, sizeof role);
     gen_child_prepare(e, g, role);
     if (zy_log_chan >= 0)
         close(zy_log_chan);

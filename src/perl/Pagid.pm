@@ -55,6 +55,12 @@ END_LOAD
 # A load error as FILE:LINE: message, the app file's line when Perl names
 # it (a syntax error, a missing module: "... at app.psgi line 3."), so an
 # editor or a log reader lands on it.
+# The worker pool (PAGI/Server/Pagid/Pool.pm, compiled only with a pool).
+sub PAGI::Server::Pagid::Pool::setup {
+    require PAGI::Server::Pagid::Pool;
+    return PAGI::Server::Pagid::Pool::_setup(@_);
+}
+
 sub _at_line {
     my ($file, $e) = @_;
     $e = _message($e);
@@ -347,7 +353,9 @@ package main;
 # compiled in the zygote, whose pid every forked worker would inherit.
 BEGIN {
     *CORE::GLOBAL::exit = sub {
-        if ($$ != PAGI::Server::Pagid::Loop::worker_pid()) {
+        # A pool process ends for real: its request is answered 502 and the
+        # master starts another (docs/psgi.md).
+        if ($$ != PAGI::Server::Pagid::Loop::worker_pid() || $PAGI::Server::Pagid::Pool::IN_PROCESS) {
             $_->flush for grep { defined fileno $_ } *STDOUT{IO}, *STDERR{IO};
             require POSIX;
             POSIX::_exit($_[0] // 0);

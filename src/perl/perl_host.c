@@ -6,6 +6,9 @@
 #include "perl_int.h"
 #include "perl_host.h"
 
+#include "common/pool.h"
+#include "worker/core/loop.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +74,7 @@ static const char *start_interpreter(void)
     perl_loop_boot(aTHX);
     perl_pubsub_boot(aTHX);
     perl_shared_boot(aTHX);
+    perl_pool_boot(aTHX);
     eval_pv(perl_glue_source, FALSE);
     if (SvTRUE(ERRSV)) {
         pagi_log(perl_host_loop, 0, "perl: the pagid glue failed to load: %s", SvPV_nolen(ERRSV));
@@ -263,6 +267,25 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
         if (!perl_instances)
             stop_interpreter();
         return NULL;
+    }
+    if (loop->pool && loop->pool->app && strcmp(arg, loop->pool->app) == 0) {
+        /* The generation's worker pool serves this app (Pool.pm): a worker
+         * gets the app that dispatches to it, a pool process starts serving. */
+        SV *args[1] = {pa->app};
+        SV *pooled = call_glue(aTHX_ "PAGI::Server::Pagid::Pool::setup", args, 1, msg, sizeof msg);
+        if (!pooled || !SvROK(pooled)) {
+            if (pooled)
+                SvREFCNT_dec(pooled);
+            SvREFCNT_dec(pa->app);
+            free(pa);
+            pagi_log(loop, 0, "perl: worker pool: %s", msg[0] ? msg : "setup failed");
+            *err = msg;
+            if (!perl_instances)
+                stop_interpreter();
+            return NULL;
+        }
+        SvREFCNT_dec(pa->app);
+        pa->app = pooled;
     }
     pa->state = newRV_noinc((SV *)newHV());
     perl_instances++;

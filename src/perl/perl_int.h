@@ -84,6 +84,9 @@ void perl_pubsub_boot(pTHX);
 void perl_pubsub_ready(pTHX);
 void perl_pubsub_unready(pTHX);
 
+/* perl_pool_xs.c: the worker pool's facts and counters for Pool.pm. */
+void perl_pool_boot(pTHX);
+
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
 extern const char perl_glue_source[];
 

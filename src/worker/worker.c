@@ -19,6 +19,7 @@
 
 #include "common/exitcodes.h"
 #include "common/log.h"
+#include "common/pool.h"
 #include "common/proctitle.h"
 #include "common/shm.h"
 #include "worker/core/accept_gate.h"
@@ -76,6 +77,7 @@ typedef struct worker_run_ctx {
     int grace_over; /* past the shutdown deadline plus the apps' grace */
     int wait_named; /* the scopes the shutdown waits for were logged */
     mount_table mounts; /* the app, and the apps under path prefixes */
+    pool_info pool;     /* the generation's worker pool (loop.pool), when it has one */
     ev_signal sig_term, sig_int, sig_quit, sig_usr1, sig_gate;
     ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
     ev_timer gate_timer; /* while gated: the share looked at again */
@@ -585,7 +587,10 @@ static void worker_on_lifespan_started(worker_ctx *w, lifespan_outcome o, const 
         worker_maybe_finish(r);
         return;
     }
-    log_info("worker %d ready", w->worker_num);
+    if (pool_is_process_num(w->worker_num) && w->under_master)
+        log_info("pool process %d ready", w->worker_num - POOL_NUM_BASE);
+    else
+        log_info("worker %d ready", w->worker_num);
     if (w->stats)
         atomic_store(&w->stats->ready, 1);
     accepting_set(r, 1);
@@ -647,8 +652,15 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->worker_num = worker_num;
     w->under_master = under_master;
     r->generation = generation;
-    if (under_master) /* alone (-w 0), the command line the developer typed stays */
+    /* A pool process (common/pool.h) is a worker without listeners or
+     * lifespan: its app (the Perl host) serves the pool's socket instead. */
+    int pool_process = under_master && pool_is_process_num(worker_num);
+    if (pool_process) {
+        proctitle_pool(worker_num - POOL_NUM_BASE, generation, "idle");
+        n = 0;
+    } else if (under_master) { /* alone (-w 0), the command line the developer typed stays */
         proctitle_worker(worker_num, generation, 0);
+    }
     w->on_conn_count = worker_on_conn_count;
     w->on_request_done = worker_on_request_done;
     w->stats = shm_claim(shm, (int)getpid(), worker_num, generation);
@@ -659,6 +671,29 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->loop.recycle = worker_recycle;
     w->loop.shared_dicts = cfg->shared_dicts;
     w->loop.n_shared_dicts = cfg->n_shared_dicts;
+    if (under_master && cfg->worker_pool.processes > 0 && cfg->worker_pool.fd >= 0) {
+        const pagid_pool *p = &cfg->worker_pool;
+        r->pool = (pool_info){.process = pool_process,
+                              .num = pool_process ? worker_num - POOL_NUM_BASE : 0,
+                              .fd = p->fd,
+                              .processes = p->processes,
+                              .queue_limit = p->queue_limit,
+                              .timeout = p->timeout,
+                              .max_requests = (long)cfg->max_requests,
+                              .handlers = p->handlers,
+                              .app = cfg->app,
+                              .shm = shm,
+                              .self = w->stats,
+                              .generation = generation};
+        w->loop.pool = &r->pool;
+    } else if (pool_process) {
+        log_error("pool process without its pool's socket");
+        r->exit_code = EXIT_WORKER_FATAL;
+        loop_destroy(&w->loop);
+        free(r);
+        ev_loop_destroy(ev);
+        return EXIT_WORKER_FATAL;
+    }
     w->loop.debug = cfg->debug;
     if (cfg->debug)
         log_info("debug mode: app interface misuse, stale handles and callbacks holding the loop "
@@ -747,7 +782,9 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         ev_timer_again(ev, &r->heartbeat);
         ev_unref(ev); /* the heartbeat alone must not keep the loop running */
     }
-    if (lifespan_start(w, worker_on_lifespan_started) < 0) {
+    if (pool_process) /* no lifespan: the workers run the app's */
+        worker_on_lifespan_started(w, LIFESPAN_OK, NULL);
+    else if (lifespan_start(w, worker_on_lifespan_started) < 0) {
         log_error("cannot start the lifespan scope");
         r->exit_code = EXIT_WORKER_FATAL;
         goto out;

@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "common/shdict.h"
+#include "common/pool.h"
 #include "common/shm.h"
 #include "worker/worker_ctx.h"
 
@@ -74,6 +75,8 @@ static void sum(totals *t, const shm_region *r)
         t->scopes_unfinished += LOAD(&w->scopes_unfinished);
         if (pid == 0)
             continue; /* exited: its gauges are stale */
+        if (pool_is_process_num(LOAD(&w->worker_num)))
+            continue; /* a pool process: pagid_pool_* below */
         t->workers_up++;
         t->workers_ready += LOAD(&w->ready) ? 1u : 0u;
         t->open_connections += LOAD(&w->open_connections);
@@ -213,6 +216,25 @@ int metrics_render(buf *o, const shm_region *r)
     buf_printf(o, "pagid_workers_up %u\n", t.workers_up);
     head(o, "pagid_workers_ready", "gauge", "Workers past lifespan startup, accepting.");
     buf_printf(o, "pagid_workers_ready %u\n", t.workers_ready);
+    /* The current generation's worker pool (docs/psgi.md). */
+    pool_figures pf;
+    pool_figures_read(r, LOAD(&((shm_region *)r)->generation), &pf);
+    head(o, "pagid_pool_processes", "gauge", "Worker pool processes running.");
+    buf_printf(o, "pagid_pool_processes %d\n", pf.workers);
+    head(o, "pagid_pool_busy", "gauge", "Pool processes running a request or call.");
+    buf_printf(o, "pagid_pool_busy %d\n", pf.busy);
+    head(o, "pagid_pool_idle", "gauge", "Pool processes waiting for work.");
+    buf_printf(o, "pagid_pool_idle %d\n", pf.idle);
+    head(o, "pagid_pool_queue_depth", "gauge", "Requests and calls waiting for a pool process.");
+    buf_printf(o, "pagid_pool_queue_depth %lld\n", (long long)pf.queue_depth);
+    head(o, "pagid_pool_rejected_total", "counter",
+         "Requests (503) and calls refused: the pool's queue was full.");
+    buf_printf(o, "pagid_pool_rejected_total %llu\n", (unsigned long long)pf.rejected);
+    head(o, "pagid_pool_timeouts_total", "counter",
+         "Requests (504) and calls past worker_pool.timeout or their own.");
+    buf_printf(o, "pagid_pool_timeouts_total %llu\n", (unsigned long long)pf.timeouts);
+    head(o, "pagid_pool_served_total", "counter", "Requests and calls pool processes finished.");
+    buf_printf(o, "pagid_pool_served_total %llu\n", (unsigned long long)pf.served);
     return 0;
 }
 

@@ -28,6 +28,9 @@ struct pagi_loop {
     /* The config's `shared_dicts` (their mappings), for pagi_shared_dict. */
     const struct pagid_shared_dict *shared_dicts;
     size_t n_shared_dicts;
+    /* Set by the worker: its generation's worker pool (common/pool.h), or
+     * NULL; the Perl host dispatches to it, or serves it in a pool process. */
+    const struct pool_info *pool;
     /* Debug mode (pagid --debug): app callbacks are timed. */
     int debug;
     unsigned hold_depth; /* timed callbacks now running (nested) */

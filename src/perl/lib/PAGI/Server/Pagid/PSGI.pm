@@ -21,10 +21,13 @@ our $CHUNK = 64 * 1024;
 # response as the same events.
 
 # wrap($app, $file): the PAGI app running the PSGI $app.
+our %PSGI_OF;    # the PAGI app wrap made -> the PSGI app (for the worker pool)
+
 sub wrap {
     my ($class, $app, $file) = @_;
     my $worker = {multiprocess => 0, harakiri => 0};
-    return sub {
+    my $pagi;
+    $pagi = sub {
         my ($scope, $receive, $send) = @_;
         my $type = $scope->{type};
         return _lifespan($worker, $scope, $receive, $send) if $type eq 'lifespan';
@@ -39,9 +42,12 @@ sub wrap {
             start => "${p}http.response.start", body => "${p}http.response.body",
             done => Future->new,
         }, 'PAGI::Server::Pagid::PSGI::Request';
+        $r->{pool} = $worker->{pool} if $worker->{pool};    # set by Pool.pm
         $r->_read_body;
         return $r->{done};
     };
+    $PSGI_OF{Scalar::Util::refaddr($pagi)} = [$app, $worker];
+    return $pagi;
 }
 
 # PSGI has no lifespan; answering it keeps the worker's log quiet, and its
@@ -135,6 +141,10 @@ sub _read_body {
                 open $input, '<', \$body or return $self->_finish("cannot open psgi.input: $!");
                 binmode $input;
             }
+            # With a worker pool the env and the body go to a pool process
+            # (Pool.pm), whose response comes back as the same events.
+            return PAGI::Server::Pagid::Pool::dispatch_psgi($self, $self->_env($length), $input,
+                $spool ? undef : $body) if $self->{pool};
             $self->_call_app($self->_env($length), $input);
         });
     };
@@ -539,7 +549,7 @@ sub write {
     return 1 unless length $chunk;
     my $f = $r->_send({type => $r->{body}, body => PAGI::Server::Pagid::PSGI::Request::_bytes($chunk),
                        more => 1});
-    $f && PAGI::Server::Pagid::XS::write_now($self->{h}, !$f->is_ready);
+    $f && $self->{h} && PAGI::Server::Pagid::XS::write_now($self->{h}, !$f->is_ready);
     die PAGI::Server::Pagid::PSGI::Gone->new($r) unless $r->{scope}{'pagi.connection'}->is_connected;
     return 1;
 }

@@ -1,0 +1,33 @@
+/*
+ * pool.c - the worker pool's figures, summed from the shared region: pool
+ * processes publish whether they are busy, workers how many of their
+ * requests wait for a process and how many were refused (pool.h).
+ */
+#include "pool.h"
+
+#include <string.h>
+
+void pool_figures_read(const shm_region *shm, unsigned gen, pool_figures *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!shm)
+        return;
+    size_t n = shm_slots_used(shm);
+    for (size_t i = 0; i < n; i++) {
+        const shm_worker *s = &shm->slots[i];
+        if (!atomic_load_explicit(&s->pid, memory_order_acquire) ||
+            atomic_load_explicit(&s->generation, memory_order_relaxed) != gen)
+            continue;
+        if (pool_is_process_num(atomic_load_explicit(&s->worker_num, memory_order_relaxed))) {
+            out->workers++;
+            out->busy += atomic_load_explicit(&s->pool_busy, memory_order_relaxed) != 0;
+            out->served += atomic_load_explicit(&s->pool_served, memory_order_relaxed);
+        } else {
+            int64_t w = atomic_load_explicit(&s->pool_waiting, memory_order_relaxed);
+            out->queue_depth += w > 0 ? w : 0;
+            out->rejected += atomic_load_explicit(&s->pool_rejected, memory_order_relaxed);
+            out->timeouts += atomic_load_explicit(&s->pool_timeouts, memory_order_relaxed);
+        }
+    }
+    out->idle = out->workers - out->busy;
+}

@@ -1,0 +1,555 @@
+# PAGI/Server/Pagid/Pool.pm - the worker pool's Perl side (docs/psgi.md, "The
+# worker pool"): in a worker, dispatching a PSGI request, or a PAGI app's
+# worker_pool call, to a pool process over the pool's socket and relaying
+# the answer on the worker's loop; in a pool process, serving them.
+use strict;
+use warnings;
+
+package PAGI::Server::Pagid::Pool;
+
+use Errno ();
+use Future;
+use Scalar::Util ();
+use Socket ();
+use Storable ();
+
+our $IN_PROCESS;    # this process is a pool process (exit() then exits)
+my $INFO;           # pool_info(): {process, num, fd, processes, queue_limit, timeout, handlers}
+my $ADDR;           # the pool socket's address (packed sockaddr_un)
+
+# The wire: frames of a type byte, a 32-bit length and the payload, on one
+# connection per request or call. Worker -> process: P (a PSGI env,
+# Storable), D (body bytes), Z (the end of the body), C (a call: {name,
+# args}). Process -> worker: A (taken: its pid), S (the response's status
+# and headers), B (body bytes), E (the end), X (the app failed: why),
+# R (a call's result, Storable), F (a call failed: why).
+sub _frame { pack('a1 N', $_[0], length $_[1]) . $_[1] }
+
+# setup($app): called by the Perl host when the top-level app is created in
+# a process of a generation with a pool; returns the app that process runs.
+sub _setup {
+    my ($app) = @_;
+    $INFO = PAGI::Server::Pagid::XS::pool_info() or return $app;
+    my $psgi = $PAGI::Server::Pagid::PSGI::PSGI_OF{Scalar::Util::refaddr($app)};
+    if ($INFO->{process}) {
+        $IN_PROCESS = 1;
+        PAGI::Server::Pagid::Pool::Process::start($INFO, $psgi);
+        return $app;    # never called: a pool process has no listeners
+    }
+    open my $lfh, '+<&=', $INFO->{fd} or die "worker pool: the pool socket: $!\n";
+    $ADDR = getsockname($lfh) or die "worker pool: getsockname: $!\n";
+    if ($psgi) {
+        $psgi->[1]{pool} = $INFO;
+        return $app;
+    }
+    return _with_extension($app);
+}
+
+# ---- the worker's side: dispatch -------------------------------------------
+
+# 1 when a request or call may join the pool: a free process, or room in
+# the queue (busy + waiting < processes + queue_limit).
+sub _has_room {
+    my $s = PAGI::Server::Pagid::XS::pool_stats() or return 1;
+    return $s->{busy} + $s->{queue_depth} < $s->{workers} + $s->{queue_limit};
+}
+
+# A connection to the pool, non-blocking; undef with $! when refused.
+sub _connect {
+    socket(my $s, Socket::AF_UNIX(), Socket::SOCK_STREAM(), 0) or return;
+    require IO::Handle;
+    $s->blocking(0);
+    connect($s, $ADDR) or return;    # EAGAIN: the backlog is full
+    binmode $s;
+    return $s;
+}
+
+# One exchange with a pool process: writes $out, calls $on_frame->($type,
+# $payload) for each frame and $on_end->() at EOF (or on a read error). The
+# reads never wait for the client: whatever the process writes is taken.
+sub _exchange {
+    my ($sock, $out, $on_frame, $on_end) = @_;
+    my $x = bless {sock => $sock, out => $out, in => '', on_frame => $on_frame,
+                   on_end => $on_end}, 'PAGI::Server::Pagid::Pool::Exchange';
+    $x->_write;
+    my $fd = fileno $sock;
+    $x->{rw} = PAGI::Server::Pagid::Loop::io($fd, 1, sub { $x->_read });
+    return $x;
+}
+
+sub _answer {
+    my ($r, $status, $text, @headers) = @_;
+    $r->_send({type => $r->{start}, status => $status,
+               headers => [['content-type', 'text/plain'], ['content-length', length $text], @headers]});
+    $r->_send({type => $r->{body}, body => $text}, 1);
+}
+
+sub _what { "$_[0]{REQUEST_METHOD} $_[0]{REQUEST_URI}" }
+
+# A PSGI request, read whole, to a pool process (PSGI.pm's _read_body).
+sub dispatch_psgi {
+    my ($r, $env, $input, $body) = @_;
+    my $what = _what($env);
+    my $sock = _has_room() ? _connect() : undef;
+    if (!$sock) {
+        PAGI::Server::Pagid::XS::pool_count('rejected', 1);
+        PAGI::Server::Pagid::XS::log(1, "worker pool: queue full ($INFO->{processes} processes, "
+            . "queue_limit $INFO->{queue_limit}): $what answered 503");
+        return _answer($r, 503, "Service Unavailable: the server is busy, retry shortly\n",
+            ['retry-after', '1']);
+    }
+    if (!defined $body) {    # spooled: read back for the process
+        local $/;
+        $body = <$input> // '';
+    }
+    my $out = _frame('P', Storable::nfreeze($env));
+    for (my $at = 0; $at < length $body; $at += 65536) {
+        $out .= _frame('D', substr($body, $at, 65536));
+    }
+    $out .= _frame('Z', '');
+    PAGI::Server::Pagid::XS::pool_count('waiting', 1);
+    my %st = (waiting => 1, started => 0, ended => 0, pid => '?', pending => undef, buf => '', last => 0);
+    my ($x, $timer);
+    my $unwait = sub {
+        PAGI::Server::Pagid::XS::pool_count('waiting', -1) if $st{waiting};
+        $st{waiting} = 0;
+    };
+    # Body bytes go to the client one send at a time; what comes meanwhile
+    # waits here (the process is never made to wait for the client).
+    my $flush;
+    $flush = sub {
+        return if $st{pending} && !$st{pending}->is_ready;
+        return if $r->{done}->is_ready;
+        if (length $st{buf}) {
+            my $chunk = $st{buf};
+            $st{buf} = '';
+            my $f = $r->_send({type => $r->{body}, body => $chunk, more => 1}) or return;
+            if (!$f->is_ready) {
+                $st{pending} = $f;
+                $f->on_done(sub { $flush->() if $flush });
+                return;
+            }
+        }
+        if ($st{last}) {
+            $r->_send({type => $r->{body}}, 1);
+            undef $flush;
+        }
+    };
+    my $end = sub {
+        my ($status, $why) = @_;
+        return if $st{ended}++;
+        $unwait->();
+        undef $timer;
+        $x->close if $x;
+        if (!$st{started}) {
+            _answer($r, $status, $status == 504 ? "Gateway Timeout\n" : "Bad Gateway\n");
+        } else {
+            $r->_finish($why);
+        }
+    };
+    $x = _exchange($sock, $out, sub {
+        my ($type, $payload) = @_;
+        if ($type eq 'A') {
+            $st{pid} = $payload;
+            $unwait->();
+            if ($INFO->{timeout} > 0) {
+                $timer = PAGI::Server::Pagid::Loop::timer($INFO->{timeout}, 0, sub {
+                    PAGI::Server::Pagid::XS::pool_count('timeouts', 1);
+                    PAGI::Server::Pagid::XS::log(0, "worker pool: $what ran past worker_pool.timeout "
+                        . "($INFO->{timeout}s) in pool process pid $st{pid}: "
+                        . ($st{started} ? "connection closed" : "answered 504")
+                        . "; the master kills the process");
+                    $end->(504, "the pool process ran past worker_pool.timeout");
+                });
+            }
+        } elsif ($type eq 'S') {
+            my $h = Storable::thaw($payload);
+            $st{started} = 1;
+            $r->_send({type => $r->{start}, status => $h->{status}, headers => $h->{headers}});
+        } elsif ($type eq 'B') {
+            $st{buf} .= $payload;
+            $flush->() if $flush;
+        } elsif ($type eq 'E') {
+            $st{ended} = 1;
+            undef $timer;
+            $x->close;
+            $st{last} = 1;
+            $flush->() if $flush;
+        } elsif ($type eq 'X') {
+            $st{ended} = 1;
+            undef $timer;
+            $x->close;
+            $r->_finish($payload);    # before the response: the server's 500 and log line
+        }
+    }, sub {
+        return if $st{ended};
+        PAGI::Server::Pagid::XS::log(0, "worker pool: pool process pid $st{pid} died running $what: "
+            . ($st{started} ? "connection closed" : "answered 502"));
+        $end->(502, "the pool process died mid-response");
+    });
+    return;
+}
+
+# ---- the worker_pool extension of PAGI apps ---------------------------------
+
+sub _with_extension {
+    my ($app) = @_;
+    my $ext = bless {}, 'PAGI::Server::Pagid::Pool::Extension';
+    return sub {
+        my ($scope) = @_;
+        my $pagi = $scope->{pagi} //= {};
+        if ($scope->{type} eq 'lifespan') {
+            my $list = ref $pagi->{extensions} eq 'ARRAY' ? $pagi->{extensions} : [];
+            push @$list, 'worker_pool';
+            $pagi->{extensions} = $list;
+        } else {
+            $pagi->{extensions} = {} unless ref $pagi->{extensions} eq 'HASH';
+            $pagi->{extensions}{worker_pool} = $ext;
+        }
+        return $app->(@_);
+    };
+}
+
+package PAGI::Server::Pagid::Pool::Extension;
+
+sub stats {
+    my $s = PAGI::Server::Pagid::XS::pool_stats();
+    return {map { $_ => $s->{$_} } qw(workers busy idle queue_depth queue_limit)};
+}
+
+sub call {
+    my ($self, $name, %opts) = @_;
+    my $f = Future->new;
+    $self->_call($name, $opts{args} // [], $opts{timeout}, $f);
+    return $f;
+}
+
+sub call_forget {
+    my ($self, $name, %opts) = @_;
+    my $f = Future->new;
+    $self->_call($name, $opts{args} // [], $opts{timeout}, $f);
+    $f->on_fail(sub {
+        PAGI::Server::Pagid::XS::log(1, "perl: worker_pool call_forget('$name') failed: $_[0]");
+    });
+    $f->retain;
+    return;
+}
+
+sub _call {
+    my ($self, $name, $args, $timeout, $f) = @_;
+    my $info = $INFO;
+    return $f->fail("worker_pool: the args of '$name' must be an array reference\n")
+        unless ref $args eq 'ARRAY';
+    my $sock = PAGI::Server::Pagid::Pool::_has_room() ? PAGI::Server::Pagid::Pool::_connect() : undef;
+    if (!$sock) {
+        PAGI::Server::Pagid::XS::pool_count('rejected', 1);
+        return $f->fail("worker_pool: queue full (backpressure): '$name' refused\n");
+    }
+    my $payload = eval { Storable::nfreeze({name => "$name", args => $args}) };
+    return $f->fail("worker_pool: the args of '$name' cannot be serialized: $@") unless defined $payload;
+    PAGI::Server::Pagid::XS::pool_count('waiting', 1);
+    my $waiting = 1;
+    my ($x, $timer);
+    my $settle = sub {
+        my ($ok, @v) = @_;
+        PAGI::Server::Pagid::XS::pool_count('waiting', -1) if $waiting;
+        $waiting = 0;
+        undef $timer;
+        $x->close if $x;
+        return if $f->is_ready;
+        $ok ? $f->done(@v) : $f->fail(@v);
+    };
+    my $limit = $timeout && $timeout > 0 ? $timeout : $info->{timeout};
+    $timer = PAGI::Server::Pagid::Loop::timer($limit, 0, sub {
+        PAGI::Server::Pagid::XS::pool_count('timeouts', 1);
+        $settle->(0, "worker_pool: '$name' timed out after ${limit}s\n");
+    }) if $limit && $limit > 0;
+    $x = PAGI::Server::Pagid::Pool::_exchange($sock, PAGI::Server::Pagid::Pool::_frame('C', $payload), sub {
+        my ($type, $p) = @_;
+        if ($type eq 'A') {
+            PAGI::Server::Pagid::XS::pool_count('waiting', -1) if $waiting;
+            $waiting = 0;
+        } elsif ($type eq 'R') {
+            my $v = eval { Storable::thaw($p) };
+            $settle->($v ? (1, @$v) : (0, "worker_pool: the result of '$name' could not be read\n"));
+        } elsif ($type eq 'F') {
+            $settle->(0, $p);
+        }
+    }, sub {
+        $settle->(0, "worker_pool: the pool process died running '$name'\n");
+    });
+    $f->on_cancel(sub { $settle->(0, 'cancelled') });
+    return;
+}
+
+package PAGI::Server::Pagid::Pool::Exchange;
+
+sub _write {
+    my ($x) = @_;
+    return unless $x->{sock};
+    while (length $x->{out}) {
+        my $n = syswrite $x->{sock}, $x->{out};
+        if (!defined $n) {
+            if ($!{EAGAIN} || $!{EWOULDBLOCK}) {
+                $x->{ww} //= PAGI::Server::Pagid::Loop::io(fileno $x->{sock}, 2, sub {
+                    delete $x->{ww};
+                    $x->_write;
+                });
+                return;
+            }
+            return;    # the process is gone: the read side sees it
+        }
+        substr $x->{out}, 0, $n, '';
+    }
+}
+
+sub _read {
+    my ($x) = @_;
+    my $sock = $x->{sock} or return;
+    while (1) {
+        my $n = sysread $sock, my $chunk, 262144;
+        $x->{in} .= $chunk if $n;
+        if (!defined $n) {
+            last if $!{EAGAIN} || $!{EWOULDBLOCK} || $!{EINTR};
+            $n = 0;
+        }
+        if (!$n) {
+            $x->_frames;
+            my $end = $x->{on_end};
+            $x->close;
+            $end->() if $end;
+            return;
+        }
+        last if $n < 262144;
+    }
+    $x->_frames;
+}
+
+sub _frames {
+    my ($x) = @_;
+    while ($x->{sock} && length $x->{in} >= 5) {
+        my ($type, $len) = unpack 'a1 N', $x->{in};
+        last if length $x->{in} < 5 + $len;
+        my $payload = substr $x->{in}, 5, $len;
+        substr $x->{in}, 0, 5 + $len, '';
+        $x->{on_frame}->($type, $payload);
+    }
+}
+
+sub close {
+    my ($x) = @_;
+    delete @$x{qw(rw ww on_frame on_end)};
+    my $s = delete $x->{sock};
+    close $s if $s;
+}
+
+package PAGI::Server::Pagid::Pool::Process;
+
+# ---- a pool process: serving --------------------------------------------------
+
+use Socket ();
+
+my ($LISTEN, $WATCH, $INFO_P, $PSGI, $HANDLERS, $STATE, $SERVED);
+
+sub start {
+    my ($info, $psgi) = @_;
+    $INFO_P = $info;
+    $PSGI = $psgi;
+    if (!$psgi) {
+        my $file = $info->{handlers} or die "worker pool: no handlers file\n";
+        $file = "./$file" unless $file =~ m{^\.{0,2}/};
+        my $spec = do $file;
+        die "worker pool: cannot load $file: $@" if $@;
+        die "worker pool: cannot read $file: $!\n" if !defined $spec && !-r $file;
+        die "worker pool: $file must return {init => sub {...}, handlers => {name => sub {...}}}\n"
+            unless ref $spec eq 'HASH' && ref $spec->{handlers} eq 'HASH';
+        $HANDLERS = $spec->{handlers};
+        $STATE = $spec->{init} ? $spec->{init}->() : {};
+    }
+    open $LISTEN, '+<&=', $info->{fd} or die "worker pool: the pool socket: $!\n";
+    require IO::Handle;
+    $LISTEN->blocking(0);
+    _watch(1);
+}
+
+sub _watch {
+    my ($on) = @_;
+    if ($on) {
+        $WATCH //= PAGI::Server::Pagid::Loop::io($INFO_P->{fd}, 1, \&_accept);
+    } else {
+        undef $WATCH;
+    }
+}
+
+# Blocking I/O on the accepted connection: this process does nothing else.
+sub _read_full {
+    my ($c, $len) = @_;
+    my $buf = '';
+    while (length $buf < $len) {
+        my $n = sysread $c, $buf, $len - length $buf, length $buf;
+        return if !$n;
+    }
+    return $buf;
+}
+
+sub _read_frame {
+    my ($c) = @_;
+    my $head = _read_full($c, 5) or return;
+    my ($type, $len) = unpack 'a1 N', $head;
+    my $payload = $len ? _read_full($c, $len) : '';
+    return unless defined $payload;
+    return ($type, $payload);
+}
+
+sub _accept {
+    my $c;
+    accept($c, $LISTEN) or return;    # another process took it
+    my $cred = getsockopt($c, Socket::SOL_SOCKET(), Socket::SO_PEERCRED());
+    my (undef, $uid) = $cred ? unpack('i I I', $cred) : (0, -1);
+    if ($uid != $<) {    # not one of our workers
+        close $c;
+        return;
+    }
+    $c->blocking(1);
+    binmode $c;
+    PAGI::Server::Pagid::XS::pool_count('busy', 1);
+    _watch(0);
+    my $done = sub {
+        close $c;
+        PAGI::Server::Pagid::XS::pool_count('busy', 0);
+        PAGI::Server::Pagid::XS::pool_count('served', 1);
+        my $max = $INFO_P->{max_requests};
+        if ($max && ++$SERVED >= $max) {
+            PAGI::Server::Pagid::XS::psgi_harakiri("served $SERVED requests (max_requests)");
+            return;
+        }
+        _watch(1);
+    };
+    _send($c, 'A', $$);
+    my ($type, $payload) = _read_frame($c);
+    return $done->() unless defined $type;
+    return _serve_call($c, $payload, $done) if $type eq 'C';
+    return $done->() unless $type eq 'P' && $PSGI;
+    _serve_psgi($c, Storable::thaw($payload), $done);
+}
+
+sub _send {
+    my ($c, $type, $payload) = @_;
+    my $out = PAGI::Server::Pagid::Pool::_frame($type, $payload);
+    while (length $out) {
+        my $n = syswrite $c, $out;
+        return 0 unless $n;
+        substr $out, 0, $n, '';
+    }
+    return 1;
+}
+
+sub _serve_call {
+    my ($c, $payload, $done) = @_;
+    my $job = eval { Storable::thaw($payload) } || {};
+    my $name = $job->{name} // '';
+    my $h = $HANDLERS->{$name};
+    if (!$h) {
+        _send($c, 'F', "worker_pool: no handler named '$name'\n");
+        return $done->();
+    }
+    my @ret = eval { ($h->($STATE, @{ $job->{args} || [] })) };
+    if (my $e = $@) {
+        _send($c, 'F', ref $e ? "$e" : $e);
+    } else {
+        my $frozen = eval { Storable::nfreeze([@ret == 1 ? $ret[0] : @ret]) };
+        defined $frozen
+            ? _send($c, 'R', $frozen)
+            : _send($c, 'F', "worker_pool: the result of '$name' cannot be serialized: $@");
+    }
+    $done->();
+}
+
+sub _serve_psgi {
+    my ($c, $env, $done) = @_;
+    # The body, spooled past PSGI.pm's memory bound as the worker would.
+    my ($body, $spool, $len) = ('', undef, 0);
+    while (1) {
+        my ($type, $payload) = _read_frame($c);
+        return $done->() unless defined $type;
+        last if $type eq 'Z';
+        $len += length $payload;
+        if ($spool) {
+            print {$spool} $payload;
+        } else {
+            $body .= $payload;
+            if (length $body > $PAGI::Server::Pagid::PSGI::MEMORY_MAX) {
+                open $spool, '+>', undef or return $done->();
+                binmode $spool;
+                print {$spool} $body;
+                $body = '';
+            }
+        }
+    }
+    my $input;
+    if ($spool) {
+        $spool->flush;
+        seek $spool, 0, 0;
+        $input = $spool;
+    } else {
+        open $input, '<', \$body;
+        binmode $input;
+    }
+    my $conn = bless {ok => 1, complete => [], gone => []}, 'PAGI::Server::Pagid::Pool::Conn';
+    my $send = sub {
+        my ($ev) = @_;
+        return Future->fail("the worker went away\n") unless $conn->{ok};
+        my $ok = 1;
+        if ($ev->{type} =~ /response\.start\z/) {
+            $ok = _send($c, 'S', Storable::nfreeze({status => $ev->{status}, headers => $ev->{headers}}));
+        } elsif ($ev->{fh}) {    # a file body: read here, sent as bytes
+            my $fh = $ev->{fh};
+            seek $fh, $ev->{offset}, 0 if $ev->{offset};
+            while ($ok) {
+                my $n = read $fh, my $chunk, 65536;
+                last unless $n;
+                $ok = _send($c, 'B', $chunk);
+            }
+        } elsif (defined $ev->{body} && length $ev->{body}) {
+            # In frames of 256 KiB: the worker relays each as it comes.
+            for (my $at = 0; $ok && $at < length $ev->{body}; $at += 262144) {
+                $ok = _send($c, 'B', substr $ev->{body}, $at, 262144);
+            }
+        }
+        $conn->{ok} = 0 unless $ok;
+        return $ok ? Future->done : Future->fail("the worker went away\n");
+    };
+    my $r = bless {
+        scope => {'pagi.connection' => $conn}, send => $send, app => $PSGI->[0],
+        worker => {multiprocess => 1, harakiri => 1}, req_type => 'http.request',
+        start => 'http.response.start', body => 'http.response.body', done => Future->new,
+    }, 'PAGI::Server::Pagid::PSGI::Request';
+    $r->{done}->on_ready(sub {
+        my ($f) = @_;
+        if ($f->is_failed) {
+            _send($c, 'X', PAGI::Server::Pagid::_message(($f->failure)[0]));
+        } else {
+            _send($c, 'E', '');
+        }
+        $conn->_ended;
+        $done->();
+    });
+    $r->_call_app($env, $input);
+}
+
+package PAGI::Server::Pagid::Pool::Conn;
+
+# pagi.connection as the PSGI adapter uses it in a pool process.
+sub is_connected      { $_[0]{ok} }
+sub disconnect_reason { $_[0]{ok} ? undef : 'client_closed' }
+sub on_complete       { push @{ $_[0]{complete} }, $_[1]; return }
+sub on_disconnect     { push @{ $_[0]{gone} }, $_[1]; return }
+
+sub _ended {
+    my ($self) = @_;
+    my $list = $self->{ok} ? $self->{complete} : $self->{gone};
+    $self->{complete} = $self->{gone} = [];
+    $_->() for @$list;
+}
+
+1;

@@ -1,0 +1,37 @@
+# pool.psgi - a PSGI app for the worker pool's tests (test_psgi_pool.py):
+# says which process ran it, echoes bodies, blocks, crashes, exits, streams.
+use strict;
+use warnings;
+
+my $app = sub {
+    my ($env) = @_;
+    my $p = $env->{PATH_INFO};
+    my $text = sub { [200, ['Content-Type' => 'text/plain'], [$_[0]]] };
+    return $text->("pid=$$") if $p eq '/pid';
+    if ($p eq '/sleep') {
+        my ($s) = ($env->{QUERY_STRING} =~ /s=([\d.]+)/);
+        select undef, undef, undef, $s // 1;
+        return $text->("slept pid=$$");
+    }
+    kill 'SEGV', $$ if $p eq '/crash';
+    exit 3 if $p eq '/exit';
+    die "pool app died\n" if $p eq '/die';
+    if ($p eq '/big') {    # 4 MiB, the same byte throughout
+        return [200, ['Content-Type' => 'application/octet-stream'], ['x' x (4 << 20)]];
+    }
+    if ($p eq '/stream') {
+        return sub {
+            my $w = $_[0]->([200, ['Content-Type' => 'text/plain']]);
+            $w->write("part$_\n") for 1 .. 3;
+            $w->close;
+        };
+    }
+    if ($p eq '/echo') {
+        my $in = $env->{'psgi.input'};
+        local $/;
+        my $body = <$in> // '';
+        return $text->(sprintf "len=%d sum=%d multiprocess=%d", length $body,
+            unpack('%32C*', $body), $env->{'psgi.multiprocess'});
+    }
+    return $text->("path=$p");
+};
