@@ -154,8 +154,12 @@ def pool_slow_clients_and_blocked_handlers_do_not_delay_others(ctx):
         c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         c.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
         slow.append(c)
-    blocked = [threading.Thread(target=lambda: request(srv.port, path="/sleep?s=4",
-                                                       timeout=15)) for _ in range(2)]
+    # Under a sanitizer the workers relaying 80 MiB through Perl are slow
+    # themselves: the handlers block longer and the bound stays below it, so
+    # a request that waited for a blocked process still fails the check.
+    block_s, bound = (4, 0.3) if SLOW == 1 else (12, 6.0)
+    blocked = [threading.Thread(target=lambda: request(srv.port, path="/sleep?s=%d" % block_s,
+                                                       timeout=30)) for _ in range(2)]
     for t in blocked:
         t.start()
     time.sleep(1.0)
@@ -166,7 +170,7 @@ def pool_slow_clients_and_blocked_handlers_do_not_delay_others(ctx):
         worst = max(worst, time.monotonic() - t0)
         check_eq(r.status, 200, "request %d" % i)
     ctx.note("worst latency beside 20 slow readers and 2 blocked handlers: %.0f ms" % (worst * 1e3))
-    check(worst < 0.3 * SLOW, "answered within 300 ms (worst %.0f ms)" % (worst * 1e3))
+    check(worst < bound, "answered within %.0f ms (worst %.0f ms)" % (bound * 1e3, worst * 1e3))
     # Not checked here: that each slow reader then gets its whole response.
     # With SO_RCVBUF shrunk after connect, a second such client stalls at
     # 32 KiB with or without the pool (an inline PSGI app too): reported.
