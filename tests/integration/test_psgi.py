@@ -256,6 +256,26 @@ def errors_are_500_naming_the_request(ctx):
 
 
 @test()
+def a_die_mid_stream_cuts_the_response(ctx):
+    """A streaming app that dies after its first write: the client sees the
+    response cut short (no last chunk), the error log names the request;
+    a writer dropped without close by an app that returns ends the body."""
+    srv = ctx.start(psgi(ctx, "app"), workers=0)
+    c = Conn(srv.port)
+    c.send("GET /dies-mid-stream HTTP/1.1\r\nHost: t\r\n\r\n")
+    check_eq(c.read_head().status, 200, "status")
+    rest = c.read_to_eof()
+    check(b"part1" in rest, "the first write came: %r" % rest)
+    check(not rest.endswith(b"0\r\n\r\n"), "the response ended clean: %r" % rest)
+    c.close()
+    check(wait_for(lambda: re.search(r"error: .*broke mid-stream.*GET /dies-mid-stream",
+                                     srv.stderr()), 3),
+          "the error log names the request: %s" % srv.stderr()[-600:])
+    r = request(srv.port, path="/drops-writer")
+    check_eq((r.status, r.body), (200, b"all of it\n"), "a dropped writer ends the body")
+
+
+@test()
 def psgi_errors_and_cleanup(ctx):
     srv = ctx.start(psgi(ctx, "app"), workers=0)
     check_eq(request(srv.port, path="/errors").body, b"logged", "response")

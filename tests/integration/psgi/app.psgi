@@ -44,6 +44,20 @@ my %routes = (
             $w->close;
         };
     },
+    '/dies-mid-stream' => sub {
+        return sub {
+            my $w = shift->([200, ['Content-Type' => 'text/plain']]);
+            $w->write("part1\n");
+            die "broke mid-stream\n";
+        };
+    },
+    '/drops-writer' => sub {
+        return sub {
+            my $w = shift->([200, ['Content-Type' => 'text/plain']]);
+            $w->write("all of it\n");
+            return;    # no close: dropping the writer ends the body
+        };
+    },
     '/big-stream' => sub {
         my $env = shift;
         my ($mib) = $env->{QUERY_STRING} =~ /mib=(\d+)/;

@@ -244,13 +244,19 @@ sub _call_app {
     }
     if (ref $res eq 'CODE') {
         my $responder = $self->_responder;
+        # A writer dropped while the app runs may be dropped by its die
+        # unwinding: it ends the body only once the app returned normally.
+        local $self->{in_app} = 1;
         my $ok = eval { $res->($responder); 1 };
+        $self->{in_app} = 0;
         PAGI::Server::Pagid::PSGI::Errors::flush_pending();
         if (!$ok) {
             my $e = $@;
+            delete $self->{writer_dropped};
             return $self->_gone if Scalar::Util::blessed($e) && $e->isa('PAGI::Server::Pagid::PSGI::Gone');
             return $self->_fail("died in its delayed response: " . PAGI::Server::Pagid::_message($e));
         }
+        $self->_send({type => $self->{body}}, 1) if delete $self->{writer_dropped};
         return;
     }
     $self->_respond($res, 0);
@@ -561,10 +567,18 @@ sub close {
     return;
 }
 
-# Dropped without close: the body ends here, as if closed.
+# Dropped without close: the body ends here, as if closed; dropped inside
+# the app's call, only if that call returns (a die that unwinds past the
+# writer is an error, not the end of the body: _call_app decides).
 sub DESTROY {
     my ($self) = @_;
     return if ${^GLOBAL_PHASE} eq 'DESTRUCT';
+    my $r = $self->{r} or return;
+    if ($r->{in_app}) {
+        delete $self->{r};
+        $r->{writer_dropped} = 1;
+        return;
+    }
     $self->close;
 }
 
