@@ -142,6 +142,10 @@ struct h2_stream {
     size_t n_kept;
     int kept_status;
     buf out;     /* body bytes not yet framed */
+    /* after them: an app's pagi_buf body (pagi_send_buf), held by reference,
+     * not copied, so N streams sending one cached file hold it once */
+    pagi_buf *held;
+    size_t held_off, held_left;
     int file_fd; /* a file body after them, or -1 */
     off_t file_off;
     size_t file_left;
@@ -172,10 +176,18 @@ static inline void st_close_file(h2_stream *st)
     st->h->open_files--;
 }
 
+/* A stream's held buffer is done with (all framed, copied out, or the stream ends). */
+static inline void st_release_held(h2_stream *st)
+{
+    pagi_buf_unref(st->held);
+    st->held = NULL;
+    st->held_off = st->held_left = 0;
+}
+
 /* Response bytes the stream holds, not yet framed. */
 static inline size_t st_pending(const h2_stream *st)
 {
-    return buf_size(&st->out) + st->file_left;
+    return buf_size(&st->out) + st->held_left + st->file_left;
 }
 
 /* h2_response.c: the response side of a stream. */

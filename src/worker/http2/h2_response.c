@@ -410,8 +410,22 @@ int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_c
          * if whole: the app's error, the stream reset (h2_finished). */
         if (cl >= 0 && !ev->more && st->body_sent + (int64_t)len < cl)
             return scope_fail(s, "http.response.body: body falls short of content-length");
-        if (!st->no_body && len && buf_append(&st->out, ev->body.ptr, len) < 0)
-            return scope_fail(s, "http.response.body: out of memory");
+        pagi_buf *lent = st->no_body || !len ? NULL : scope_send_buf(s, ev->body.ptr, len);
+        if (lent && !buf_size(&st->out) && !st->held && st->file_fd < 0) {
+            /* pagi_send_buf's bytes stay the app's buffer until framed. */
+            st->held = pagi_buf_ref(lent);
+            st->held_off = (size_t)(ev->body.ptr - (const char *)pagi_buf_data(lent));
+            st->held_left = len;
+        } else if (!st->no_body && len) {
+            /* Order is kept: what a held buffer has left goes before these bytes. */
+            if (st->held &&
+                buf_append(&st->out, (const char *)pagi_buf_data(st->held) + st->held_off,
+                           st->held_left) < 0)
+                return scope_fail(s, "http.response.body: out of memory");
+            st_release_held(st);
+            if (buf_append(&st->out, ev->body.ptr, len) < 0)
+                return scope_fail(s, "http.response.body: out of memory");
+        }
         st->body_sent += (int64_t)len;
         final = !ev->more;
     }
@@ -473,6 +487,13 @@ ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len
         buf_consume(&st->out, n);
         if (!buf_size(&st->out))
             buf_free(&st->out);
+    } else if (st->held_left) {
+        n = st->held_left < len ? st->held_left : len;
+        memcpy(dst, (const char *)pagi_buf_data(st->held) + st->held_off, n);
+        st->held_off += n;
+        st->held_left -= n;
+        if (!st->held_left)
+            st_release_held(st);
     } else if (st->file_left) {
         size_t want = st->file_left < len ? st->file_left : len;
         ssize_t r = pread(st->file_fd, dst, want, st->file_off);

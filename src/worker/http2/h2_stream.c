@@ -536,6 +536,7 @@ static void stream_free(h2_stream *st)
         nghttp2_session_consume_connection(h->ng, buf_size(&st->body));
     buf_free(&st->body);
     buf_free(&st->out);
+    st_release_held(st);
     buf_free(&st->trailers);
     free(st->kept_head);
     free(st->parked);
