@@ -202,7 +202,7 @@ static void check_worker_side(pf *p, const priv_identity *id)
 {
     const pagid_config *c = p->c;
     char why[4200];
-    if (c->access_log_path && *c->access_log_path &&
+    if (c->access_log_path && *c->access_log_path && !config_path_is_stderr(c->access_log_path) &&
         log_problem(c->access_log_path, why, sizeof why) < 0) {
         char as[96] = "";
         if (id->change)
