@@ -23,6 +23,9 @@ static char log_path[4096];
 static char log_role[32] = "pagid";
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
+/* Human lines on standard error (--dev, a terminal): 0 off, 1 plain, 2 in colour. */
+static int log_human;
+static const char *const level_colours[] = {"\033[1;31m", "\033[33m", "\033[32m", "\033[2m"};
 static const int syslog_prio[] = {3, 4, 6, 7};
 
 int log_open(const char *path, log_level level)
@@ -136,6 +139,11 @@ int log_reopen(void)
     return 0;
 }
 
+void log_set_human(int colour)
+{
+    log_human = colour ? 2 : 1;
+}
+
 void log_set_level(log_level level)
 {
     log_max = level;
@@ -160,6 +168,17 @@ void log_vmsg(log_level level, const char *fmt, va_list ap)
         strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S%z", &tm);
         n = snprintf(line, sizeof line, "%s [%s] %s[%d]: ", ts, level_names[level], log_role,
                      (int)getpid());
+    } else if (log_human) {
+        /* "16:02:11.042 warn  worker 1[123]: ...": the time of day is enough on a terminal. */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        struct tm tm;
+        localtime_r(&now.tv_sec, &tm);
+        int colour = log_human == 2;
+        n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld %s%-5s%s %s[%d]: ", tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000L,
+                     colour ? level_colours[level] : "", level_names[level], colour ? "\033[0m" : "",
+                     log_role, (int)getpid());
     } else {
         n = snprintf(line, sizeof line, "<%d>%s[%d]: %s: ", syslog_prio[level], log_role,
                      (int)getpid(), level_names[level]);

@@ -12,6 +12,12 @@
 /** Open the log per config (path NULL = stderr); 0 or -1. */
 int log_open(const char *path, log_level level);
 void log_set_level(log_level level);
+/**
+ * Lines on standard error for a person (--dev, a terminal): "TIME LEVEL
+ * role[pid]: message" without the syslog prefix, levels in colour when
+ * colour is set. A file's lines are not affected.
+ */
+void log_set_human(int colour);
 /** Prefix every line with this process's role, e.g. "master" or "worker 2". */
 void log_set_role(const char *role);
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

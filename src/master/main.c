@@ -207,6 +207,10 @@ int main(int argc, char **argv)
             return EXIT_STARTUP;
         }
     }
+    /* A person reads a terminal and --dev's output; journald and files get
+     * what they always did. */
+    if (cli_dev_mode(&o) || (isatty(2) && !getenv("JOURNAL_STREAM")))
+        log_set_human(isatty(2) && !getenv("NO_COLOR"));
     pagid_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int errors = cli_build_config(&o, &cfg, stderr);

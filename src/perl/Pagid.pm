@@ -39,6 +39,7 @@ die "cannot read $file: $!\n" if !defined $app && !-r $file;
 $app;
 END_LOAD
     die($psgi ? _at_line($file, $@) : $@) if $@;
+    _dev_report($file) if $ENV{PAGID_DEV_REPORT_FD};
     if ($psgi) {
         # A PSGI app may be an object with &{} overloaded (Plack::Component's
         # to_app returns a plain sub, but some apps return the object).
@@ -50,6 +51,25 @@ END_LOAD
     }
     die "$file did not return a code reference\n" unless ref $app eq 'CODE';
     return $app;
+}
+
+# --dev: tell the master which files the app loaded (not Perl's own
+# library), one absolute path a line, so it watches them for changes.
+our $DEV_FH;
+sub _dev_report {
+    my ($file) = @_;
+    require Config;
+    require Cwd;
+    my @system = grep { defined && length } map { $Config::Config{$_} }
+        qw(privlibexp archlibexp vendorlibexp vendorarchexp sitelibexp sitearchexp);
+    my %seen;
+    my @files = grep { !$seen{$_}++ }
+        grep { my $f = $_; !grep { index($f, "$_/") == 0 } @system }
+        map { Cwd::abs_path($_) // () } grep { defined && !ref } $file, values %INC;
+    # Kept open: closing a handle of '>&=' closes the fd under it.
+    $DEV_FH //= do { open my $fh, '>&=', $ENV{PAGID_DEV_REPORT_FD} or return; $fh };
+    syswrite $DEV_FH, "$_\n" for @files;
+    return;
 }
 
 # A load error as FILE:LINE: message, the app file's line when Perl names
