@@ -104,7 +104,7 @@ static const char *write_eval_app(const cli_options *o, FILE *err)
     }
     snprintf(eval_file, sizeof eval_file, "%s/eval.pl", eval_dir);
     buf b = BUF_INIT;
-    int rc = buf_printf(&b, "# pagid -e: the app given on the command line\n");
+    int rc = buf_printf(&b, "#line 1 \"-M\"\n");
     for (size_t i = 0; i < o->n_modules; i++)
         rc |= append_module(&b, o->modules[i]);
     rc |= buf_printf(&b, "#line 1 \"-e\"\n%s\n", o->eval);

@@ -21,6 +21,7 @@
 #include "common/proctitle.h"
 #include "worker/worker.h"
 #include "cli.h"
+#include "check_apps.h"
 #include "cli_print.h"
 #include "listeners.h"
 #include "signal_cli.h"
@@ -219,6 +220,9 @@ int main(int argc, char **argv)
         /* What would still stop it on this host: users, addresses, files.
          * Its notes go to stderr under -T, whose stdout is the YAML alone. */
         errors += preflight_check(&cfg, o.dump_config ? stderr : stdout, stderr);
+        /* The Perl apps compile, find their modules and return their code. */
+        if (errors == 0)
+            errors += check_apps_load(&cfg, stderr);
         /* "configuration FILE is valid", or without -c "configuration is valid" */
         const char *file = o.config_file ? o.config_file : "";
         const char *sep = o.config_file ? " " : "";

@@ -38,18 +38,21 @@ die $@ if $@;
 die "cannot read $file: $!\n" if !defined $app && !-r $file;
 $app;
 END_LOAD
-    die($psgi ? _at_line($file, $@) : $@) if $@;
+    die _at_line($file, $@) if $@;
     _dev_report($file) if $ENV{PAGID_DEV_REPORT_FD};
     if ($psgi) {
         # A PSGI app may be an object with &{} overloaded (Plack::Component's
         # to_app returns a plain sub, but some apps return the object).
-        die "$file: did not return a code reference (a PSGI app file ends with its app, "
-            . "e.g. `my \$app = sub { ... };` as its last statement)\n"
+        die _last_line($file) . ": did not return a code reference (a PSGI app file ends with "
+            . "its app, e.g. `my \$app = sub { ... };` as its last statement)\n"
             unless ref $app eq 'CODE' || (Scalar::Util::blessed($app) && do { require overload; overload::Method($app, '&{}') });
         require PAGI::Server::Pagid::PSGI;
         return PAGI::Server::Pagid::PSGI->wrap($app, $file);
     }
-    die "$file did not return a code reference\n" unless ref $app eq 'CODE';
+    die _last_line($file) . ": did not return a code reference but "
+        . (ref $app ? 'a ' . ref($app) . ' reference' : defined $app ? "'$app'" : 'undef')
+        . " (a PAGI app file ends with its app, e.g. `my \$app = async sub { ... }; \$app;`)\n"
+        unless ref $app eq 'CODE';
     return $app;
 }
 
@@ -78,11 +81,29 @@ sub _dev_report {
 sub _at_line {
     my ($file, $e) = @_;
     $e = _message($e);
+    $e =~ s/ at \(eval \d+\) line \d+\.\z//; # the loader's own rethrow
     (my $short = $file) =~ s{^\./}{};
     for my $name ($file, $short) {
         return "$short:$1: $e" if $e =~ /at \Q$name\E line (\d+)/;
     }
+    # Elsewhere: a module the app uses, or -e's code.
+    return "$1:$2: $e" if $e =~ /at (\S+) line (\d+)/;
     return "$short: $e";
+}
+
+# FILE:LINE of the app file's last statement (what `do` returned), for an
+# app file that did not end with its code reference.
+sub _last_line {
+    my ($file) = @_;
+    (my $short = $file) =~ s{^\./}{};
+    open my $fh, '<', $file or return $short;
+    my ($n, $last) = (0, 0);
+    while (my $line = <$fh>) {
+        $n++;
+        last if $line =~ /^__(?:END|DATA)__\b/;
+        $last = $n if $line =~ /\S/ && $line !~ /^\s*#/;
+    }
+    return $last ? "$short:$last" : $short;
 }
 
 sub _message {

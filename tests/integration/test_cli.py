@@ -355,3 +355,33 @@ def positional_app_twice_is_usage_error(ctx):
     check("app" in err, "stderr: %s" % err)
     rc, out, err = run(ctx, "hello", "echo")
     check_eq(rc, 2, "exit status")
+
+
+BAD_APPS = {
+    "syntax.pl": ("use strict;\nmy $app = sub {\n    my $x = ;\n};\n$app;\n", r"syntax\.pl:3: syntax error"),
+    "missing.pl": ("use strict;\nuse No::Such::Module::Here;\nsub { 1 };\n",
+                   r"missing\.pl:2: Can't locate No/Such/Module/Here\.pm"),
+    "hashref.pl": ("use strict;\nmy %h = (a => 1);\n\\%h;\n",
+                   r"hashref\.pl:3: did not return a code reference"),
+    "missing.psgi": ("use No::Such::Module::Here;\nsub { [200, [], []] };\n",
+                     r"missing\.psgi:1: Can't locate"),
+}
+
+
+@test()
+def check_loads_the_app(ctx):
+    """pagid -t loads a Perl app in a child (as the workers' user) and reports
+    a compile error, a missing module and a non-coderef with FILE:LINE, exit 1."""
+    perl_or_skip(ctx)
+    for name, (text, want) in sorted(BAD_APPS.items()):
+        path = os.path.join(ctx.tmpdir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        rc, out, err = run(ctx, "-t", "-u", "root", "-l", "127.0.0.1:1", name)
+        check_eq(rc, 1, "exit status of -t for %s (stdout %r, stderr %r)" % (name, out, err))
+        check(re.search(want, err), "-t for %s: want /%s/ in:\n%s" % (name, want, err))
+        check("is invalid" in err, "no verdict for %s:\n%s" % (name, err))
+    rc, out, err = run(ctx, "-t", "-u", "root", "-l", "127.0.0.1:1",
+                       os.path.join(PERL_APPS, "hello.pl"))
+    check_eq(rc, 0, "exit status of -t for hello.pl: %s" % err)
+    check("is valid" in out, "stdout: %s" % out)
