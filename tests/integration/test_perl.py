@@ -7,6 +7,7 @@ pagi.transport, apps that die before/after starting their response, the
 server's validation messages, a plain app chaining on the Futures $send returns. Skipped when pagid was built without Perl."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -544,3 +545,18 @@ def offset_length_and_retry_keep_their_perl_meaning(ctx):
     check(b"data: no retry\n\n" in raw and b"retry: 0\ndata: retry zero\n\n" in raw,
           "sse events: %r" % raw[-400:])
     check_eq(raw.count(b"retry:"), 1, "retry: lines")
+
+
+@test()
+def lifespan_startup_that_dies_fails(ctx):
+    """A startup handler that dies after taking lifespan.startup fails the
+    start like lifespan.startup.failed, with the exception in the log; an app
+    that refuses the lifespan scope (stream.pl) is still 'does not support'."""
+    srv = ctx.start(app(ctx, "lifespan_dies"), workers=1, wait=False)
+    check(srv.wait_exit(10), "pagid exits when lifespan startup dies")
+    check(srv.returncode != 0, "non-zero exit status")
+    err = srv.stderr()
+    check(re.search(r"error.*lifespan startup failed: .*DBI connect\('dbname=app'\) failed", err)
+          or re.search(r"lifespan startup failed: .*DBI connect", err),
+          "the exception is logged as a startup failure:\n%s" % err[-1500:])
+    check("does not support lifespan" not in err, "called unsupported:\n%s" % err[-1500:])
