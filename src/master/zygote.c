@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/proctitle.h"
 #include "worker/preload.h"
+#include "fd_audit.h"
 #include "generation.h"
 #include "privileges.h"
 
@@ -174,7 +175,11 @@ static void __attribute__((noreturn)) zygote_main(const gen_env *e, generation *
     sigprocmask(SIG_BLOCK, &usr1, NULL);
 
     char err[1024];
+    fd_audit before;
+    fd_audit_snapshot(&before);
     int loaded = worker_preload(g->cfg, err, sizeof err);
+    if (loaded == 0)
+        fd_audit_report(&before); /* a DBI handle, a socket: shared by every worker */
     install_handlers();
     sigprocmask(SIG_UNBLOCK, &usr1, NULL); /* a reopen asked meanwhile happens now */
     if (loaded == -2) {

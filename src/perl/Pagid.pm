@@ -38,7 +38,7 @@ die $@ if $@;
 die "cannot read $file: $!\n" if !defined $app && !-r $file;
 $app;
 END_LOAD
-    die _at_line($file, $@) if $@;
+    die _at_line($file, $@) . "\n" if $@; # "\n": not " at (eval 1) line N" of this glue
     _dev_report($file) if $ENV{PAGID_DEV_REPORT_FD};
     if ($psgi) {
         # A PSGI app may be an object with &{} overloaded (Plack::Component's
@@ -81,7 +81,6 @@ sub _dev_report {
 sub _at_line {
     my ($file, $e) = @_;
     $e = _message($e);
-    $e =~ s/ at \(eval \d+\) line \d+\.\z//; # the loader's own rethrow
     (my $short = $file) =~ s{^\./}{};
     for my $name ($file, $short) {
         return "$short:$1: $e" if $e =~ /at \Q$name\E line (\d+)/;

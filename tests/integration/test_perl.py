@@ -560,3 +560,26 @@ def lifespan_startup_that_dies_fails(ctx):
           or re.search(r"lifespan startup failed: .*DBI connect", err),
           "the exception is logged as a startup failure:\n%s" % err[-1500:])
     check("does not support lifespan" not in err, "called unsupported:\n%s" % err[-1500:])
+
+
+@test()
+def preload_names_what_the_app_opened(ctx):
+    """After preload the zygote warns of each socket or file the app opened
+    while loading (shared by every worker), naming it; hello.pl opens none."""
+    db = socket.socket()
+    db.bind(("127.0.0.1", 0))
+    db.listen(4)
+    port = db.getsockname()[1]
+    path = app(ctx, "preload_opens")
+    srv = ctx.start(path, workers=1, env={"PAGID_TEST_DB_PORT": str(port)})
+    check_eq(request(srv.port).body, b"ok", "served")
+    err = srv.stderr()
+    check(re.search(r"warn.*the app opened a socket connected to 127\.0\.0\.1:%d \(fd \d+\)" % port,
+                    err), "no warning naming the socket:\n%s" % err[-1500:])
+    check(re.search(r"the app opened the file .*preload_opens\.pl \(fd \d+\)", err),
+          "no warning naming the file:\n%s" % err[-1500:])
+    srv.stop()
+    db.close()
+    quiet = ctx.start(app(ctx, "hello"), workers=1)
+    check_eq(request(quiet.port).status, 200, "status")
+    check("the app opened" not in quiet.stderr(), "a warning for hello.pl:\n%s" % quiet.stderr())
