@@ -25,6 +25,8 @@ static char log_role[32] = "pagid";
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 /* Human lines on standard error (--dev, a terminal): 0 off, 1 plain, 2 in colour. */
 static int log_human;
+/* The process's fd 2 follows the log file (log_capture_stderr). */
+static int log_stderr_captured;
 static const char *const level_colours[] = {"\033[1;31m", "\033[33m", "\033[32m", "\033[2m"};
 static const int syslog_prio[] = {3, 4, 6, 7};
 
@@ -136,7 +138,19 @@ int log_reopen(void)
     if (log_fd > 2)
         close(log_fd);
     log_fd = fd;
+    if (log_stderr_captured)
+        dup2(fd, 2); /* a reopened (rotated) log: the app's stderr follows */
     return 0;
+}
+
+int log_capture_stderr(void)
+{
+    if (!log_path[0] || log_fd <= 2)
+        return 0;
+    if (!log_stderr_captured && dup2(log_fd, 2) < 0)
+        return 0;
+    log_stderr_captured = 1;
+    return 1;
 }
 
 void log_set_human(int colour)

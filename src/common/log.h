@@ -24,6 +24,13 @@ void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf
 void log_vmsg(log_level level, const char *fmt, va_list ap);
 int log_reopen(void);
 /**
+ * For the processes that run app code (workers, zygotes): when the log is
+ * a file, make fd 2 that file too (and again after each reopen), so what the
+ * app writes to standard error lands in the error log. 1 when it did, 0 when
+ * the log is standard error (a terminal, the journal: nothing to do).
+ */
+int log_capture_stderr(void);
+/**
  * Write one line (msg has no newline) with the usual prefix, minus the
  * timestamp: async-signal-safe, for a fatal signal's handler.
  */

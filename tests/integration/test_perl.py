@@ -674,3 +674,30 @@ def cookbook_broadcast_first_receive_is_sse_request(ctx):
     check(int(written.rsplit("=", 1)[1]) < 3, "the recipe as written sent all: %r" % written)
     check(data.startswith(b"HTTP/1.1 200"), "the stream ended cleanly: %r" % data)
     srv.stop()
+
+
+@test()
+def app_stderr_goes_to_the_error_log(ctx):
+    """With error_log.path set, a worker's standard error (warn, print STDERR,
+    a write on fd 2) lands in the error log, a warn tagged with the worker;
+    nothing of it on the terminal."""
+    log = os.path.join(ctx.tmpdir, "error.log")
+    srv = ctx.start(app(ctx, "stderr_app"), workers=1,
+                    config="error_log: {path: %s}\n" % log)
+    check_eq(request(srv.port).body, b"ok", "served")
+
+    def text():
+        try:
+            with open(log) as f:
+                return f.read()
+        except OSError:
+            return ""
+    check(wait_for(lambda: "written to fd 2" in text(), 5), "fd 2 not in the log:\n%s" % text())
+    t = text()
+    check(re.search(r"\[warn\] worker 1\[\d+\]: perl: DBD::Pg::st execute failed: relation", t),
+          "the warn is not a tagged log line:\n%s" % t[-1500:])
+    check("printed to STDERR\n" in t, "print STDERR not in the log:\n%s" % t[-1500:])
+    err = srv.stderr()
+    for s in ("DBD::Pg", "printed to STDERR", "written to fd 2"):
+        check(s not in err, "%r on the terminal:\n%s" % (s, err[-1000:]))
+    srv.stop()
