@@ -191,8 +191,8 @@ void log_vmsg(log_level level, const char *fmt, va_list ap)
         int colour = log_human == 2;
         n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld %s%-5s%s %s[%d]: ", tm.tm_hour,
                      tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000L,
-                     colour ? level_colours[level] : "", level_names[level], colour ? "\033[0m" : "",
-                     log_role, (int)getpid());
+                     colour ? level_colours[level] : "", level_names[level],
+                     colour ? "\033[0m" : "", log_role, (int)getpid());
     } else {
         n = snprintf(line, sizeof line, "<%d>%s[%d]: %s: ", syslog_prio[level], log_role,
                      (int)getpid(), level_names[level]);

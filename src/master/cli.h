@@ -28,17 +28,17 @@ typedef struct cli_options {
     const char *signal_name; /* -s: reload, reopen, stop, quit, upgrade (checked by cli_parse) */
     /* The Perl developer's options (pagi-server's and plackup's; cli_dev.c).
      * app_positional is `pagid app.pl`, stored in app as well. */
-    const char *host, *port;     /* -o/--host, -p/--port: one more listener */
-    const char *access_log;      /* --access-log FILE, '-' for standard error */
+    const char *host, *port; /* -o/--host, -p/--port: one more listener */
+    const char *access_log;  /* --access-log FILE, '-' for standard error */
     const char *access_log_format;
-    const char *max_requests;    /* --max-requests N */
-    const char *timeout;         /* --timeout DURATION: timeouts.keepalive */
-    const char *log_level;       /* --log-level LEVEL: error_log.level */
-    const char *env;             /* -E/--env MODE: PAGI_ENV (PLACK_ENV for PSGI) */
-    const char *eval;            /* -e CODE: the app, a PAGI code reference */
-    const char **modules;        /* -M MODULE[=ARGS], repeatable, for -e */
+    const char *max_requests; /* --max-requests N */
+    const char *timeout;      /* --timeout DURATION: timeouts.keepalive */
+    const char *log_level;    /* --log-level LEVEL: error_log.level */
+    const char *env;          /* -E/--env MODE: PAGI_ENV (PLACK_ENV for PSGI) */
+    const char *eval;         /* -e CODE: the app, a PAGI code reference */
+    const char **modules;     /* -M MODULE[=ARGS], repeatable, for -e */
     size_t n_modules;
-    int dev;                     /* --dev (or -E development): development mode */
+    int dev; /* --dev (or -E development): development mode */
     /* Not options: the addresses of the sockets systemd passed (or an
      * upgrading master passed on), the listeners when neither the file nor
      * -l names any. Owned. */

@@ -131,8 +131,8 @@ int cli_dev_apply(const cli_options *o, pagid_config *c, FILE *err)
     const char *msg = NULL;
     if (o->access_log) {
         /* "off" turns it off, as in the file; '-' is standard error. */
-        errors += set_string(&c->access_log_path, strcmp(o->access_log, "off") ? o->access_log : NULL,
-                             err);
+        errors += set_string(&c->access_log_path,
+                             strcmp(o->access_log, "off") ? o->access_log : NULL, err);
         c->access_log_pos = (pagid_pos){0};
     }
     if (o->access_log_format) {
@@ -164,7 +164,8 @@ int cli_dev_apply(const cli_options *o, pagid_config *c, FILE *err)
         errors++;
     }
     if (o->log_level && parse_level(o->log_level, &c->error_log_level) < 0) {
-        fprintf(err, "pagid: --log-level: '%s' is not a level (expected debug, info, warn, error)\n",
+        fprintf(err,
+                "pagid: --log-level: '%s' is not a level (expected debug, info, warn, error)\n",
                 o->log_level);
         errors++;
     }
@@ -209,10 +210,10 @@ static int serves_psgi(const pagid_config *c)
 int cli_dev_set_env(const cli_options *o, const pagid_config *c)
 {
     const char *have = getenv("PAGI_ENV");
-    const char *mode = o->env                 ? o->env
-                       : cli_dev_mode(o)      ? "development"
-                       : have && *have        ? have
-                                              : "production";
+    const char *mode = o->env            ? o->env
+                       : cli_dev_mode(o) ? "development"
+                       : have && *have   ? have
+                                         : "production";
     if (setenv("PAGI_ENV", mode, 1) < 0)
         return -1;
     if (!serves_psgi(c))

@@ -26,15 +26,15 @@
 #define DEV_MASK (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
 
 struct devwatch {
-    int ino;           /* inotify */
-    int report_rd;     /* the workers' reports: loaded files, one per line */
-    int report_wr;     /* their end, inherited (PAGID_DEV_REPORT_FD) */
-    char **dirs;       /* watched directory of each watch descriptor, by wd */
-    int n_dirs;        /* distinct directories watched */
+    int ino;       /* inotify */
+    int report_rd; /* the workers' reports: loaded files, one per line */
+    int report_wr; /* their end, inherited (PAGID_DEV_REPORT_FD) */
+    char **dirs;   /* watched directory of each watch descriptor, by wd */
+    int n_dirs;    /* distinct directories watched */
     int cap_wd;
-    char **files;      /* names watched whatever their extension (app files) */
+    char **files; /* names watched whatever their extension (app files) */
     size_t n_files;
-    double due;        /* when to reload; INFINITY: nothing changed */
+    double due; /* when to reload; INFINITY: nothing changed */
     char changed[PATH_MAX];
     char partial[PATH_MAX]; /* a report line cut by the pipe's read */
     size_t partial_len;
@@ -259,8 +259,7 @@ void devwatch_io(devwatch *d, double now)
                 continue;
             if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
                 char sub[PATH_MAX];
-                if (snprintf(sub, sizeof sub, "%s/%s", d->dirs[ev->wd], ev->name) <
-                    (int)sizeof sub)
+                if (snprintf(sub, sizeof sub, "%s/%s", d->dirs[ev->wd], ev->name) < (int)sizeof sub)
                     watch_tree(d, sub, 0);
                 continue;
             }

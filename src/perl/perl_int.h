@@ -39,7 +39,7 @@ typedef struct perl_handle {
      * never finishes with send callbacks pending (what -D reports). */
     unsigned sends_pending;
     int finish_owed;
-    char *finish_err; /* its error (owned), or NULL */
+    char *finish_err;    /* its error (owned), or NULL */
     uint32_t refused[8]; /* their messages' hashes */
 } perl_handle;
 

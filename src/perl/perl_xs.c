@@ -370,7 +370,8 @@ XS_INTERNAL(xs_send)
                 snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
                 err = buf;
             } else if (!ev.file && !ev.use_fd && done_future &&
-                       pagi_transport_buffered_amount(h->s) < pagi_transport_high_water_mark(h->s)) {
+                       pagi_transport_buffered_amount(h->s) <
+                           pagi_transport_high_water_mark(h->s)) {
                 ret = done_future; /* nothing can fail it any more and it completes at once */
             } else if (!(n->sv = future_call(aTHX_ "new", NULL))) {
                 err = "cannot create a Future";

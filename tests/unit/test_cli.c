@@ -147,12 +147,17 @@ END_TEST
 START_TEST(test_usage_lists_every_option)
 {
     static const char *const opts[] = {
-        "-c, --config FILE", "-t, --test",    "-l, --listen ADDR", "-w, --workers N",
-        "-a, --app SPEC",    "-v, --version", "-h, --help",        "-u, --user USER[:GROUP]",
-        "--cert FILE",       "--key FILE",    "-p, --port PORT",   "-o, --host HOST",
-        "-E, --env MODE",    "--dev",         "-e CODE",           "-M MODULE",
-        "--access-log FILE", "--access-log-format FORMAT",        "--max-requests N",
-        "--timeout SECONDS", "--log-level LEVEL",
+        "-c, --config FILE", "-t, --test",
+        "-l, --listen ADDR", "-w, --workers N",
+        "-a, --app SPEC",    "-v, --version",
+        "-h, --help",        "-u, --user USER[:GROUP]",
+        "--cert FILE",       "--key FILE",
+        "-p, --port PORT",   "-o, --host HOST",
+        "-E, --env MODE",    "--dev",
+        "-e CODE",           "-M MODULE",
+        "--access-log FILE", "--access-log-format FORMAT",
+        "--max-requests N",  "--timeout SECONDS",
+        "--log-level LEVEL",
     };
     FILE *f = capture();
     cli_usage(f);
@@ -514,11 +519,13 @@ START_TEST(test_parse_positional_app)
     ck_assert_str_eq(o.port, "5000");
     cli_options_free(&o);
     char *a2[] = {"pagid", "-a", "hello", "app.pl", NULL};
-    expect_usage_error(a2, ARGC(a2), "pagid: an app is already given; unexpected argument 'app.pl'");
+    expect_usage_error(a2, ARGC(a2),
+                       "pagid: an app is already given; unexpected argument 'app.pl'");
     char *a3[] = {"pagid", "a.pl", "b.pl", NULL};
     expect_usage_error(a3, ARGC(a3), "pagid: an app is already given; unexpected argument 'b.pl'");
     char *a4[] = {"pagid", "-e", "sub {}", "app.pl", NULL};
-    expect_usage_error(a4, ARGC(a4), "pagid: an app is already given; unexpected argument 'app.pl'");
+    expect_usage_error(a4, ARGC(a4),
+                       "pagid: an app is already given; unexpected argument 'app.pl'");
     char *a5[] = {"pagid", "-MFoo", "app.pl", NULL};
     expect_usage_error(a5, ARGC(a5), "pagid: -M is for -e's code; an app file says 'use MODULE'");
 }
@@ -567,9 +574,9 @@ END_TEST
 
 START_TEST(test_build_server_options)
 {
-    char *a1[] = {"pagid", "-a", "hello", "--max-requests", "100", "--timeout", "7",
-                  "--log-level", "debug", "--access-log", "-", "--access-log-format", "json",
-                  NULL};
+    char *a1[] = {"pagid", "-a",          "hello", "--max-requests", "100", "--timeout",
+                  "7",     "--log-level", "debug", "--access-log",   "-",   "--access-log-format",
+                  "json",  NULL};
     cli_options o;
     pagid_config c;
     ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
@@ -584,13 +591,14 @@ START_TEST(test_build_server_options)
     config_free(&c);
     cli_options_free(&o);
 
-    char *a2[] = {"pagid", "-a", "hello", "--max-requests", "-1", "--timeout", "soon",
-                  "--log-level", "loud", "--access-log-format", "%Q", NULL};
+    char *a2[] = {"pagid", "-a",          "hello", "--max-requests",      "-1", "--timeout",
+                  "soon",  "--log-level", "loud",  "--access-log-format", "%Q", NULL};
     ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
     FILE *f = capture();
     ck_assert_int_eq(cli_build_config(&o, &c, f), 4);
     fclose(f);
-    ck_assert_ptr_nonnull(strstr(out_text, "pagid: --max-requests: expected a whole number, not '-1'\n"));
+    ck_assert_ptr_nonnull(
+        strstr(out_text, "pagid: --max-requests: expected a whole number, not '-1'\n"));
     ck_assert_ptr_nonnull(strstr(out_text, "pagid: --timeout: expected seconds"));
     ck_assert_ptr_nonnull(strstr(out_text, "pagid: --log-level: 'loud' is not a level (expected "
                                            "debug, info, warn, error)\n"));

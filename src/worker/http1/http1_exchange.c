@@ -253,8 +253,9 @@ static int send_trailers(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send
     if (h->resp == RESP_STARTED && h->trailers_announced && h->plan.chunked)
         h->resp = RESP_TRAILERS;
     if (h->resp != RESP_TRAILERS)
-        return scope_fail(s, "%s", h1x_trailers_refusal(h->resp == RESP_NONE, h->trailers_announced,
-                                                        h->plan.chunked));
+        return scope_fail(
+            s, "%s",
+            h1x_trailers_refusal(h->resp == RESP_NONE, h->trailers_announced, h->plan.chunked));
     buf *tmp = &c->w->scratch;
     buf_reset(tmp);
     const char *err = NULL;

@@ -398,7 +398,8 @@ int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_se
             return scope_fail(s, "http.response.start: %s", err);
     }
     if (st->resp != R_TRAILERS)
-        return scope_fail(s, "%s", h1x_trailers_refusal(st->resp == R_NONE, st->trailers_announced, 1));
+        return scope_fail(s, "%s",
+                          h1x_trailers_refusal(st->resp == R_NONE, st->trailers_announced, 1));
     const char *err = NULL;
     for (size_t i = 0; i < ev->header_count; i++)
         if (h1_header_check(&ev->headers[i], &err) < 0 || value_padded(ev->headers[i].value))
