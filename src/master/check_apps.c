@@ -12,10 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/strtab.h"
 #include "privileges.h"
 #include "worker/preload.h"
 
 #define CHECK_APPS_TIMEOUT_S 60
+
+static int check_view(const pagid_config *c, FILE *err);
 
 static int has_perl_app(const pagid_config *c)
 {
@@ -44,10 +47,55 @@ static const char *without_prefix(const pagid_config *c, const char *msg)
     return msg;
 }
 
+/*
+ * A view of c with each Perl app file once (a generated config mounts one
+ * app under thousands of paths: loading it once says all). Shallow: it
+ * borrows c's strings; free only view->mounts. 0, or -1 out of memory.
+ */
+static int unique_perl_apps(const pagid_config *c, pagid_config *view)
+{
+    *view = *c;
+    view->app = NULL;
+    view->mounts = calloc(c->n_mounts + 1, sizeof *view->mounts);
+    view->n_mounts = 0;
+    if (!view->mounts)
+        return -1;
+    strtab seen = STRTAB_INIT;
+    for (size_t i = 0; i <= c->n_mounts; i++) {
+        const char *app = i == 0 ? c->app : c->mounts[i - 1].app;
+        int added = 1;
+        if (!app || !config_perl_app_kind(app))
+            continue;
+        if (!strtab_get(&seen, app, strlen(app), 1, &added))
+            added = 1; /* out of memory: loaded again, no harm */
+        if (!added)
+            continue;
+        if (!view->app) /* the first is the top-level app of the view */
+            view->app = (char *)app;
+        else
+            view->mounts[view->n_mounts++] = i == 0 ? (pagid_mount){.app = c->app}
+                                                    : c->mounts[i - 1];
+    }
+    strtab_free(&seen);
+    return 0;
+}
+
 int check_apps_load(const pagid_config *c, FILE *err)
 {
     if (!has_perl_app(c))
         return 0;
+    pagid_config view;
+    if (unique_perl_apps(c, &view) < 0) {
+        fprintf(err, "pagid: out of memory\n");
+        return 1;
+    }
+    int rc = check_view(&view, err);
+    free(view.mounts);
+    return rc;
+}
+
+static int check_view(const pagid_config *c, FILE *err)
+{
     priv_identity id;
     priv_problem problem;
     char why[2048];
