@@ -143,6 +143,7 @@ int cli_dev_apply(const cli_options *o, pagid_config *c, FILE *err)
                     o->access_log_format);
             errors++;
         } else {
+            access_format_free(&f); /* compiled to check it; each worker compiles its own */
             errors += set_string(&c->access_log_format, o->access_log_format, err);
         }
     }
