@@ -448,6 +448,11 @@ void config_report(const pagid_config *c, pagid_pos pos, FILE *err, const char *
     fputc('\n', err);
 }
 
+int config_path_is_stderr(const char *path)
+{
+    return path && (!strcmp(path, "-") || !strcmp(path, "stderr") || !strcmp(path, "/dev/stderr"));
+}
+
 int config_msg_has_pos(const char *msg)
 {
     const char *p = msg + strcspn(msg, ": \n");

@@ -330,6 +330,8 @@ int config_preload_wanted(const pagid_config *c);
  * rules across keys (`group` needs `user`); 0 or -1 after printing why.
  */
 int config_finalize(pagid_config *c, FILE *err);
+/** Does a log path mean standard error ("-", "stderr", "/dev/stderr")? */
+int config_path_is_stderr(const char *path);
 /** 1 when msg starts as config_report's lines do, with "FILE:LINE:COLUMN: "
  * (so nobody glues a "pagid: " before it). */
 int config_msg_has_pos(const char *msg);

@@ -23,6 +23,11 @@ static char log_path[4096];
 static char log_role[32] = "pagid";
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
+/* Human lines on standard error (--dev, a terminal): 0 off, 1 plain, 2 in colour. */
+static int log_human;
+/* The process's fd 2 follows the log file (log_capture_stderr). */
+static int log_stderr_captured;
+static const char *const level_colours[] = {"\033[1;31m", "\033[33m", "\033[32m", "\033[2m"};
 static const int syslog_prio[] = {3, 4, 6, 7};
 
 int log_open(const char *path, log_level level)
@@ -133,6 +138,8 @@ int log_reopen(void)
     if (log_fd > 2)
         close(log_fd);
     log_fd = fd;
+    if (log_stderr_captured)
+        dup2(fd, 2); /* a reopened (rotated) log: the app's stderr follows */
     return 0;
 }
 
@@ -148,6 +155,24 @@ void log_adopt_fd(int fd)
     if (log_fd > 2)
         close(log_fd);
     log_fd = fd;
+    /* The master's reopened file: stderr (captured) follows it, as on a reopen. */
+    if (log_stderr_captured)
+        dup2(log_fd, 2);
+}
+
+int log_capture_stderr(void)
+{
+    if (!log_path[0] || log_fd <= 2)
+        return 0;
+    if (!log_stderr_captured && dup2(log_fd, 2) < 0)
+        return 0;
+    log_stderr_captured = 1;
+    return 1;
+}
+
+void log_set_human(int colour)
+{
+    log_human = colour ? 2 : 1;
 }
 
 void log_set_level(log_level level)
@@ -174,6 +199,17 @@ void log_vmsg(log_level level, const char *fmt, va_list ap)
         strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S%z", &tm);
         n = snprintf(line, sizeof line, "%s [%s] %s[%d]: ", ts, level_names[level], log_role,
                      (int)getpid());
+    } else if (log_human) {
+        /* "16:02:11.042 warn  worker 1[123]: ...": the time of day is enough on a terminal. */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        struct tm tm;
+        localtime_r(&now.tv_sec, &tm);
+        int colour = log_human == 2;
+        n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld %s%-5s%s %s[%d]: ", tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000L,
+                     colour ? level_colours[level] : "", level_names[level],
+                     colour ? "\033[0m" : "", log_role, (int)getpid());
     } else {
         n = snprintf(line, sizeof line, "<%d>%s[%d]: %s: ", syslog_prio[level], log_role,
                      (int)getpid(), level_names[level]);

@@ -12,6 +12,12 @@
 /** Open the log per config (path NULL = stderr); 0 or -1. */
 int log_open(const char *path, log_level level);
 void log_set_level(log_level level);
+/**
+ * Lines on standard error for a person (--dev, a terminal): "TIME LEVEL
+ * role[pid]: message" without the syslog prefix, levels in colour when
+ * colour is set. A file's lines are not affected.
+ */
+void log_set_human(int colour);
 /** Prefix every line with this process's role, e.g. "master" or "worker 2". */
 void log_set_role(const char *role);
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -24,6 +30,13 @@ int log_file_fd(void);
  * the previous file is closed; the path is kept, for log_reopen.
  */
 void log_adopt_fd(int fd);
+/**
+ * For the processes that run app code (workers, zygotes): when the log is
+ * a file, make fd 2 that file too (and again after each reopen), so what the
+ * app writes to standard error lands in the error log. 1 when it did, 0 when
+ * the log is standard error (a terminal, the journal: nothing to do).
+ */
+int log_capture_stderr(void);
 /**
  * Write one line (msg has no newline) with the usual prefix, minus the
  * timestamp: async-signal-safe, for a fatal signal's handler.

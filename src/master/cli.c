@@ -1,6 +1,7 @@
 /*
  * cli.c - the command line: getopt_long parsing into cli_options, and the
- * effective config: defaults, then -c FILE, then -l/-w/-a/-u, then finalize.
+ * effective config: defaults, then -c FILE, then -l/-w/-a/-u and the Perl
+ * developer's options (cli_dev.c), then finalize.
  */
 #include "cli.h"
 
@@ -13,7 +14,16 @@
 #include <string.h>
 
 /* Long-only options. */
-enum { OPT_CERT = 0x100, OPT_KEY };
+enum {
+    OPT_CERT = 0x100,
+    OPT_KEY,
+    OPT_ACCESS_LOG,
+    OPT_ACCESS_LOG_FORMAT,
+    OPT_MAX_REQUESTS,
+    OPT_TIMEOUT,
+    OPT_LOG_LEVEL,
+    OPT_DEV
+};
 
 static const struct option long_options[] = {
     {"config", required_argument, NULL, 'c'},
@@ -33,41 +43,82 @@ static const struct option long_options[] = {
     {"debug", no_argument, NULL, 'D'},
     {"cert", required_argument, NULL, OPT_CERT},
     {"key", required_argument, NULL, OPT_KEY},
+    {"port", required_argument, NULL, 'p'},
+    {"host", required_argument, NULL, 'o'},
+    {"env", required_argument, NULL, 'E'},
+    {"dev", no_argument, NULL, OPT_DEV},
+    {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
+    {"access-log-format", required_argument, NULL, OPT_ACCESS_LOG_FORMAT},
+    {"max-requests", required_argument, NULL, OPT_MAX_REQUESTS},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {NULL, 0, NULL, 0},
 };
 
 void cli_usage(FILE *out)
 {
-    fputs("Usage: pagid [OPTIONS]\n"
+    fputs("Usage: pagid [OPTIONS] [APP]\n"
           "Serve a PAGI application from a master process and pre-forked workers.\n"
+          "APP (a PAGI FILE.pl, a PSGI FILE.psgi or any -a SPEC) is the same as -a APP.\n"
           "\n"
-          "Options:\n"
+          "Configuration:\n"
           "  -c, --config FILE    read the configuration from FILE (YAML, see pagid.yaml(5))\n"
-          "  -t, --test           check the configuration, report every error and exit\n"
+          "  -t, --test           check the configuration and load the apps, report every "
+          "error and exit\n"
           "  -T, --dump-config    check it like -t, then print the effective configuration "
           "as YAML\n"
-          "  -l, --listen ADDR    listen on HOST:PORT, [V6]:PORT, :PORT or unix:/PATH; "
-          "repeatable, replaces the file's list;\n"
+          "\n"
+          "Listening:\n"
+          "  -l, --listen ADDR    listen on HOST:PORT, [V6]:PORT, :PORT (every address), "
+          "PORT (127.0.0.1)\n"
+          "                       or unix:/PATH; repeatable, replaces the file's list;\n"
           "                       https://HOST:PORT is a TLS listener (needs --cert and --key)\n"
+          "  -o, --host HOST      with -p: listen on HOST (default 127.0.0.1)\n"
+          "  -p, --port PORT      with -o: listen on PORT (default 8080); -o/-p add to -l\n"
           "      --cert FILE      the certificate (PEM, leaf first, then its chain) of the "
           "https:// listeners\n"
           "      --key FILE       its private key (PEM; read as root before privileges are "
           "dropped)\n"
-          "  -w, --workers N      worker processes: a number, 'auto' (one per CPU) or 0 "
-          "(single process, no master)\n"
+          "\n"
+          "The app:\n"
           "  -a, --app SPEC       the app: hello, echo, demo, pubsub, static:DIR, a module "
           "PATH.so[:ARG],\n"
           "                       a PAGI Perl app FILE.pl or a PSGI app FILE.psgi\n"
+          "  -e CODE              the app is Perl CODE returning a PAGI code reference (like "
+          "perl -e)\n"
+          "  -M MODULE[=ARGS]     use MODULE before -e's CODE (repeatable, like perl -M)\n"
           "  -I, --perl-lib DIR   add DIR to a Perl app's @INC (repeatable)\n"
-          "  -u, --user USER[:GROUP] run the workers as USER (and GROUP, else USER's own) when "
-          "started as root;\n"
-          "                       replaces the file's user and group; '-u root' keeps root\n"
+          "  -E, --env MODE       set PAGI_ENV (and PLACK_ENV for PSGI apps) to MODE; "
+          "'development'\n"
+          "                       is --dev (default: production)\n"
+          "      --dev            development: 1 worker, reload when the app or its modules "
+          "change,\n"
+          "                       access log and readable log lines on the terminal, -D's "
+          "checks\n"
           "      --preload, --no-preload  load the apps once before the workers fork (a zygote "
           "per\n"
           "                       generation), or in each worker; replaces the file's preload\n"
           "  -D, --debug          debug mode: check the apps' use of the C interface (stale "
           "handles,\n"
           "                       misuse) and warn of callbacks holding the loop over 100 ms\n"
+          "\n"
+          "Processes and limits:\n"
+          "  -w, --workers N      worker processes: a number, 'auto' (one per CPU) or 0 "
+          "(single process, no master)\n"
+          "  -u, --user USER[:GROUP] run the workers as USER (and GROUP, else USER's own) when "
+          "started as root;\n"
+          "                       replaces the file's user and group; '-u root' keeps root\n"
+          "      --max-requests N a worker is replaced after N requests (max_requests)\n"
+          "      --timeout SECONDS  close a keep-alive connection idle this long between "
+          "requests\n"
+          "                       (timeouts.keepalive; pagi-server's --timeout)\n"
+          "\n"
+          "Logging:\n"
+          "      --access-log FILE  write the access log to FILE, '-' for standard error\n"
+          "      --access-log-format FORMAT  combined (default), clf, json or a custom format\n"
+          "      --log-level LEVEL  error, warn, info (default) or debug (error_log.level)\n"
+          "\n"
+          "Control:\n"
           "  -s, --signal SIGNAL  signal the running master (the pid_file of the configuration): "
           "reload,\n"
           "                       reopen (logs), quit (graceful stop), stop (fast stop), or "
@@ -78,7 +129,8 @@ void cli_usage(FILE *out)
           "  -h, --help           print this help and exit\n"
           "\n"
           "Without -c no file is read: built-in defaults apply (listen " CONFIG_DEFAULT_LISTEN
-          ", app " CONFIG_DEFAULT_APP ").\n",
+          ", app " CONFIG_DEFAULT_APP ").\n"
+          "pagid(8) maps pagi-server's and plackup's options to these.\n",
           out);
 }
 
@@ -126,7 +178,7 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
     optind = 0;
     opterr = 0;
     for (;;) {
-        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:u:D", long_options, NULL);
+        int ch = getopt_long(argc, argv, ":c:tl:w:a:vhI:VTs:u:Dp:o:E:e:M:", long_options, NULL);
         if (ch == -1)
             break;
         switch (ch) {
@@ -162,6 +214,36 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
         case OPT_CERT:
             o->cert = optarg;
             break;
+        case 'p':
+            o->port = optarg;
+            break;
+        case 'o':
+            o->host = optarg;
+            break;
+        case 'E':
+            o->env = optarg;
+            break;
+        case 'e':
+            o->eval = optarg;
+            break;
+        case OPT_DEV:
+            o->dev = 1;
+            break;
+        case OPT_ACCESS_LOG:
+            o->access_log = optarg;
+            break;
+        case OPT_ACCESS_LOG_FORMAT:
+            o->access_log_format = optarg;
+            break;
+        case OPT_MAX_REQUESTS:
+            o->max_requests = optarg;
+            break;
+        case OPT_TIMEOUT:
+            o->timeout = optarg;
+            break;
+        case OPT_LOG_LEVEL:
+            o->log_level = optarg;
+            break;
         case OPT_KEY:
             o->key = optarg;
             break;
@@ -169,15 +251,18 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
         case 'N':
             o->preload = ch == 'P' ? 1 : -1;
             break;
-        case 'I': {
-            const char **v = realloc(o->perl_libs, (o->n_perl_libs + 1) * sizeof *v);
+        case 'I':
+        case 'M': {
+            const char ***list = ch == 'I' ? &o->perl_libs : &o->modules;
+            size_t *n = ch == 'I' ? &o->n_perl_libs : &o->n_modules;
+            const char **v = realloc(*list, (*n + 1) * sizeof *v);
             if (!v) {
                 fprintf(err, "pagid: out of memory\n");
                 cli_options_free(o);
                 return -1;
             }
-            v[o->n_perl_libs++] = optarg;
-            o->perl_libs = v;
+            v[(*n)++] = optarg;
+            *list = v;
             break;
         }
         case 'v':
@@ -211,9 +296,21 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
             return option_error(err, argv, 0);
         }
     }
+    /* `pagid app.pl`, as pagi-server and plackup take it: one app. */
+    if (optind < argc && !o->app && !o->eval)
+        o->app = argv[optind++];
     if (optind < argc) {
         cli_options_free(o);
-        return usage_error(err, "unexpected argument", argv[optind], strlen(argv[optind]));
+        return usage_error(err, "an app is already given; unexpected argument", argv[optind],
+                           strlen(argv[optind]));
+    }
+    if (o->eval && o->app) {
+        cli_options_free(o);
+        return usage_error(err, "-e cannot be combined with an app", o->app, strlen(o->app));
+    }
+    if (o->n_modules && !o->eval) {
+        cli_options_free(o);
+        return usage_error(err, "-M is for -e's code; an app file says", "use MODULE", 10);
     }
     if (o->signal_name && o->test_only) {
         cli_options_free(o);
@@ -230,6 +327,9 @@ void cli_options_free(cli_options *o)
     free(o->perl_libs);
     o->perl_libs = NULL;
     o->n_perl_libs = 0;
+    free(o->modules);
+    o->modules = NULL;
+    o->n_modules = 0;
     for (size_t i = 0; i < o->n_activated; i++)
         free(o->activated[i]);
     free(o->activated);
@@ -300,6 +400,13 @@ static int add_cli_listen(const cli_options *o, pagid_config *c, const char *spe
     const char *msg;
     int tls = !strncmp(spec, "https://", 8);
     const char *addr = tls ? spec + 8 : !strncmp(spec, "http://", 7) ? spec + 7 : spec;
+    /* A bare PORT on the command line is loopback, as the default address
+     * and -p are ("-l :PORT" or "*:PORT" says every address). */
+    char local[32];
+    if (*addr && strlen(addr) <= 5 && strspn(addr, "0123456789") == strlen(addr)) {
+        snprintf(local, sizeof local, "127.0.0.1:%s", addr);
+        addr = local;
+    }
     if (tls && (!o->cert || !o->key)) {
         fprintf(err, "pagid: -l %s: an https listener needs --cert FILE and --key FILE\n", spec);
         return 1;
@@ -328,10 +435,16 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
     if (o->config_file)
         errors += config_load_file(c, o->config_file, err);
 
-    if (o->n_listens > 0) {
+    char hostport[300];
+    const char *dev_listen = cli_dev_listen_spec(o, hostport, sizeof hostport);
+    if (o->n_listens > 0 || dev_listen) {
         config_clear_listens(c);
         for (size_t i = 0; i < o->n_listens; i++)
             errors += add_cli_listen(o, c, o->listens[i], err);
+        if (dev_listen && config_add_listen(c, dev_listen, &msg) < 0) {
+            fprintf(err, "pagid: -o/-p: invalid listen address '%s': %s\n", dev_listen, msg);
+            errors++;
+        }
     }
     if ((o->cert || o->key) && !cli_has_https(o)) {
         fprintf(err, "pagid: --cert and --key are for -l https://HOST:PORT listeners, and none "
@@ -370,11 +483,12 @@ int cli_build_config(const cli_options *o, pagid_config *c, FILE *err)
         c->preload = o->preload > 0;
     if (o->debug)
         c->debug = 1;
+    errors += cli_dev_apply(o, c, err);
     if (config_finalize(c, err) < 0)
         errors++;
     else
         errors += listeners_check_overlap(c, err); /* pagid -t, start and reload alike */
-    if (errors == 0 && set_perl_lib_env(o, c) < 0) {
+    if (errors == 0 && (set_perl_lib_env(o, c) < 0 || cli_dev_set_env(o, c) < 0)) {
         fprintf(err, "pagid: out of memory\n");
         errors++;
     }

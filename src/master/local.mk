@@ -8,7 +8,9 @@ pagid_LDADD = $(PAGID_LIBS)
 pagid_LDFLAGS = $(AM_LDFLAGS) -Wl,--export-dynamic
 
 libpagid_master_a_SOURCES += \
-	src/master/cli.c src/master/cli.h \
+	src/master/cli.c src/master/cli.h src/master/cli_dev.c \
+	src/master/devwatch.c src/master/devwatch.h src/master/check_apps.c src/master/check_apps.h \
+	src/master/fd_audit.c src/master/fd_audit.h \
 	src/master/listeners.c src/master/listeners.h \
 	src/master/listeners_inherit.c src/master/listeners_overlap.c \
 	src/master/generation.c src/master/generation.h src/master/generation_zygote.c \

@@ -21,6 +21,7 @@
 #include "common/proctitle.h"
 #include "worker/worker.h"
 #include "cli.h"
+#include "check_apps.h"
 #include "cli_print.h"
 #include "listeners.h"
 #include "shdicts.h"
@@ -216,6 +217,10 @@ int main(int argc, char **argv)
             return EXIT_STARTUP;
         }
     }
+    /* A person reads a terminal and --dev's output; journald and files get
+     * what they always did. */
+    if (cli_dev_mode(&o) || (isatty(2) && !getenv("JOURNAL_STREAM")))
+        log_set_human(isatty(2) && !getenv("NO_COLOR"));
     pagid_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int errors = cli_build_config(&o, &cfg, stderr);
@@ -224,6 +229,9 @@ int main(int argc, char **argv)
         /* What would still stop it on this host: users, addresses, files.
          * Its notes go to stderr under -T, whose stdout is the YAML alone. */
         errors += preflight_check(&cfg, o.dump_config ? stderr : stdout, stderr);
+        /* The Perl apps compile, find their modules and return their code. */
+        if (errors == 0)
+            errors += check_apps_load(&cfg, stderr);
         /* "configuration FILE is valid", or without -c "configuration is valid" */
         const char *file = o.config_file ? o.config_file : "";
         const char *sep = o.config_file ? " " : "";

@@ -222,7 +222,8 @@ static void check_log(pf *p, const char *key, const char *path, pagid_pos pos, i
                       char *why, size_t whylen)
 {
     char who[64];
-    if (!path || !*path || !strcmp(path, "stderr") || log_problem(path, why, whylen) == 0)
+    if (!path || !*path || !strcmp(path, "stderr") || config_path_is_stderr(path) ||
+        log_problem(path, why, whylen) == 0)
         return;
     if (workers_too) {
         p->access_why = why;

@@ -12,6 +12,7 @@
  * the whole process group, must reach workers only through the master.
  */
 #include "supervisor_int.h"
+#include "devwatch.h"
 #include "pubsub_broker.h"
 
 #include <errno.h>
@@ -253,7 +254,8 @@ static pagid_config *build_config(supervisor *s, int *errors)
     return c;
 }
 
-static void reload(supervisor *s)
+/* SIGHUP, or a change --dev saw (why: the changed file). */
+static void reload(supervisor *s, const char *why)
 {
     if (!s->opts || !s->opts->cli) {
         log_warn("SIGHUP: no command line to rebuild the configuration from; ignored");
@@ -263,7 +265,10 @@ static void reload(supervisor *s)
         log_warn("SIGHUP ignored: a binary upgrade is in progress");
         return;
     }
-    log_info("SIGHUP: reloading the configuration");
+    if (why)
+        log_info("%s changed: reloading", why);
+    else
+        log_info("SIGHUP: reloading the configuration");
     notify_reloading();
     s->reloading = 1;
     int errors;
@@ -616,7 +621,7 @@ static void handle_flags(supervisor *s)
     }
     if (sig_reconfigure) {
         sig_reconfigure = 0;
-        reload(s);
+        reload(s, NULL);
     }
     if (sig_upgrade) {
         sig_upgrade = 0;
@@ -653,6 +658,8 @@ static int next_timeout(const supervisor *s, double now, struct timespec *ts)
     }
     if (s->up == UP_STARTING && s->up_deadline < at)
         at = s->up_deadline;
+    if (devwatch_deadline(s->dev) < at)
+        at = devwatch_deadline(s->dev);
     double backend = broker_next_timer(s->env.broker);
     if (backend < at)
         at = backend;
@@ -709,6 +716,8 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     }
     g->access_fd = access_fd;
     push_generation(&s, g);
+    if (opts && opts->cli && cli_dev_mode(opts->cli))
+        s.dev = devwatch_new(cfg, opts->cli);
 
     log_info("master started (pid %d), %d worker%s", (int)s.pid, nworkers,
              nworkers == 1 ? "" : "s");
@@ -716,8 +725,8 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
     notify_sendf("MAINPID=%d\nSTATUS=starting %d workers", (int)s.pid, nworkers);
 
     int code = EXIT_OK;
-    struct pollfd *pfd = malloc(ZYGOTE_POLL_MAX * sizeof *pfd);
-    size_t pfd_cap = pfd ? ZYGOTE_POLL_MAX : 0;
+    struct pollfd *pfd = malloc((ZYGOTE_POLL_MAX + 2) * sizeof *pfd);
+    size_t pfd_cap = pfd ? ZYGOTE_POLL_MAX + 2 : 0; /* + 2: devwatch */
     if (!pfd) {
         log_error("out of memory");
         code = EXIT_STARTUP;
@@ -736,6 +745,9 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
                 supervisor_begin_drain(&s, 0);
             }
             upgrade_check_deadline(&s, now);
+            const char *changed = devwatch_due(s.dev, now);
+            if (changed)
+                reload(&s, changed);
         }
         if (now >= s.next_tick) {
             tick(&s, now);
@@ -760,7 +772,7 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
             timed = 1;
         }
         /* The zygotes' channels first, then every worker's pub/sub channel. */
-        size_t want = ZYGOTE_POLL_MAX + broker_npeers(s.env.broker);
+        size_t want = ZYGOTE_POLL_MAX + 2 + broker_npeers(s.env.broker);
         if (want > pfd_cap) {
             struct pollfd *np = realloc(pfd, want * sizeof *np);
             if (np) {
@@ -773,6 +785,9 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
             if (x->zy.fd >= 0)
                 pfd[npfd++] = (struct pollfd){.fd = x->zy.fd, .events = POLLIN};
         nfds_t nzy = npfd;
+        nfds_t ndev = (nfds_t)devwatch_pollfds(s.dev, pfd + nzy);
+        nzy += ndev;
+        npfd = nzy;
         npfd += broker_pollfds(s.env.broker, pfd + nzy, pfd_cap - nzy);
         int n = ppoll(pfd, npfd, timed ? &ts : NULL, &unblocked);
         if (n < 0 && errno != EINTR) {
@@ -780,11 +795,14 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
             break;
         }
         if (n > 0) {
+            if (ndev)
+                devwatch_io(s.dev, supervisor_now());
             read_zygotes(&s);
             broker_io(s.env.broker, pfd + nzy, npfd - nzy);
         }
     }
     free(pfd);
+    devwatch_free(s.dev);
     broker_free(s.env.broker);
     /* Whatever is left (ppoll failure) goes without unlinking anything live. */
     while (s.env.all) {

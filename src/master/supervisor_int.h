@@ -36,6 +36,7 @@ typedef struct supervisor {
     double next_watchdog;
     char status[256]; /* last STATUS= sent */
     pid_t pid;
+    struct devwatch *dev; /* --dev: reload on change (devwatch.c), else NULL */
 } supervisor;
 
 double supervisor_now(void);

@@ -31,6 +31,7 @@
 #include "gen_logs.h"
 #include "common/proctitle.h"
 #include "worker/preload.h"
+#include "fd_audit.h"
 #include "generation.h"
 #include "privileges.h"
 
@@ -199,7 +200,11 @@ zygote_main(const gen_env *e, generation *g, int fd, int log_chan)
     sigprocmask(SIG_BLOCK, &usr1, NULL);
 
     char err[1024];
+    fd_audit before;
+    fd_audit_snapshot(&before);
     int loaded = worker_preload(g->cfg, err, sizeof err);
+    if (loaded == 0)
+        fd_audit_report(&before); /* a DBI handle, a socket: shared by every worker */
     install_handlers();
     sigprocmask(SIG_UNBLOCK, &usr1, NULL); /* a reopen asked meanwhile happens now */
     if (loaded == -2) {

@@ -38,18 +38,41 @@ die $@ if $@;
 die "cannot read $file: $!\n" if !defined $app && !-r $file;
 $app;
 END_LOAD
-    die($psgi ? _at_line($file, $@) : $@) if $@;
+    die _at_line($file, $@) . "\n" if $@; # "\n": not " at (eval 1) line N" of this glue
+    _dev_report($file) if $ENV{PAGID_DEV_REPORT_FD};
     if ($psgi) {
         # A PSGI app may be an object with &{} overloaded (Plack::Component's
         # to_app returns a plain sub, but some apps return the object).
-        die "$file: did not return a code reference (a PSGI app file ends with its app, "
-            . "e.g. `my \$app = sub { ... };` as its last statement)\n"
+        die _last_line($file) . ": did not return a code reference (a PSGI app file ends with "
+            . "its app, e.g. `my \$app = sub { ... };` as its last statement)\n"
             unless ref $app eq 'CODE' || (Scalar::Util::blessed($app) && do { require overload; overload::Method($app, '&{}') });
         require PAGI::Server::Pagid::PSGI;
         return PAGI::Server::Pagid::PSGI->wrap($app, $file);
     }
-    die "$file did not return a code reference\n" unless ref $app eq 'CODE';
+    die _last_line($file) . ": did not return a code reference but "
+        . (ref $app ? 'a ' . ref($app) . ' reference' : defined $app ? "'$app'" : 'undef')
+        . " (a PAGI app file ends with its app, e.g. `my \$app = async sub { ... }; \$app;`)\n"
+        unless ref $app eq 'CODE';
     return $app;
+}
+
+# --dev: tell the master which files the app loaded (not Perl's own
+# library), one absolute path a line, so it watches them for changes.
+our $DEV_FH;
+sub _dev_report {
+    my ($file) = @_;
+    require Config;
+    require Cwd;
+    my @system = grep { defined && length } map { $Config::Config{$_} }
+        qw(privlibexp archlibexp vendorlibexp vendorarchexp sitelibexp sitearchexp);
+    my %seen;
+    my @files = grep { !$seen{$_}++ }
+        grep { my $f = $_; !grep { index($f, "$_/") == 0 } @system }
+        map { Cwd::abs_path($_) // () } grep { defined && !ref } $file, values %INC;
+    # Kept open: closing a handle of '>&=' closes the fd under it.
+    $DEV_FH //= do { open my $fh, '>&=', $ENV{PAGID_DEV_REPORT_FD} or return; $fh };
+    syswrite $DEV_FH, "$_\n" for @files;
+    return;
 }
 
 # A load error as FILE:LINE: message, the app file's line when Perl names
@@ -68,7 +91,24 @@ sub _at_line {
     for my $name ($file, $short) {
         return "$short:$1: $e" if $e =~ /at \Q$name\E line (\d+)/;
     }
+    # Elsewhere: a module the app uses, or -e's code.
+    return "$1:$2: $e" if $e =~ /at (\S+) line (\d+)/;
     return "$short: $e";
+}
+
+# FILE:LINE of the app file's last statement (what `do` returned), for an
+# app file that did not end with its code reference.
+sub _last_line {
+    my ($file) = @_;
+    (my $short = $file) =~ s{^\./}{};
+    open my $fh, '<', $file or return $short;
+    my ($n, $last) = (0, 0);
+    while (my $line = <$fh>) {
+        $n++;
+        last if $line =~ /^__(?:END|DATA)__\b/;
+        $last = $n if $line =~ /\S/ && $line !~ /^\s*#/;
+    }
+    return $last ? "$short:$last" : $short;
 }
 
 sub _message {

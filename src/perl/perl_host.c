@@ -8,6 +8,7 @@
 
 #include "common/pool.h"
 #include "worker/core/loop.h"
+#include "common/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,12 @@ static const char *start_interpreter(void)
     }
     perl_xs_ready(aTHX);
     perl_pubsub_ready(aTHX);
+    /* error_log.path set: the app's stderr is the log file, and its warn
+     * (DBI's PrintError too) a log line tagged with this worker. */
+    if (log_capture_stderr())
+        eval_pv("$SIG{__WARN__} = sub { my $m = join '', @_; $m =~ s/\\n\\z//;"
+                " PAGI::Server::Pagid::XS::log(1, \"perl: $m\") };",
+                FALSE);
     return NULL;
 }
 

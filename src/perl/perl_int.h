@@ -34,6 +34,12 @@ typedef struct perl_handle {
     int releasing;    /* handle_release is dropping the holds */
     perl_hold *holds; /* futures and callbacks the server may still call */
     int nrefused;     /* distinct refused sends seen, each logged once (at most 8) */
+    /* The app's end waits for its sends' callbacks (the at-once ones are
+     * queued still): pagi_scope_finish comes after the last, so a scope
+     * never finishes with send callbacks pending (what -D reports). */
+    unsigned sends_pending;
+    int finish_owed;
+    char *finish_err;    /* its error (owned), or NULL */
     uint32_t refused[8]; /* their messages' hashes */
 } perl_handle;
 

@@ -53,6 +53,8 @@ static void handle_release(pagi_scope *s, void *data)
     while (h->holds)
         perl_hold_drop(h->holds);
     h->releasing = 0;
+    free(h->finish_err);
+    h->finish_err = NULL;
     if (!h->perl_alive)
         free(h);
 }
@@ -140,12 +142,26 @@ static void on_receive(pagi_scope *s, const pagi_event *ev, void *ud)
     SvREFCNT_dec(f);
 }
 
+/* The last send callback of an app that has ended: finish for it now. */
+static void finish_owed(perl_handle *h)
+{
+    if (--h->sends_pending > 0 || !h->finish_owed || !h->s)
+        return;
+    char *err = h->finish_err;
+    h->finish_owed = 0;
+    h->finish_err = NULL;
+    pagi_scope_finish(h->s, err);
+    free(err);
+}
+
 static void on_sent(pagi_scope *s, const char *err, void *ud)
 {
     dPERL;
     perl_hold *n = ud;
+    perl_handle *h = n->h;
     if (!n->sv) { /* the future was completed when the send was accepted */
         perl_hold_drop(n);
+        finish_owed(h);
         return;
     }
     SV *f = SvREFCNT_inc(n->sv);
@@ -155,6 +171,7 @@ static void on_sent(pagi_scope *s, const char *err, void *ud)
     else
         call_method_sv(aTHX_ f, "done", NULL);
     SvREFCNT_dec(f);
+    finish_owed(h);
 }
 
 static const char *usable(perl_handle *h)
@@ -345,12 +362,16 @@ XS_INTERNAL(xs_send)
         } else {
             SvREFCNT_dec(n->sv);
             n->sv = NULL;
-            if (pagi_send(h->s, &ev, on_sent, n) < 0) {
+            int rc = pagi_send(h->s, &ev, on_sent, n);
+            if (rc == 0)
+                h->sends_pending++;
+            if (rc < 0) {
                 perl_hold_drop(n);
                 snprintf(buf, sizeof buf, "%s", pagi_scope_error(h->s));
                 err = buf;
             } else if (!ev.file && !ev.use_fd && done_future &&
-                       pagi_transport_buffered_amount(h->s) < pagi_transport_high_water_mark(h->s)) {
+                       pagi_transport_buffered_amount(h->s) <
+                           pagi_transport_high_water_mark(h->s)) {
                 ret = done_future; /* nothing can fail it any more and it completes at once */
             } else if (!(n->sv = future_call(aTHX_ "new", NULL))) {
                 err = "cannot create a Future";
@@ -394,6 +415,13 @@ void perl_handle_finish(perl_handle *h, const char *err)
 {
     if (h->s && !h->finished) {
         h->finished = 1;
+        if (h->sends_pending > 0) { /* after the last send callback (finish_owed) */
+            h->finish_owed = 1;
+            h->finish_err = err ? strdup(err) : NULL;
+            if (!err || h->finish_err)
+                return;
+            h->finish_owed = 0; /* out of memory: finish now rather than lose the error */
+        }
         pagi_scope_finish(h->s, err);
     }
 }

@@ -637,6 +637,8 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     /* Reload is the master's (a new generation); a worker, or -w 0, must not die of SIGHUP. */
     signal(SIGHUP, SIG_IGN);
     crash_install(); /* a fatal signal in app code names the request it was serving */
+    /* error_log.path set: what app code writes to stderr goes there too. */
+    log_capture_stderr();
     char err[512];
     struct ev_loop *ev = ev_default_loop(EVFLAG_AUTO);
     if (!ev) {

@@ -2,12 +2,15 @@
 errors, exit 1, never a crash), bad options, a port already in use, and the
 default listener 127.0.0.1:8080 when started with nothing at all."""
 
+import os
 import re
 import socket
 import subprocess
 import time
 
-from lib import (SLOW, Skip, check, check_eq, port_is_free, request, test, write_config)
+import lib
+from lib import (SLOW, Skip, check, check_eq, port_is_free, request, test, wait_for,
+                 write_config)
 
 CRASH = re.compile(r"AddressSanitizer|runtime error:|Segmentation fault|LeakSanitizer")
 
@@ -204,3 +207,181 @@ def default_listen_8080(ctx):
     r = request(8080, "GET", "/")
     check_eq(r.status, 200, "status of GET / on the default listener")
     check(srv.alive(), "server died")
+
+
+# ---------------------------------------------------------------------------
+# The command line a Perl developer expects (issue 27): pagi-server's and
+# plackup's options beside the nginx-style ones.
+# ---------------------------------------------------------------------------
+
+PERL_APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "perl")
+
+
+def dump(ctx, *args):
+    """pagid -T ARGS: (exit status, the effective config, stderr)."""
+    return run(ctx, "-T", *args)
+
+
+def perl_or_skip(ctx):
+    rc, out, err = run(ctx, "-V")
+    if " perl" not in out:
+        raise Skip("pagid was built without the Perl host")
+
+
+@test()
+def positional_app_and_port(ctx):
+    """`pagid -p PORT app.pl` serves app.pl on 127.0.0.1:PORT (no -a, no -l)."""
+    perl_or_skip(ctx)
+    port = lib.free_port()
+    srv = ctx.start(app=None, workers=0, listen=False, port=port,
+                    args=["-p", str(port), os.path.join(PERL_APPS, "hello.pl")])
+    r = request(port, "GET", "/")
+    check_eq(r.status, 200, "status")
+    check_eq(r.body, b"Hello from PAGI", "body")
+    srv.stop()
+
+
+@test()
+def host_port_and_bare_port_are_loopback(ctx):
+    """-p alone and a bare -l PORT bind 127.0.0.1, like the default; -o picks the host."""
+    rc, out, err = dump(ctx, "-a", "hello", "-p", "5000")
+    check_eq(rc, 0, "exit status: %s" % err)
+    check("- 127.0.0.1:5000\n" in out, "-p 5000 listens on:\n%s" % out)
+    rc, out, err = dump(ctx, "-a", "hello", "-l", "19297")
+    check_eq(rc, 0, "exit status: %s" % err)
+    check("- 127.0.0.1:19297\n" in out, "-l 19297 listens on:\n%s" % out)
+    rc, out, err = dump(ctx, "-a", "hello", "--host", "::1", "--port", "5001")
+    check_eq(rc, 0, "exit status: %s" % err)
+    check("- '[::1]:5001'\n" in out or "- \"[::1]:5001\"\n" in out or "- [::1]:5001\n" in out,
+          "-o ::1 -p 5001 listens on:\n%s" % out)
+    rc, out, err = dump(ctx, "-a", "hello", "-o", "0.0.0.0")
+    check("- 0.0.0.0:8080\n" in out, "-o 0.0.0.0 listens on:\n%s" % out)
+
+
+@test()
+def server_options_reach_the_config(ctx):
+    """--max-requests, --timeout (pagi-server's: keep-alive), --log-level,
+    --access-log and --access-log-format, as -T shows them."""
+    rc, out, err = dump(ctx, "-a", "hello", "--max-requests", "100", "--timeout", "7",
+                        "--log-level", "debug", "--access-log", "-",
+                        "--access-log-format", "clf")
+    check_eq(rc, 0, "exit status: %s" % err)
+    for want in ("max_requests: 100\n", "  keepalive: 7s\n", "  level: debug\n",
+                 "  path: '-'\n", "  format: clf\n"):
+        check(want in out, "-T lacks %r:\n%s" % (want, out))
+    rc, out, err = run(ctx, "-t", "-a", "hello", "--log-level", "loud")
+    check_eq(rc, 1, "exit status of a bad --log-level")
+    check("--log-level" in err and "debug, info, warn, error" in err, "stderr: %s" % err)
+    rc, out, err = run(ctx, "-t", "-a", "hello", "--max-requests", "many")
+    check_eq(rc, 1, "exit status of a bad --max-requests")
+
+
+@test()
+def access_log_dash_after_privileges_drop(ctx):
+    """--access-log - writes to pagid's standard error, also from workers that
+    run as nobody (who could not open /dev/stderr)."""
+    port = lib.free_port()
+    args = ["--access-log", "-"]
+    if os.geteuid() == 0:
+        args += ["-u", "nobody"]
+    srv = ctx.start(app="hello", workers=1, port=port, args=args, default_user=False)
+    r = request(port, "GET", "/logged-path")
+    check_eq(r.status, 200, "status")
+    check(wait_for(lambda: "GET /logged-path HTTP/1.1\" 200" in srv.stderr(), 3),
+          "no access log line on stderr:\n%s" % srv.stderr())
+    check("cannot open access log" not in srv.stderr(), srv.stderr())
+    srv.stop()
+
+
+ENV_APP = """\
+use Future::AsyncAwait;
+async sub {
+    my ($scope, $receive, $send) = @_;
+    return if $scope->{type} ne 'http';
+    await $send->({type => 'http.response.start', status => 200, headers => []});
+    await $send->({type => 'http.response.body',
+                   body => join ',', map { $_ . '=' . ($ENV{$_} // 'unset') } qw(PAGI_ENV PLACK_ENV)});
+};
+"""
+
+ENV_PSGI = "sub { [200, [], [join ',', map { $_ . '=' . ($ENV{$_} // 'unset') } qw(PAGI_ENV PLACK_ENV)]] };\n"
+
+
+@test()
+def env_mode_sets_pagi_env(ctx):
+    """-E MODE sets PAGI_ENV (and PLACK_ENV for a PSGI app); without it PAGI_ENV is production."""
+    perl_or_skip(ctx)
+    pl = os.path.join(ctx.tmpdir, "env.pl")
+    with open(pl, "w") as f:
+        f.write(ENV_APP)
+    psgi = os.path.join(ctx.tmpdir, "env.psgi")
+    with open(psgi, "w") as f:
+        f.write(ENV_PSGI)
+    env = {"PAGI_ENV": "", "PLACK_ENV": ""}
+    for path, args, want in ((pl, ["-E", "staging"], b"PAGI_ENV=staging,PLACK_ENV="),
+                             (psgi, ["--env", "staging"], b"PAGI_ENV=staging,PLACK_ENV=staging"),
+                             (pl, [], b"PAGI_ENV=production,PLACK_ENV=")):
+        port = lib.free_port()
+        srv = ctx.start(app=None, workers=0, listen=False, port=port, env=env,
+                        args=["-p", str(port), path] + args)
+        r = request(port, "GET", "/")
+        check_eq(r.body, want, "the app's environment with %s" % args)
+        srv.stop()
+
+
+@test()
+def inline_app_with_modules(ctx):
+    """-M MODULE -e CODE, as pagi-server and perl have them; a compile error
+    in -e is reported at -e line N."""
+    perl_or_skip(ctx)
+    port = lib.free_port()
+    code = ("async sub { my ($s, $r, $send) = @_; return if $s->{type} ne 'http';"
+            " await $send->({type => 'http.response.start', status => 200, headers => []});"
+            " await $send->({type => 'http.response.body', body => 'inline ' . Digest::MD5::md5_hex('x')}) }")
+    srv = ctx.start(app=None, workers=0, listen=False, port=port,
+                    args=["-p", str(port), "-MFuture::AsyncAwait", "-M", "Digest::MD5", "-e", code])
+    r = request(port, "GET", "/")
+    check_eq(r.body, b"inline 9dd4e461268c8034f5c8564e155c67a6", "body")
+    srv.stop()
+    rc, out, err = run(ctx, "-t", "-e", "sub { ")
+    check_eq(rc, 1, "exit status of -t with a broken -e")
+    check("-e line 1" in err, "stderr: %s" % err)
+
+
+@test()
+def positional_app_twice_is_usage_error(ctx):
+    rc, out, err = run(ctx, "-a", "hello", "echo")
+    check_eq(rc, 2, "exit status")
+    check("app" in err, "stderr: %s" % err)
+    rc, out, err = run(ctx, "hello", "echo")
+    check_eq(rc, 2, "exit status")
+
+
+BAD_APPS = {
+    "syntax.pl": ("use strict;\nmy $app = sub {\n    my $x = ;\n};\n$app;\n", r"syntax\.pl:3: syntax error"),
+    "missing.pl": ("use strict;\nuse No::Such::Module::Here;\nsub { 1 };\n",
+                   r"missing\.pl:2: Can't locate No/Such/Module/Here\.pm"),
+    "hashref.pl": ("use strict;\nmy %h = (a => 1);\n\\%h;\n",
+                   r"hashref\.pl:3: did not return a code reference"),
+    "missing.psgi": ("use No::Such::Module::Here;\nsub { [200, [], []] };\n",
+                     r"missing\.psgi:1: Can't locate"),
+}
+
+
+@test()
+def check_loads_the_app(ctx):
+    """pagid -t loads a Perl app in a child (as the workers' user) and reports
+    a compile error, a missing module and a non-coderef with FILE:LINE, exit 1."""
+    perl_or_skip(ctx)
+    for name, (text, want) in sorted(BAD_APPS.items()):
+        path = os.path.join(ctx.tmpdir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        rc, out, err = run(ctx, "-t", "-u", "root", "-l", "127.0.0.1:1", name)
+        check_eq(rc, 1, "exit status of -t for %s (stdout %r, stderr %r)" % (name, out, err))
+        check(re.search(want, err), "-t for %s: want /%s/ in:\n%s" % (name, want, err))
+        check("is invalid" in err, "no verdict for %s:\n%s" % (name, err))
+    rc, out, err = run(ctx, "-t", "-u", "root", "-l", "127.0.0.1:1",
+                       os.path.join(PERL_APPS, "hello.pl"))
+    check_eq(rc, 0, "exit status of -t for hello.pl: %s" % err)
+    check("is valid" in out, "stdout: %s" % out)

@@ -7,6 +7,7 @@ pagi.transport, apps that die before/after starting their response, the
 server's validation messages, a plain app chaining on the Futures $send returns. Skipped when pagid was built without Perl."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -544,3 +545,159 @@ def offset_length_and_retry_keep_their_perl_meaning(ctx):
     check(b"data: no retry\n\n" in raw and b"retry: 0\ndata: retry zero\n\n" in raw,
           "sse events: %r" % raw[-400:])
     check_eq(raw.count(b"retry:"), 1, "retry: lines")
+
+
+@test()
+def lifespan_startup_that_dies_fails(ctx):
+    """A startup handler that dies after taking lifespan.startup fails the
+    start like lifespan.startup.failed, with the exception in the log; an app
+    that refuses the lifespan scope (stream.pl) is still 'does not support'."""
+    srv = ctx.start(app(ctx, "lifespan_dies"), workers=1, wait=False)
+    check(srv.wait_exit(10), "pagid exits when lifespan startup dies")
+    check(srv.returncode != 0, "non-zero exit status")
+    err = srv.stderr()
+    check(re.search(r"error.*lifespan startup failed: .*DBI connect\('dbname=app'\) failed", err)
+          or re.search(r"lifespan startup failed: .*DBI connect", err),
+          "the exception is logged as a startup failure:\n%s" % err[-1500:])
+    check("does not support lifespan" not in err, "called unsupported:\n%s" % err[-1500:])
+
+
+@test()
+def preload_names_what_the_app_opened(ctx):
+    """After preload the zygote warns of each socket or file the app opened
+    while loading (shared by every worker), naming it; hello.pl opens none."""
+    db = socket.socket()
+    db.bind(("127.0.0.1", 0))
+    db.listen(4)
+    port = db.getsockname()[1]
+    path = app(ctx, "preload_opens")
+    srv = ctx.start(path, workers=1, env={"PAGID_TEST_DB_PORT": str(port)})
+    check_eq(request(srv.port).body, b"ok", "served")
+    err = srv.stderr()
+    check(re.search(r"warn.*the app opened a socket connected to 127\.0\.0\.1:%d \(fd \d+\)" % port,
+                    err), "no warning naming the socket:\n%s" % err[-1500:])
+    check(re.search(r"the app opened the file .*preload_opens\.pl \(fd \d+\)", err),
+          "no warning naming the file:\n%s" % err[-1500:])
+    srv.stop()
+    db.close()
+    quiet = ctx.start(app(ctx, "hello"), workers=1)
+    check_eq(request(quiet.port).status, 200, "status")
+    check("the app opened" not in quiet.stderr(), "a warning for hello.pl:\n%s" % quiet.stderr())
+
+
+def _chunked_raw(port, path):
+    """GET path over HTTP/1.1; the raw bytes up to the end of the chunked message."""
+    c = Conn(port, timeout=5)
+    try:
+        c.send(build_request("GET", path, {"Host": "t", "Connection": "close"}))
+        return c.read_to_eof()
+    finally:
+        c.close()
+
+
+@test()
+def cookbook_streaming_sends_its_trailer(ctx):
+    """Cookbook "Streaming a response": trailers => 1 and bodies with more => 1,
+    then http.response.trailers. Www.pod: after the trailers the body is
+    complete, so they also end a body left open with more => 1 (the recipe's
+    loop stops early: its first $receive is http.request, not a disconnect).
+    The response is whole, with its trailer, over HTTP/1.1 and h2c."""
+    port = lib.free_port()
+    srv = ctx.start(None, workers=1, listen=False, port=port,
+                    config="app: %s\nlisten:\n  - {address: '127.0.0.1:%d', http2: prior-knowledge}\n"
+                    % (app(ctx, "cookbook_streaming"), port))
+    raw = _chunked_raw(port, "/")
+    head, _, body = raw.partition(b"\r\n\r\n")
+    check(b"transfer-encoding: chunked" in head.lower(), "not chunked: %r" % raw)
+    check(body.startswith(b"8\r\nChunk 1\n\r\n"), "first chunk: %r" % raw)
+    check(body.endswith(b"0\r\nx-stream-complete: 1\r\n\r\n"),
+          "the trailer does not end the message: %r" % raw)
+    check("needs trailers" not in srv.stderr() and "refused" not in srv.stderr(),
+          "a send was refused:\n%s" % srv.stderr()[-1500:])
+    hdr = os.path.join(ctx.tmpdir, "h2.txt")
+    p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-D", hdr,
+                        "http://127.0.0.1:%d/" % port], capture_output=True, timeout=10)
+    check_eq(p.returncode, 0, "curl h2c exit (stderr %r)" % p.stderr)
+    check(p.stdout.startswith(b"Chunk 1\n"), "h2 body %r" % p.stdout)
+    with open(hdr, "rb") as f:
+        check(b"x-stream-complete: 1" in f.read().lower(), "no h2 trailer")
+    srv.stop()
+
+
+@test()
+def trailers_refusals_say_what_the_app_did(ctx):
+    """A trailers send the server must refuse names the app's mistake."""
+    path = os.path.join(ctx.tmpdir, "bad_trailers.pl")
+    with open(path, "w") as f:
+        f.write("""use Future::AsyncAwait;
+async sub {
+    my ($scope, $receive, $send) = @_;
+    return if $scope->{type} ne 'http';
+    await $send->({type => 'http.response.start', status => 200, headers => []});
+    await $send->({type => 'http.response.body', body => 'x', more => 1});
+    my $err = '';
+    eval { await $send->({type => 'http.response.trailers', headers => [['x-a', '1']]}); 1 }
+        or $err = $@;
+    await $send->({type => 'http.response.body', body => "refused: $err"});
+};
+""")
+    srv = ctx.start(path, workers=0)
+    r = request(srv.port)
+    check(b"did not declare trailers => 1" in r.body, "the message: %r" % r.body)
+    srv.stop()
+
+
+@test()
+def cookbook_broadcast_first_receive_is_sse_request(ctx):
+    """Cookbook "Broadcasting events": the first $receive of an SSE GET is
+    sse.request (Www.pod), so the recipe as written stops before its last
+    events; taking sse.request first and then holding $receive, all three."""
+    srv = ctx.start(app(ctx, "cookbook_broadcast"), workers=1)
+    c = Conn(srv.port, timeout=5)
+    c.send(build_request("GET", "/?as=fixed", {"Host": "t", "Accept": "text/event-stream",
+                                               "Connection": "close"}))
+    data = c.read_to_eof()
+    c.close()
+    check_eq(data.count(b"event: "), 3, "events of the corrected recipe in %r" % data)
+    check(b"data: finished" in data, "last event: %r" % data)
+    check(wait_for(lambda: "fixed first=sse.request sent=3" in app_log(ctx), 5),
+          "app log: %r" % app_log(ctx))
+    c = Conn(srv.port, timeout=5)
+    c.send(build_request("GET", "/?as=written", {"Host": "t", "Accept": "text/event-stream",
+                                                 "Connection": "close"}))
+    data = c.read_to_eof()
+    c.close()
+    check(wait_for(lambda: any(l.startswith("written first=sse.request")
+                               for l in app_log(ctx)), 5),
+          "the recipe's 'disconnect' Future held sse.request: %r" % app_log(ctx))
+    written = [l for l in app_log(ctx) if l.startswith("written")][0]
+    check(int(written.rsplit("=", 1)[1]) < 3, "the recipe as written sent all: %r" % written)
+    check(data.startswith(b"HTTP/1.1 200"), "the stream ended cleanly: %r" % data)
+    srv.stop()
+
+
+@test()
+def app_stderr_goes_to_the_error_log(ctx):
+    """With error_log.path set, a worker's standard error (warn, print STDERR,
+    a write on fd 2) lands in the error log, a warn tagged with the worker;
+    nothing of it on the terminal."""
+    log = os.path.join(ctx.tmpdir, "error.log")
+    srv = ctx.start(app(ctx, "stderr_app"), workers=1,
+                    config="error_log: {path: %s}\n" % log)
+    check_eq(request(srv.port).body, b"ok", "served")
+
+    def text():
+        try:
+            with open(log) as f:
+                return f.read()
+        except OSError:
+            return ""
+    check(wait_for(lambda: "written to fd 2" in text(), 5), "fd 2 not in the log:\n%s" % text())
+    t = text()
+    check(re.search(r"\[warn\] worker 1\[\d+\]: perl: DBD::Pg::st execute failed: relation", t),
+          "the warn is not a tagged log line:\n%s" % t[-1500:])
+    check("printed to STDERR\n" in t, "print STDERR not in the log:\n%s" % t[-1500:])
+    err = srv.stderr()
+    for s in ("DBD::Pg", "printed to STDERR", "written to fd 2"):
+        check(s not in err, "%r on the terminal:\n%s" % (s, err[-1000:]))
+    srv.stop()

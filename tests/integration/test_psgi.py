@@ -316,7 +316,7 @@ def bad_psgi_files_fail_with_file_and_line(ctx):
     psgi(ctx, "app")
     cases = {"syntax_error": r"syntax_error\.psgi:4: syntax error",
              "missing_module": r"missing_module\.psgi:3: Can't locate Pagid/No/Such/Module\.pm",
-             "no_coderef": r"no_coderef\.psgi: did not return a code reference"}
+             "no_coderef": r"no_coderef\.psgi:\d+: did not return a code reference"}
     for name, pattern in cases.items():
         path = os.path.join(PSGI_DIR, name + ".psgi")
         p = subprocess.run([ctx.pagid, "-w", "0", "-l", "127.0.0.1:%d" % lib.free_port(),

@@ -133,8 +133,8 @@ START_TEST(test_parse_errors)
     expect_usage_error(a4, ARGC(a4), "pagid: missing argument for option '-c'");
     char *a5[] = {"pagid", "--workers", NULL};
     expect_usage_error(a5, ARGC(a5), "pagid: missing argument for option '--workers'");
-    char *a6[] = {"pagid", "-t", "extra", NULL};
-    expect_usage_error(a6, ARGC(a6), "pagid: unexpected argument 'extra'");
+    char *a6[] = {"pagid", "-t", "app.pl", "extra", NULL}; /* one positional: the app */
+    expect_usage_error(a6, ARGC(a6), "pagid: an app is already given; unexpected argument 'extra'");
     char *a7[] = {"pagid", "--test=yes", NULL};
     expect_usage_error(a7, ARGC(a7), "pagid: option takes no argument '--test'");
     char *a8[] = {"pagid", "--test", "-xt", NULL}; /* 'x' mid-cluster, after a long option */
@@ -147,9 +147,17 @@ END_TEST
 START_TEST(test_usage_lists_every_option)
 {
     static const char *const opts[] = {
-        "-c, --config FILE", "-t, --test",    "-l, --listen ADDR", "-w, --workers N",
-        "-a, --app SPEC",    "-v, --version", "-h, --help",        "-u, --user USER[:GROUP]",
+        "-c, --config FILE", "-t, --test",
+        "-l, --listen ADDR", "-w, --workers N",
+        "-a, --app SPEC",    "-v, --version",
+        "-h, --help",        "-u, --user USER[:GROUP]",
         "--cert FILE",       "--key FILE",
+        "-p, --port PORT",   "-o, --host HOST",
+        "-E, --env MODE",    "--dev",
+        "-e CODE",           "-M MODULE",
+        "--access-log FILE", "--access-log-format FORMAT",
+        "--max-requests N",  "--timeout SECONDS",
+        "--log-level LEVEL",
     };
     FILE *f = capture();
     cli_usage(f);
@@ -499,6 +507,172 @@ START_TEST(test_build_example_config)
 END_TEST
 
 /* --preload and --no-preload replace the file's preload; neither keeps it. */
+
+/* ---- the Perl developer's command line (cli_dev.c) ---------------------- */
+
+START_TEST(test_parse_positional_app)
+{
+    char *a1[] = {"pagid", "app.pl", "-p", "5000", NULL};
+    cli_options o;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_str_eq(o.app, "app.pl");
+    ck_assert_str_eq(o.port, "5000");
+    cli_options_free(&o);
+    char *a2[] = {"pagid", "-a", "hello", "app.pl", NULL};
+    expect_usage_error(a2, ARGC(a2),
+                       "pagid: an app is already given; unexpected argument 'app.pl'");
+    char *a3[] = {"pagid", "a.pl", "b.pl", NULL};
+    expect_usage_error(a3, ARGC(a3), "pagid: an app is already given; unexpected argument 'b.pl'");
+    char *a4[] = {"pagid", "-e", "sub {}", "app.pl", NULL};
+    expect_usage_error(a4, ARGC(a4),
+                       "pagid: an app is already given; unexpected argument 'app.pl'");
+    char *a5[] = {"pagid", "-MFoo", "app.pl", NULL};
+    expect_usage_error(a5, ARGC(a5), "pagid: -M is for -e's code; an app file says 'use MODULE'");
+}
+END_TEST
+
+START_TEST(test_build_host_port_and_bare_port)
+{
+    char *a1[] = {"pagid", "-a", "hello", "-p", "5000", "-l", "19297", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 2);
+    ck_assert_str_eq(c.listens[0].spec, "127.0.0.1:19297"); /* a bare port is loopback */
+    ck_assert_str_eq(c.listens[0].host, "127.0.0.1");
+    ck_assert_str_eq(c.listens[1].spec, "127.0.0.1:5000");
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a2[] = {"pagid", "--host", "::1", "-a", "hello", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.n_listens, 1);
+    ck_assert_str_eq(c.listens[0].spec, "[::1]:8080");
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a3[] = {"pagid", "-l", ":7000", "-a", "hello", NULL}; /* still every address */
+    ck_assert_int_eq(cli_parse(ARGC(a3), a3, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_ptr_null(c.listens[0].host);
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a4[] = {"pagid", "-p", "http", "-a", "hello", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a4), a4, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+    fclose(f);
+    ck_assert_str_eq(out_text, "pagid: -o/-p: invalid listen address '127.0.0.1:http': invalid "
+                               "port (expected 1..65535)\n");
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_build_server_options)
+{
+    char *a1[] = {"pagid", "-a",          "hello", "--max-requests", "100", "--timeout",
+                  "7",     "--log-level", "debug", "--access-log",   "-",   "--access-log-format",
+                  "json",  NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_uint_eq(c.max_requests, 100);
+    ck_assert(c.timeouts.keepalive == 7.0);
+    ck_assert_int_eq(c.error_log_level, LOG_LVL_DEBUG);
+    ck_assert_str_eq(c.access_log_path, "-");
+    ck_assert_str_eq(c.access_log_format, "json");
+    ck_assert_int_eq(c.workers, 2); /* not development mode */
+    ck_assert_int_eq(c.debug, 0);
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a2[] = {"pagid", "-a",          "hello", "--max-requests",      "-1", "--timeout",
+                  "soon",  "--log-level", "loud",  "--access-log-format", "%Q", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 4);
+    fclose(f);
+    ck_assert_ptr_nonnull(
+        strstr(out_text, "pagid: --max-requests: expected a whole number, not '-1'\n"));
+    ck_assert_ptr_nonnull(strstr(out_text, "pagid: --timeout: expected seconds"));
+    ck_assert_ptr_nonnull(strstr(out_text, "pagid: --log-level: 'loud' is not a level (expected "
+                                           "debug, info, warn, error)\n"));
+    ck_assert_ptr_nonnull(strstr(out_text, "pagid: --access-log-format: "));
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_build_dev_and_env)
+{
+    char *a1[] = {"pagid", "-a", "hello", "--dev", NULL};
+    cli_options o;
+    pagid_config c;
+    unsetenv("PAGI_ENV");
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_dev_mode(&o), 1);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.workers, 1);
+    ck_assert_int_eq(c.debug, 1);
+    ck_assert_str_eq(c.access_log_path, "-");
+    ck_assert_str_eq(getenv("PAGI_ENV"), "development");
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a2[] = {"pagid", "-a", "hello", "-E", "development", "-w", "3", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_dev_mode(&o), 1);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.workers, 3); /* told otherwise */
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a3[] = {"pagid", "-a", "hello", "-E", "staging", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a3), a3, &o, stderr), 0);
+    ck_assert_int_eq(cli_dev_mode(&o), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(getenv("PAGI_ENV"), "staging");
+    ck_assert_ptr_null(c.access_log_path);
+    config_free(&c);
+    cli_options_free(&o);
+
+    char *a4[] = {"pagid", "-a", "hello", NULL};
+    unsetenv("PAGI_ENV");
+    ck_assert_int_eq(cli_parse(ARGC(a4), a4, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_str_eq(getenv("PAGI_ENV"), "production");
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_build_eval_app)
+{
+    char *a1[] = {"pagid", "-MFoo::Bar", "-MBaz=a,b", "-e", "sub { 42 }", NULL};
+    cli_options o;
+    pagid_config c;
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_ptr_nonnull(strstr(c.app, "/eval.pl"));
+    FILE *f = fopen(c.app, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[512] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "use Foo::Bar;\n"));
+    ck_assert_ptr_nonnull(strstr(text, "use Baz split(/,/, q\001a,b\001);\n"));
+    ck_assert_ptr_nonnull(strstr(text, "#line 1 \"-e\"\nsub { 42 }\n"));
+    config_free(&c);
+    cli_options_free(&o);
+}
+END_TEST
+
 START_TEST(test_preload_options)
 {
     char path[64];
@@ -614,6 +788,11 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_build_file_errors_counted);
     tcase_add_test(tc, test_build_example_config);
     tcase_add_test(tc, test_build_https_listener);
+    tcase_add_test(tc, test_parse_positional_app);
+    tcase_add_test(tc, test_build_host_port_and_bare_port);
+    tcase_add_test(tc, test_build_server_options);
+    tcase_add_test(tc, test_build_dev_and_env);
+    tcase_add_test(tc, test_build_eval_app);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -52,6 +52,11 @@ static void al_on_timer(struct ev_loop *ev, ev_timer *t, int revents)
 
 static int open_path(const char *path)
 {
+    /* '-' (--access-log -) is the standard error the worker inherited: a
+     * copy of the fd, so it works after privileges drop (nobody cannot
+     * open /dev/stderr) and a reopen is a no-op. */
+    if (config_path_is_stderr(path))
+        return fcntl(2, F_DUPFD_CLOEXEC, 3);
     /* O_NONBLOCK: a FIFO with a stalled reader must not stall the worker.
      * log_open_append: a worker that kept root must not follow a planted link. */
     return log_open_append(path, 1, O_NONBLOCK);

@@ -155,6 +155,18 @@ h1x_body_source h1x_body_source_of(const pagi_event *ev)
     return from_file ? H1X_BODY_FILE : from_fd ? H1X_BODY_FD : H1X_BODY_MEMORY;
 }
 
+const char *h1x_trailers_refusal(int not_started, int announced, int framed)
+{
+    if (not_started)
+        return "http.response.trailers: http.response.start was not sent";
+    if (!announced)
+        return "http.response.trailers: the http.response.start did not declare trailers => 1";
+    if (!framed)
+        return "http.response.trailers: this response cannot carry trailers (a content-length "
+               "was set, or the client speaks HTTP/1.0)";
+    return "http.response.trailers: the response already ended (trailers were sent)";
+}
+
 int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
     h1_conn *h = &c->h1;
@@ -236,9 +248,14 @@ int h1x_send_body(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb,
 static int send_trailers(pagi_scope *s, conn *c, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
     h1_conn *h = &c->h1;
+    /* Www.pod: "after trailers are transmitted the server MUST consider the
+     * response body complete": they also end a body left open (more => 1). */
+    if (h->resp == RESP_STARTED && h->trailers_announced && h->plan.chunked)
+        h->resp = RESP_TRAILERS;
     if (h->resp != RESP_TRAILERS)
-        return scope_fail(s, "http.response.trailers: needs trailers=1 on the start and the final "
-                             "body sent first");
+        return scope_fail(
+            s, "%s",
+            h1x_trailers_refusal(h->resp == RESP_NONE, h->trailers_announced, h->plan.chunked));
     buf *tmp = &c->w->scratch;
     buf_reset(tmp);
     const char *err = NULL;

@@ -23,6 +23,13 @@ typedef enum h1x_body_source {
     H1X_BODY_CONFLICT /* more than one of body, file, fd */
 } h1x_body_source;
 h1x_body_source h1x_body_source_of(const pagi_event *ev);
+/**
+ * Why an http.response.trailers send is refused, saying what the app did
+ * (HTTP/1 and h2 alike): not_started (no http.response.start), !announced
+ * (the start lacked trailers => 1), !framed (the response cannot carry
+ * trailers), else they were already sent. A static string.
+ */
+const char *h1x_trailers_refusal(int not_started, int announced, int framed);
 /** Body delivery with the scope type's event names. */
 int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type req_type,
                         pagi_event_type disc_type);

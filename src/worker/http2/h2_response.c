@@ -443,9 +443,19 @@ int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_c
 
 int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
+    /* Www.pod: after trailers the body is complete, so they also end a body
+     * left open (more => 1), as a final empty body would. */
+    if (st->resp == R_STARTED && st->trailers_announced) {
+        if (st->content_length >= 0 && st->body_sent < st->content_length)
+            return scope_fail(s, "http.response.trailers: the body falls short of content-length");
+        st->resp = R_TRAILERS;
+        const char *err = NULL;
+        if (st->kept_head && submit_kept_head(st, &err) < 0)
+            return scope_fail(s, "http.response.start: %s", err);
+    }
     if (st->resp != R_TRAILERS)
-        return scope_fail(s, "http.response.trailers: needs trailers=1 on the start and the final "
-                             "body sent first");
+        return scope_fail(s, "%s",
+                          h1x_trailers_refusal(st->resp == R_NONE, st->trailers_announced, 1));
     const char *err = NULL;
     for (size_t i = 0; i < ev->header_count; i++)
         if (h1_header_check(&ev->headers[i], &err) < 0 || value_padded(ev->headers[i].value))

@@ -1,8 +1,10 @@
 /*
  * lifespan.c - the lifespan scope. Startup: deliver lifespan.startup and
  * wait (bounded by timeouts.lifespan_startup) for startup.complete or
- * startup.failed; an app that finishes without either declined lifespan and
- * the worker starts anyway. Shutdown mirrors it, bounded by the same time.
+ * startup.failed; an app that finishes without either, or refuses the scope
+ * before taking lifespan.startup, declined lifespan and the worker starts
+ * anyway; one that fails after taking it failed its startup. Shutdown
+ * mirrors it, bounded by the same time.
  */
 #include "lifespan.h"
 
@@ -116,6 +118,16 @@ static void ls_finished(pagi_scope *s, const char *error)
         return;
     switch (ls->phase) {
     case LS_STARTING:
+        if (error && ls->startup_delivered) {
+            /* It took lifespan.startup and then died (its database is down):
+             * its state is not there, so serving without it would fail every
+             * request. A startup failure, as lifespan.startup.failed. */
+            char msg[512];
+            snprintf(msg, sizeof msg, "the startup handler died: %s", error);
+            ls->phase = LS_DONE;
+            lifespan_started(ls, LIFESPAN_FAILED, msg);
+            break;
+        }
         log_info("the app does not support lifespan%s%s; starting without it",
                  error ? ": " : "", error ? error : "");
         ls->phase = LS_UNSUPPORTED;
