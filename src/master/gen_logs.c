@@ -24,7 +24,8 @@ int gen_logs_open(const pagid_config *c, int *fd, char *err, size_t errlen)
 {
     const char *path = c->access_log_path;
     *fd = -1;
-    if (!path || !*path)
+    /* '-' is each worker's inherited standard error: nothing to open here. */
+    if (!path || !*path || config_path_is_stderr(path))
         return 0;
     /* O_NONBLOCK: a FIFO with a stalled reader must not stall a worker. */
     *fd = log_open_append(path, 1, O_NONBLOCK);

@@ -158,7 +158,8 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
         /* The access log is opened before the switch of user, as the
          * master would (a reopen on SIGUSR1 is by path, as that user). */
         worker_logs logs = {.chan = -1, .access_fd = -1};
-        if (cfg->access_log_path && *cfg->access_log_path) /* else by path, as that user */
+        if (cfg->access_log_path && *cfg->access_log_path &&
+            !config_path_is_stderr(cfg->access_log_path)) /* else by path, as that user */
             logs.access_fd = log_open_append(cfg->access_log_path, 1, O_NONBLOCK);
         rc = shdicts_attach((pagid_config *)cfg, NULL) < 0 || priv_drop(&id) < 0
                  ? EXIT_STARTUP
