@@ -770,6 +770,37 @@ def tls_listen(port, cert, key, extra="", host="127.0.0.1"):
             % (host, port, cert, key, extra))
 
 
+def app_so(ctx, name):
+    """apps/NAME.c compiled into NAME.so in the session's temp dir, once per
+    session: the runner's concurrent test processes share it (the first
+    builds it under a lock file, the others wait and take it). A failed
+    build fails every test that wants it, with the compiler's output."""
+    session = os.path.dirname(ctx.tmpdir)
+    out = os.path.join(session, name + ".so")
+    status = out + ".status"
+    with open(out + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(status):
+            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
+                   "-shared", "-fPIC", "-I", os.path.join(REPO, "include"), "-o", out,
+                   os.path.join(HERE, "apps", name + ".c")]
+            try:
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   timeout=120)
+                ok, text = p.returncode == 0, p.stdout.decode("utf-8", "replace")
+            except (OSError, subprocess.TimeoutExpired) as e:
+                ok, text = False, str(e)
+            with open(status + ".tmp", "w") as f:
+                f.write(("ok\n" if ok else "failed\n") + " ".join(cmd) + "\n" + text)
+            os.rename(status + ".tmp", status)
+        with open(status) as f:
+            result = f.read()
+    if not result.startswith("ok\n"):
+        raise TestFailure("tests/integration/apps/%s.c does not build:\n%s"
+                          % (name, result.split("\n", 1)[1]))
+    return out
+
+
 def write_config(ctx, text, name="pagid.yaml"):
     path = os.path.join(ctx.tmpdir, name)
     with open(path, "w") as f:
