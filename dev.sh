@@ -312,7 +312,7 @@ stage() {
 }
 
 cmd_test() {
-    local t0=$SECONDS opt
+    local t0=$SECONDS
     while (($#)); do
         case $1 in
             -k) (($# >= 2)) || die "-k needs a pattern"; PATTERNS+=(-k "$2"); shift 2 ;;

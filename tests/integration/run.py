@@ -159,10 +159,15 @@ def run_batch(lib, pagid, session, build, batch, jobs, opts):
             now = time.monotonic()
             for p, (t, res, out, deadline, limit) in list(running.items()):
                 if now > deadline:
-                    os.kill(p, signal.SIGKILL)  # reaped by waitpid above next time
-                    running[p] = (t, res, out, float("inf"), limit)
-                    with open(res + ".killed", "w") as f:
-                        f.write("%d" % limit)
+                    if not os.path.exists(res + ".killed"):
+                        # SIGTERM: the child kills its servers (by PID) and exits
+                        with open(res + ".killed", "w") as f:
+                            f.write("%d" % limit)
+                        os.kill(p, signal.SIGTERM)
+                        running[p] = (t, res, out, now + 15, limit)
+                    else:
+                        os.kill(p, signal.SIGKILL)  # reaped by waitpid above
+                        running[p] = (t, res, out, float("inf"), limit)
             time.sleep(0.05)
             continue
         if pid not in running:
@@ -215,6 +220,13 @@ def child(lib, pagid, session, build, t, res, out, opts):
         os.dup2(fd, 2)
         os.close(fd)
         ctx = Context(lib, pagid, session, t.name, build)
+
+        def stop(signum, frame):  # the runner gave up on this process
+            with contextlib.suppress(BaseException):
+                ctx.kill_all()
+            os._exit(3)
+
+        signal.signal(signal.SIGTERM, stop)
         status, why, secs = run_one(lib, ctx, t.fn, t.timeout)
         logs = io.StringIO()
         if status == "FAIL" or opts.v:
