@@ -3,12 +3,27 @@
 #
 #   ./dev.sh run    install what is missing, build in build/, run build/pagid
 #                   in the foreground (127.0.0.1:8080, the default app)
-#   ./dev.sh test   install, build with -Werror, run the unit tests (Check) and
-#                   the integration tests; the system test (the .deb under a
-#                   real systemd in a container, tests/system); the unit and
-#                   integration tests again with ASan+UBSan in build-asan/; then
-#                   each libFuzzer harness for FUZZ_SECONDS (10) when clang is
-#                   there. Ends with "N passed, M failed"; exit 1 on failure.
+#   ./dev.sh test [-k PATTERN]... [-j N]
+#                   install, build with -Werror, run the unit tests (Check);
+#                   build the .deb once (build-debs/, handed to the tests that
+#                   check the package as PAGID_DEBS); the integration tests;
+#                   the system test (the .deb under a real systemd in a
+#                   container, tests/system) while build-asan/ builds; the
+#                   unit and integration tests again with ASan+UBSan in
+#                   build-asan/ (the packaging test is skipped there: it
+#                   checks the package, not the binary); then each libFuzzer
+#                   harness for FUZZ_SECONDS (10) when clang is there. Ends
+#                   with the wall time of each stage and "N passed, M failed";
+#                   exit 1 on failure.
+#                   -k PATTERN: a focused run: both integration passes run only
+#                   the tests whose name contains a PATTERN (run.py -k); the
+#                   unit tests still run (they are quick); no .deb is built
+#                   beforehand (the packaging test, if chosen, builds its own);
+#                   the system test and the fuzzers are skipped.
+#                   PAGID_DEBS=DIR: take the .debs there instead of building.
+#                   -j N (or TEST_JOBS=N): integration tests run at once
+#                   (run.py -j; its default is 3 per CPU; serial-marked tests
+#                   always run alone). JOBS (2) is make's -j.
 #   ./dev.sh system the system test alone (SYSTEM_TEST=0 skips it in "test").
 #
 # CI (.ci/run) calls "./dev.sh test" with no stdin.
@@ -87,6 +102,11 @@ TOTAL_PASS=0
 TOTAL_FAIL=0
 SUMMARY=()
 
+STAGES=()
+
+# timed NAME SECONDS: note a stage's wall time for the summary.
+timed() { STAGES+=("$(printf '%-26s %5ds' "$1:" "$2")"); }
+
 record() { # record SUITE PASSED FAILED [note]
     TOTAL_PASS=$((TOTAL_PASS + $2))
     TOTAL_FAIL=$((TOTAL_FAIL + $3))
@@ -146,10 +166,12 @@ run_unit() { # run_unit DIR LABEL
 }
 
 run_integration() { # run_integration BINARY LABEL
-    local bin=$1 label=$2 out p f
-    say "integration tests against $bin"
+    local bin=$1 label=$2 out p f args=()
+    ((${#TEST_JOBS_ARGS[@]})) && args+=("${TEST_JOBS_ARGS[@]}")
+    ((${#PATTERNS[@]})) && args+=("${PATTERNS[@]}")
+    say "integration tests against $bin${args[*]:+ (${args[*]})}"
     out=$(mktemp)
-    python3 "$ROOT/tests/integration/run.py" "$bin" 2>&1 | tee "$out"
+    python3 "$ROOT/tests/integration/run.py" "$bin" ${args[@]+"${args[@]}"} 2>&1 | tee "$out"
     line=$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
     skips=$(grep -Eo '^integration: [0-9]+ skipped' "$out" | grep -Eo '[0-9]+' | tail -n 1)
     rm -f "$out"
@@ -160,6 +182,22 @@ run_integration() { # run_integration BINARY LABEL
     p=$(sed -E 's/^integration: ([0-9]+) passed.*/\1/' <<<"$line")
     f=$(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")
     record "integration ($label)" "$p" "$f" "${skips:+$skips skipped}"
+}
+
+# The .deb files of this tree, built once into build-debs/ (tests/system/run.py
+# --build-debs) for the packaging test and the system test: PAGID_DEBS.
+build_debs() {
+    local dir=$ROOT/build-debs
+    say "debs: dpkg-buildpackage (into build-debs/)"
+    if python3 "$ROOT/tests/system/run.py" --build-debs "$dir" >"$ROOT/.dev-debs.log" 2>&1; then
+        tail -n 1 "$ROOT/.dev-debs.log" | sed 's/^/    /'
+        export PAGID_DEBS=$dir
+    else
+        # the tests build their own then, and report what fails
+        tail -n 40 "$ROOT/.dev-debs.log"
+        say "debs: not built; the packaging and system tests build their own"
+        unset PAGID_DEBS
+    fi
 }
 
 # The libFuzzer harnesses (tests/fuzz), FUZZ_SECONDS (10) each; one test per harness.
@@ -183,15 +221,30 @@ run_fuzz() {
     record "fuzz (smoke)" "$p" "$f"
 }
 
-# tests/system/run.py: builds the .deb, boots Debian 12 with systemd in a
-# container and checks the package as operators use it; one test per check.
+# tests/system/run.py: builds the .deb (or takes PAGID_DEBS), boots Debian 12
+# with systemd in a container and checks the package as operators use it; one
+# test per check. run_system prints as it goes; start_system runs it in the
+# background into a log and finish_system prints that log and counts it.
 run_system() {
-    local out line p f
     say "system test: the package under systemd (tests/system/run.py)"
+    local out
     out=$(mktemp)
-    python3 "$ROOT/tests/system/run.py" 2>&1 | tee "$out"
-    line=$(grep -E '^system: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    system_cmd 2>&1 | tee "$out"
+    count_system "$out"
     rm -f "$out"
+}
+
+system_cmd() {
+    if [ -n "${PAGID_DEBS:-}" ]; then
+        python3 "$ROOT/tests/system/run.py" --debs "$PAGID_DEBS"
+    else
+        python3 "$ROOT/tests/system/run.py"
+    fi
+}
+
+count_system() {
+    local line p f
+    line=$(grep -E '^system: [0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1)
     if [ -z "$line" ]; then
         record "system (package)" 0 1 "run.py did not finish"
         return
@@ -199,6 +252,30 @@ run_system() {
     p=$(sed -E 's/^system: ([0-9]+) passed.*/\1/' <<<"$line")
     f=$(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")
     record "system (package)" "$p" "$f"
+}
+
+SYSTEM_PID=
+SYSTEM_LOG=
+start_system() {
+    SYSTEM_LOG=$(mktemp)
+    say "system test: started in the background (its output follows when it ends)"
+    (
+        t=$SECONDS
+        system_cmd >"$SYSTEM_LOG" 2>&1 </dev/null
+        echo "$((SECONDS - t))" >"$SYSTEM_LOG.secs"
+    ) &
+    SYSTEM_PID=$!
+}
+
+finish_system() {
+    [ -n "$SYSTEM_PID" ] || return 0
+    wait "$SYSTEM_PID"
+    SYSTEM_PID=
+    say "system test: the package under systemd (tests/system/run.py)"
+    cat "$SYSTEM_LOG"
+    count_system "$SYSTEM_LOG"
+    timed system "$(cat "$SYSTEM_LOG.secs" 2>/dev/null || echo 0)"
+    rm -f "$SYSTEM_LOG" "$SYSTEM_LOG.secs"
 }
 
 cmd_system() {
@@ -216,48 +293,110 @@ cmd_run() {
     exec build/pagid
 }
 
+PATTERNS=()
+TEST_JOBS_ARGS=()
+
+build_werror() {
+    bootstrap
+    build build --enable-werror
+}
+
+# stage NAME COMMAND...: run a stage in the foreground, noting its wall time.
+stage() {
+    local name=$1 t=$SECONDS rc
+    shift
+    "$@"
+    rc=$?
+    timed "$name" $((SECONDS - t))
+    return $rc
+}
+
 cmd_test() {
     local t0=$SECONDS
-    install_packages
-    bootstrap
+    while (($#)); do
+        case $1 in
+            -k) (($# >= 2)) || die "-k needs a pattern"; PATTERNS+=(-k "$2"); shift 2 ;;
+            -k*) PATTERNS+=(-k "${1#-k}"); shift ;;
+            -j) (($# >= 2)) || die "-j needs a number"; TEST_JOBS=$2; shift 2 ;;
+            -j*) TEST_JOBS=${1#-j}; shift ;;
+            *) die "test: unknown option $1 (usage: $0 test [-k PATTERN]... [-j N])" ;;
+        esac
+    done
+    if [ -n "${TEST_JOBS:-}" ]; then
+        [[ $TEST_JOBS =~ ^[1-9][0-9]*$ ]] || die "-j wants a positive number, not '$TEST_JOBS'"
+        TEST_JOBS_ARGS=(-j "$TEST_JOBS")
+    fi
+    local focused=
+    ((${#PATTERNS[@]})) && focused=1
 
-    if build build --enable-werror; then
-        run_unit build werror
-        run_integration build/pagid werror
+    local t=$SECONDS
+    install_packages
+    timed setup $((SECONDS - t))
+
+    local werror_ok=
+    if stage build build_werror; then
+        werror_ok=1
+        stage unit run_unit build werror
     else
         record "build (werror)" 0 1
     fi
-    if [ "${SYSTEM_TEST:-1}" != 0 ]; then
-        run_system
+    # The .deb, once for the packaging test and the system test.
+    if [ -n "${PAGID_DEBS:-}" ]; then
+        say "debs: taken from PAGID_DEBS=$PAGID_DEBS"
+    elif [ -z "$focused" ]; then
+        stage debs build_debs
+    fi
+    if [ -n "$werror_ok" ]; then
+        stage integration run_integration build/pagid werror
+    fi
+
+    # The system test mostly waits on its container: it runs beside the
+    # ASan build (its output is printed when it ends, before the ASan tests).
+    local system=
+    if [ -n "$focused" ]; then
+        say "system test skipped (-k)"
+    elif [ "${SYSTEM_TEST:-1}" != 0 ]; then
+        system=1
+        start_system
     else
         say "system test skipped (SYSTEM_TEST=0)"
     fi
 
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    if build build-asan --enable-sanitizers; then
-        run_unit build-asan asan
-        run_integration build-asan/pagid asan
+    local asan_ok=
+    stage "asan build" build build-asan --enable-sanitizers && asan_ok=1
+    [ -n "$system" ] && finish_system
+    if [ -n "$asan_ok" ]; then
+        stage "asan unit" run_unit build-asan asan
+        stage "asan integration" run_integration build-asan/pagid asan
     else
         record "build (asan)" 0 1
     fi
 
-    run_fuzz
+    if [ -n "$focused" ]; then
+        say "fuzz skipped (-k)"
+    else
+        stage fuzz run_fuzz
+    fi
 
     echo
     say "summary ($((SECONDS - t0))s)"
     local s
     for s in "${SUMMARY[@]}"; do echo "    $s"; done
+    say "wall time of each stage (the system test runs beside the asan build)"
+    for s in "${STAGES[@]}"; do echo "    $s"; done
+    printf '    %-26s %5ds\n' "total:" $((SECONDS - t0))
     echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
     [ "$TOTAL_FAIL" -eq 0 ]
 }
 
 case ${1:-} in
     run) cmd_run ;;
-    test) cmd_test ;;
+    test) shift; cmd_test "$@" ;;
     system) cmd_system ;;
     *)
-        echo "usage: $0 run|test|system" >&2
+        echo "usage: $0 run | test [-k PATTERN]... [-j N] | system" >&2
         exit 2
         ;;
 esac

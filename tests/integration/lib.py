@@ -3,11 +3,15 @@ stopping the server under test, raw HTTP/1.x over sockets, reading the
 lifecycle app's log. Python 3 standard library only."""
 
 import collections
+import fcntl
 import os
+import random
 import re
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -15,6 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Sanitizer builds start and run slower; every wait scales with this.
 SLOW = float(os.environ.get("PAGID_TEST_SLOWDOWN", "1"))
+
+# The binary under test is a sanitizer build (run.py sets this).
+SANITIZED = os.environ.get("PAGID_TEST_SANITIZED") == "1"
 
 # ---------------------------------------------------------------------------
 # Test registry
@@ -31,15 +38,30 @@ class Skip(Exception):
     pass
 
 
-def test(timeout=30, name=None):
-    """Register a test function f(ctx); its name is '<area>.<function>'."""
+def test(timeout=30, name=None, serial=False):
+    """Register a test function f(ctx); its name is '<area>.<function>'.
+
+    serial=True: the test's result depends on the machine not being busy
+    (timing, fairness, memory measured as RSS, tail latency, ...), so the
+    runner gives it the machine alone: with -j N it runs after the
+    concurrent ones, one at a time. A module setting SERIAL = True marks
+    all of its tests so."""
 
     def deco(fn):
         area = fn.__module__.replace("test_", "")
-        TESTS.append((name or "%s.%s" % (area, fn.__name__), fn, timeout))
+        TESTS.append(TestCase(name or "%s.%s" % (area, fn.__name__), fn, timeout, serial))
         return fn
 
     return deco
+
+
+class TestCase(collections.namedtuple("TestCase", "name fn timeout serial_mark")):
+    """A registered test; serial counts the module's SERIAL marker too."""
+
+    @property
+    def serial(self):
+        mod = sys.modules.get(self.fn.__module__)
+        return bool(self.serial_mark or getattr(mod, "SERIAL", False))
 
 
 def check(cond, msg):
@@ -69,18 +91,44 @@ def wait_for(pred, timeout, interval=0.02):
 
 _recent_ports = collections.deque(maxlen=512)
 
+# Ports for the tests' listeners come from below the kernel's ephemeral range
+# (32768-60999 on Linux), so no client connection's local port takes one
+# between free_port() and the server's bind.
+PORT_RANGE = (20000, 32000)
+# Concurrent tests (run.py -j, or two runs on one machine) never get the same
+# port: a port handed out is locked (a POSIX record lock on byte PORT of this
+# file) until the process of the test that got it exits.
+PORT_LOCK_FILE = os.path.join(tempfile.gettempdir(), "pagid-itest-ports.lock")
+_port_lock_fd = None
+_rand = random.SystemRandom()  # no state shared by forked runners
+
+
+def _lock_port(port):
+    global _port_lock_fd
+    if _port_lock_fd is None:
+        try:
+            _port_lock_fd = os.open(PORT_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError:
+            _port_lock_fd = -1
+    if _port_lock_fd < 0:
+        return True  # no lock file (read-only /tmp?): the bind probe alone
+    try:
+        fcntl.lockf(_port_lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+        return True
+    except OSError:
+        return False
+
 
 def free_port():
-    # The kernel may hand out a port it just handed out (the probe socket is
-    # closed at once), so two calls in a row could name the same port for
-    # two listeners of one config: never repeat one of the last 512.
-    for _ in range(100):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _recent_ports:
+    """A loopback TCP port nobody listens on, held for this test alone: not
+    one of the last 512 this process handed out (two listeners of one
+    config), nor one another running test holds."""
+    for _ in range(1000):
+        port = _rand.randrange(*PORT_RANGE)
+        if port not in _recent_ports and port_is_free(port) and _lock_port(port):
             break
+    else:
+        raise TestFailure("no free port in %d-%d" % PORT_RANGE)
     _recent_ports.append(port)
     return port
 
@@ -720,6 +768,37 @@ def tls_listen(port, cert, key, extra="", host="127.0.0.1"):
     under tls: (indented lines, e.g. "      client_auth: {ca: F}\n")."""
     return ("  - address: %s:%d\n    tls:\n      cert: %s\n      key: %s\n%s"
             % (host, port, cert, key, extra))
+
+
+def app_so(ctx, name):
+    """apps/NAME.c compiled into NAME.so in the session's temp dir, once per
+    session: the runner's concurrent test processes share it (the first
+    builds it under a lock file, the others wait and take it). A failed
+    build fails every test that wants it, with the compiler's output."""
+    session = os.path.dirname(ctx.tmpdir)
+    out = os.path.join(session, name + ".so")
+    status = out + ".status"
+    with open(out + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(status):
+            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
+                   "-shared", "-fPIC", "-I", os.path.join(REPO, "include"), "-o", out,
+                   os.path.join(HERE, "apps", name + ".c")]
+            try:
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   timeout=120)
+                ok, text = p.returncode == 0, p.stdout.decode("utf-8", "replace")
+            except (OSError, subprocess.TimeoutExpired) as e:
+                ok, text = False, str(e)
+            with open(status + ".tmp", "w") as f:
+                f.write(("ok\n" if ok else "failed\n") + " ".join(cmd) + "\n" + text)
+            os.rename(status + ".tmp", status)
+        with open(status) as f:
+            result = f.read()
+    if not result.startswith("ok\n"):
+        raise TestFailure("tests/integration/apps/%s.c does not build:\n%s"
+                          % (name, result.split("\n", 1)[1]))
+    return out
 
 
 def write_config(ctx, text, name="pagid.yaml"):

@@ -414,7 +414,7 @@ print(json.dumps({"opened": opened, "cut": cut, "open_ages": ages, "errors": err
 """
 
 
-@test(timeout=150)
+@test(timeout=150, serial=True)
 def slowloris_1000(ctx):
     n = 1000
     header_timeout = 2.0
@@ -481,7 +481,7 @@ def slowloris_1000(ctx):
 # ---------------------------------------------------------------------------
 
 
-@test(timeout=90)
+@test(timeout=90, serial=True)
 def slow_readers_large_responses(ctx):
     """40 clients reading 1 byte/s from 8 MiB responses: the worker keeps
     serving others, memory stays bounded, and each stalled response ends with
@@ -918,7 +918,7 @@ def ws_drain(c, timeout=2.0):
     return parse_frames(got)
 
 
-@test(timeout=90)
+@test(timeout=90, serial=True)
 def ws_flood_without_reading(ctx):
     """A peer floods 32 KiB messages and never reads the echoes. The server
     must not buffer without bound: it stops reading the peer (TCP pushes
@@ -991,7 +991,7 @@ def sse_clients_vanish(ctx):
     still_serves(srv)
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def sse_clients_never_read(ctx):
     """SSE clients that never read an endless fast stream: output stays
     bounded by the watermarks, and each is cut after timeouts.write while the

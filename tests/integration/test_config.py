@@ -209,7 +209,7 @@ def app_text(ctx, perl):
         pl, g, ", ".join("/srv/lib/g%d/d%d" % (g, k) for k in range(10)))
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def config_large_aliases_linear(ctx):
     """A 1 MB config of thousands of mounts whose apps and lib lists are
     anchors and aliases: pagid -t accepts it at once. The requirement is

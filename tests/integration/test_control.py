@@ -142,7 +142,7 @@ def titles_master_workers_reload_and_drain(ctx):
     check_eq(srv.returncode, 0, "exit status")
 
 
-@test(timeout=90)
+@test(timeout=90, serial=True)
 def titles_during_upgrade(ctx):
     port = free_port()
     env = {"OPSAPP_SLOW_START": "1500"}

@@ -12,11 +12,10 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 
 import lib
-from lib import (SLOW, TestFailure, TestPKI, check, check_eq, free_port, test, tls_listen,
+from lib import (SLOW, TestPKI, check, check_eq, free_port, test, tls_listen,
                  wait_event, wait_for, app_events)
 from test_metrics import scrape
 from test_tls_config import run_pagid
@@ -38,26 +37,11 @@ except ImportError:  # Debian's package lives outside a pyenv/venv interpreter's
         h2 = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-_build_lock = threading.Lock()
-_builds = {}
 
 
 def h2app(ctx):
     """apps/h2app.c compiled once per session."""
-    session = os.path.dirname(ctx.tmpdir)
-    with _build_lock:
-        if session not in _builds:
-            out = os.path.join(session, "h2app.so")
-            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
-                   "-shared", "-fPIC", "-I", os.path.join(lib.REPO, "include"), "-o", out,
-                   os.path.join(HERE, "apps", "h2app.c")]
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-            _builds[session] = (out if p.returncode == 0 else None,
-                                " ".join(cmd) + "\n" + p.stdout.decode("utf-8", "replace"))
-        path, text = _builds[session]
-    if path is None:
-        raise TestFailure("tests/integration/apps/h2app.c does not build:\n" + text)
-    return path
+    return lib.app_so(ctx, "h2app")
 
 
 class H2Server:

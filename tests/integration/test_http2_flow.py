@@ -274,7 +274,7 @@ def http2_rapid_reset_of_answered_streams(ctx):
     check_eq(out, b"ok /after 2", "served after the flood")
 
 
-@test(timeout=90)
+@test(timeout=90, serial=True)
 def http2_reset_scopes_count_against_stream_limit(ctx):
     """Streams reset by the client whose apps ignore the disconnect and run
     on still count against the 100 concurrent streams: 80 such streams,

@@ -118,7 +118,7 @@ def kv_set_over_websocket_reaches_ws_and_watch_clients(ctx):
     check_eq(srv.stop(), 0, "exit status")
 
 
-@test(timeout=300)
+@test(timeout=300, serial=True)
 def kv_slow_clients_do_not_hold_up_the_others(ctx):
     """One ws client and one watch client never read: the fast ws client still
     gets every message in order; the slow ws client misses messages (DROP)

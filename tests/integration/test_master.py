@@ -197,7 +197,7 @@ def sigterm_lets_short_request_finish(ctx):
     check_eq(srv.returncode, 0, "exit status")
 
 
-@test(timeout=30)
+@test(timeout=30, serial=True)
 def workers_serve_in_parallel(ctx):
     # One slow (never answering) request must not block the others.
     srv = ctx.start("lifecycle", workers=2)

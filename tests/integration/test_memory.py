@@ -13,6 +13,10 @@ import time
 
 from lib import Skip, check, test
 
+# Serial (run.py runs these alone): RSS measured while other tests load the
+# machine and its allocator is noise.
+SERIAL = True
+
 N_IDLE = 2000
 N_SLOW = 200
 

@@ -14,30 +14,15 @@ import threading
 import time
 
 import lib
-from lib import (SLOW, Conn, TestFailure, check, check_eq, free_port, pid_alive, request,
+from lib import (SLOW, Conn, check, check_eq, free_port, pid_alive, request,
                  test, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-_build_lock = threading.Lock()
-_builds = {}
 
 
 def opsapp(ctx):
     """Path of apps/opsapp.c compiled into this session's temp dir."""
-    session = os.path.dirname(ctx.tmpdir)
-    with _build_lock:
-        if session not in _builds:
-            out = os.path.join(session, "opsapp.so")
-            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
-                   "-shared", "-fPIC", "-I", os.path.join(lib.REPO, "include"), "-o", out,
-                   os.path.join(HERE, "apps", "opsapp.c")]
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-            _builds[session] = (out if p.returncode == 0 else None,
-                                " ".join(cmd) + "\n" + p.stdout.decode("utf-8", "replace"))
-        path, text = _builds[session]
-    if path is None:
-        raise TestFailure("tests/integration/apps/opsapp.c does not build:\n" + text)
-    return path
+    return lib.app_so(ctx, "opsapp")
 
 
 def write(path, text):

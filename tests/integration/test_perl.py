@@ -491,7 +491,7 @@ def send_validation_messages(ctx):
         "send: event has no 'type'"], "messages")
 
 
-@test(timeout=120)
+@test(timeout=120, serial=True)
 def no_leak_over_many_requests(ctx):
     srv = ctx.start(app(ctx, "hello"))
     def rss():

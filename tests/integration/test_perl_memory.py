@@ -22,6 +22,10 @@ import struct
 import time
 
 from lib import SLOW, check, check_eq, request, test, wait_for
+
+# Serial (run.py runs these alone): RSS and the time it takes to settle are
+# measured.
+SERIAL = True
 from test_perl import app, app_log
 
 CLIENTS = 20

@@ -101,7 +101,9 @@ def answers(port, n=12):
 
 
 def serve_both(srv, workers):
-    """Both workers answer (retried: the spreading is fair, not exact)."""
+    """Both workers answer (retried: the spreading is fair, not exact). The
+    tests using it are serial: on a busy machine one worker can take every
+    connection of ten rounds."""
     seen = {}
     for _ in range(10):
         for pid, v in answers(srv.port).items():
@@ -112,7 +114,7 @@ def serve_both(srv, workers):
     return seen
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def preload_compiles_once_and_forks_workers(ctx):
     need_perl(ctx)
     srv = ctx.start(APP, workers=2)
@@ -137,7 +139,7 @@ def preload_compiles_once_and_forks_workers(ctx):
           "no zygote start in the log")
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def no_preload_compiles_in_each_worker(ctx):
     need_perl(ctx)
     srv = ctx.start(APP, workers=2, config="preload: false\n")
@@ -161,7 +163,7 @@ def no_preload_compiles_in_each_worker(ctx):
               "-T %r: no 'preload: %s' in %r" % (extra, want, p.stdout[:400]))
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def killed_worker_is_replaced_from_the_zygote(ctx):
     need_perl(ctx)
     srv = ctx.start(APP, workers=2)
@@ -182,7 +184,7 @@ def killed_worker_is_replaced_from_the_zygote(ctx):
     check_eq(lib.zombies_of(srv.pid), [], "zombies")
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def killed_zygote_is_replaced_and_service_continues(ctx):
     need_perl(ctx)
     srv = ctx.start(APP, workers=2)
@@ -213,7 +215,7 @@ def killed_zygote_is_replaced_and_service_continues(ctx):
     check_eq(lib.zombies_of(srv.pid), [], "zombies")
 
 
-@test(timeout=90)
+@test(timeout=90, serial=True)
 def reload_serves_edited_code_from_a_new_zygote(ctx):
     need_perl(ctx)
     path = os.path.join(ctx.tmpdir, "preload_app.pl")
@@ -244,7 +246,7 @@ def reload_serves_edited_code_from_a_new_zygote(ctx):
     check_eq(lib.zombies_of(srv.pid), [], "zombies")
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def zygote_and_workers_run_unprivileged(ctx):
     need_perl(ctx)
     if os.geteuid() != 0:
@@ -308,7 +310,7 @@ def app_that_cannot_load_stops_the_start(ctx):
           "the zygote's failure is not in the log")
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def app_starting_a_timer_at_load_is_loaded_in_each_worker(ctx):
     """A timer started while the file loads needs a worker's loop: the
     zygote says it cannot preload the app and the workers load it
@@ -426,7 +428,7 @@ def perl_app(name):
     return os.path.join(HERE, "perl", name)
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def forged_zygote_report_signals_no_foreign_process(ctx):
     """App code runs in the zygote and can write reports on its channel:
     the root master must never signal a pid it reported unless it is the

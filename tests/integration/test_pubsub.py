@@ -363,7 +363,7 @@ def rss_kb(pid):
     return 0
 
 
-@test(timeout=120)
+@test(timeout=120, serial=True)
 def slow_subscribers_are_bounded(ctx):
     sport = free_port()
     conf = status_conf(sport, "timeouts:\n  heartbeat: 60s\n")

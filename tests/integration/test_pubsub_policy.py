@@ -273,17 +273,17 @@ def slow_clients_under(ctx, policy):
         c.close()
 
 
-@test(timeout=180)
+@test(timeout=180, serial=True)
 def slow_subscribers_conflate(ctx):
     slow_clients_under(ctx, "conflate")
 
 
-@test(timeout=180)
+@test(timeout=180, serial=True)
 def slow_subscribers_drop(ctx):
     slow_clients_under(ctx, "drop")
 
 
-@test(timeout=180)
+@test(timeout=180, serial=True)
 def slow_subscribers_disconnect(ctx):
     slow_clients_under(ctx, "disconnect")
 

@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 
 import lib
@@ -28,26 +27,10 @@ ACCEPT_SSE = "text/event-stream"
 # The test module
 # ---------------------------------------------------------------------------
 
-_build_lock = threading.Lock()
-_builds = {}
-
 
 def sseapp(ctx):
     """Path of apps/sseapp.c compiled into this session's temp dir."""
-    session = os.path.dirname(ctx.tmpdir)
-    with _build_lock:
-        if session not in _builds:
-            out = os.path.join(session, "sseapp.so")
-            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
-                   "-shared", "-fPIC", "-I", os.path.join(lib.REPO, "include"), "-o", out,
-                   os.path.join(HERE, "apps", "sseapp.c")]
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-            _builds[session] = (out if p.returncode == 0 else None,
-                                " ".join(cmd) + "\n" + p.stdout.decode("utf-8", "replace"))
-        path, text = _builds[session]
-    if path is None:
-        raise TestFailure("tests/integration/apps/sseapp.c does not build:\n" + text)
-    return path
+    return lib.app_so(ctx, "sseapp")
 
 
 # ---------------------------------------------------------------------------

@@ -529,6 +529,8 @@ def root_only_key_with_user_nobody(ctx):
 
 
 def resumption_across_workers(ctx, extra, tail=""):
+    # Its tests are serial: the two workers write their access log lines in
+    # the order they end their connections, which load can swap.
     pki = TestPKI(ctx)
     cert, key = pki.issue("srv")
     port = free_port()
@@ -569,12 +571,12 @@ def resumption_across_workers(ctx, extra, tail=""):
     return reused
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def session_resumes_across_workers(ctx):
     resumption_across_workers(ctx, "")
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def session_resumes_with_ticket_key_files(ctx):
     k80 = os.path.join(ctx.tmpdir, "ticket80.key")
     k48 = os.path.join(ctx.tmpdir, "ticket48.key")
@@ -586,13 +588,13 @@ def session_resumes_with_ticket_key_files(ctx):
     resumption_across_workers(ctx, "      session_ticket_key: %s\n" % k48)
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def session_resumes_across_workers_tls12(ctx):
     # TLS 1.2 tickets (RFC 5077) take the same keys.
     resumption_across_workers(ctx, "      protocols: [TLSv1.2]\n")
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def session_resumes_across_preloaded_workers(ctx):
     # The zygote forks the workers: they still share the master's secret.
     resumption_across_workers(ctx, "", tail="preload: true\n")

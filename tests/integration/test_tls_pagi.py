@@ -11,7 +11,6 @@ import json
 import os
 import ssl
 import subprocess
-import threading
 
 import lib
 from lib import (Conn, TestFailure, TestPKI, build_request, check, check_eq, test,
@@ -19,26 +18,10 @@ from lib import (Conn, TestFailure, TestPKI, build_request, check, check_eq, tes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-_build_lock = threading.Lock()
-_builds = {}
-
 
 def tlsapp(ctx):
     """apps/tlsapp.c compiled once per session."""
-    session = os.path.dirname(ctx.tmpdir)
-    with _build_lock:
-        if session not in _builds:
-            out = os.path.join(session, "tlsapp.so")
-            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
-                   "-shared", "-fPIC", "-I", os.path.join(lib.REPO, "include"), "-o", out,
-                   os.path.join(HERE, "apps", "tlsapp.c")]
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-            _builds[session] = (out if p.returncode == 0 else None,
-                                " ".join(cmd) + "\n" + p.stdout.decode("utf-8", "replace"))
-        path, text = _builds[session]
-    if path is None:
-        raise TestFailure("tests/integration/apps/tlsapp.c does not build:\n" + text)
-    return path
+    return lib.app_so(ctx, "tlsapp")
 
 
 _has_perl = {}

@@ -19,9 +19,7 @@ import os
 import signal
 import socket
 import struct
-import subprocess
 import sys
-import threading
 import time
 import zlib
 
@@ -44,26 +42,10 @@ except ImportError:  # Debian's package lives outside a pyenv/venv interpreter's
 # The test module
 # ---------------------------------------------------------------------------
 
-_build_lock = threading.Lock()
-_builds = {}
-
 
 def wsapp(ctx):
     """Path of apps/wsapp.c compiled into this session's temp dir."""
-    session = os.path.dirname(ctx.tmpdir)
-    with _build_lock:
-        if session not in _builds:
-            out = os.path.join(session, "wsapp.so")
-            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
-                   "-shared", "-fPIC", "-I", os.path.join(lib.REPO, "include"), "-o", out,
-                   os.path.join(HERE, "apps", "wsapp.c")]
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-            _builds[session] = (out if p.returncode == 0 else None,
-                                " ".join(cmd) + "\n" + p.stdout.decode("utf-8", "replace"))
-        path, text = _builds[session]
-    if path is None:
-        raise TestFailure("tests/integration/apps/wsapp.c does not build:\n" + text)
-    return path
+    return lib.app_so(ctx, "wsapp")
 
 
 def need_websockets():

@@ -70,7 +70,7 @@ def check_returns(ctx, srv, base, what, within=16 * MiB, seconds=10):
     return after
 
 
-@test(timeout=120)
+@test(timeout=120, serial=True)
 def deflate_flood_is_bounded_in_bytes(ctx):
     """999 messages of 1 MiB that are about 1 KB each on the wire, from a peer
     that never reads the echoes: the queue holds at most max_receive_queue_size
@@ -103,7 +103,7 @@ def deflate_flood_is_bounded_in_bytes(ctx):
     still_serving(srv.port)
 
 
-@test(timeout=120)
+@test(timeout=120, serial=True)
 def plain_flood_ten_clients_bounded_and_returned(ctx):
     """Ten peers flood 16 KiB messages for 3 s each and never read the
     echoes: the worker grows by less than 64 MiB and is back within 16 MiB
@@ -299,7 +299,7 @@ def idle_cost(ctx, deflate, n=500):
     return per
 
 
-@test(timeout=120)
+@test(timeout=120, serial=True)
 def idle_websocket_costs_little(ctx):
     """500 idle WebSockets that each carried a message: under 3 KiB each
     (connection, scope and session records; no parser, buffer or timer
@@ -310,7 +310,7 @@ def idle_websocket_costs_little(ctx):
         check(per < 3 * 1024, "an idle WebSocket costs %.0f bytes (bound 3 KiB)" % per)
 
 
-@test(timeout=120)
+@test(timeout=120, serial=True)
 def idle_deflate_websocket_costs_little(ctx):
     """500 idle permessage-deflate WebSockets that each carried a compressed
     message: under 12 KiB each (no zlib stream is held between messages)."""

@@ -7,8 +7,6 @@ app's. The app is apps/zcapp.c; it logs each free in the test log."""
 import hashlib
 import os
 import socket
-import subprocess
-import threading
 import time
 import zlib
 
@@ -18,23 +16,10 @@ from lib import Conn, app_events, build_request, check, check_eq, request, test,
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB8 = 8 << 20
 
-_build_lock = threading.Lock()
-_builds = {}
-
 
 def zcapp(ctx):
     """apps/zcapp.c compiled once per session."""
-    session = os.path.dirname(ctx.tmpdir)
-    with _build_lock:
-        if session not in _builds:
-            out = os.path.join(session, "zcapp.so")
-            cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
-                   "-shared", "-fPIC", "-I", os.path.join(lib.REPO, "include"), "-o", out,
-                   os.path.join(HERE, "apps", "zcapp.c")]
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-            check_eq(p.returncode, 0, "building zcapp.so: %s" % p.stdout.decode())
-            _builds[session] = out
-        return _builds[session]
+    return lib.app_so(ctx, "zcapp")
 
 
 def pattern(n):

@@ -9,6 +9,12 @@ Each check prints "ok - NAME" or "FAIL - NAME: why"; the run ends with
 "system: N passed, M failed" and exits non-zero on a failure.
 
     tests/system/run.py [--keep] [--debs DIR]
+    tests/system/run.py --build-debs DIR
+
+--debs DIR tests the .debs in DIR instead of building them; --build-debs DIR
+only builds them (from this work tree, as the test does) into DIR and exits:
+dev.sh builds them once so, for this test and tests/integration's packaging
+test (PAGID_DEBS=DIR).
 
 Needs root, systemd-nspawn (systemd-container), debootstrap and the Debian
 build tools; dev.sh installs them. Bounded: every guest command has a
@@ -80,6 +86,27 @@ def build_debs(out):
         log("\n".join((p.stdout + p.stderr).splitlines()[-40:]))
         raise RuntimeError("dpkg-buildpackage failed (%d)" % p.returncode)
     return sorted(glob.glob(os.path.join(out, "*.deb")))
+
+
+def build_only(dest):
+    """--build-debs DIR: the .debs of this tree into DIR; 0 when built."""
+    work = tempfile.mkdtemp(prefix="pagid-debs-", dir="/var/tmp")
+    t0 = time.monotonic()
+    try:
+        debs = build_debs(os.path.join(work, "build"))
+        os.makedirs(dest, exist_ok=True)
+        for d in glob.glob(os.path.join(dest, "*.deb")):
+            os.unlink(d)
+        for d in debs:
+            shutil.move(d, dest)
+        log("debs: built %s into %s in %.0fs" % (
+            " ".join(os.path.basename(d) for d in debs), dest, time.monotonic() - t0))
+        return 0 if debs else 1
+    except Exception as e:  # noqa: BLE001 - one line, and a non-zero exit
+        log("debs: not built: %s: %s" % (type(e).__name__, e))
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 UPGRADE_SUFFIX = "+systest1"
@@ -641,7 +668,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keep", action="store_true", help="keep the guest tree afterwards")
     ap.add_argument("--debs", help="use the .deb files in DIR instead of building")
+    ap.add_argument("--build-debs", metavar="DIR", help="only build the .deb files into DIR")
     a = ap.parse_args()
+    if a.build_debs:
+        return build_only(a.build_debs)
     if os.geteuid() != 0:
         log("system: needs root (systemd-nspawn)")
         log("system: 0 passed, 1 failed")
