@@ -548,7 +548,7 @@ def headers_block(path, method="GET"):
                                    (":authority", "localhost")])
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def http2_fin_releases_event_streams_and_long_polls(ctx):
     """SSE streams and long polls (whole GETs the app holds) over h2c, then
     the client closes (FIN, nothing unread): every app hears client_closed
@@ -632,7 +632,7 @@ def http1_fin_releases_event_stream(ctx):
     wait_worker_fds(s, base, 2 * SLOW, "after the FIN")
 
 
-@test(timeout=60)
+@test(timeout=60, serial=True)
 def http2_half_close_is_bounded(ctx):
     """A client that half-closes (shutdown SHUT_WR) and keeps reading: its
     event stream ends at the FIN (an event stream has no end to wait for),

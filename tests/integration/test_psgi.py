@@ -193,7 +193,7 @@ def streaming_writer_reaches_client_as_written(ctx):
     check(when[2] - when[1] > 0.4, "chunk 2 came a pause after chunk 1 (%.2f)" % (when[2] - when[1]))
 
 
-@test(timeout=90)
+@test(timeout=90, serial=True)
 def streaming_writer_paced_by_slow_client(ctx):
     """64 MiB streamed by a synchronous writer to a client that reads nothing
     for 2 s: the writer waits for the client (memory stays flat), then every

@@ -142,7 +142,7 @@ def pool_queue_full_503_with_retry_after_and_counted(ctx):
     check("queue full (2 processes, queue_limit 1): GET /x answered 503" in srv.stderr(), "logged")
 
 
-@test(timeout=90)
+@test(timeout=90, serial=True)
 def pool_slow_clients_and_blocked_handlers_do_not_delay_others(ctx):
     """20 clients that do not read a 4 MiB response and 2 handlers blocked
     for 4 s: with 4 processes, other requests are still answered within

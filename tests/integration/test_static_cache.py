@@ -104,7 +104,7 @@ def descriptors_are_bounded(ctx):
           "the default cache holds descriptors: %s, %d before" % (srv2.fd_count(), base2))
 
 
-@test()
+@test(serial=True)
 def cache_valid_trusts_for_that_long(ctx):
     """cache_valid: 2s serves the remembered bytes for up to 2 s after a
     change (nginx's open_file_cache_valid), then the new ones;
