@@ -5,6 +5,7 @@
  */
 #include "origin.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -91,6 +92,47 @@ int origin_normalize(const char *s, size_t len, char *out, size_t outlen, const 
     return 0;
 }
 
+/*
+ * Does the Host header name the server by an address (an IPv4 literal, a
+ * bracketed IPv6 literal, or localhost), with an optional port? Only then
+ * can "Origin equals scheme://Host" prove a page is the server's own: a DNS
+ * name is the client's to choose, and DNS rebinding points an attacker's
+ * name at the server, so its page sends that name as both Host and Origin.
+ */
+static int host_is_address(const char *host, size_t len)
+{
+    size_t end = len;
+    if (len && host[0] == '[') {
+        const char *close = memchr(host, ']', len);
+        if (!close || close == host + 1)
+            return 0;
+        for (const char *p = host + 1; p < close; p++)
+            if (!(isxdigit((unsigned char)*p) || *p == ':' || *p == '.'))
+                return 0;
+        end = (size_t)(close - host) + 1;
+        return end == len || host[end] == ':';
+    }
+    const char *colon = memchr(host, ':', len);
+    if (colon)
+        end = (size_t)(colon - host);
+    if (end == 9 && !strncasecmp(host, "localhost", 9))
+        return 1;
+    int dots = 0, digits = 0;
+    for (size_t i = 0; i < end; i++) {
+        if (host[i] == '.') {
+            if (!digits)
+                return 0;
+            dots++;
+            digits = 0;
+        } else if (host[i] >= '0' && host[i] <= '9' && ++digits <= 3) {
+            continue;
+        } else {
+            return 0;
+        }
+    }
+    return dots == 3 && digits > 0;
+}
+
 int origin_allowed(const char *origin, size_t len, const char *scheme, const char *host,
                    size_t host_len, char *const *list, size_t n)
 {
@@ -106,7 +148,8 @@ int origin_allowed(const char *origin, size_t len, const char *scheme, const cha
     int tls = scheme && (!strcmp(scheme, "https") || !strcmp(scheme, "wss"));
     int k = snprintf(self, sizeof self, "%s://%.*s", tls ? "https" : "http",
                      (int)(host_len < 256 ? host_len : 256), host ? host : "");
-    if (host && host_len > 0 && k > 0 && (size_t)k < sizeof self &&
+    if (host && host_len > 0 && host_is_address(host, host_len) && k > 0 &&
+        (size_t)k < sizeof self &&
         origin_normalize(self, (size_t)k, own, sizeof own, &why) == 0 && !strcmp(got, own))
         return 1;
     for (size_t i = 0; i < n; i++)

@@ -21,8 +21,10 @@ int origin_normalize(const char *s, size_t len, char *out, size_t outlen, const 
 /**
  * Whether a request whose Origin header is origin[len] may go on: it is
  * the request's own (scheme "http"/"ws" or "https"/"wss", host[host_len]
- * the Host header), or one of list (normal forms; "*" allows all). A
- * header that is not an origin ("null", garbage) is allowed only by "*".
+ * the Host header) where that Host is an address (an IP literal or
+ * localhost: a DNS name in Host proves nothing, see DNS rebinding), or one
+ * of list (normal forms; "*" allows all). A header that is not an origin
+ * ("null", garbage) is allowed only by "*".
  */
 int origin_allowed(const char *origin, size_t len, const char *scheme, const char *host,
                    size_t host_len, char *const *list, size_t n);

@@ -324,7 +324,8 @@ static void ps_http(pagi_scope *s, ps_client *c)
 static const char bad_channel[] = "the path names a channel of 1 to 255 bytes\n";
 static const char bad_origin[] =
     "pubsub: requests from this origin are refused: a page of another site may not use "
-    "this endpoint (allow it with pubsub.allowed_origins in pagid.yaml)\n";
+    "this endpoint (allow it with pubsub.allowed_origins in pagid.yaml; a site served "
+    "under a DNS name lists its own origin there too)\n";
 
 /* A websocket refused with a status and a body (the websocket.http.response
  * extension), or with a plain 403 where the server does not offer it. */
