@@ -319,6 +319,15 @@ def signal_reload_changes_workers(ctx):
     check("not sending reload" in err, err)
     time.sleep(0.3 * SLOW)
     check("generation 3" not in srv.stderr(), "a reload happened anyway")
+    # Valid YAML the host cannot serve (pagid -t's checks: here a missing
+    # log directory) is refused the same way.
+    write(path, config(ctx, port, workers=3) +
+          "error_log: {path: %s/no/such/dir/error.log}\n" % ctx.tmpdir)
+    rc, out, err = run(ctx, "-s", "reload", "-c", path)
+    check_eq(rc, 1, "status for a config pagid -t refuses (stderr %r)" % err)
+    check("error_log" in err and "not sending reload" in err, err)
+    time.sleep(0.3 * SLOW)
+    check("generation 3" not in srv.stderr(), "a reload happened anyway")
 
 
 @test(timeout=30)
