@@ -19,7 +19,7 @@
 #include "common/exitcodes.h"
 #include "common/pidfile.h"
 #include "master_timing.h"
-#include "preflight.h"
+#include "preflight_tls.h"
 
 /* How often -s upgrade looks at the pid files: a failed upgrade renames
  * .oldbin back within milliseconds, and we would like to see it first. */
@@ -250,14 +250,13 @@ int signal_cli_run(const cli_options *o, FILE *out, FILE *err)
     size_t len = 0;
     FILE *mem = open_memstream(&msgs, &len);
     int errors = cli_build_config(o, &c, mem ? mem : err);
-    if (!errors && (signo == SIGHUP || signo == SIGUSR2)) {
-        /* What pagid -t checks of the host too (certificates, keys, users,
-         * log files): a reload the master would refuse is not sent. */
-        FILE *notes = fopen("/dev/null", "w");
-        errors += preflight_check(&c, notes ? notes : out, mem ? mem : err);
-        if (notes)
-            fclose(notes);
-    }
+    /* The TLS contexts as the master will build them (certificates, keys,
+     * groups): a reload the master would refuse is not sent. Not the rest
+     * of pagid -t's host checks: they depend on who the workers run as, and
+     * the master may have been started with -u this command was not given. */
+    for (size_t i = 0; !errors && (signo == SIGHUP || signo == SIGUSR2) && i < c.n_listens; i++)
+        if (c.listens[i].tls)
+            errors += preflight_tls_check(&c, &c.listens[i], mem ? mem : err);
     if (mem)
         fclose(mem);
     int rc;

@@ -319,13 +319,14 @@ def signal_reload_changes_workers(ctx):
     check("not sending reload" in err, err)
     time.sleep(0.3 * SLOW)
     check("generation 3" not in srv.stderr(), "a reload happened anyway")
-    # Valid YAML the host cannot serve (pagid -t's checks: here a missing
-    # log directory) is refused the same way.
-    write(path, config(ctx, port, workers=3) +
-          "error_log: {path: %s/no/such/dir/error.log}\n" % ctx.tmpdir)
+    # Valid YAML whose certificate the master cannot load is refused the same way.
+    tls = ("listen:\n  - 127.0.0.1:%d\n  - address: 127.0.0.1:%d\n"
+           "    tls: {cert: %s/none.pem, key: %s/none.key}\n"
+           % (port, free_port(), ctx.tmpdir, ctx.tmpdir))
+    write(path, config(ctx, port, workers=3).replace("listen: [127.0.0.1:%d]\n" % port, tls, 1))
     rc, out, err = run(ctx, "-s", "reload", "-c", path)
-    check_eq(rc, 1, "status for a config pagid -t refuses (stderr %r)" % err)
-    check("error_log" in err and "not sending reload" in err, err)
+    check_eq(rc, 1, "status for a certificate the master cannot load (stderr %r)" % err)
+    check("none.pem" in err and "not sending reload" in err, err)
     time.sleep(0.3 * SLOW)
     check("generation 3" not in srv.stderr(), "a reload happened anyway")
 
