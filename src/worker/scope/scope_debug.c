@@ -66,6 +66,13 @@ void scope_quarantine_free(worker_ctx *w)
         w->quarantine = NULL;
     }
     if (w->scope_pool) {
+        /* Scopes still live at exit (abandoned, a reference never dropped)
+         * go with the pool: their request copy is the one thing of theirs
+         * outside it. */
+        for (pagi_scope *s = w->scopes; s; s = s->next) {
+            free(s->req_block);
+            s->req_block = NULL;
+        }
         handle_pool_free(w->scope_pool);
         free(w->scope_pool);
         w->scope_pool = NULL;
