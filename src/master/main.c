@@ -133,6 +133,8 @@ static int serve(const pagid_config *cfg, master_opts *mo, inherited_set *inh)
     priv_describe(&id, err, sizeof err, &warn);
     if (*err)
         log_msg(warn ? LOG_LVL_WARN : LOG_LVL_INFO, "%s", err);
+    if (nworkers > 0)
+        supervisor_block_signals();
     int rc = listeners_open_with(cfg, &ls, NULL, 0, inh, err, sizeof err);
     inherited_set_free(inh, 1);
     if (rc < 0) {

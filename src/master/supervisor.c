@@ -516,6 +516,15 @@ static void tick(supervisor *s, double now)
     }
 }
 
+void supervisor_block_signals(void)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
+        sigaddset(&block, master_signals[i]);
+    sigprocmask(SIG_BLOCK, &block, NULL);
+}
+
 static int install_signals(sigset_t *unblocked)
 {
     struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};

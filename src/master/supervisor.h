@@ -23,6 +23,14 @@ typedef struct master_opts {
     int handed_over;        /* out: a new master took over (keep its pid file) */
 } master_opts;
 
+/**
+ * Block the master's signals from now on, before its listeners exist: a
+ * SIGTERM that comes once a client could connect, while the master still
+ * starts, waits for supervisor_run's handlers (a graceful stop), instead of
+ * killing it by the default action. Forked children reset their mask.
+ */
+void supervisor_block_signals(void);
+
 /** cfg->workers with "auto" resolved to the number of online CPUs. */
 int supervisor_resolve_workers(const pagid_config *cfg);
 
