@@ -35,13 +35,13 @@ sources() {
     case $1 in
         http1_parser) echo "src/worker/http1/http1_parser.c src/worker/http1/http1_parser_head.c src/worker/http1/h1_arena.c -lhttp_parser" ;;
         # every config*.c: the loader is split across files and may be split further
-        config) echo "$(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c ?src/common/redis_url.c -lyaml" ;;
+        config) echo "$(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c ?src/common/redis_url.c ?src/common/origin.c -lyaml" ;;
         ws_frame) echo "src/worker/ws/ws_frame.c src/worker/ws/utf8.c" ;;
         ws_deflate) echo "src/worker/ws/ws_deflate.c src/common/buf.c -lz" ;;
         utf8) echo "src/worker/ws/utf8.c" ;;
         static) echo "src/worker/apps/static_path.c src/worker/apps/static_http.c" ;;
         # tls_conn on a context built from a config, as pagid builds it
-        tls) echo "src/worker/core/tls_conn.c src/worker/core/tls_info.c src/common/tls_server.c src/common/tls_tickets.c src/common/tls_ocsp.c tests/unit/tls_test_cert.c $(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c ?src/common/redis_url.c -lyaml -lssl -lcrypto" ;;
+        tls) echo "src/worker/core/tls_conn.c src/worker/core/tls_info.c src/common/tls_server.c src/common/tls_tickets.c src/common/tls_ocsp.c tests/unit/tls_test_cert.c $(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c ?src/common/redis_url.c ?src/common/origin.c -lyaml -lssl -lcrypto" ;;
         # the HTTP/2 input path: nghttp2's framing and HPACK into h2_request.c
         h2) echo "src/worker/http2/h2_request.c src/common/buf.c src/worker/http1/http1_parser.c src/worker/http1/http1_parser_head.c src/worker/http1/h1_arena.c -lhttp_parser -lnghttp2" ;;
         *) return 1 ;;
