@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -106,7 +107,7 @@ static int same_program(pid_t pid, char *theirs, size_t tlen, char *ours, size_t
 upgrade_verdict upgrade_watch_step(upgrade_watch *w, const upgrade_view *v, double elapsed)
 {
     int new_serving = v->current > 0 && v->current != w->old && v->current_alive;
-    if (v->oldbin_is_old)
+    if (v->oldbin_is_old || v->pidfile_moved)
         w->started = 1;
     if (!v->old_alive) {
         if (new_serving)
@@ -141,9 +142,33 @@ upgrade_verdict upgrade_watch_step(upgrade_watch *w, const upgrade_view *v, doub
     return UPGRADE_WAIT;
 }
 
-static void look(const char *pid_file, const char *oldbin, pid_t old, upgrade_view *v)
+/* What identifies the pid file itself: a rename (to .oldbin and back) keeps
+ * the inode but changes the ctime; a new file changes the inode. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctime;
+} file_id;
+
+static file_id file_id_of(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return (file_id){0};
+    return (file_id){st.st_dev, st.st_ino, st.st_ctim};
+}
+
+static int same_file_id(file_id a, file_id b)
+{
+    return a.dev == b.dev && a.ino == b.ino && a.ctime.tv_sec == b.ctime.tv_sec &&
+           a.ctime.tv_nsec == b.ctime.tv_nsec;
+}
+
+static void look(const char *pid_file, const char *oldbin, pid_t old, file_id before,
+                 upgrade_view *v)
 {
     pid_t p;
+    v->pidfile_moved = !same_file_id(file_id_of(pid_file), before);
     /* .oldbin first: a failed upgrade renames it back over the pid file in
      * one step, so having seen it gone, the pid file read next is final. */
     v->oldbin_is_old = pidfile_read(oldbin, &p) == 0 && p == old;
@@ -152,7 +177,8 @@ static void look(const char *pid_file, const char *oldbin, pid_t old, upgrade_vi
     v->old_alive = running(old);
 }
 
-static int wait_upgrade(const pagid_config *c, const char *oldbin, pid_t old, FILE *out, FILE *err)
+static int wait_upgrade(const pagid_config *c, const char *oldbin, pid_t old, file_id before,
+                        FILE *out, FILE *err)
 {
     upgrade_watch w = {.old = old,
                        .start_grace = START_GRACE_S,
@@ -160,7 +186,7 @@ static int wait_upgrade(const pagid_config *c, const char *oldbin, pid_t old, FI
     double t0 = now_s();
     for (;;) {
         upgrade_view v;
-        look(c->pid_file, oldbin, old, &v);
+        look(c->pid_file, oldbin, old, before, &v);
         switch (upgrade_watch_step(&w, &v, now_s() - t0)) {
         case UPGRADE_DONE:
             fprintf(out,
@@ -230,13 +256,16 @@ static int deliver(const pagid_config *c, int signo, FILE *out, FILE *err)
     int rc = find_master(c->pid_file, &pid, err);
     if (rc)
         return rc;
+    /* Before the signal: an upgrade that fails within one poll renames the
+     * file away and back unseen, but not without changing its ctime. */
+    file_id before = file_id_of(c->pid_file);
     if (kill(pid, signo) < 0) {
         int e = errno;
         fprintf(err, "pagid: cannot send %s to pid %d: %s%s\n", signame(signo), (int)pid,
                 strerror(e), e == EPERM ? " (run as the master's user or root)" : "");
         return e == ESRCH ? EXIT_NOT_RUNNING : EXIT_SIGNAL;
     }
-    return signo == SIGUSR2 ? wait_upgrade(c, oldbin, pid, out, err) : EXIT_OK;
+    return signo == SIGUSR2 ? wait_upgrade(c, oldbin, pid, before, out, err) : EXIT_OK;
 }
 
 int signal_cli_run(const cli_options *o, FILE *out, FILE *err)

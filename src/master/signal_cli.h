@@ -32,6 +32,8 @@ typedef struct upgrade_view {
     int oldbin_is_old; /* PID_FILE.oldbin exists and names it: the upgrade began */
     pid_t current;     /* the pid in PID_FILE, 0 when missing or unreadable */
     int current_alive; /* and that pid is a running process */
+    int pidfile_moved; /* PID_FILE's inode or ctime differs from before the signal: it was
+                          renamed away and back (an upgrade that failed between two looks) */
 } upgrade_view;
 
 typedef enum upgrade_verdict { UPGRADE_WAIT, UPGRADE_DONE, UPGRADE_FAILED } upgrade_verdict;

@@ -368,6 +368,13 @@ START_TEST(test_upgrade_step)
     ck_assert_int_eq(upgrade_watch_step(&w, &v, 3), UPGRADE_FAILED);
     ck_assert_msg(strstr(w.why, "did not take over"), "%s", w.why);
 
+    /* Renamed away and back between two looks (an upgrade that failed in a
+     * few ms): .oldbin was never seen, but the pid file moved. */
+    w = (upgrade_watch){.old = 100, .start_grace = 5, .deadline = 60};
+    v = (upgrade_view){.old_alive = 1, .current = 100, .current_alive = 1, .pidfile_moved = 1};
+    ck_assert_int_eq(upgrade_watch_step(&w, &v, 0.05), UPGRADE_FAILED);
+    ck_assert_msg(strstr(w.why, "did not take over"), "%s", w.why);
+
     /* A new pid that is not alive is no success. */
     w = (upgrade_watch){.old = 100, .start_grace = 5, .deadline = 60, .started = 1};
     v = (upgrade_view){.old_alive = 1, .current = 200, .current_alive = 0};
