@@ -207,7 +207,7 @@ def pool_drains_on_reload_after_its_workers(ctx):
 
 # ---- the worker_pool extension of PAGI apps ----
 
-@test(timeout=60)
+@test(timeout=90, serial=True)
 def worker_pool_extension_calls_and_failures(ctx):
     psgi(ctx, "pool")  # skips without the Perl host
     conf = ("app: {perl: %s, worker_pool: {processes: 2, queue_limit: 0, timeout: 5s, "
@@ -235,11 +235,14 @@ def worker_pool_extension_calls_and_failures(ctx):
     check_eq(body("", "/lifespan"), "lifespan=worker_pool", "lifespan lists the extension")
     check_eq(body("", "/stats"), "busy=0 idle=2 queue_depth=0 queue_limit=0 workers=2", "stats")
     check_eq(body("", "/forget"), "forgot", "call_forget returns at once")
-    # Backpressure: both processes busy and no queue: refused at once.
+    # Backpressure: both processes busy and no queue: refused at once. First
+    # the call_forget job is done (it holds a process), then one call at a time.
+    check(wait_for(lambda: "busy=0" in body("", "/stats"), 10 * SLOW), "the forgotten call done")
     threads = [threading.Thread(target=lambda: body("slow")) for _ in range(2)]
-    for t in threads:
+    for i, t in enumerate(threads):
         t.start()
-    check(wait_for(lambda: "busy=2" in body("", "/stats"), 5), "both busy")
+        check(wait_for(lambda: "busy=%d" % (i + 1) in body("", "/stats"), 5 * SLOW),
+              "%d busy: %s" % (i + 1, body("", "/stats")))
     t0 = time.monotonic()
     check_eq(body("add"), "failed: worker_pool: queue full (backpressure): 'add' refused\n",
              "queue full")
