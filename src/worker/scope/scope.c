@@ -94,8 +94,10 @@ static int scope_copy_request(pagi_scope *s, const scope_request *req)
 }
 
 /* Shells reused only after this many more were released: a handle kept
- * past its release is recognised at least that long (a few hundred KB). */
-#define SCOPE_REUSE_AFTER 1024
+ * past its release is recognised at least that long. The released shells
+ * wait in memory: 256 of ~580 B is ~150 KB a worker (1024 doubled the
+ * memory an idle keep-alive connection seemed to cost in bench/memory.sh). */
+#define SCOPE_REUSE_AFTER 256
 
 pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops, void *proto,
                       const scope_request *req)
