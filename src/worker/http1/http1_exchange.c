@@ -304,16 +304,7 @@ int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type
         return 0; /* more body to come, or the body is done and only a disconnect is left */
     if (!take)
         return 1;
-    /* Hand the bytes to the scope (a swap, no copy): they outlive the connection. */
-    buf *d = scope_delivery_buf(s);
-    buf tmp = *d;
-    *d = h->body;
-    h->body = tmp;
-    buf_reset(&h->body);
-    ev->type = req_type;
-    ev->body.ptr = buf_size(d) ? buf_head(d) : "";
-    ev->body.len = buf_size(d);
-    ev->more = !h->msg_complete;
+    scope_deliver_body(s, &h->body, h->msg_complete, req_type, ev);
     if (h->msg_complete)
         h->body_end_delivered = 1;
     conn_refresh(c); /* room again: resume reading */

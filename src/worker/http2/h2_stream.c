@@ -348,22 +348,14 @@ static int body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type r
         return 0;
     if (!take)
         return 1;
-    buf *d = scope_delivery_buf(s);
-    buf tmp = *d;
-    *d = st->body;
-    st->body = tmp;
-    buf_reset(&st->body);
-    ev->type = req_type;
-    ev->body.ptr = buf_size(d) ? buf_head(d) : "";
-    ev->body.len = buf_size(d);
-    ev->more = !st->req_end;
+    scope_deliver_body(s, &st->body, st->req_end, req_type, ev);
     if (st->req_end)
         st->end_delivered = 1;
-    if (buf_size(d)) {
+    if (ev->body.len) {
         /* The app took these bytes: the client may send as many more (and
          * has timeouts.request from now to do it). */
         st->input_at = ev_now(st_conn(st)->w->loop.ev);
-        nghttp2_session_consume(st->h->ng, st->id, buf_size(d));
+        nghttp2_session_consume(st->h->ng, st->id, ev->body.len);
         h2_session_kick(st->h);
     }
     return 1;

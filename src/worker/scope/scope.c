@@ -144,16 +144,10 @@ static void cb_list_free(scope_cb_list *l)
     l->n = l->cap = 0;
 }
 
-static void resp_timer_stop(pagi_scope *s)
-{
-    if (ev_is_active(&s->resp_timer))
-        ev_timer_stop(s->w->loop.ev, &s->resp_timer);
-}
-
 static void scope_free(pagi_scope *s)
 {
     worker_ctx *w = s->w;
-    resp_timer_stop(s); /* detach stopped it; a scope freed without one too */
+    scope_response_timer_stop(s); /* detach stopped it; a scope freed without one too */
     /* Subscriptions first: no message may reach an app whose data the
      * release below frees. */
     if (s->subs)
@@ -225,6 +219,20 @@ void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data)
 void *scope_layer_data(const pagi_scope *s) { return s->layer; }
 buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
 
+void scope_deliver_body(pagi_scope *s, buf *body, int complete, pagi_event_type type,
+                        pagi_event *ev)
+{
+    buf *d = &s->delivery;
+    buf tmp = *d;
+    *d = *body;
+    *body = tmp;
+    buf_reset(body);
+    ev->type = type;
+    ev->body.ptr = buf_size(d) ? buf_head(d) : "";
+    ev->body.len = buf_size(d);
+    ev->more = !complete;
+}
+
 buf *scope_log_resp_buf(pagi_scope *s)
 {
     return &s->log_resp;
@@ -257,50 +265,10 @@ void scope_shell_put(pagi_scope *s)
     handle_put(s->w->scope_pool, s);
 }
 
-/* ---- timeouts.response ---- */
-
-/* The app the scope went to: the mount's under its root_path, else the top one. */
-static const char *scope_app_spec(const pagi_scope *s, const char **mount)
-{
-    const pagid_config *c = s->w->cfg;
-    *mount = NULL;
-    for (size_t i = 0; s->mount_len && i < c->n_mounts; i++) {
-        const char *p = c->mounts[i].path;
-        if (strlen(p) == s->mount_len && !memcmp(p, s->req.path.ptr, s->mount_len)) {
-            *mount = p;
-            return c->mounts[i].app;
-        }
-    }
-    return c->app;
-}
-
-static void on_response_timeout(struct ev_loop *ev, ev_timer *t, int revents)
-{
-    pagi_scope *s = t->data;
-    if (s->started || !s->connected || !s->proto)
-        return; /* stopped at each of these; never trusted blindly */
-    const char *mount, *app = scope_app_spec(s, &mount);
-    int plen = s->req.raw_path.len > 200 ? 200 : (int)s->req.raw_path.len;
-    log_error("app %s%s%s did not start a response to %s %.*s within timeouts.response (%gs); "
-              "sent 504",
-              app ? app : "?", mount ? " mounted at " : "", mount ? mount : "", s->req.method, plen,
-              s->req.raw_path.ptr, s->w->cfg->timeouts.response);
-    if (s->w->stats)
-        shm_add(&s->w->stats->response_timeouts, 1);
-    scope_ref(s); /* the driver ends the exchange: the scope outlives the call */
-    s->ops->response_timeout(s);
-    scope_unref(s);
-}
-
 void scope_start_app(pagi_scope *s)
 {
-    double limit = s->w->cfg->timeouts.response;
     /* Armed before the handler runs: a response it starts at once stops it. */
-    if (limit > 0 && s->ops->response_timeout && !s->started && s->connected) {
-        ev_timer_init(&s->resp_timer, on_response_timeout, limit, 0.);
-        s->resp_timer.data = s;
-        ev_timer_start(s->w->loop.ev, &s->resp_timer);
-    }
+    scope_response_timer_arm(s);
     double t0 = scope_app_enter(s, "handle");
     s->w->app->handle(s, s->w->app_instance);
     scope_app_leave(s, t0, "handle");
@@ -703,7 +671,7 @@ void scope_disconnect(pagi_scope *s, const char *reason)
         return;
     s->connected = 0;
     s->reason = reason;
-    resp_timer_stop(s);
+    scope_response_timer_stop(s);
     shm_count_disconnect(s->w->stats, reason);
     queue_all(s, &s->on_disconnect, disconnect_cb_job, NULL);
     /* The spec's order: callbacks first, then the receive gets the disconnect. */
@@ -717,7 +685,7 @@ void scope_mark_complete(pagi_scope *s)
     if (s->complete || !s->connected)
         return;
     s->complete = 1;
-    resp_timer_stop(s);
+    scope_response_timer_stop(s);
     queue_all(s, &s->on_complete, notify_cb_job, "on_complete");
     scope_poke_receive(s);
 }
@@ -725,7 +693,7 @@ void scope_mark_complete(pagi_scope *s)
 void scope_mark_started(pagi_scope *s)
 {
     s->started = 1;
-    resp_timer_stop(s);
+    scope_response_timer_stop(s);
 }
 int scope_is_connected(const pagi_scope *s) { return s->connected; }
 int scope_is_finished(const pagi_scope *s) { return s->finished; }
@@ -764,7 +732,7 @@ void scope_detach(pagi_scope *s)
 {
     detach_checks(s);
     s->proto = NULL;
-    resp_timer_stop(s);
+    scope_response_timer_stop(s);
     /* A completed request's connection is no longer its own: report it closed, with no reason. */
     if (s->complete)
         s->connected = 0;

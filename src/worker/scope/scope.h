@@ -115,6 +115,15 @@ int scope_receive_waiting(const pagi_scope *s);
 /** Scope-owned storage for the bytes of the event being delivered. */
 buf *scope_delivery_buf(pagi_scope *s);
 
+/**
+ * A driver's buffered request body becomes one receive event of type:
+ * its bytes move into the scope's delivery buffer (a swap, no copy, so they
+ * outlive the connection) and body is left empty; complete says the body
+ * ends with them (ev->more = 0). HTTP/1.1 and HTTP/2 deliver bodies so.
+ */
+void scope_deliver_body(pagi_scope *s, buf *body, int complete, pagi_event_type type,
+                        pagi_event *ev);
+
 /** Scope-owned storage for the response header values its access log line
  * shows (access_log_response_start), whatever protocol carries it. */
 buf *scope_log_resp_buf(pagi_scope *s);

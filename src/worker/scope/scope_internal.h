@@ -1,7 +1,8 @@
 /*
- * scope_internal.h - the layout of pagi_scope, shared only by the three
- * files of the scope module (scope.c: engine, scope_api.c: public
- * accessors, scope_debug.c: debug mode's quarantine and misuse lines).
+ * scope_internal.h - the layout of pagi_scope, shared only by the files of
+ * the scope module (scope.c: engine, scope_api.c: public accessors,
+ * scope_debug.c: debug mode's quarantine and misuse lines,
+ * scope_response.c: timeouts.response).
  */
 #ifndef PAGID_SCOPE_INTERNAL_H
 #define PAGID_SCOPE_INTERNAL_H
@@ -132,5 +133,10 @@ static inline void scope_app_leave(pagi_scope *s, double t0, const char *kind)
     if (t0 != 0)
         scope_hold_check(s, t0, kind);
 }
+
+/* scope_response.c: timeouts.response, armed when the app is called, stopped
+ * when the response starts or the exchange ends. */
+void scope_response_timer_arm(pagi_scope *s);
+void scope_response_timer_stop(pagi_scope *s);
 
 #endif
