@@ -4,7 +4,7 @@
  *   POST /polls                 {"question": "...", "options": ["a", "b"]} -> 201 {"id": N}
  *   GET  /polls/ID              {"id": N, "poll": {...}, "counts": [..]}
  *   POST /polls/ID/vote/K       one vote for option K (0-based) -> {"option": K, "count": n}
- *   GET  /polls/ID/events       SSE: "counts" events, one per vote, from any worker
+ *   GET  /polls/ID/events       SSE: "counts" events after each vote, made on any worker
  *   /polls/ID/ws                WebSocket: the same counts as text messages
  * pagid.yaml needs:  shared_dicts: [{name: polls, size: 16m}]
  * Keys: "seq" (the last id), "poll:ID" (the JSON, flags = its option count),
@@ -25,12 +25,16 @@
 
 typedef struct feed { /* the live clients of one poll in this worker */
     long id;
+    int nopts;
     pagi_group *sse, *ws;
+    pagi_subscription *sub; /* "poll.ID": a vote changed the counts */
+    struct polls *P;
 } feed;
 
 typedef struct polls { /* one per worker, owned by the lifespan */
     pagi_shared *dict; /* the server's: lives as long as the worker */
-    feed *feeds;
+    pagi_scope *life;  /* the lifespan scope: the feeds' subscriptions live with it */
+    feed **feeds;
     size_t n_feeds;
 } polls;
 
@@ -133,7 +137,7 @@ static void create_body(pagi_scope *s, const char *body, size_t len, const char 
 
 static void vote(pagi_scope *s, polls *P, long id, int k)
 {
-    char key[48], json[MAX_BODY], counts[MAX_OPTIONS * 24], channel[40];
+    char key[48], json[MAX_BODY], channel[40];
     int64_t n, zero = 0;
     int nopts = load_poll(P, id, json, sizeof json);
     if (nopts < 0) {
@@ -150,36 +154,53 @@ static void vote(pagi_scope *s, polls *P, long id, int k)
         respond_json(s, 503, "{\"error\":\"%s\"}\n", pagi_shared_strerror(rc));
         return;
     }
-    /* Every worker's feed clients of this poll hear the new counts. */
-    counts_json(P, id, nopts, counts, sizeof counts);
+    /* Every worker's feeds of this poll hear that the counts changed. */
     snprintf(channel, sizeof channel, "poll.%ld", id);
-    pagi_publish(s, channel, counts, strlen(counts));
+    pagi_publish(s, channel, "vote", 4);
     respond_json(s, 200, "{\"option\":%d,\"count\":%" PRId64 "}\n", k, n);
 }
 
+/* A vote on some worker: send the counts as they are now. Reading them here,
+ * not taking a copy from the publisher, keeps each feed in step with the
+ * dict: two workers' publishes may reach this one in either order (pub/sub
+ * orders per publisher only), but the last message read the last counts. */
+static void poll_changed(pagi_subscription *sub, pagi_str channel, const void *d, size_t len,
+                         void *ud)
+{
+    feed *f = ud;
+    char counts[MAX_OPTIONS * 24];
+    (void)sub, (void)channel, (void)d, (void)len;
+    counts_json(f->P, f->id, f->nopts, counts, sizeof counts);
+    pagi_group_send_event(f->sse, "counts", counts, strlen(counts));
+    pagi_group_send_text(f->ws, counts, strlen(counts));
+}
+
 /* This worker's feed of poll id (made on first use, fed by pub/sub), or NULL. */
-static feed *feed_of(pagi_scope *s, polls *P, long id)
+static feed *feed_of(polls *P, long id, int nopts)
 {
     char channel[40];
     for (size_t i = 0; i < P->n_feeds; i++)
-        if (P->feeds[i].id == id)
-            return &P->feeds[i];
-    feed *grown = realloc(P->feeds, (P->n_feeds + 1) * sizeof *grown);
-    if (!grown)
+        if (P->feeds[i]->id == id)
+            return P->feeds[i];
+    feed **grown = realloc(P->feeds, (P->n_feeds + 1) * sizeof *grown);
+    feed *f = grown ? calloc(1, sizeof *f) : NULL;
+    if (grown)
+        P->feeds = grown;
+    if (!f)
         return NULL;
-    P->feeds = grown;
-    feed *f = &P->feeds[P->n_feeds];
-    f->id = id;
+    *f = (feed){.id = id, .nopts = nopts, .P = P};
     f->sse = pagi_group_new(PAGI_GROUP_CONFLATE); /* a slow client gets the latest counts */
     f->ws = pagi_group_new(PAGI_GROUP_CONFLATE);
     snprintf(channel, sizeof channel, "poll.%ld", id);
-    if (!f->sse || !f->ws || pagi_group_subscribe(f->sse, s, channel, "counts") != 0 ||
-        pagi_group_subscribe(f->ws, s, channel, NULL) != 0) {
+    if (f->sse && f->ws)
+        f->sub = pagi_subscribe(P->life, channel, poll_changed, f);
+    if (!f->sub) {
         pagi_group_free(f->sse);
         pagi_group_free(f->ws);
+        free(f);
         return NULL;
     }
-    P->n_feeds++;
+    P->feeds[P->n_feeds++] = f;
     return f;
 }
 
@@ -188,8 +209,10 @@ static void polls_destroy(void *obj, void *ud)
     polls *P = obj;
     (void)ud;
     for (size_t i = 0; i < P->n_feeds; i++) {
-        pagi_group_free(P->feeds[i].sse);
-        pagi_group_free(P->feeds[i].ws);
+        pagi_unsubscribe(P->feeds[i]->sub);
+        pagi_group_free(P->feeds[i]->sse);
+        pagi_group_free(P->feeds[i]->ws);
+        free(P->feeds[i]);
     }
     free(P->feeds);
     free(P);
@@ -201,7 +224,7 @@ static void *polls_create(pagi_scope *s, void *ud, const char **err)
     pagi_shared *dict = pagi_shared_dict(pagi_scope_loop(s), "polls");
     polls *P = dict ? calloc(1, sizeof *P) : NULL;
     if (P)
-        P->dict = dict;
+        *P = (polls){.dict = dict, .life = s};
     else
         *err = dict ? "polls: out of memory"
                     : "polls: no shared dict 'polls' (shared_dicts: [{name: polls, size: 16m}])";
@@ -234,10 +257,10 @@ static void handle(pagi_scope *s, void *instance)
         id = strtol(p + 7, &rest, 10); /* rest: "", "/events", "/ws" or "/vote/K" */
     if (type == PAGI_SCOPE_SSE || type == PAGI_SCOPE_WEBSOCKET) {
         int sse = type == PAGI_SCOPE_SSE;
-        feed *f = id > 0 && !strcmp(rest, sse ? "/events" : "/ws") &&
-                          load_poll(P, id, json, sizeof json) > 0
-                      ? feed_of(s, P, id)
-                      : NULL;
+        int nopts = id > 0 && !strcmp(rest, sse ? "/events" : "/ws")
+                        ? load_poll(P, id, json, sizeof json)
+                        : -1;
+        feed *f = nopts > 0 ? feed_of(P, id, nopts) : NULL;
         if (!f && sse)
             pagi_respond_text(s, 404, "no such poll feed\n");
         else if (!f)
