@@ -19,6 +19,7 @@ libpagid_worker_a_SOURCES += \
 # core/: the loop, connections, output, the run queue, TLS, access log.
 libpagid_worker_a_SOURCES += \
 	src/worker/core/accept_gate.c src/worker/core/accept_gate.h \
+	src/worker/core/acceptors.c src/worker/core/acceptors.h \
 	src/worker/core/runq.c src/worker/core/runq.h \
 	src/worker/core/loop.c src/worker/core/loop.h \
 	src/worker/core/conn.c src/worker/core/conn.h \
