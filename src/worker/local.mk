@@ -29,6 +29,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/core/pagi_buf.c src/worker/core/pagi_buf.h \
 	src/worker/core/handle.c src/worker/core/handle.h \
 	src/worker/core/crash.c src/worker/core/crash.h \
+	src/worker/core/app_call.c src/worker/core/app_call.h \
 	src/worker/core/state_table.c src/worker/core/state_table.h \
 	src/worker/core/reason.h \
 	src/worker/core/memtrim.c src/worker/core/memtrim.h \

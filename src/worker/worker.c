@@ -20,6 +20,7 @@
 #include "common/shm.h"
 #include "worker/core/acceptors.h"
 #include "worker/core/access_log.h"
+#include "worker/core/app_call.h"
 #include "app_registry.h"
 #include "worker/core/conn.h"
 #include "worker/core/crash.h"
@@ -304,7 +305,9 @@ static void worker_flush(void *ud)
 static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
 {
     worker_run_ctx *r = t->data;
-    atomic_store_explicit(&r->w.stats->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
+    uint64_t now = shm_now_ms();
+    atomic_store_explicit(&r->w.stats->heartbeat_ms, now, memory_order_relaxed);
+    app_call_clock_sync(&r->w.loop, now); /* ev_now drifts from CLOCK_MONOTONIC */
 }
 
 int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n, int worker_num,
@@ -353,6 +356,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     if (shm && !w->stats)
         log_warn("no free slot in the shared region: this worker is not monitored");
     loop_init(&w->loop, ev);
+    if (w->stats) { /* the blocked-loop kill names the app call it was in */
+        w->loop.app_call = &w->stats->app_call;
+        app_call_clock_sync(&w->loop, shm_now_ms());
+    }
     w->loop.recycle = worker_recycle;
     w->loop.shared_dicts = cfg->shared_dicts;
     w->loop.n_shared_dicts = cfg->n_shared_dicts;
