@@ -97,3 +97,33 @@ void shm_count_disconnect(shm_worker *slot, const char *reason)
         i++;
     shm_add(&slot->disconnects[i], 1);
 }
+
+int shm_app_call_read(const shm_app_call *rec, shm_app_call *out)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        uint32_t before = atomic_load_explicit(&rec->seq, memory_order_acquire);
+        if (before & 1u)
+            continue;
+        uint64_t started = atomic_load_explicit(&rec->started_ms, memory_order_relaxed);
+        /* Byte by byte through volatile: the writer may be changing them;
+         * a torn copy is thrown away when seq moved. */
+        const volatile char *src = rec->kind;
+        for (size_t i = 0; i < sizeof out->kind; i++)
+            out->kind[i] = src[i];
+        src = rec->method;
+        for (size_t i = 0; i < sizeof out->method; i++)
+            out->method[i] = src[i];
+        src = rec->target;
+        for (size_t i = 0; i < sizeof out->target; i++)
+            out->target[i] = src[i];
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&rec->seq, memory_order_relaxed) != before)
+            continue;
+        atomic_store_explicit(&out->started_ms, started, memory_order_relaxed);
+        out->kind[sizeof out->kind - 1] = '\0';
+        out->method[sizeof out->method - 1] = '\0';
+        out->target[sizeof out->target - 1] = '\0';
+        return 0;
+    }
+    return -1;
+}

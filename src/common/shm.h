@@ -34,12 +34,35 @@ enum shm_tls_result {
     SHM_TLS__COUNT
 };
 
+/*
+ * The app call a worker's loop is inside, for the master's blocked-loop kill
+ * (gen_check_heartbeats) to name: written by the worker alone, at each
+ * outermost call into app code (worker/core/app_call.h), as a seqlock: seq
+ * is odd while the fields change, so a reader that saw the same even seq
+ * before and after its copy has one consistent record.
+ */
+#define SHM_APP_CALL_KIND 24
+#define SHM_APP_CALL_METHOD 16
+#define SHM_APP_CALL_TARGET 132 /* 128 bytes of the escaped request target, "...", NUL */
+typedef struct shm_app_call {
+    _Atomic uint32_t seq;
+    _Atomic uint64_t started_ms;      /* CLOCK_MONOTONIC ms the call began; 0: in no app call */
+    char kind[SHM_APP_CALL_KIND];     /* the callback: "handle", "receive", "timer", ... */
+    char method[SHM_APP_CALL_METHOD]; /* the request's method, or "" */
+    char target[SHM_APP_CALL_TARGET]; /* raw path and query, control bytes as \xHH, or "" */
+} shm_app_call;
+
+/** A consistent copy of rec (the master's side); 0, or -1 when the worker
+ * kept writing it (it is not blocked, then). */
+int shm_app_call_read(const shm_app_call *rec, shm_app_call *out);
+
 typedef struct shm_worker {
     _Atomic int pid;                  /* 0 = free slot */
     _Atomic unsigned generation;      /* config generation the worker runs */
     _Atomic int worker_num;
     _Atomic int ready;                /* lifespan startup passed, accepting */
     _Atomic uint64_t heartbeat_ms;    /* CLOCK_MONOTONIC ms, refreshed by the loop */
+    shm_app_call app_call;            /* the app call the loop is inside, if any */
     _Atomic uint64_t requests[6];     /* by status class: [1]..[5] = 1xx..5xx, [0] other */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic int64_t open_connections;

@@ -445,6 +445,32 @@ int gen_poll_ready(const gen_env *e, generation *g)
     return all;
 }
 
+/*
+ * What the worker's loop is inside, from its record (shm_app_call), for the
+ * kill line: "in GET /slow?x=1 (the app's handle callback, started 5.0s ago"
+ * or "(in no app call" (the caller closes the parenthesis).
+ */
+static void describe_app_call(const shm_app_call *rec, uint64_t now_ms, char *out, size_t n)
+{
+    shm_app_call c;
+    uint64_t started = 0;
+    if (shm_app_call_read(rec, &c) == 0)
+        started = atomic_load_explicit(&c.started_ms, memory_order_relaxed);
+    if (!started) {
+        snprintf(out, n, "(in no app call");
+        return;
+    }
+    double ago = now_ms > started ? (double)(now_ms - started) / 1000.0 : 0.0;
+    if (c.method[0])
+        snprintf(out, n, "in %s %s (the app's %s callback, started %.1fs ago", c.method, c.target,
+                 c.kind, ago);
+    else if (c.target[0])
+        snprintf(out, n, "in the %s (the app's %s callback, started %.1fs ago", c.target, c.kind,
+                 ago);
+    else
+        snprintf(out, n, "in the app's %s callback (started %.1fs ago", c.kind, ago);
+}
+
 int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
 {
     const pagid_timeouts *t = &g->cfg->timeouts;
@@ -477,11 +503,14 @@ int gen_check_heartbeats(const gen_env *e, generation *g, uint64_t now_ms)
                           "%.1fs: worker_pool.timeout); killing it",
                           w->num - POOL_NUM_BASE, (int)w->pid, (double)age / 1000.0,
                           limit - 1.0);
-            else if (!w->hb_reported)
-                log_error("worker %d (pid %d): event loop blocked for %.1fs (limit %.1fs: "
+            else if (!w->hb_reported) {
+                char in[256];
+                describe_app_call(&sw->app_call, now_ms, in, sizeof in);
+                log_error("worker %d (pid %d): event loop blocked for %.1fs %s; limit %.1fs: "
                           "timeouts.heartbeat%s); killing it",
-                          w->num, (int)w->pid, (double)age / 1000.0, limit,
+                          w->num, (int)w->pid, (double)age / 1000.0, in, limit,
                           w->ready ? "" : ", lifespan_startup before it is ready");
+            }
             w->hb_reported = 1;
             /* SIGKILL at once: a blocked loop never acts on SIGTERM, and a
              * stopped process dies of it too. Retried each tick if refused. */

@@ -33,4 +33,5 @@ libpagid_master_a_SOURCES += \
 	src/master/signal_cli.c src/master/signal_cli.h \
 	src/master/cli_print.c src/master/cli_print.h \
 	src/master/supervisor.c src/master/supervisor.h src/master/supervisor_int.h \
+	src/master/supervisor_gen.c \
 	src/master/respawn.c src/master/respawn.h src/master/master_timing.h

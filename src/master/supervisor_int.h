@@ -1,6 +1,7 @@
 /*
  * supervisor_int.h - the master's state, shared by supervisor.c (the loop,
- * reload, stop) and upgrade.c (SIGUSR2). Not for anything else.
+ * signals, stop), supervisor_gen.c (which generation serves; reload) and
+ * upgrade.c (SIGUSR2). Not for anything else.
  */
 #ifndef PAGID_SUPERVISOR_INT_H
 #define PAGID_SUPERVISOR_INT_H
@@ -48,5 +49,20 @@ void upgrade_child_exited(supervisor *s, int status);
 void upgrade_check_deadline(supervisor *s, double now);
 /* supervisor.c: every generation drains; announce says STOPPING=1. */
 void supervisor_begin_drain(supervisor *s, int announce);
+
+/* supervisor_gen.c */
+/* g joins the live generations, as the newest. */
+void supervisor_push_generation(supervisor *s, generation *g);
+/* Starting generations that became ready are activated (the one they
+ * replace drains), those that cannot start fail; -1 when the very first
+ * generation has no worker left to wait for. */
+int supervisor_progress_starting(supervisor *s, double now);
+/* 1 when the serving generation lost every worker to fatal startup
+ * failures and no reload is on its way. */
+int supervisor_nothing_left(const supervisor *s);
+/* SIGHUP, or a change --dev saw (why: the changed file; NULL for SIGHUP):
+ * a new config and generation beside the serving one; on any error the
+ * serving one keeps serving. */
+void supervisor_reload(supervisor *s, const char *why);
 
 #endif

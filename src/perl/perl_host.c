@@ -72,6 +72,7 @@ static const char *start_interpreter(void)
     }
     perl_host_interp = my_perl;
     perl_xs_boot(aTHX);
+    perl_watch_boot(aTHX);
     perl_loop_boot(aTHX);
     perl_pubsub_boot(aTHX);
     perl_shared_boot(aTHX);
@@ -111,7 +112,7 @@ static void stop_interpreter(void)
     dPERL;
     if (!my_perl)
         return;
-    perl_xs_stop_watches(aTHX);
+    perl_watch_stop_all(aTHX);
     perl_loop_stop_watchers(aTHX);
     perl_pubsub_unready(aTHX);
     perl_shared_unready(aTHX);
@@ -120,7 +121,7 @@ static void stop_interpreter(void)
     perl_destruct(my_perl);
     perl_free(my_perl);
     perl_host_interp = NULL;
-    perl_xs_free_watches();
+    perl_watch_free_all();
     perl_loop_free_watchers();
     /* The interpreter that owned the preloaded code references is gone. */
     for (size_t i = 0; i < n_preloaded; i++)

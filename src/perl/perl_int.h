@@ -17,7 +17,9 @@
 
 extern PerlInterpreter *perl_host_interp;
 extern pagi_loop *perl_host_loop;
-#define dPERL PerlInterpreter *my_perl = perl_host_interp; PERL_UNUSED_VAR(my_perl)
+#define dPERL                                                                                      \
+    PerlInterpreter *my_perl = perl_host_interp;                                                   \
+    PERL_UNUSED_VAR(my_perl)
 
 /* An SV the C side holds for a scope until its callback runs or the scope is released. */
 typedef struct perl_hold {
@@ -59,10 +61,8 @@ SV *perl_scope_hv(pTHX_ pagi_scope *s, SV *handle, SV *state);
 
 /* perl_xs.c */
 void perl_xs_boot(pTHX);
-/* Stop every timer and fd watch still running (the host's teardown). */
-void perl_xs_stop_watches(pTHX);
-/** After perl_destruct: free every watch entry left (stopping the live ones). */
-void perl_xs_free_watches(void);
+/* Call $cb->($arg) (arg mortalised; G_EVAL: a die is logged, not fatal). */
+void perl_call_cb(pTHX_ SV *cb, SV *arg);
 SV *perl_handle_new(pTHX_ pagi_scope *s, perl_handle **out);
 /* pagi_scope_finish once, if the scope is still there. */
 void perl_handle_finish(perl_handle *h, const char *err);
@@ -78,6 +78,13 @@ void perl_xs_unready(pTHX);
 perl_handle *perl_xs_handle(pTHX_ SV *sv);
 SV *perl_xs_failed_future(pTHX_ const char *err);
 SV *perl_xs_done_future(pTHX);
+
+/* perl_watch_xs.c: timers and fd watches behind Future::IO. */
+void perl_watch_boot(pTHX);
+/* Stop every timer and fd watch still running (the host's teardown). */
+void perl_watch_stop_all(pTHX);
+/** After perl_destruct: free every watch entry left (stopping the live ones). */
+void perl_watch_free_all(void);
 
 /* perl_shared_xs.c: the pagi.shared extension (shared dictionaries): its
  * methods, and the per-worker object scopes carry (NULL: none configured). */

@@ -19,6 +19,7 @@ libpagid_worker_a_SOURCES += \
 # core/: the loop, connections, output, the run queue, TLS, access log.
 libpagid_worker_a_SOURCES += \
 	src/worker/core/accept_gate.c src/worker/core/accept_gate.h \
+	src/worker/core/acceptors.c src/worker/core/acceptors.h \
 	src/worker/core/runq.c src/worker/core/runq.h \
 	src/worker/core/loop.c src/worker/core/loop.h \
 	src/worker/core/conn.c src/worker/core/conn.h \
@@ -28,6 +29,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/core/pagi_buf.c src/worker/core/pagi_buf.h \
 	src/worker/core/handle.c src/worker/core/handle.h \
 	src/worker/core/crash.c src/worker/core/crash.h \
+	src/worker/core/app_call.c src/worker/core/app_call.h \
 	src/worker/core/state_table.c src/worker/core/state_table.h \
 	src/worker/core/reason.h \
 	src/worker/core/memtrim.c src/worker/core/memtrim.h \

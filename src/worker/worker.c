@@ -1,20 +1,16 @@
 /*
  * worker.c - a worker process: load the app, run lifespan startup, accept
- * on the inherited listeners, and on SIGTERM drain (stop accepting, close
- * idle connections, let in-flight requests finish within timeouts.shutdown,
- * then end what is left with server_shutdown and run lifespan shutdown).
+ * on the inherited listeners (core/acceptors.c), and on SIGTERM drain (stop
+ * accepting, close idle connections, let in-flight requests finish within
+ * timeouts.shutdown, then end what is left with server_shutdown and run
+ * lifespan shutdown).
  */
 #include "worker.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/exitcodes.h"
@@ -22,8 +18,9 @@
 #include "common/pool.h"
 #include "common/proctitle.h"
 #include "common/shm.h"
-#include "worker/core/accept_gate.h"
+#include "worker/core/acceptors.h"
 #include "worker/core/access_log.h"
+#include "worker/core/app_call.h"
 #include "app_registry.h"
 #include "worker/core/conn.h"
 #include "worker/core/crash.h"
@@ -36,51 +33,21 @@
 #include "worker/scope/scope.h"
 #include "worker/core/state_table.h"
 
-#define ACCEPT_BATCH 64
-/* Fair accept (accept_gate.h): a worker past its share is woken by the
- * peer whose accept lets it in again (SIGURG); besides, it looks again this
- * often while connections wait, and takes them itself when no peer has
- * accepted anything for GATE_STALL (peers busy in long handlers, stuck). */
-#define GATE_TICK 0.02
-#define GATE_STALL 0.2
-#define GATE_WAKE_SIGNAL SIGURG /* ignored by default: harmless to a process not listening */
-#define GATE_WAKE_MAX 16
 #define SHUTDOWN_GRACE 1.0   /* seconds for handlers once no connection is left */
 #define DRAIN_IDLE_GRACE 1.0 /* draining: an idle keep-alive connection's last chance */
 #define DRAIN_IDLE_TICK 0.1
-#define LIMIT_LOG_INTERVAL 10.0 /* limits.max_connections reached: one line per this, at most */
-
-typedef struct acceptor {
-    ev_io io;
-    int fd;
-    char host[INET6_ADDRSTRLEN + 8];
-    int port;
-    int status; /* the status.listen socket */
-    const struct tls_server *tls; /* a TLS listener's context, else NULL */
-    int h2; /* HTTP/2 allowed: ALPN h2 (TLS) or h2c prior knowledge (listen.http2) */
-    struct worker_run_ctx *run;
-} acceptor;
 
 typedef struct worker_run_ctx {
     worker_ctx w;
-    acceptor *acceptors;
-    size_t n_acceptors;
-    int accepting;
-    int gated;              /* past its share: the app listeners are left to peers */
-    int at_limit;           /* limits.max_connections app connections: the same */
-    double limit_logged_at; /* when reaching the limit was last logged (0: never) */
-    unsigned long limit_unlogged; /* times it was reached since then */
-    uint64_t gate_progress; /* the peers' accept count when last looked at */
-    double gate_since;      /* when it last changed, or the gate closed */
+    acceptors acc; /* the listening sockets (core/acceptors.c) */
     int exit_code;
-    int stopping;  /* lifespan shutdown started */
-    int grace_over; /* past the shutdown deadline plus the apps' grace */
-    int wait_named; /* the scopes the shutdown waits for were logged */
+    int stopping;       /* lifespan shutdown started */
+    int grace_over;     /* past the shutdown deadline plus the apps' grace */
+    int wait_named;     /* the scopes the shutdown waits for were logged */
     mount_table mounts; /* the app, and the apps under path prefixes */
     pool_info pool;     /* the generation's worker pool (loop.pool), when it has one */
-    ev_signal sig_term, sig_int, sig_quit, sig_usr1, sig_gate;
-    ev_timer shutdown_timer, accept_retry, grace_timer, heartbeat;
-    ev_timer gate_timer; /* while gated: the share looked at again */
+    ev_signal sig_term, sig_int, sig_quit, sig_usr1;
+    ev_timer shutdown_timer, grace_timer, heartbeat;
     ev_timer drain_idle; /* draining: closes keep-alive connections idle long enough */
     ev_timer recycle;    /* max_requests reached: drain at the next loop turn */
     log_channel logs;    /* the master's log channel: our files come there */
@@ -90,263 +57,10 @@ typedef struct worker_run_ctx {
     unsigned generation; /* for the process title */
 } worker_run_ctx;
 
-static worker_run_ctx *run_of(worker_ctx *w) { return (worker_run_ctx *)w; }
-
-/* Watch each listener while accepting, except app listeners while gated or
- * at the connection limit (the status listener is neither: it is not the
- * app's load, and it must answer most when the app's side is full). */
-static void acceptors_update(worker_run_ctx *r)
+static worker_run_ctx *run_of(worker_ctx *w)
 {
-    for (size_t i = 0; i < r->n_acceptors; i++) {
-        acceptor *a = &r->acceptors[i];
-        int want = r->accepting && a->fd >= 0 && (a->status || (!r->gated && !r->at_limit));
-        if (want && !ev_is_active(&a->io))
-            ev_io_start(r->w.loop.ev, &a->io);
-        else if (!want && ev_is_active(&a->io))
-            ev_io_stop(r->w.loop.ev, &a->io);
-    }
+    return (worker_run_ctx *)w;
 }
-
-static void accepting_set(worker_run_ctx *r, int on)
-{
-    if (r->accepting == on)
-        return;
-    r->accepting = on;
-    acceptors_update(r);
-}
-
-static int gate_allows(worker_run_ctx *r);
-
-/* The connections limits.max_connections counts: the status listener's are not. */
-static size_t app_conns(const worker_ctx *w)
-{
-    return w->n_conns - w->n_status_conns;
-}
-
-/*
- * At limits.max_connections: the app listeners are left alone until one of
- * our connections closes; what arrives meanwhile waits in the shared listen
- * queue (a peer with room takes it). Counted each time, logged at most once
- * per LIMIT_LOG_INTERVAL with how often it happened since the last line.
- */
-static void limit_reached(worker_run_ctx *r)
-{
-    worker_ctx *w = &r->w;
-    if (r->at_limit)
-        return;
-    r->at_limit = 1;
-    acceptors_update(r);
-    if (w->stats)
-        shm_add(&w->stats->max_connections_reached, 1);
-    r->limit_unlogged++;
-    double now = ev_now(w->loop.ev);
-    if (r->limit_logged_at > 0 && now - r->limit_logged_at < LIMIT_LOG_INTERVAL)
-        return;
-    if (r->limit_unlogged > 1)
-        log_warn("limits.max_connections (%zu) reached %lu times in the last %.0f s: new "
-                 "connections wait in the listen queue until one of this worker's closes",
-                 w->cfg->limits.max_connections, r->limit_unlogged, now - r->limit_logged_at);
-    else
-        log_warn("limits.max_connections (%zu) reached: new connections wait in the listen "
-                 "queue until one of this worker's closes",
-                 w->cfg->limits.max_connections);
-    r->limit_logged_at = now;
-    r->limit_unlogged = 0;
-}
-
-/* Publish the gate state for the peers that wake gated workers. */
-static void gate_publish(worker_run_ctx *r, int state)
-{
-    if (r->w.stats)
-        atomic_store(&r->w.stats->gated, state);
-}
-
-static void gate_set(worker_run_ctx *r, int gated)
-{
-    if (r->gated == gated)
-        return;
-    r->gated = gated;
-    gate_publish(r, gated ? ACCEPT_GATE_CLOSED : ACCEPT_GATE_WATCHING);
-    if (gated) {
-        r->gate_progress = accept_gate_peer_accepts(r->w.shm, r->w.stats);
-        r->gate_since = ev_now(r->w.loop.ev);
-        ev_timer_set(&r->gate_timer, GATE_TICK, GATE_TICK);
-        ev_timer_again(r->w.loop.ev, &r->gate_timer);
-    } else {
-        ev_timer_stop(r->w.loop.ev, &r->gate_timer);
-    }
-    acceptors_update(r);
-}
-
-static int gate_allows(worker_run_ctx *r)
-{
-    const worker_ctx *w = &r->w;
-    return accept_gate_open(w->shm, w->stats, app_conns(w), w->cfg->limits.max_connections,
-                            shm_now_ms());
-}
-
-/*
- * Close the gate unless a peer's accept, between the look that found this
- * worker past its share and now, let it in again. A peer adds to its count
- * and then reads the gate states; this worker publishes its state and then
- * reads the counts: with a full fence on both sides one of the two sees the
- * other, so a gate never stays closed unnoticed.
- */
-static int gate_close(worker_run_ctx *r)
-{
-    gate_set(r, 1);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (!gate_allows(r))
-        return 1;
-    gate_set(r, 0);
-    return 0;
-}
-
-/* After this worker accepted or left: wake the gated peers it let in. */
-static void gate_wake_peers(worker_run_ctx *r)
-{
-    worker_ctx *w = &r->w;
-    int pids[GATE_WAKE_MAX];
-    if (!w->shm)
-        return;
-    atomic_thread_fence(memory_order_seq_cst);
-    size_t n = accept_gate_to_wake(w->shm, w->stats, w->cfg->limits.max_connections,
-                                   shm_now_ms(), pids, GATE_WAKE_MAX);
-    for (size_t i = 0; i < n; i++)
-        kill(pids[i], GATE_WAKE_SIGNAL);
-}
-
-/*
- * Accept up to ACCEPT_BATCH connections from a. Before each one of an app
- * listener the gate is asked (unless force: nobody else is taking them):
- * past this worker's share, the rest is left in the shared queue, where a
- * peer's loop, woken by the same readiness, takes it.
- */
-static int accept_batch(acceptor *a, int force)
-{
-    worker_run_ctx *r = a->run;
-    worker_ctx *w = &r->w;
-    struct ev_loop *ev = w->loop.ev;
-    int taken = 0;
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
-        if (!a->status && app_conns(w) >= w->cfg->limits.max_connections) {
-            /* At the limit: leave the rest in the shared queue for other workers. */
-            limit_reached(r);
-            return taken;
-        }
-        if (!a->status && !force && !gate_allows(r) && gate_close(r))
-            return taken;
-        struct sockaddr_storage peer;
-        socklen_t plen = sizeof peer;
-        int fd = accept4(a->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return taken;
-            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-                continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                log_warn("accept: %s; pausing accepts for 100ms", strerror(errno));
-                accepting_set(r, 0);
-                ev_timer_set(&r->accept_retry, 0.1, 0.);
-                ev_timer_start(ev, &r->accept_retry);
-                return taken;
-            }
-            log_error("accept: %s", strerror(errno));
-            return taken;
-        }
-        taken++;
-        if (w->stats)
-            shm_add(&w->stats->accepted, 1);
-        conn *c = conn_new(w, fd, (struct sockaddr *)&peer, a->host, a->port, &h1_proto, a->tls);
-        if (c && a->status) {
-            c->status_listener = 1; /* conn_close counts it out again */
-            w->n_status_conns++;
-        }
-        if (c)
-            c->h2_allowed = a->h2;
-    }
-    return taken;
-}
-
-static void worker_on_accept(struct ev_loop *ev, ev_io *io, int revents)
-{
-    acceptor *a = io->data;
-    if (accept_batch(a, 0) > 0 && !a->status)
-        gate_wake_peers(a->run);
-}
-
-/* Connections wait on some app listener. */
-static int gate_queue_waiting(worker_run_ctx *r)
-{
-    for (size_t i = 0; i < r->n_acceptors; i++) {
-        acceptor *a = &r->acceptors[i];
-        struct pollfd p = {.fd = a->fd, .events = POLLIN};
-        if (!a->status && a->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
-            return 1;
-    }
-    return 0;
-}
-
-/*
- * Gated: back to watching the listeners once the share allows another
- * connection or nothing waits (the next arrival asks the gate again).
- * Returns 1 when still gated, wakeable again by a peer.
- */
-static int gate_recheck(worker_run_ctx *r)
-{
-    if (!r->gated)
-        return 0;
-    if (r->accepting && !gate_allows(r) && gate_queue_waiting(r)) {
-        gate_publish(r, ACCEPT_GATE_CLOSED); /* woken: wakeable again */
-        atomic_thread_fence(memory_order_seq_cst);
-        if (!gate_allows(r))
-            return 1;
-    }
-    gate_set(r, 0);
-    return 0;
-}
-
-static void worker_on_gate_wake(struct ev_loop *ev, ev_signal *s, int revents)
-{
-    gate_recheck(s->data);
-}
-
-/*
- * The gated worker's own look: while connections wait and the peers'
- * accept count does not move for GATE_STALL, nobody else is taking them:
- * take a batch regardless, so the queue is never left unserved.
- */
-static void worker_on_gate_tick(struct ev_loop *ev, ev_timer *t, int revents)
-{
-    worker_run_ctx *r = t->data;
-    if (!gate_recheck(r))
-        return;
-    uint64_t seen = accept_gate_peer_accepts(r->w.shm, r->w.stats);
-    double now = ev_now(ev);
-    if (seen != r->gate_progress) {
-        r->gate_progress = seen;
-        r->gate_since = now;
-        return;
-    }
-    if (now - r->gate_since < GATE_STALL)
-        return;
-    r->gate_since = now;
-    int taken = 0;
-    for (size_t i = 0; i < r->n_acceptors && r->accepting; i++)
-        if (!r->acceptors[i].status && r->acceptors[i].fd >= 0)
-            taken += accept_batch(&r->acceptors[i], 1);
-    if (taken)
-        gate_wake_peers(r);
-}
-
-static void worker_on_accept_retry(struct ev_loop *ev, ev_timer *t, int revents)
-{
-    worker_run_ctx *r = t->data;
-    if (!r->w.draining)
-        accepting_set(r, 1);
-}
-
-/* ---- stopping ---- */
 
 static void worker_on_lifespan_stopped(worker_ctx *w)
 {
@@ -404,12 +118,7 @@ static void worker_on_conn_count(worker_ctx *w)
         worker_maybe_finish(r);
         return;
     }
-    if (r->at_limit && app_conns(w) < w->cfg->limits.max_connections) {
-        r->at_limit = 0;
-        acceptors_update(r);
-    }
-    if (r->gated && gate_allows(r))
-        gate_set(r, 0); /* a connection of ours went: our share has room again */
+    acceptors_on_conn_closed(&r->acc);
 }
 
 static void worker_on_shutdown_deadline(struct ev_loop *ev, ev_timer *t, int revents)
@@ -467,16 +176,7 @@ static void worker_drain(worker_run_ctx *r)
     conn_notice_drain(w);
     if (w->under_master)
         proctitle_worker(w->worker_num, r->generation, 1);
-    accepting_set(r, 0);
-    gate_set(r, 0);
-    ev_timer_stop(w->loop.ev, &r->accept_retry);
-    for (size_t i = 0; i < r->n_acceptors; i++) {
-        close(r->acceptors[i].fd);
-        r->acceptors[i].fd = -1;
-    }
-    if (w->stats)
-        atomic_store(&w->stats->ready, 0); /* no longer accepting */
-    gate_wake_peers(r); /* our share is theirs now */
+    acceptors_close(&r->acc); /* the slot no longer ready; the gated peers woken */
     /* Long-lived scopes hear of it now and may end at once (a 1001 close, a
      * final event) rather than hold the stop for timeouts.shutdown. */
     scope_notice_server_drain(w);
@@ -593,35 +293,21 @@ static void worker_on_lifespan_started(worker_ctx *w, lifespan_outcome o, const 
         log_info("worker %d ready", w->worker_num);
     if (w->stats)
         atomic_store(&w->stats->ready, 1);
-    accepting_set(r, 1);
+    acceptors_set_accepting(&r->acc, 1);
 }
 
-static void acceptor_describe(acceptor *a, const worker_listener *l)
+static void worker_flush(void *ud)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    a->port = -1;
-    snprintf(a->host, sizeof a->host, "%s", l->conf && l->conf->path ? l->conf->path : "");
-    if (getsockname(l->fd, (struct sockaddr *)&ss, &len) < 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &in->sin_addr, a->host, sizeof a->host);
-        a->port = ntohs(in->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, a->host, sizeof a->host);
-        a->port = ntohs(in6->sin6_port);
-    }
+    conn_flush_all(ud);
 }
-
-static void worker_flush(void *ud) { conn_flush_all(ud); }
 
 /* The heartbeat only advances while the loop turns: a blocked loop shows as a stale stamp. */
 static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
 {
     worker_run_ctx *r = t->data;
-    atomic_store_explicit(&r->w.stats->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
+    uint64_t now = shm_now_ms();
+    atomic_store_explicit(&r->w.stats->heartbeat_ms, now, memory_order_relaxed);
+    app_call_clock_sync(&r->w.loop, now); /* ev_now drifts from CLOCK_MONOTONIC */
 }
 
 int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t n, int worker_num,
@@ -670,6 +356,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     if (shm && !w->stats)
         log_warn("no free slot in the shared region: this worker is not monitored");
     loop_init(&w->loop, ev);
+    if (w->stats) { /* the blocked-loop kill names the app call it was in */
+        w->loop.app_call = &w->stats->app_call;
+        app_call_clock_sync(&w->loop, shm_now_ms());
+    }
     w->loop.recycle = worker_recycle;
     w->loop.shared_dicts = cfg->shared_dicts;
     w->loop.n_shared_dicts = cfg->n_shared_dicts;
@@ -730,27 +420,10 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     }
     mount_table_install(&r->mounts, w);
 
-    r->acceptors = calloc(n ? n : 1, sizeof *r->acceptors);
-    if (!r->acceptors) {
+    if (acceptors_init(&r->acc, w, listeners, n) < 0) {
         r->exit_code = EXIT_WORKER_FATAL;
         goto out;
     }
-    r->n_acceptors = n;
-    for (size_t i = 0; i < n; i++) {
-        acceptor *a = &r->acceptors[i];
-        a->fd = listeners[i].fd;
-        a->run = r;
-        a->status = listeners[i].conf && listeners[i].conf->status;
-        a->tls = listeners[i].tls;
-        a->h2 = listeners[i].conf && config_listen_h2(listeners[i].conf);
-        acceptor_describe(a, &listeners[i]);
-        ev_io_init(&a->io, worker_on_accept, a->fd, EV_READ);
-        a->io.data = a;
-    }
-    ev_init(&r->accept_retry, worker_on_accept_retry);
-    r->accept_retry.data = r;
-    ev_init(&r->gate_timer, worker_on_gate_tick);
-    r->gate_timer.data = r;
     ev_init(&r->shutdown_timer, worker_on_shutdown_deadline);
     r->shutdown_timer.data = r;
     ev_init(&r->grace_timer, worker_on_grace_over);
@@ -768,9 +441,6 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_signal_init(&r->sig_usr1, worker_on_reopen, SIGUSR1);
     r->sig_usr1.data = r;
     ev_signal_start(ev, &r->sig_usr1);
-    ev_signal_init(&r->sig_gate, worker_on_gate_wake, GATE_WAKE_SIGNAL);
-    r->sig_gate.data = r;
-    ev_signal_start(ev, &r->sig_gate);
     if (!under_master) {
         ev_signal_init(&r->sig_int, worker_on_signal, SIGINT);
         r->sig_int.data = r;
@@ -811,11 +481,7 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     ev_signal_stop(ev, &r->sig_quit);
     ev_signal_stop(ev, &r->sig_int);
     ev_signal_stop(ev, &r->sig_usr1);
-    ev_signal_stop(ev, &r->sig_gate);
-    gate_set(r, 0);
     ev_timer_stop(ev, &r->shutdown_timer);
-    ev_timer_stop(ev, &r->accept_retry);
-    ev_timer_stop(ev, &r->gate_timer);
     ev_timer_stop(ev, &r->grace_timer);
     ev_timer_stop(ev, &r->drain_idle);
     ev_timer_stop(ev, &r->recycle);
@@ -823,10 +489,6 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
         ev_ref(ev);
         ev_timer_stop(ev, &r->heartbeat);
     }
-    accepting_set(r, 0);
-    for (size_t i = 0; i < r->n_acceptors; i++)
-        if (r->acceptors[i].fd >= 0 && !under_master)
-            r->acceptors[i].fd = -1; /* the caller owns the listening sockets */
 
 out:;
     log_channel_stop(&r->logs, ev);
@@ -835,7 +497,7 @@ out:;
     w->alog = NULL;
     mount_table_free(&r->mounts);
     loop_drain_all(&w->loop); /* what the apps' teardown queued (timers they stopped) */
-    pubsub_free(w->pubsub); /* after every scope, so after their subscriptions */
+    pubsub_free(w->pubsub);   /* after every scope, so after their subscriptions */
     w->pubsub = NULL;
     state_table_unref(w->state);
     scope_quarantine_free(w);
@@ -843,7 +505,7 @@ out:;
     buf_free(&w->rbuf);
     memtrim_stop();
     loop_destroy(&w->loop);
-    free(r->acceptors);
+    acceptors_free(&r->acc); /* the listening sockets stay the caller's */
     free(r);
     ev_loop_destroy(ev);
     log_info("worker %d exiting (%d)", worker_num, code);

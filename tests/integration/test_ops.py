@@ -404,6 +404,61 @@ def stopped_worker_replaced_by_heartbeat(ctx):
     check_eq(request(port, "GET", "/").status, 200, "status after the replacement")
 
 
+BLOCKED_LINE = (r"worker \d \(pid (\d+)\): event loop blocked for ([\d.]+)s in %s \(the app's "
+                r"handle callback, started ([\d.]+)s ago; limit 2\.0s: timeouts\.heartbeat\); "
+                r"killing it")
+
+
+@test(timeout=40, serial=True)
+def blocked_loop_kill_names_the_request(ctx):
+    # A handler that never returns blocks its worker's loop: the master's kill
+    # line names the request it was running (method, raw path and query) and
+    # how long ago that app call began; a request to the other worker is
+    # served meanwhile.
+    port = free_port()
+    srv, _ = start_with_config(ctx, base_config(ctx, port, "timeouts: {heartbeat: 2s}\n"), port)
+    before = wait_workers(srv, 2)
+    srv.allow_crash = True  # the master reports the killed worker
+    c = Conn(port)
+    c.send(b"GET /block?x=1&who=%7Fme HTTP/1.1\r\nHost: t\r\n\r\n")
+    time.sleep(0.3 * SLOW)
+    r = request(port, "GET", "/other", timeout=5)
+    check_eq(r.status, 200, "a request while one worker is blocked")
+    served_by = int(r.body.split()[1])
+    line = BLOCKED_LINE % re.escape("GET /block?x=1&who=%7Fme")
+    m = wait_for(lambda: re.search(line, srv.stderr()), 6 * SLOW)
+    check(m, "no kill line naming the request: %r" % srv.stderr()[-800:])
+    victim = int(m.group(1))
+    check(victim in before, "killed pid %d is not a worker %r" % (victim, before))
+    check(served_by != victim, "the other request was served by the blocked worker")
+    blocked_for, started_ago = float(m.group(2)), float(m.group(3))
+    check(started_ago >= 1.5, "the app call began only %.1fs before the kill" % started_ago)
+    # the last beat came up to 0.5s before the call began
+    check(-0.2 <= blocked_for - started_ago <= 1.0,
+          "blocked for %.1fs, app call started %.1fs ago" % (blocked_for, started_ago))
+    c.close()
+    check(wait_for(lambda: not pid_alive(victim), 5), "blocked worker %d still alive" % victim)
+    check_eq(request(port, "GET", "/").status, 200, "status after the replacement")
+
+
+@test(timeout=30)
+def stopped_worker_named_as_in_no_app_call(ctx):
+    # A worker stopped between app calls (SIGSTOP) is killed with a line that
+    # says so, not with a request it finished long ago.
+    port = free_port()
+    srv, _ = start_with_config(ctx, base_config(ctx, port, "timeouts: {heartbeat: 2s}\n"), port)
+    wait_workers(srv, 2)
+    srv.allow_crash = True
+    for _ in range(4):
+        check_eq(request(port, "GET", "/served").status, 200, "status")
+    victim = wait_workers(srv, 2)[0]
+    os.kill(victim, signal.SIGSTOP)
+    line = (r"worker \d \(pid %d\): event loop blocked for [\d.]+s \(in no app call; limit "
+            r"2\.0s: timeouts\.heartbeat\); killing it" % victim)
+    check(wait_for(lambda: re.search(line, srv.stderr()), 6 * SLOW),
+          "no kill line saying the worker was in no app call: %r" % srv.stderr()[-800:])
+
+
 @test(timeout=30)
 def slow_startup_not_taken_for_a_blocked_loop(ctx):
     # A lifespan startup that blocks the loop 2.5s (heartbeat 1s) is bounded by

@@ -701,3 +701,25 @@ def app_stderr_goes_to_the_error_log(ctx):
     for s in ("DBD::Pg", "printed to STDERR", "written to fd 2"):
         check(s not in err, "%r on the terminal:\n%s" % (s, err[-1000:]))
     srv.stop()
+
+
+@test(timeout=40, serial=True)
+def blocked_handler_killed_with_its_request_named(ctx):
+    # A Perl handler that blocks (sleep 30 without await) holds its worker's
+    # loop: the master's kill line names the request, as for a C app; the
+    # other worker serves meanwhile.
+    srv = ctx.start(app(ctx, "blocks"), workers=2, config="timeouts: {heartbeat: 2s}\n")
+    srv.allow_crash = True  # the master reports the killed worker
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers not ready")
+    c = Conn(srv.port)
+    c.send(b"POST /slow?q=%22a%20b%22 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+    time.sleep(0.3 * SLOW)
+    r = request(srv.port, path="/")
+    check_eq(r.status, 200, "a request while one worker is blocked")
+    line = (r"worker \d \(pid (\d+)\): event loop blocked for [\d.]+s in POST "
+            r"/slow\?q=%22a%20b%22 \(the app's handle callback, started [\d.]+s ago; limit "
+            r"2\.0s: timeouts\.heartbeat\); killing it")
+    m = wait_for(lambda: re.search(line, srv.stderr()), 6 * SLOW)
+    check(m, "no kill line naming the request: %r" % srv.stderr()[-800:])
+    check(r.body != b"ok " + m.group(1).encode(), "served by the blocked worker")
+    c.close()

@@ -17,6 +17,13 @@ tests_unit_test_http1_response_SOURCES = tests/unit/test_http1_response.c
 tests_unit_test_http1_response_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_http1_response_LDADD = $(HTTP1_LIBS) $(CHECK_LIBS)
 
+# app_call: the record of the app call a worker is inside (the blocked-loop kill's).
+check_PROGRAMS += tests/unit/test_app_call
+TESTS += tests/unit/test_app_call
+tests_unit_test_app_call_SOURCES = tests/unit/test_app_call.c
+tests_unit_test_app_call_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_app_call_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
 # accept_gate: the fair-accept share test over the shared region.
 check_PROGRAMS += tests/unit/test_accept_gate
 TESTS += tests/unit/test_accept_gate

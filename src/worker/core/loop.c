@@ -14,7 +14,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "crash.h"
+#include "app_call.h"
 #include "memtrim.h"
 
 /* Run-queue items kept between rounds (40 B each): what a busy worker reuses. */
@@ -186,9 +186,9 @@ static void timer_on_fire(struct ev_loop *ev, ev_timer *w, int revents)
     pagi_timer *t = w->data;
     pagi_loop *l = t->loop;
     double t0 = loop_hold_begin(l);
-    crash_enter("timer", NULL, NULL, 0, NULL, 0);
+    app_call_enter(l, "timer", NULL);
     t->cb(t, t->ud); /* may stop t: freed later, at the safe point */
-    crash_leave();
+    app_call_leave(l);
     double ms = loop_hold_end(l, t0);
     if (ms > 0)
         log_warn("debug: an app's timer callback held the loop for %.0f ms", ms);
@@ -261,9 +261,9 @@ static void io_on_ready(struct ev_loop *ev, ev_io *w, int revents)
     int ev_mask = ((revents & EV_READ) ? PAGI_IO_READ : 0) | ((revents & EV_WRITE) ? PAGI_IO_WRITE : 0);
     pagi_loop *l = io->loop;
     double t0 = loop_hold_begin(l);
-    crash_enter("io watch", NULL, NULL, 0, NULL, 0);
+    app_call_enter(l, "io watch", NULL);
     io->cb(io, io->w.fd, ev_mask, io->ud);
-    crash_leave();
+    app_call_leave(l);
     double ms = loop_hold_end(l, t0);
     if (ms > 0)
         log_warn("debug: an app's io watch callback held the loop for %.0f ms", ms);
@@ -299,16 +299,17 @@ void pagi_io_stop(pagi_io *io)
 
 static void defer_run(const runq_item *it)
 {
-    crash_enter("defer", NULL, NULL, 0, NULL, 0);
+    pagi_loop *l = it->b;
+    app_call_enter(l, "defer", NULL);
     ((pagi_defer_cb)it->cb)(it->a);
-    crash_leave();
+    app_call_leave(l);
 }
 
 int pagi_defer(pagi_loop *l, pagi_defer_cb cb, void *ud)
 {
     if (!l || !cb)
         return -1;
-    return loop_queue(l, defer_run, (runq_any_fn)cb, ud, NULL, NULL);
+    return loop_queue(l, defer_run, (runq_any_fn)cb, ud, l, NULL);
 }
 
 double pagi_loop_now(const pagi_loop *l) { return ev_now(l->ev); }

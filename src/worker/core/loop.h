@@ -39,6 +39,15 @@ struct pagi_loop {
      * handle is recognised; the oldest is freed past LOOP_KEPT_MAX. */
     void **kept;
     size_t kept_head, kept_n;
+    /* The app call in progress, recorded for the master (app_call.h): the
+     * worker's record in its shared slot (NULL: none), how deep the calls
+     * nest, whose request the record names, and ev_now's offset to
+     * CLOCK_MONOTONIC. */
+    struct shm_app_call *app_call;
+    unsigned app_call_depth;
+    const void *app_call_id;
+    uint32_t app_call_gen;
+    double app_call_clock_offset;
 };
 
 #define LOOP_KEPT_MAX 256

@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "common/pubsub_msg.h"
 #include "common/shm.h"
-#include "worker/core/crash.h"
+#include "worker/core/app_call.h"
 #include "worker/core/handle.h"
 #include "worker/core/loop.h"
 #include "scope.h"
@@ -346,9 +346,11 @@ static void sub_deliver_job(const runq_item *it)
         COUNT(sub->ps->w, pubsub_delivered, 1);
         pagi_loop *l = &sub->ps->w->loop;
         double t0 = loop_hold_begin(l);
-        crash_enter("pubsub message", NULL, sub->ch->name, sub->ch->len, NULL, 0);
+        app_call_enter(
+            l, "pubsub message",
+            &(app_call_request){.crash_path = sub->ch->name, .crash_path_len = sub->ch->len});
         sub->cb(sub, (pagi_str){sub->ch->name, sub->ch->len}, m->data, m->len, sub->ud);
-        crash_leave();
+        app_call_leave(l);
         double ms = loop_hold_end(l, t0);
         if (ms > 0)
             log_warn("debug: an app's pub/sub message callback held the loop for %.0f ms", ms);

@@ -7,7 +7,7 @@
 #ifndef PAGID_SCOPE_INTERNAL_H
 #define PAGID_SCOPE_INTERNAL_H
 
-#include "worker/core/crash.h"
+#include "worker/core/app_call.h"
 #include "worker/core/handle.h"
 #include "scope.h"
 #include "worker/core/state_table.h"
@@ -118,18 +118,31 @@ void scope_quarantine_put(pagi_scope *s);
 /* Debug mode: the callback of kind held the loop since t0; warn if too long. */
 void scope_hold_check(pagi_scope *s, double t0, const char *kind);
 
-/* Around a call into app code: the crash line's note (a few stores) and,
- * in debug mode only, the loop-hold timer. */
+/* Around a call into app code: the crash line's note and the master's
+ * record of the app call (app_call.h: a few stores) and, in debug mode
+ * only, the loop-hold timer. A lifespan scope's calls name it, not a request. */
 static inline double scope_app_enter(pagi_scope *s, const char *kind)
 {
-    crash_enter(kind, s->req.method, s->req.path.ptr, s->req.path.len, s->req.client_host,
-                s->req.client_port);
+    const scope_request *r = &s->req;
+    int is_lifespan = s->type == PAGI_SCOPE_LIFESPAN;
+    app_call_request req = {.id = s,
+                            .gen = s->h.gen,
+                            .method = is_lifespan ? NULL : r->method,
+                            .path = is_lifespan ? "lifespan scope" : r->raw_path.ptr,
+                            .path_len = is_lifespan ? 14 : r->raw_path.len,
+                            .query = r->query.ptr,
+                            .query_len = is_lifespan ? 0 : r->query.len,
+                            .client = r->client_host,
+                            .client_port = r->client_port,
+                            .crash_path = r->path.ptr,
+                            .crash_path_len = r->path.len};
+    app_call_enter(&s->w->loop, kind, &req);
     return loop_hold_begin(&s->w->loop);
 }
 
 static inline void scope_app_leave(pagi_scope *s, double t0, const char *kind)
 {
-    crash_leave();
+    app_call_leave(&s->w->loop);
     if (t0 != 0)
         scope_hold_check(s, t0, kind);
 }
