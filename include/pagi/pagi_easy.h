@@ -245,10 +245,11 @@ int pagi_group_unsubscribe(pagi_group *g, const char *channel);
  * "%2F" stays inside a segment and a named segment never spans a '/'. The
  * most specific route wins, segment by segment from the left (literal, then
  * named, then wildcard); then an exact method over GET-serving-HEAD over
- * any method; then the route added first. A trailing '/' is significant
- * ("/polls/" is not "/polls"), except that the mount point itself ("/api"
- * under a mount at /api) is "/". The router is the app's: no allocation
- * per dispatch, not thread-safe, free it when no dispatch is running.
+ * any method (no tie is left: a route of an earlier one's method and shape
+ * is refused, so the order of adding never matters). A trailing '/' is
+ * significant ("/polls/" is not "/polls"), except that the mount point
+ * itself ("/api" under a mount at /api) is "/". The router is the app's: no
+ * allocation per dispatch, not thread-safe, free it when no dispatch runs.
  */
 typedef struct pagi_router pagi_router;
 /** The values of one match: valid during the route callback only. */
