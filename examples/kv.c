@@ -5,10 +5,9 @@
  *   GET /watch               SSE: every change as an event "change"
  *   /ws                      WebSocket: "set KEY VALUE" stores and broadcasts
  * Changes reach every WebSocket and watch client as "set KEY VALUE" or
- * "del KEY". The store lives per worker: created and freed in lifespan,
- * with its router (pagi_router(3)): paths are matched below the mount point,
- * a KEY is one path segment (write a '/' in it as %2F), and other methods
- * get 405 with an allow header.
+ * "del KEY". The store and its router (pagi_router(3): paths below the
+ * mount point; a KEY is one segment, a '/' in it written %2F; other
+ * methods get 405) live per worker: created and freed in lifespan.
  */
 #include <pagi/pagi.h>
 #include <pagi/pagi_easy.h>
@@ -131,9 +130,8 @@ static void kv_destroy(void *obj, void *ud)
 
 /* ---- http ---- */
 
-/* PUT: the key (a view into the scope's path, valid as long as the scope)
- * and the store, for the body callback; the scope's userdata, freed when
- * the scope is released however it ends. */
+/* PUT: the store and the key (a view into the scope's path) for the body
+ * callback; the scope's userdata, freed at its release however it ends. */
 typedef struct put_req {
     kv *k;
     pagi_str key;
@@ -201,15 +199,13 @@ static void ws_message(pagi_group *g, pagi_scope *s, pagi_str msg, int is_text, 
 static void kv_ws(pagi_scope *s, const pagi_route_params *params, void *ud)
 {
     (void)params;
-    kv *k = ud;
-    pagi_group_join(k->ws, s, ws_message, k);
+    pagi_group_join(((kv *)ud)->ws, s, ws_message, ud);
 }
 
 static void kv_watch(pagi_scope *s, const pagi_route_params *params, void *ud)
 {
     (void)params;
-    kv *k = ud;
-    pagi_group_join(k->watch, s, NULL, NULL);
+    pagi_group_join(((kv *)ud)->watch, s, NULL, NULL);
 }
 
 /* ---- lifespan: the store, its two groups and its routes ---- */
