@@ -32,6 +32,8 @@ typedef struct route_seg {
 typedef struct route {
     int serves;         /* ROUTE_* */
     const char *method; /* ROUTE_HTTP: the method, or NULL for any */
+    size_t method_len;
+    int is_get; /* method is GET: it serves HEAD too */
     const char *pattern;
     pagi_route_cb cb;
     void *ud;
@@ -83,10 +85,10 @@ static int hexval(unsigned char c)
 
 /* The decoded byte at raw[i] and the raw bytes it took, decoding as the
  * server decoded the path (a "%XX" of two hex digits, any other byte as it
- * is); with decode 0 every byte stands for itself. */
-static size_t raw_step(const char *raw, size_t i, size_t len, int decode, char *out)
+ * is: h1_percent_decode). */
+static size_t raw_step(const char *raw, size_t i, size_t len, char *out)
 {
-    if (decode && raw[i] == '%' && i + 2 < len) {
+    if (raw[i] == '%' && i + 2 < len) {
         int hi = hexval((unsigned char)raw[i + 1]), lo = hexval((unsigned char)raw[i + 2]);
         if (hi >= 0 && lo >= 0) {
             *out = (char)(hi << 4 | lo);
@@ -102,10 +104,10 @@ static size_t raw_step(const char *raw, size_t i, size_t len, int decode, char *
  * with the boundaries where raw has a '/': walking raw and dec side by
  * side, so each segment is a slice of dec and an encoded %2F stays inside
  * its segment. Returns 0; -1 when raw does not decode to dec (a scope made
- * some other way), and the caller splits dec itself (raw = dec, decode 0).
+ * some other way), and the caller splits dec itself (split_plain).
  * rp->n 0: no path below root that starts with '/' (matches no pattern).
  */
-static int split_path(req_path *rp, pagi_str raw, pagi_str dec, size_t root, int decode)
+static int split_path(req_path *rp, pagi_str raw, pagi_str dec, size_t root)
 {
     size_t i = 0, j = 0;
     char c;
@@ -114,7 +116,7 @@ static int split_path(req_path *rp, pagi_str raw, pagi_str dec, size_t root, int
     for (; j < root; j++) {
         if (i >= raw.len)
             return -1;
-        i += raw_step(raw.ptr, i, raw.len, decode, &c);
+        i += raw_step(raw.ptr, i, raw.len, &c);
         if (c != dec.ptr[j])
             return -1;
     }
@@ -128,7 +130,7 @@ static int split_path(req_path *rp, pagi_str raw, pagi_str dec, size_t root, int
         return 0;
     if (i >= raw.len)
         return -1;
-    i += raw_step(raw.ptr, i, raw.len, decode, &c);
+    i += raw_step(raw.ptr, i, raw.len, &c);
     if (c != '/')
         return -1;
     size_t start = ++j;
@@ -145,26 +147,58 @@ static int split_path(req_path *rp, pagi_str raw, pagi_str dec, size_t root, int
             start = ++j;
             continue;
         }
-        i += raw_step(raw.ptr, i, raw.len, decode, &c);
+        i += raw_step(raw.ptr, i, raw.len, &c);
         if (j >= dec.len || dec.ptr[j] != c)
             return -1;
         j++;
     }
 }
 
+/* Split dec below root at every '/' (nothing percent-encoded in it, or a
+ * raw path that is no guide): as split_path, with memchr. */
+static void split_plain(req_path *rp, pagi_str dec, size_t root)
+{
+    rp->n = 0;
+    rp->end = dec.ptr + dec.len;
+    if (root == dec.len) {
+        rp->seg[rp->n++] = (path_seg){rp->end, 0};
+        return;
+    }
+    if (dec.ptr[root] != '/')
+        return;
+    const char *p = dec.ptr + root + 1;
+    for (;;) {
+        const char *slash = memchr(p, '/', (size_t)(rp->end - p));
+        const char *e = slash ? slash : rp->end;
+        rp->seg[rp->n++] = (path_seg){p, (size_t)(e - p)};
+        if (slash == NULL || rp->n == PATH_SLOTS)
+            return;
+        p = slash + 1;
+    }
+}
+
 static void path_of(const pagi_scope *s, req_path *rp)
 {
-    pagi_str dec = pagi_scope_path(s);
+    pagi_str dec = pagi_scope_path(s), raw = pagi_scope_raw_path(s);
     size_t root = pagi_scope_root_path(s).len;
-    if (split_path(rp, pagi_scope_raw_path(s), dec, root, 1) != 0)
-        split_path(rp, dec, dec, root, 0);
+    /* The same length: nothing was decoded (each %XX shrinks by two), and
+     * HTTP/1.1 hands both as the same bytes. */
+    if (raw.len == dec.len && (raw.ptr == dec.ptr || memcmp(raw.ptr, dec.ptr, dec.len) == 0))
+        split_plain(rp, dec, root);
+    else if (split_path(rp, raw, dec, root) != 0)
+        split_plain(rp, dec, root);
 }
 
 /* ---- matching ---- */
 
+static int route_fits_length(const route *rt, const req_path *rp)
+{
+    return rt->wildcard ? rp->n >= rt->nseg : rp->n == rt->nseg;
+}
+
 static int route_matches_path(const route *rt, const req_path *rp)
 {
-    if (rt->wildcard ? rp->n < rt->nseg : rp->n != rt->nseg)
+    if (!route_fits_length(rt, rp))
         return 0;
     for (size_t k = 0; k < rt->nseg; k++) {
         const route_seg *g = &rt->seg[k];
@@ -188,29 +222,38 @@ static int specificity_cmp(const route *a, const route *b)
     return 0;
 }
 
-/* How well rt's method fits a scope served as `serves` with method m: 0 not
- * at all; 3 exactly (or the pseudo-method); 2 a GET route for a HEAD; 1 any. */
-static int method_fit(const route *rt, int serves, const char *m)
+/* The request's method, measured once per dispatch. */
+typedef struct req_method {
+    const char *m;
+    size_t len;
+    int head;
+} req_method;
+
+/* How well rt's method fits the method of a scope served as rt->serves: 0
+ * not at all; 3 exactly (or the pseudo-method); 2 a GET route for a HEAD;
+ * 1 any method. */
+static int method_fit(const route *rt, const req_method *m)
 {
-    if (rt->serves != serves)
-        return 0;
-    if (serves != ROUTE_HTTP)
+    if (rt->serves != ROUTE_HTTP)
         return 3;
     if (rt->method == NULL)
         return 1;
-    if (strcmp(rt->method, m) == 0)
+    if (rt->method_len == m->len && memcmp(rt->method, m->m, m->len) == 0)
         return 3;
-    return strcmp(m, "HEAD") == 0 && strcmp(rt->method, "GET") == 0 ? 2 : 0;
+    return m->head && rt->is_get ? 2 : 0;
 }
 
-/* The best route for the path among those serving `serves` (with method m), or NULL. */
-static const route *pick(const pagi_router *r, const req_path *rp, int serves, const char *m)
+/* The best route for the path among those serving `serves` (with method m),
+ * or NULL. The cheap tests first: what it serves, its number of segments. */
+static const route *pick(const pagi_router *r, const req_path *rp, int serves, const req_method *m)
 {
     const route *best = NULL;
     int best_fit = 0;
     for (size_t i = 0; i < r->n; i++) {
         const route *rt = r->v[i];
-        int fit = method_fit(rt, serves, m);
+        if (rt->serves != serves || !route_fits_length(rt, rp))
+            continue;
+        int fit = method_fit(rt, m);
         if (fit == 0 || !route_matches_path(rt, rp))
             continue;
         int cmp = best ? specificity_cmp(rt, best) : 1;
@@ -253,7 +296,7 @@ static void allow_of(const pagi_router *r, const req_path *rp, char *list, size_
         if (rt->serves != ROUTE_HTTP || rt->method == NULL || !route_matches_path(rt, rp))
             continue;
         allow_add(list, cap, rt->method);
-        get |= strcmp(rt->method, "GET") == 0;
+        get |= rt->is_get;
     }
     if (get)
         allow_add(list, cap, "HEAD");
@@ -296,15 +339,17 @@ int pagi_router_dispatch(pagi_router *r, pagi_scope *s)
         return refuse(s, "a lifespan scope has no path (pagi_lifespan_run runs it)");
     req_path rp;
     path_of(s, &rp);
-    const char *m = pagi_scope_method(s);
+    req_method m = {pagi_scope_method(s), 0, 0};
+    m.len = strlen(m.m);
+    m.head = m.len == 4 && memcmp(m.m, "HEAD", 4) == 0;
     const route *rt = NULL;
     if (t == PAGI_SCOPE_WEBSOCKET) {
-        rt = pick(r, &rp, ROUTE_WEBSOCKET, m);
+        rt = pick(r, &rp, ROUTE_WEBSOCKET, &m);
     } else {
         if (t == PAGI_SCOPE_SSE)
-            rt = pick(r, &rp, ROUTE_SSE, m);
+            rt = pick(r, &rp, ROUTE_SSE, &m);
         if (rt == NULL)
-            rt = pick(r, &rp, ROUTE_HTTP, m);
+            rt = pick(r, &rp, ROUTE_HTTP, &m);
     }
     if (rt != NULL) {
         pagi_route_params params = {rt, &rp};
@@ -498,6 +543,8 @@ int pagi_router_add(pagi_router *r, const char *method, const char *pattern, pag
     if (ml) {
         memcpy(copies, method, ml);
         rt->method = copies;
+        rt->method_len = ml - 1;
+        rt->is_get = strcmp(method, "GET") == 0;
     }
     memcpy(copies + ml, pattern, pl);
     rt->pattern = copies + ml;
