@@ -3,7 +3,8 @@ module (apps/routerapp.c) served at the root and mounted under /api in the
 same pagid: routes match below the mount point (root_path), named and
 wildcard values arrive decoded with %2F kept inside a segment, 404 and 405
 with an allow header (HEAD where GET is), an SSE route and a WebSocket
-route, over HTTP/1.1 from lib.request, curl and raw WebSocket clients."""
+route, over HTTP/1.1 from lib.request, curl and raw WebSocket clients, and
+over h2c from curl."""
 
 import subprocess
 
@@ -107,3 +108,30 @@ def sse_and_websocket_routes(ctx):
     ws = RawWS(p, "/api/ws", handshake=False)
     check_eq(ws.handshake("/api/ws", expect=None), 404, "websocket without its :room")
     ws.close()
+
+
+@test(timeout=120)
+def routes_over_h2c(ctx):
+    """HTTP/2 hands the raw and decoded paths in separate buffers: the
+    same routes, values and 405."""
+    port = lib.free_port()
+    so = lib.app_so(ctx, "routerapp")
+    srv = ctx.start(app=None, workers=1, listen=False, port=port, config=(
+        CONFIG % {"so": so}) + "listen:\n  - {address: 127.0.0.1:%d, http2: prior-knowledge}\n"
+        % port)
+
+    def curl(method, path):
+        p = subprocess.run(["curl", "-sS", "-i", "--http2-prior-knowledge", "-X", method,
+                            "--max-time", str(int(20 * SLOW)),
+                            "http://127.0.0.1:%d%s" % (srv.port, path)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60 * SLOW)
+        return p.stdout.decode("latin-1")
+
+    out = curl("GET", "/api/polls/a%2Fb")
+    check(out.startswith("HTTP/2 200") and out.endswith("\r\n\r\npoll a/b root=/api\n"),
+          "GET over h2c: %r" % out[-300:])
+    out = curl("GET", "/files/x/y%20z")
+    check(out.endswith("\r\n\r\nfile x/y z root=\n"), "a wildcard over h2c: %r" % out[-300:])
+    out = curl("PUT", "/api/polls/7").lower()
+    check(out.startswith("http/2 405") and "\r\nallow: get, delete, head\r\n" in out,
+          "405 over h2c: %r" % out[:300])
