@@ -5,7 +5,9 @@
  *   GET /watch               SSE: every change as an event "change"
  *   /ws                      WebSocket: "set KEY VALUE" stores and broadcasts
  * Changes reach every WebSocket and watch client as "set KEY VALUE" or
- * "del KEY". The store lives per worker: created and freed in lifespan.
+ * "del KEY". The store and its router (pagi_router(3): paths below the
+ * mount point; a KEY is one segment, a '/' in it written %2F; other
+ * methods get 405) live per worker: created and freed in lifespan.
  */
 #include <pagi/pagi.h>
 #include <pagi/pagi_easy.h>
@@ -28,6 +30,7 @@ typedef struct kv {
     entry *bucket[NBUCKETS];
     pagi_group *ws;    /* WebSocket clients: a slow one misses messages */
     pagi_group *watch; /* SSE clients: a slow one is disconnected, it reconnects */
+    pagi_router *routes;
 } kv;
 
 /* ---- the store ---- */
@@ -115,6 +118,7 @@ static void kv_destroy(void *obj, void *ud)
     (void)ud;
     pagi_group_free(k->ws); /* open clients are closed (1001 / end of stream) */
     pagi_group_free(k->watch);
+    pagi_router_free(k->routes);
     for (size_t i = 0; i < NBUCKETS; i++)
         while (k->bucket[i]) {
             entry *e = k->bucket[i];
@@ -124,72 +128,62 @@ static void kv_destroy(void *obj, void *ud)
     free(k);
 }
 
-static void *kv_create(pagi_scope *s, void *ud, const char **err)
-{
-    (void)s;
-    (void)ud;
-    kv *k = calloc(1, sizeof *k);
-    if (k != NULL) {
-        k->ws = pagi_group_new(PAGI_GROUP_DROP);
-        k->watch = pagi_group_new(PAGI_GROUP_DISCONNECT);
-    }
-    if (k == NULL || k->ws == NULL || k->watch == NULL) {
-        if (k != NULL)
-            kv_destroy(k, NULL);
-        *err = "kv: out of memory";
-        return NULL;
-    }
-    /* A drain (stop, reload) closes every client at once; watchers hear why. */
-    pagi_group_set_drain_event(k->watch, "shutdown", "server shutting down", 20);
-    return k;
-}
-
 /* ---- http ---- */
 
-/* The KEY of /kv/KEY (below the mount point), or an empty string. */
-static pagi_str key_of(const pagi_scope *s)
+/* PUT: the store and the key (a view into the scope's path) for the body
+ * callback; the scope's userdata, freed at its release however it ends. */
+typedef struct put_req {
+    kv *k;
+    pagi_str key;
+} put_req;
+
+static void put_release(pagi_scope *s, void *data)
 {
-    pagi_str p = pagi_scope_path(s);
-    size_t skip = pagi_scope_root_path(s).len + 4;
-    if (p.len <= skip || memcmp(p.ptr + skip - 4, "/kv/", 4) != 0)
-        return (pagi_str){"", 0};
-    return (pagi_str){p.ptr + skip, p.len - skip};
+    (void)s;
+    free(data);
 }
 
-/* PUT: the whole body is here (over 1 MiB was answered 413 by the reader). */
+/* The whole body is here (over 1 MiB was answered 413 by the reader, which
+ * then finishes the scope). */
 static void put_body(pagi_scope *s, const char *body, size_t len, const char *err, void *ud)
 {
+    put_req *p = ud;
     if (err != NULL)
-        return; /* the layer finishes the scope */
-    if (kv_set(ud, key_of(s), body, len) != 0)
+        return;
+    if (kv_set(p->k, p->key, body, len) != 0)
         pagi_respond_text(s, 500, "out of memory\n");
     else
         pagi_respond_text(s, 200, "stored\n");
 }
 
-static void http(pagi_scope *s, kv *k)
+static void kv_put(pagi_scope *s, const pagi_route_params *params, void *ud)
 {
-    const char *m = pagi_scope_method(s);
-    pagi_str key = key_of(s);
-    if (key.len == 0) {
-        pagi_respond_text(s, 404, "not found\n");
-    } else if (strcmp(m, "PUT") == 0) {
-        pagi_read_body(s, MAX_BODY, put_body, k);
-    } else if (strcmp(m, "GET") == 0) {
-        entry *e = *kv_slot(k, key.ptr, key.len);
-        if (e != NULL)
-            pagi_respond(s, 200, "application/octet-stream", e->val, e->len);
-        else
-            pagi_respond_text(s, 404, "no such key\n");
-    } else if (strcmp(m, "DELETE") == 0) {
-        pagi_respond_text(s, kv_delete(k, key) ? 200 : 404, "\n");
-    } else {
-        pagi_header allow = {{"allow", 5}, {"GET, PUT, DELETE", 16}};
-        pagi_respond_headers(s, 405, "text/plain", &allow, 1, "method not allowed\n", 19);
+    put_req *p = malloc(sizeof *p);
+    if (p == NULL) {
+        pagi_respond_text(s, 500, "out of memory\n");
+        return;
     }
+    *p = (put_req){ud, pagi_route_param(params, "key")};
+    pagi_scope_set_userdata(s, p, put_release);
+    pagi_read_body(s, MAX_BODY, put_body, p);
 }
 
-/* ---- websocket: "set KEY VALUE" ---- */
+static void kv_get(pagi_scope *s, const pagi_route_params *params, void *ud)
+{
+    pagi_str key = pagi_route_param(params, "key");
+    entry *e = *kv_slot(ud, key.ptr, key.len);
+    if (e != NULL)
+        pagi_respond(s, 200, "application/octet-stream", e->val, e->len);
+    else
+        pagi_respond_text(s, 404, "no such key\n");
+}
+
+static void kv_del(pagi_scope *s, const pagi_route_params *params, void *ud)
+{
+    pagi_respond_text(s, kv_delete(ud, pagi_route_param(params, "key")) ? 200 : 404, "\n");
+}
+
+/* ---- websocket: "set KEY VALUE"; sse: changes ---- */
 
 static void ws_message(pagi_group *g, pagi_scope *s, pagi_str msg, int is_text, void *ud)
 {
@@ -202,14 +196,48 @@ static void ws_message(pagi_group *g, pagi_scope *s, pagi_str msg, int is_text, 
     kv_set(ud, key, sp + 1, msg.len - (size_t)(sp + 1 - msg.ptr));
 }
 
-/* ---- module ---- */
-
-static int path_is(const pagi_scope *s, const char *want)
+static void kv_ws(pagi_scope *s, const pagi_route_params *params, void *ud)
 {
-    pagi_str p = pagi_scope_path(s);
-    size_t r = pagi_scope_root_path(s).len;
-    return p.len - r == strlen(want) && memcmp(p.ptr + r, want, p.len - r) == 0;
+    (void)params;
+    pagi_group_join(((kv *)ud)->ws, s, ws_message, ud);
 }
+
+static void kv_watch(pagi_scope *s, const pagi_route_params *params, void *ud)
+{
+    (void)params;
+    pagi_group_join(((kv *)ud)->watch, s, NULL, NULL);
+}
+
+/* ---- lifespan: the store, its two groups and its routes ---- */
+
+static void *kv_create(pagi_scope *s, void *ud, const char **err)
+{
+    (void)s;
+    (void)ud;
+    kv *k = calloc(1, sizeof *k);
+    if (k == NULL) {
+        *err = "kv: out of memory";
+        return NULL;
+    }
+    k->ws = pagi_group_new(PAGI_GROUP_DROP);
+    k->watch = pagi_group_new(PAGI_GROUP_DISCONNECT);
+    k->routes = pagi_router_new();
+    if (k->ws == NULL || k->watch == NULL || k->routes == NULL ||
+        pagi_router_add(k->routes, "GET", "/kv/:key", kv_get, k) != 0 ||
+        pagi_router_add(k->routes, "PUT", "/kv/:key", kv_put, k) != 0 ||
+        pagi_router_add(k->routes, "DELETE", "/kv/:key", kv_del, k) != 0 ||
+        pagi_router_add(k->routes, PAGI_ROUTE_SSE, "/watch", kv_watch, k) != 0 ||
+        pagi_router_add(k->routes, PAGI_ROUTE_WEBSOCKET, "/ws", kv_ws, k) != 0) {
+        kv_destroy(k, NULL);
+        *err = "kv: out of memory";
+        return NULL;
+    }
+    /* A drain (stop, reload) closes every client at once; watchers hear why. */
+    pagi_group_set_drain_event(k->watch, "shutdown", "server shutting down", 20);
+    return k;
+}
+
+/* ---- module ---- */
 
 static void handle(pagi_scope *s, void *instance)
 {
@@ -219,29 +247,10 @@ static void handle(pagi_scope *s, void *instance)
         return;
     }
     kv *k = pagi_state_get(s, "kv");
-    if (k == NULL) {
+    if (k == NULL)
         pagi_scope_finish(s, "kv: no store (lifespan did not run)");
-        return;
-    }
-    switch (pagi_scope_type_of(s)) {
-    case PAGI_SCOPE_HTTP:
-        http(s, k);
-        return;
-    case PAGI_SCOPE_SSE:
-        if (path_is(s, "/watch"))
-            pagi_group_join(k->watch, s, NULL, NULL);
-        else
-            pagi_respond_text(s, 404, "not found\n");
-        return;
-    case PAGI_SCOPE_WEBSOCKET:
-        if (path_is(s, "/ws"))
-            pagi_group_join(k->ws, s, ws_message, k);
-        else
-            pagi_scope_finish(s, NULL); /* refused: 403 */
-        return;
-    default:
-        pagi_scope_finish(s, "unsupported scope type");
-    }
+    else
+        pagi_router_dispatch(k->routes, s); /* a route, or 404 / 405 */
 }
 
 const pagi_app pagi_module = PAGI_APP_INIT("kv", NULL, handle, NULL);

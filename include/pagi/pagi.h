@@ -59,8 +59,9 @@ extern "C" {
 #define PAGI_ABI(major, minor) (((major) << 16) | (minor))
 #define PAGI_ABI_MAJOR 2
 /* 2.2: the tls extension (pagi_scope_tls); 2.3: publish/subscribe;
- * 2.4: pagi_easy's pagi_group_join_headers and pagi_read_body_opts. */
-#define PAGI_ABI_MINOR 4
+ * 2.4: pagi_easy's pagi_group_join_headers and pagi_read_body_opts;
+ * 2.5: pagi_easy's path router (pagi_router_*, pagi_route_param). */
+#define PAGI_ABI_MINOR 5
 #define PAGI_ABI_VERSION PAGI_ABI(PAGI_ABI_MAJOR, PAGI_ABI_MINOR)
 /** The parts of a PAGI_ABI() value (ABI 1 stored a bare 1: major 0 here). */
 #define PAGI_ABI_MAJOR_OF(v) (((unsigned)(v) >> 16) & 0xffffu)

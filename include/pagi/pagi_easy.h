@@ -1,9 +1,10 @@
 /*
  * pagi_easy.h - a convenience layer over pagi.h (see pagi_easy(3)): one-call
  * responses, a bounded body reader, broadcast groups with flow control for
- * slow members, and lifespan with one create/destroy pair. Built on the
- * public pagi.h calls, plus a per-scope slot of the server's own for the
- * layer's state (it never uses the app's pagi_scope_set_userdata).
+ * slow members, a path router (pagi_router(3)), and lifespan with one
+ * create/destroy pair. Built on the public pagi.h calls, plus a per-scope
+ * slot of the server's own for the layer's state (it never uses the app's
+ * pagi_scope_set_userdata).
  */
 #ifndef PAGI_PAGI_EASY_H
 #define PAGI_PAGI_EASY_H
@@ -229,6 +230,85 @@ unsigned long pagi_group_slow_count(const pagi_group *g);
 int pagi_group_subscribe(pagi_group *g, pagi_scope *s, const char *channel, const char *event);
 /** Stop feeding g from channel (messages not yet broadcast are lost); 0, or -1 if it was not. */
 int pagi_group_unsubscribe(pagi_group *g, const char *channel);
+
+/* ------------------------------------------------------------------ */
+/* Routing (ABI 2.5, pagi_router(3))                                   */
+/* ------------------------------------------------------------------ */
+
+/**
+ * A table of routes: a method and a path pattern each, matched against the
+ * scope's path below its mount point (path minus root_path). A pattern is
+ * '/'-separated segments: a literal ("polls"), matched exactly against the
+ * percent-decoded segment; a named segment (":id"), one non-empty segment;
+ * and, last only, a wildcard ("*rest"), the rest of the path (zero or more
+ * segments). Segments are split where the client wrote '/', so an encoded
+ * "%2F" stays inside a segment and a named segment never spans a '/'. The
+ * most specific route wins, segment by segment from the left (literal, then
+ * named, then wildcard); then an exact method over GET-serving-HEAD over
+ * any method (no tie is left: a route of an earlier one's method and shape
+ * is refused, so the order of adding never matters). A trailing '/' is
+ * significant ("/polls/" is not "/polls"), except that the mount point
+ * itself ("/api" under a mount at /api) is "/". The router is the app's: no
+ * allocation per dispatch, not thread-safe, free it when no dispatch runs.
+ */
+typedef struct pagi_router pagi_router;
+/** The values of one match: valid during the route callback only. */
+typedef struct pagi_route_params pagi_route_params;
+typedef void (*pagi_route_cb)(pagi_scope *s, const pagi_route_params *params, void *ud);
+
+/** Pseudo-methods: routes for websocket and sse scopes (pagi_router_add). */
+#define PAGI_ROUTE_WEBSOCKET "WEBSOCKET"
+#define PAGI_ROUTE_SSE "SSE"
+/** Bounds of a pattern: segments, and named plus wildcard segments. */
+#define PAGI_ROUTE_MAX_SEGMENTS 32
+#define PAGI_ROUTE_MAX_PARAMS 16
+
+/** A new, empty router owned by the caller (pagi_router_free); NULL on OOM. */
+pagi_router *pagi_router_new(void) PAGI_WARN_UNUSED;
+/** Free r and its routes (NULL is ignored); not from inside its dispatch. */
+void pagi_router_free(pagi_router *r);
+
+/**
+ * Add a route: cb(s, params, ud) runs for a scope it matches. method is an
+ * HTTP method ("GET": http scopes of that method, and HEAD where no HEAD
+ * route matches), NULL for any method of an http request, PAGI_ROUTE_SSE
+ * for sse scopes or PAGI_ROUTE_WEBSOCKET for websocket scopes. An sse scope
+ * that no SSE route matches is routed as an http request of its method
+ * (pagi_respond answers it either way); a websocket scope only matches
+ * WEBSOCKET routes. The pattern is copied. Returns 0, or -1 with errno
+ * (EINVAL, ENOMEM) and pagi_router_error(r) saying why: a method that is
+ * not a token, a pattern not starting with '/', an empty segment other
+ * than a trailing one, a name not of [A-Za-z0-9_] (1-63 bytes) or used
+ * twice, a wildcard not last, a '%' in a literal (write literals decoded),
+ * more than PAGI_ROUTE_MAX_SEGMENTS segments or PAGI_ROUTE_MAX_PARAMS
+ * names, or a route with the same method and shape as an earlier one.
+ */
+int pagi_router_add(pagi_router *r, const char *method, const char *pattern, pagi_route_cb cb,
+                    void *ud) PAGI_NONNULL(1, 3, 4) PAGI_WARN_UNUSED;
+/** Why the last pagi_router_add failed ("" before any failure); never NULL. */
+const char *pagi_router_error(const pagi_router *r);
+
+/**
+ * Route the http, sse or websocket scope s (call it from the app's handle):
+ * the best route's callback runs before this returns, and from then on owns
+ * s as the handle did. Nothing matching: 404, or 405 with an allow header
+ * naming the methods of the routes that match the path (HEAD with GET),
+ * sent with pagi_respond (a websocket gets its 404 through the
+ * websocket.http.response extension, or is refused: 403), which finishes
+ * s. Returns 0 (a route ran), 1 (answered 404 or 405), or -1 without
+ * finishing s (pagi_scope_error says why) for a NULL router or a lifespan
+ * scope; -1 also when the answer was refused (as pagi_respond).
+ */
+int pagi_router_dispatch(pagi_router *r, pagi_scope *s);
+
+/**
+ * The value of the named or wildcard segment called name in the matched
+ * pattern (without its ':' or '*'), percent-decoded, not NUL-terminated. It
+ * points into pagi_scope_path(s): valid as long as the scope, after the
+ * callback too (e.g. in a pagi_read_body callback). A wildcard's value has
+ * no leading '/' and may be empty; {NULL, 0} for a name not in the pattern.
+ */
+pagi_str pagi_route_param(const pagi_route_params *params, const char *name);
 
 /* ------------------------------------------------------------------ */
 /* Lifespan                                                            */

@@ -82,4 +82,5 @@ libpagid_worker_a_SOURCES += \
 
 # pagi_easy(3): the convenience layer over pagi.h (linked into pagid itself, see src/master/local.mk).
 PAGI_EASY_SOURCES = src/worker/scope/pagi_easy.c src/worker/scope/pagi_easy_group.c src/worker/scope/pagi_easy_policy.h \
-	src/worker/scope/pagi_easy_member.c src/worker/scope/pagi_easy_member.h
+	src/worker/scope/pagi_easy_member.c src/worker/scope/pagi_easy_member.h \
+	src/worker/scope/pagi_easy_router.c

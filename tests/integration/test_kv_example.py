@@ -84,6 +84,10 @@ def kv_http_from_installed_headers(ctx):
     check_eq(curl(p, "GET", "/kv/a")[0], 404, "GET a after DELETE")
     check_eq(curl(p, "POST", "/kv/a")[0], 405, "POST")
     check_eq(curl(p, "GET", "/other")[0], 404, "outside /kv/")
+    # Its router: a KEY is one segment, a '/' in it written %2F.
+    check_eq(curl(p, "PUT", "/kv/x%2Fy", blob(ctx, "v3", b"slash"))[0], 200, "PUT x%2Fy")
+    check_eq(curl(p, "GET", "/kv/x%2Fy"), (200, b"slash"), "GET x%2Fy")
+    check_eq(curl(p, "GET", "/kv/x/y")[0], 404, "GET x/y: two segments")
     check_eq(srv.stop(), 0, "exit status")
 
 

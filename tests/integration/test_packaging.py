@@ -125,6 +125,7 @@ def debian_packages(ctx):
     # leaves a package's own examples/ alone).
     for f in ("/usr/include/pagi/pagi.h", "/usr/share/man/man3/pagi.3.gz",
               "/usr/include/pagi/pagi_easy.h", "/usr/share/man/man3/pagi_easy.3.gz",
+              "/usr/share/man/man3/pagi_router.3.gz",
               "/usr/share/doc/pagid-dev/examples/kv.c",
               "/usr/share/doc/pagid-dev/examples/counter.c",
               "/usr/share/doc/pagid-dev/examples/Makefile",

@@ -73,6 +73,16 @@ tests_unit_test_pagi_easy_body_SOURCES = tests/unit/test_pagi_easy_body.c $(PAGI
 tests_unit_test_pagi_easy_body_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pagi_easy_body_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
+# pagi_router(3): the path router over a fake driver; malloc and friends
+# wrapped to count allocations during a dispatch (there must be none).
+check_PROGRAMS += tests/unit/test_pagi_easy_router
+TESTS += tests/unit/test_pagi_easy_router
+tests_unit_test_pagi_easy_router_SOURCES = tests/unit/test_pagi_easy_router.c $(PAGI_EASY_SOURCES)
+tests_unit_test_pagi_easy_router_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pagi_easy_router_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc \
+	-Wl,--wrap=realloc
+tests_unit_test_pagi_easy_router_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
 # pubsub.c: a worker's publish/subscribe (delivery, policies, lifetimes, frames).
 check_PROGRAMS += tests/unit/test_pubsub
 TESTS += tests/unit/test_pubsub
