@@ -46,7 +46,7 @@ libpagid_worker_a_SOURCES += \
 	src/worker/http2/h2_conn.c src/worker/http2/h2_conn.h src/worker/http2/h2_int.h \
 	src/worker/http2/h2_stream.c src/worker/http2/h2_websocket.c \
 	src/worker/http2/h2_request.c src/worker/http2/h2_request.h \
-	src/worker/http2/h2_response.c
+	src/worker/http2/h2_response.c src/worker/http2/h2_mem.c src/worker/http2/h2_mem.h
 
 # ws/: WebSocket: handshake and scope, the protocol, framing, UTF-8, permessage-deflate.
 libpagid_worker_a_SOURCES += \

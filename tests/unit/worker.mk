@@ -31,6 +31,13 @@ tests_unit_test_accept_gate_SOURCES = tests/unit/test_accept_gate.c
 tests_unit_test_accept_gate_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_accept_gate_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
+# h2_mem: nghttp2's allocator, small blocks kept on bounded free lists.
+check_PROGRAMS += tests/unit/test_h2_mem
+TESTS += tests/unit/test_h2_mem
+tests_unit_test_h2_mem_SOURCES = tests/unit/test_h2_mem.c
+tests_unit_test_h2_mem_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_h2_mem_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
 # h2_request: an HTTP/2 request head from HPACK fields to a scope's facts.
 check_PROGRAMS += tests/unit/test_h2_request
 TESTS += tests/unit/test_h2_request

@@ -33,6 +33,8 @@ typedef struct static_file {
     size_t etag_len;
     char last_modified[STATIC_DATE_MAX];
     size_t last_modified_len;
+    char size_text[24]; /* size in decimal: the whole file's content-length */
+    size_t size_text_len;
     const char *type; /* static_mime's string, lives as long as the app */
 } static_file;
 

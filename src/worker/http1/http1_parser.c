@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* RFC 9110 tchar. */
-static const unsigned char tchar[256] = {
+/* RFC 9110 tchar (h1_is_tchar in http1_parser_int.h). */
+const unsigned char h1_tchar[256] = {
     ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
     ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
     ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
@@ -27,11 +27,6 @@ static const unsigned char tchar[256] = {
     ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
     ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
 };
-
-int h1_is_tchar(unsigned char c)
-{
-    return tchar[c];
-}
 
 /* field-value bytes: HTAB, SP, VCHAR, obs-text. */
 static inline int is_vchar(unsigned char c)
@@ -152,7 +147,7 @@ h1_parser *h1_parser_new(const h1_limits *limits, const h1_parser_callbacks *cb,
      * merged Cookie). Reading is bounded by the first part. */
     size_t line = p->lim.max_request_line;
     size_t hdr = p->lim.max_header_size < HTTP_MAX_HEADER_SIZE ? p->lim.max_header_size
-                                                                : HTTP_MAX_HEADER_SIZE;
+                                                               : HTTP_MAX_HEADER_SIZE;
     size_t cnt = p->lim.max_header_count < hdr ? p->lim.max_header_count : hdr;
     size_t head = hdr + H1_REQUEST_LINE_FREE > line ? hdr + H1_REQUEST_LINE_FREE : line;
     h1_arena_init(&p->arena, head + 2 * cnt + 64, 4 * line + 2 * hdr + 4 * cnt + 256);
@@ -263,7 +258,8 @@ static inline int head_add(h1_parser *p, size_t n)
     size_t line_excess = !p->in_trailers && p->line_len > H1_REQUEST_LINE_FREE
                              ? p->line_len - H1_REQUEST_LINE_FREE
                              : 0;
-    if (p->head_bytes > p->lim.max_header_size || line_excess > p->lim.max_header_size - p->head_bytes)
+    if (p->head_bytes > p->lim.max_header_size ||
+        line_excess > p->lim.max_header_size - p->head_bytes)
         return h1_fail(p, 431,
                        p->in_trailers ? "trailer section too large"
                                       : "request header section too large");
@@ -359,7 +355,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
                 break;
             }
             p->started = 1;
-            if (!tchar[c]) {
+            if (!h1_tchar[c]) {
                 h1_fail(p, 400, "malformed request line");
                 return i;
             }
@@ -377,7 +373,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             break;
         case PS_METHOD: {
             size_t s = i;
-            while (i < len && tchar[(unsigned char)d[i]])
+            while (i < len && h1_tchar[(unsigned char)d[i]])
                 i++;
             if (line_add(p, i - s) < 0 || h1_arena_put(&p->arena, d + s, i - s) < 0) {
                 oom(p);
@@ -473,7 +469,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
                 h1_fail(p, 400, "obsolete line folding");
                 return i;
             }
-            if (!tchar[c]) {
+            if (!h1_tchar[c]) {
                 h1_fail(p, 400, "invalid header field name");
                 return i;
             }
@@ -482,7 +478,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             break;
         case PS_HDR_NAME: {
             size_t s = i;
-            while (i < len && tchar[(unsigned char)d[i]])
+            while (i < len && h1_tchar[(unsigned char)d[i]])
                 i++;
             if (head_add(p, i - s) < 0)
                 return i;

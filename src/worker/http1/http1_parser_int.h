@@ -93,7 +93,12 @@ struct h1_parser {
     int hp_done;
 };
 
-int h1_is_tchar(unsigned char c);
+extern const unsigned char h1_tchar[256];
+/* Inline: response heads check every byte of every name with it. */
+static inline int h1_is_tchar(unsigned char c)
+{
+    return h1_tchar[c];
+}
 /** Append a field (offsets into the arena); 0 or -1 (out of memory). */
 int h1_fields_push(h1_parser *p, h1_field f);
 /** Record the first error: status + static text; returns -1. */

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/shm.h"
 #include "h2_int.h"
+#include "h2_mem.h"
 #include "worker/core/reason.h"
 
 /* Streams at once, the receive windows and the rapid-reset rate
@@ -346,8 +347,8 @@ static void count_provoked_reset(h2_session *h)
 static void count_idle_frame(h2_session *h)
 {
     if (over_rate(h, &h->idle_window, &h->idle_frames, H2_MAX_IDLE_FRAMES_PER_SECOND))
-        end_calm(h, "sent more than " STR(H2_MAX_IDLE_FRAMES_PER_SECOND)
-                    " empty DATA or PRIORITY frames a second");
+        end_calm(h, "sent more than " STR(
+                        H2_MAX_IDLE_FRAMES_PER_SECOND) " empty DATA or PRIORITY frames a second");
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
@@ -378,8 +379,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
          * started (a stream, an SSE) ties up as much as an unanswered one. */
         if (st)
             h2_stream_peer_reset(st);
-        if (st && over_rate(h, &h->reset_window, &h->resets,
-                            h->c->w->cfg->limits.http2_max_resets) && !h->goaway)
+        if (st &&
+            over_rate(h, &h->reset_window, &h->resets, h->c->w->cfg->limits.http2_max_resets) &&
+            !h->goaway)
             end_calm(h, "reset more streams a second than limits.http2_max_resets");
         break;
     default:
@@ -504,7 +506,7 @@ static int h2_session_new(conn *c)
     nghttp2_option_set_stream_reset_rate_limit(opt, 2 * c->w->cfg->limits.http2_max_resets,
                                                c->w->cfg->limits.http2_max_resets);
 #endif
-    int rv = nghttp2_session_server_new2(&h->ng, cb, h, opt);
+    int rv = nghttp2_session_server_new3(&h->ng, cb, h, opt, h2_mem());
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
     if (rv != 0) {

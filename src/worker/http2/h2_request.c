@@ -66,8 +66,9 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
     if (nl && name[0] == ':') {
         static const char *const names[H2_P__COUNT] = {":method", ":path", ":scheme", ":authority",
                                                        ":protocol"};
-        for (int i = 0; i < H2_P__COUNT; i++)
-            if (strlen(names[i]) == nl && !memcmp(names[i], name, nl))
+        static const unsigned char lens[H2_P__COUNT] = {7, 5, 7, 10, 9};
+        for (int i = 0; i < H2_P__COUNT && slot < 0; i++)
+            if (lens[i] == nl && !memcmp(names[i], name, nl))
                 slot = i;
         if (slot < 0) {
             /* :protocol (extended CONNECT) is not enabled; nghttp2 refuses others. */
@@ -89,9 +90,16 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
     f->nlen = (uint32_t)nl;
     f->value = f->name + (uint32_t)nl + 1;
     f->vlen = (uint32_t)vl;
-    if (buf_append(&hd->bytes, name, nl) < 0 || buf_append(&hd->bytes, "", 1) < 0 ||
-        buf_append(&hd->bytes, value, vl) < 0 || buf_append(&hd->bytes, "", 1) < 0)
+    /* name NUL value NUL, in one reservation (every field of every request) */
+    char *p = buf_reserve(&hd->bytes, nl + vl + 2);
+    if (!p)
         return -1;
+    memcpy(p, name, nl);
+    p[nl] = '\0';
+    if (vl)
+        memcpy(p + nl + 1, value, vl);
+    p[nl + 1 + vl] = '\0';
+    buf_commit(&hd->bytes, nl + vl + 2);
     if (slot >= 0)
         hd->pseudo[slot] = (int)hd->nf;
     hd->nf++;

@@ -36,11 +36,22 @@ static int name_is(pagi_str n, const char *lower)
     return n.len == k && !strncasecmp(n.ptr, lower, k);
 }
 
-/* Fields HTTP/2 forbids (RFC 9113 8.2.2) or the server owns. */
+/* Fields HTTP/2 forbids (RFC 9113 8.2.2) or the server owns. Sorted by
+ * length first: this runs for every field of every response. */
 static int hop_by_hop(pagi_str n)
 {
-    return name_is(n, "connection") || name_is(n, "keep-alive") || name_is(n, "proxy-connection") ||
-           name_is(n, "transfer-encoding") || name_is(n, "upgrade");
+    switch (n.len) {
+    case 7:
+        return name_is(n, "upgrade");
+    case 10:
+        return name_is(n, "connection") || name_is(n, "keep-alive");
+    case 16:
+        return name_is(n, "proxy-connection");
+    case 17:
+        return name_is(n, "transfer-encoding");
+    default:
+        return 0;
+    }
 }
 
 static void park_send(h2_stream *st, pagi_send_cb cb, void *ud)
@@ -99,12 +110,18 @@ void h2_stream_after_write(h2_session *h)
     }
 }
 
-/* Submit the response head with the stream's data source behind it. */
+/* Fields a response head holds without an allocation for its field list. */
+#define H2_HEAD_STACK_FIELDS 16
+
+/* Submit the response head with the stream's data source behind it.
+ * nghttp2_submit_response copies every name and value before it returns,
+ * so names already in lower case are passed as the app wrote them. */
 static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t n,
                        const char **err, int with_body)
 {
     conn *c = st_conn(st);
-    nghttp2_nv *nva = calloc(n + 2, sizeof *nva);
+    nghttp2_nv on_stack[H2_HEAD_STACK_FIELDS];
+    nghttp2_nv *nva = n + 2 <= H2_HEAD_STACK_FIELDS ? on_stack : calloc(n + 2, sizeof *nva);
     char code[4] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
                     (char)('0' + status % 10), 0};
     buf *names = &c->w->scratch;
@@ -117,7 +134,8 @@ static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t
     for (size_t i = 0; i < n; i++)
         total += hdr[i].name.len;
     if (buf_reserve(names, total + 1) == NULL) {
-        free(nva);
+        if (nva != on_stack)
+            free(nva);
         *err = "out of memory";
         return -1;
     }
@@ -125,18 +143,27 @@ static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t
     nva[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
     int have_date = 0;
     for (size_t i = 0; i < n; i++) {
-        if (hop_by_hop(hdr[i].name))
+        pagi_str nm = hdr[i].name;
+        if (hop_by_hop(nm))
             continue;
-        if (name_is(hdr[i].name, "date"))
+        if (nm.len == 4 && name_is(nm, "date"))
             have_date = 1;
-        /* HTTP/2 field names are lower case; the app may have written Content-Type. */
-        char *lower = buf_reserve(names, hdr[i].name.len);
-        for (size_t j = 0; j < hdr[i].name.len; j++) {
-            char ch = hdr[i].name.ptr[j];
-            lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+        size_t j = 0;
+        while (j < nm.len && !(nm.ptr[j] >= 'A' && nm.ptr[j] <= 'Z'))
+            j++;
+        const char *name = nm.ptr;
+        if (j < nm.len) {
+            /* HTTP/2 field names are lower case; the app may have written Content-Type. */
+            char *lower = buf_reserve(names, nm.len);
+            memcpy(lower, nm.ptr, j);
+            for (; j < nm.len; j++) {
+                char ch = nm.ptr[j];
+                lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+            }
+            buf_commit(names, nm.len);
+            name = lower;
         }
-        buf_commit(names, hdr[i].name.len);
-        nva[k++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)hdr[i].value.ptr, hdr[i].name.len,
+        nva[k++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)hdr[i].value.ptr, nm.len,
                                 hdr[i].value.len, NGHTTP2_NV_FLAG_NONE};
     }
     const char *date = h1_date_now((long)ev_now(c->w->loop.ev));
@@ -145,7 +172,8 @@ static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t
             (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, strlen(date), NGHTTP2_NV_FLAG_NONE};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_stream_read};
     int rv = nghttp2_submit_response(st->h->ng, st->id, nva, k, with_body ? &prd : NULL);
-    free(nva);
+    if (nva != on_stack)
+        free(nva);
     if (rv != 0) {
         *err = nghttp2_strerror(rv);
         return -1;
@@ -346,8 +374,9 @@ static int take_file(pagi_scope *s, h2_stream *st, int fd, off_t off, size_t len
     }
     if (len > cfg->high_watermark) {
         close(fd);
-        return scope_fail(s, "http.response.body: the connection already holds "
-                             "limits.http2_max_open_files (%zu) file bodies open",
+        return scope_fail(s,
+                          "http.response.body: the connection already holds "
+                          "limits.http2_max_open_files (%zu) file bodies open",
                           cfg->limits.http2_max_open_files);
     }
     char *p = buf_reserve(&st->out, len);
