@@ -7,12 +7,15 @@
 #include <sys/mman.h>
 #include <time.h>
 
-static size_t region_size(size_t n_slots) { return sizeof(shm_region) + n_slots * sizeof(shm_worker); }
+static size_t region_size(size_t n_slots)
+{
+    return sizeof(shm_region) + n_slots * sizeof(shm_worker);
+}
 
 shm_region *shm_create(size_t n_slots)
 {
-    shm_region *r = mmap(NULL, region_size(n_slots), PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    shm_region *r =
+        mmap(NULL, region_size(n_slots), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (r == MAP_FAILED)
         return NULL;
     /* A fresh anonymous mapping is zeroed: every atomic starts at 0. */
@@ -82,9 +85,9 @@ void shm_count_request(shm_worker *slot, int status)
 }
 
 static const char *const reason_words[SHM_R__COUNT] = {
-    "client_closed", "client_timeout", "idle_timeout", "keepalive_timeout",
-    "write_timeout", "write_error", "read_error", "protocol_error",
-    "server_shutdown", "server_error", "body_too_large", "queue_overflow",
+    "client_closed",      "client_timeout", "idle_timeout",   "keepalive_timeout",
+    "write_timeout",      "write_error",    "read_error",     "protocol_error",
+    "server_shutdown",    "server_error",   "body_too_large", "queue_overflow",
     "x-response-timeout", "other",
 };
 
@@ -96,6 +99,17 @@ void shm_count_disconnect(shm_worker *slot, const char *reason)
     while (i < SHM_R_OTHER && strcmp(reason_words[i], reason) != 0)
         i++;
     shm_add(&slot->disconnects[i], 1);
+}
+
+/* The worker escapes what it writes, but the slot is the worker's memory,
+ * which the app may scribble over: what the master logs from it is kept to
+ * printable ASCII here, so no bytes of the worker's become a fake log line
+ * (CR/LF) or a terminal's escape sequence. */
+static void printable_only(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
 }
 
 int shm_app_call_read(const shm_app_call *rec, shm_app_call *out)
@@ -123,6 +137,9 @@ int shm_app_call_read(const shm_app_call *rec, shm_app_call *out)
         out->kind[sizeof out->kind - 1] = '\0';
         out->method[sizeof out->method - 1] = '\0';
         out->target[sizeof out->target - 1] = '\0';
+        printable_only(out->kind);
+        printable_only(out->method);
+        printable_only(out->target);
         return 0;
     }
     return -1;

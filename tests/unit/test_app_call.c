@@ -151,6 +151,22 @@ START_TEST(test_reader_refuses_a_record_being_written)
 }
 END_TEST
 
+START_TEST(test_reader_keeps_scribbled_bytes_out_of_the_log)
+{
+    /* The slot is the worker's memory: an app may write anything there. */
+    atomic_store(&rec.started_ms, 5);
+    memset(rec.kind, '\n', sizeof rec.kind); /* no NUL at all */
+    memcpy(rec.method, "GE\r\nT", 6);
+    static const char scribble[] = "/x\x1b[31m\r\n master[1]: fake\xff";
+    memcpy(rec.target, scribble, sizeof scribble);
+    shm_app_call c = read_rec();
+    ck_assert_uint_eq(strlen(c.kind), sizeof c.kind - 1);
+    ck_assert_ptr_null(strchr(c.kind, '\n'));
+    ck_assert_str_eq(c.method, "GE??T");
+    ck_assert_str_eq(c.target, "/x?[31m?? master[1]: fake?");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("app_call");
@@ -161,6 +177,7 @@ int main(void)
     tcase_add_test(tc, test_target_escaped_and_cut);
     tcase_add_test(tc, test_no_record_without_a_slot);
     tcase_add_test(tc, test_reader_refuses_a_record_being_written);
+    tcase_add_test(tc, test_reader_keeps_scribbled_bytes_out_of_the_log);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
