@@ -441,6 +441,25 @@ def blocked_loop_kill_names_the_request(ctx):
     check_eq(request(port, "GET", "/").status, 200, "status after the replacement")
 
 
+@test(timeout=40, serial=True)
+def blocked_timer_kill_names_the_timer_not_the_request(ctx):
+    # A request is answered, then the app's timer blocks the loop: the kill
+    # line names the timer callback, not the request whose scope had ended
+    # (its method and target are no longer in the record).
+    port = free_port()
+    srv, _ = start_with_config(ctx, base_config(ctx, port, "timeouts: {heartbeat: 2s}\n"), port)
+    wait_workers(srv, 2)
+    srv.allow_crash = True
+    check_eq(request(port, "GET", "/block-timer?who=me").status, 200, "the request is answered")
+    line = (r"worker \d \(pid (\d+)\): event loop blocked for [\d.]+s in the app's timer "
+            r"callback \(started [\d.]+s ago; limit 2\.0s: timeouts\.heartbeat\); killing it")
+    m = wait_for(lambda: re.search(line, srv.stderr()), 6 * SLOW)
+    check(m, "no kill line naming the timer: %r" % srv.stderr()[-800:])
+    check("block-timer" not in srv.stderr(), "the finished request named in the kill line")
+    check(wait_for(lambda: not pid_alive(int(m.group(1))), 5), "blocked worker still alive")
+    check_eq(request(port, "GET", "/").status, 200, "status after the replacement")
+
+
 @test(timeout=30)
 def stopped_worker_named_as_in_no_app_call(ctx):
     # A worker stopped between app calls (SIGSTOP) is killed with a line that

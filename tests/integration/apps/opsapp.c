@@ -6,6 +6,8 @@
  *   GET /crash            abort() in handle: the worker dies with SIGABRT
  *   GET /block            never returns from handle (pause() forever, whatever
  *                         the signal): a blocked event loop, deaf to SIGTERM
+ *   GET /block-timer      answers, and a timer 0.1s later blocks the same way:
+ *                         the loop is held outside any request's app call
  *   OPSAPP_CRASH=startup  abort() in the lifespan scope: a crash loop
  *   OPSAPP_CRASH=fail     lifespan.startup.failed: the worker must not serve
  *   OPSAPP_SLOW_START=MS  lifespan startup completes after MS milliseconds
@@ -21,6 +23,14 @@
 #include <unistd.h>
 
 #include <pagi/pagi.h>
+
+static void block_forever(pagi_timer *t, void *ud)
+{
+    (void)t;
+    (void)ud;
+    for (;;)
+        pause();
+}
 
 static void done(pagi_scope *s, const char *err, void *ud)
 {
@@ -86,6 +96,9 @@ static void handle(pagi_scope *s, void *instance)
     if (path.len == 6 && memcmp(path.ptr, "/block", 6) == 0)
         for (;;)
             pause();
+    if (path.len == 12 && memcmp(path.ptr, "/block-timer", 12) == 0 &&
+        pagi_timer_start(pagi_scope_loop(s), 0.1, 0, block_forever, NULL) == NULL)
+        abort();
     static char body[128];
     const char *tag = getenv("OPSAPP_TAG");
     int n = snprintf(body, sizeof body, "ok %d %s", (int)getpid(), tag ? tag : "");
