@@ -52,7 +52,8 @@ typedef struct shm_app_call {
     char target[SHM_APP_CALL_TARGET]; /* raw path and query, control bytes as \xHH, or "" */
 } shm_app_call;
 
-/** A consistent copy of rec (the master's side); 0, or -1 when the worker
+/** A consistent copy of rec (the master's side), its texts NUL-terminated
+ * and any byte outside printable ASCII made '?'; 0, or -1 when the worker
  * kept writing it (it is not blocked, then). */
 int shm_app_call_read(const shm_app_call *rec, shm_app_call *out);
 
