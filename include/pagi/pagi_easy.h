@@ -242,7 +242,8 @@ int pagi_group_unsubscribe(pagi_group *g, const char *channel);
  * percent-decoded segment; a named segment (":id"), one non-empty segment;
  * and, last only, a wildcard ("*rest"), the rest of the path (zero or more
  * segments). Segments are split where the client wrote '/', so an encoded
- * "%2F" stays inside a segment and a named segment never spans a '/'. The
+ * "%2F" stays inside a segment and a named segment never spans a '/' (only
+ * the '/' ending the mount point is matched decoded, as mounts are). The
  * most specific route wins, segment by segment from the left (literal, then
  * named, then wildcard); then an exact method over GET-serving-HEAD over
  * any method (no tie is left: a route of an earlier one's method and shape
@@ -305,8 +306,11 @@ int pagi_router_dispatch(pagi_router *r, pagi_scope *s);
  * The value of the named or wildcard segment called name in the matched
  * pattern (without its ':' or '*'), percent-decoded, not NUL-terminated. It
  * points into pagi_scope_path(s): valid as long as the scope, after the
- * callback too (e.g. in a pagi_read_body callback). A wildcard's value has
- * no leading '/' and may be empty; {NULL, 0} for a name not in the pattern.
+ * callback too (e.g. in a pagi_read_body callback). A wildcard's value
+ * starts after the '/' before it and may be empty; the path is not
+ * normalised, so it may still begin with '/' ("//" or "%2F" there) or hold
+ * ".." segments: check it before using it as a file name. {NULL, 0} for a
+ * name not in the pattern.
  */
 pagi_str pagi_route_param(const pagi_route_params *params, const char *name);
 

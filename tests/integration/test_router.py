@@ -57,6 +57,35 @@ def routes_match_below_the_mount_point(ctx):
 
 
 @test(timeout=120)
+def hostile_paths_reach_routes_as_the_manual_says(ctx):
+    """What pagi_router(3) promises an app about values it did not expect:
+    pagid does not normalise the path, so a wildcard's value may begin with
+    '/' (an empty segment, or a %2F) and may climb with '..'; an empty
+    segment never fills a named one; the separator that ends the mount point
+    is matched decoded (the mount sees /api%2Fpolls as /api/polls), while
+    every %2F after it is data; odd percent-encodings are kept as sent."""
+    srv = start(ctx)
+    p = srv.port
+    for root in ("", "/api"):
+        for path, want in (("/files//etc/passwd", b"file /etc/passwd"),
+                           ("/files/%2Fetc/passwd", b"file /etc/passwd"),
+                           ("/files/../../etc/passwd", b"file ../../etc/passwd"),
+                           ("/polls/..", b"poll .."),
+                           ("/polls/%", b"poll %"), ("/polls/%2", b"poll %2"),
+                           ("/polls/%zz", b"poll %zz"), ("/polls/%252F", b"poll %2F")):
+            check_eq(body(p, "GET", root + path),
+                     (200, want + b" root=%s\n" % root.encode()), "GET %s%s" % (root, path))
+        for path in ("//polls/1", "/polls//", "/polls/./1/", "/polls/../polls/1"):
+            check_eq(body(p, "GET", root + path)[0], 404, "GET %s%s" % (root, path))
+    check_eq(body(p, "GET", "/api%2Fpolls/1"), (200, b"poll 1 root=/api\n"),
+             "%2F ending the mount point")
+    check_eq(body(p, "GET", "/api%2Fpolls%2F1")[0], 404, "%2F after the mount point is data")
+    check_eq(body(p, "GET", "/api/" + "x/" * 40)[0], 404, "more segments than any pattern")
+    check_eq(body(p, "GET", "/api/files/" + "x/" * 40),
+             (200, b"file " + b"x/" * 40 + b" root=/api\n"), "a wildcard past 32 segments")
+
+
+@test(timeout=120)
 def method_not_allowed_names_the_methods(ctx):
     srv = start(ctx)
     r = request(srv.port, "PUT", "/api/polls/7")
