@@ -5,7 +5,7 @@ libpagid_perl_a_SOURCES = \
 	src/perl/perl_int.h src/perl/perl_host.h \
 	src/perl/perl_host.c src/perl/perl_xs.c src/perl/perl_events.c src/perl/perl_loop_xs.c \
 	src/perl/perl_pubsub.c src/perl/perl_shared_xs.c \
-	src/perl/perl_pool_xs.c
+	src/perl/perl_pool_xs.c src/perl/perl_pool_relay.c
 nodist_libpagid_perl_a_SOURCES = src/perl/perl_glue.c src/perl/perl_modules.c
 # Perl's headers are not written for -Wshadow/-Wextra; the rest of the flags stay.
 libpagid_perl_a_CFLAGS = $(AM_CFLAGS) $(PERL_CFLAGS) -Wno-shadow -Wno-unused-function

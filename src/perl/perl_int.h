@@ -17,7 +17,9 @@
 
 extern PerlInterpreter *perl_host_interp;
 extern pagi_loop *perl_host_loop;
-#define dPERL PerlInterpreter *my_perl = perl_host_interp; PERL_UNUSED_VAR(my_perl)
+#define dPERL                                                                                      \
+    PerlInterpreter *my_perl = perl_host_interp;                                                   \
+    PERL_UNUSED_VAR(my_perl)
 
 /* An SV the C side holds for a scope until its callback runs or the scope is released. */
 typedef struct perl_hold {
@@ -127,5 +129,9 @@ void perl_child_exit(void);
         if (perl_forked_child)                                                                     \
             perl_child_exit();                                                                     \
     } while (0)
+
+/* perl_pool_relay.c: an http or sse scope of a PSGI app served by the
+ * worker pool, relayed to a pool process (loop->pool) without Perl. */
+void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop);
 
 #endif
