@@ -67,6 +67,32 @@ def pool_runs_psgi_app_in_pool_processes(ctx):
 
 
 @test(timeout=60)
+def psgi_app_alone_gets_the_default_pool(ctx):
+    """-a FILE.psgi under a master, with no worker_pool written: two pool
+    processes per CPU run the app (-T shows them); worker_pool: {processes:
+    0} keeps it on the workers' loops; -w 0 has no pool."""
+    n = 2 * os.sysconf("SC_NPROCESSORS_ONLN")
+    app = psgi(ctx, "pool")
+    srv = ctx.start(app, workers=1)
+    check(wait_for(lambda: len(pool_procs(srv)) == n, 10 * SLOW),
+          "%d pool processes: %s" % (n, pool_procs(srv)))
+    pids = {p for p, _ in pool_procs(srv)}
+    got = int(request(srv.port, path="/pid").body.decode().split("=")[1])
+    check(got in pids and got not in srv.workers(), "answered by a pool process (%d in %s)"
+          % (got, pids))
+    import subprocess
+    t = subprocess.run([ctx.pagid, "-T", "-a", app], capture_output=True, timeout=30).stdout
+    check(re.search(r"worker_pool:\n\s+processes: %d\n" % n, t.decode()), "-T: %s" % t)
+    off = ctx.start(None, workers=1, config="app: {psgi: %s, worker_pool: {processes: 0}}\n" % app)
+    got = int(request(off.port, path="/pid").body.decode().split("=")[1])
+    check(got in off.workers(), "processes 0: answered by the worker (%d)" % got)
+    check_eq(pool_procs(off), [], "processes 0: no pool process")
+    one = ctx.start(app, workers=0)
+    check_eq(int(request(one.port, path="/pid").body.decode().split("=")[1]), one.pid,
+             "-w 0: the one process answers")
+
+
+@test(timeout=60)
 def pool_process_crash_or_exit_answered_502_and_replaced(ctx):
     srv = start_pool(ctx)
     srv.allow_crash = True  # the app crashes its pool process on purpose
