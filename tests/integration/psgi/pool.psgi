@@ -23,7 +23,7 @@ my $app = sub {
     if ($p eq '/pattern') {    # ?kb=N KiB whose bytes say where they are
         my ($kb) = ($env->{QUERY_STRING} =~ /kb=(\d+)/);
         return [200, ['Content-Type' => 'application/octet-stream'],
-            [join '', map { pack 'N', $_ } 0 .. ($kb // 64) * 256 - 1]];
+            [pack 'N*', 0 .. ($kb // 64) * 256 - 1]];
     }
     if ($p eq '/stream') {
         return sub {
