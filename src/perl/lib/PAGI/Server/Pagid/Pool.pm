@@ -298,14 +298,24 @@ sub _read_frame {
 
 my $INFLIGHT;    # the request accepted last has not finished yet
 
+# The listening socket is readable: requests waiting in the backlog are
+# taken one after another (at most 64, so the loop still turns for signals)
+# without a loop turn between them.
 sub _accept {
+    for (1 .. 64) {
+        _take_one() or last;
+    }
+}
+
+# One request or call from the backlog, served; 1 when another may be taken.
+sub _take_one {
     my $c;
-    accept($c, $LISTEN) or return;    # another process took it
+    accept($c, $LISTEN) or return 0;    # another process took it, or none waits
     my $cred = getsockopt($c, Socket::SOL_SOCKET(), Socket::SO_PEERCRED());
     my (undef, $uid) = $cred ? unpack('i I I', $cred) : (0, -1);
     if ($uid != $<) {    # not one of our workers
         close $c;
-        return;
+        return 1;
     }
     # (On Linux the accepted socket is blocking: O_NONBLOCK is not inherited.)
     $RBUF = '';
@@ -337,7 +347,11 @@ sub _accept {
     }
     # A response still under way (a delayed responder called later, from a
     # timer): no other request is taken until it ends.
-    _watch(0) if $INFLIGHT;
+    if ($INFLIGHT) {
+        _watch(0);
+        return 0;
+    }
+    return $WATCH ? 1 : 0;    # not after a harakiri
 }
 
 sub _send {
