@@ -307,7 +307,9 @@ def psgi_errors_and_cleanup(ctx):
 
 @test(timeout=60)
 def harakiri_ends_the_worker_and_the_master_respawns_it(ctx):
-    srv = ctx.start(psgi(ctx, "app"), workers=1)
+    # On the worker's loop (no pool); through a pool: pool.harakiri_*.
+    srv = ctx.start(None, workers=1, config="app: {psgi: %s, worker_pool: {processes: 0}}\n"
+                    % psgi(ctx, "app"))
     first = worker_pid(srv)
     r = request(srv.port, path="/harakiri")
     check_eq(r.body.decode(), "pid=%d harakiri=1" % first, "the response still goes out")

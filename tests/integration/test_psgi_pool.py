@@ -119,6 +119,23 @@ def pool_process_crash_or_exit_answered_502_and_replaced(ctx):
 
 
 @test(timeout=60)
+def pool_harakiri_replaces_the_pool_process(ctx):
+    """psgix.harakiri.commit in a pool process: its response goes out, then
+    that process ends and the master starts another (the worker stays)."""
+    srv = ctx.start(None, workers=1, config="app: {psgi: %s, worker_pool: {processes: 1}}\n"
+                    % psgi(ctx, "app"))
+    check(wait_for(lambda: len(pool_procs(srv)) == 1, 10 * SLOW), "one pool process")
+    (first, _), = pool_procs(srv)
+    workers = srv.workers()
+    r = request(srv.port, path="/harakiri")
+    check_eq(r.body.decode(), "pid=%d harakiri=1" % first, "the response still goes out")
+    check(wait_for(lambda: len(pool_procs(srv)) == 1 and pool_procs(srv)[0][0] != first,
+                   10 * SLOW), "a new pool process replaced %d: %s" % (first, pool_procs(srv)))
+    check_eq(request(srv.port, path="/harakiri").status, 200, "served again")
+    check(workers[0] in srv.workers(), "the worker stays (%d in %s)" % (workers[0], srv.workers()))
+
+
+@test(timeout=60)
 def pool_stuck_process_answered_504_and_killed(ctx):
     srv = start_pool(ctx, timeout="1s")
     before = {p for p, _ in pool_procs(srv)}
