@@ -428,9 +428,10 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         snprintf(msg, msglen, "unknown app '%s' (did you mean '%s'?)",
                  one_line(spec, shown, sizeof shown), near);
     else
-        snprintf(msg, msglen,
-                 "unknown app '%s' (expected hello, echo, demo, pubsub, static:DIR or a .so module)",
-                 one_line(spec, shown, sizeof shown));
+        snprintf(
+            msg, msglen,
+            "unknown app '%s' (expected hello, echo, demo, pubsub, static:DIR or a .so module)",
+            one_line(spec, shown, sizeof shown));
     return -1;
 }
 
@@ -474,6 +475,13 @@ void config_static_opts_init(pagid_static_opts *o)
     o->cache_entries = CONFIG_STATIC_CACHE_ENTRIES;
     o->cache_bytes = CONFIG_STATIC_CACHE_BYTES;
     o->cache_valid = CONFIG_STATIC_CACHE_VALID;
+}
+
+int config_pool_default_processes(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    n = 2 * (n < 1 ? 1 : n);
+    return (int)(n > CONFIG_POOL_MAX_PROCESSES ? CONFIG_POOL_MAX_PROCESSES : n);
 }
 
 int config_finalize(pagid_config *c, FILE *err)
@@ -531,6 +539,18 @@ int config_finalize(pagid_config *c, FILE *err)
         if (n > CONFIG_MAX_WORKERS)
             n = CONFIG_MAX_WORKERS;
         c->workers = (int)n;
+    }
+    /* A PSGI app is synchronous: under a master it runs in a worker pool
+     * unless the config says otherwise (worker_pool: {processes: 0} keeps
+     * it on the workers' loops), so a slow handler never holds a worker's
+     * loop. With -w 0 there is no pool (nobody supervises its processes). */
+    if (!c->worker_pool.set && c->workers != 0 &&
+        config_perl_app_kind(c->app) == CONFIG_PERL_PSGI) {
+        free(c->worker_pool.handlers);
+        c->worker_pool = (pagid_pool){.processes = config_pool_default_processes(),
+                                      .queue_limit = CONFIG_POOL_DEFAULT_QUEUE,
+                                      .timeout = CONFIG_POOL_DEFAULT_TIMEOUT,
+                                      .fd = -1};
     }
     return 0;
 }

@@ -34,7 +34,11 @@ typedef struct pagid_tls_cert {
     pagid_pos ocsp_pos; /* its ocsp value */
 } pagid_tls_cert;
 
-typedef enum tls_client_auth { TLS_CLIENT_NONE, TLS_CLIENT_OPTIONAL, TLS_CLIENT_REQUIRE } tls_client_auth;
+typedef enum tls_client_auth {
+    TLS_CLIENT_NONE,
+    TLS_CLIENT_OPTIONAL,
+    TLS_CLIENT_REQUIRE
+} tls_client_auth;
 
 /* A listener's `tls:` mapping. certs[0] is the default certificate; the
  * others are chosen by SNI. Strings NULL mean pagid's defaults. */
@@ -46,9 +50,9 @@ typedef struct pagid_tls {
     char *ciphersuites; /* TLS 1.3 suites, or NULL */
     char *groups;       /* key exchange groups, OpenSSL's names ':'-joined; NULL: tls.groups */
     tls_client_auth client_auth;
-    char *client_ca;  /* CA file clients are verified against */
-    char *client_crl; /* CRLs (PEM) client certificates are checked against, or NULL */
-    int verify_depth; /* most intermediate CAs in a client's chain; -1: OpenSSL's default */
+    char *client_ca;     /* CA file clients are verified against */
+    char *client_crl;    /* CRLs (PEM) client certificates are checked against, or NULL */
+    int verify_depth;    /* most intermediate CAs in a client's chain; -1: OpenSSL's default */
     int session_tickets; /* 1 (default) or 0 */
     char **ticket_keys;  /* session_ticket_key files, the first encrypts; NULL: generated */
     size_t n_ticket_keys;
@@ -73,7 +77,7 @@ typedef struct pagid_listen {
     unsigned mode; /* permission bits, at most 0777 */
     uid_t uid;
     gid_t gid;
-    pagid_pos pos; /* the address in the file */
+    pagid_pos pos;  /* the address in the file */
     pagid_tls *tls; /* NULL: cleartext (owned) */
     int http2;      /* PAGID_H2_*: the listen entry's `http2` key */
 } pagid_listen;
@@ -98,7 +102,7 @@ typedef struct pagid_limits {
     size_t max_header_count;
     size_t max_body_size;
     size_t max_ws_message_size;
-    size_t max_receive_queue; /* events queued for an app that does not receive */
+    size_t max_receive_queue;      /* events queued for an app that does not receive */
     size_t max_receive_queue_size; /* bytes of WebSocket messages (inflated) queued for the app */
     /* HTTP/2: streams a client may open at once; the request body it may send
      * ahead of the app's receives, per stream and per connection (the bound on
@@ -183,15 +187,19 @@ typedef struct pagid_shared_dict {
  * pool"): pool processes per generation, forked from the zygote, that run
  * the PSGI app (or the PAGI app's named handlers) off the workers' loops. */
 typedef struct pagid_pool {
-    int processes;    /* 0 = no pool */
-    int queue_limit;  /* requests waiting for a free process beyond `processes` */
-    double timeout;   /* one request's or call's limit in a process; 0 = none */
-    char *handlers;   /* perl apps: the handlers file (worker_pool extension), or NULL */
-    int fd;           /* set by the master per generation: the pool's listening
-                         socket, inherited by its workers and processes; -1 */
+    int processes;   /* 0 = no pool */
+    int queue_limit; /* requests waiting for a free process beyond `processes` */
+    double timeout;  /* one request's or call's limit in a process; 0 = none */
+    char *handlers;  /* perl apps: the handlers file (worker_pool extension), or NULL */
+    int fd;          /* set by the master per generation: the pool's listening
+                        socket, inherited by its workers and processes; -1 */
+    int set;         /* written in the config (processes 0: no pool); else a
+                        PSGI app under a master gets the default pool */
 } pagid_pool;
 
-#define CONFIG_POOL_DEFAULT_PROCESSES 4
+/** The default `processes`: two per online CPU (Starman's 5 on a 2-CPU box is
+ * about the same), at least 2, at most CONFIG_POOL_MAX_PROCESSES. */
+int config_pool_default_processes(void);
 #define CONFIG_POOL_DEFAULT_QUEUE 64
 #define CONFIG_POOL_DEFAULT_TIMEOUT 30.0
 #define CONFIG_POOL_MAX_PROCESSES 256

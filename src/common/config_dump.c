@@ -310,8 +310,7 @@ static void tls_mapping(dumper *d, const pagid_config *c, const pagid_tls *t)
 static void listen_entry(dumper *d, const pagid_config *c, const pagid_listen *l)
 {
     int h2c = !l->tls && l->http2 == PAGID_H2_PRIOR_KNOWLEDGE;
-    if (!l->tls && !h2c &&
-        (l->kind != LISTEN_UNIX || !(l->has_mode || l->has_uid || l->has_gid))) {
+    if (!l->tls && !h2c && (l->kind != LISTEN_UNIX || !(l->has_mode || l->has_uid || l->has_gid))) {
         str(d, l->spec);
         return;
     }
@@ -373,8 +372,10 @@ static void dump_body(dumper *d, const pagid_config *c)
     const char *lib = c->perl_lib;
     word(d, "app");
     int top_perl = lib && config_perl_app_kind(c->app);
-    if (c->worker_pool.processes > 0) {
-        /* The mapping form, as written: {psgi|perl: FILE, lib, worker_pool}. */
+    if (c->worker_pool.processes > 0 ||
+        (c->worker_pool.set && config_perl_app_kind(c->app) == CONFIG_PERL_PSGI)) {
+        /* The mapping form, as written: {psgi|perl: FILE, lib, worker_pool};
+         * a PSGI app's {processes: 0} too, or it would read back pooled. */
         const pagid_pool *p = &c->worker_pool;
         map_start(d);
         key_str(d, config_perl_app_kind(c->app) == CONFIG_PERL_PSGI ? "psgi" : "perl", c->app);

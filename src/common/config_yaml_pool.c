@@ -36,7 +36,8 @@ int parse_worker_pool(load_ctx *x, const ynode *n, const char *path, const char 
     static const char *const keys[] = {"processes", "queue_limit", "timeout", "handlers", NULL};
     char shown[80], sub[128];
     int bad = 0;
-    *out = (pagid_pool){.processes = CONFIG_POOL_DEFAULT_PROCESSES,
+    *out = (pagid_pool){.processes = config_pool_default_processes(),
+                        .set = 1,
                         .queue_limit = CONFIG_POOL_DEFAULT_QUEUE,
                         .timeout = CONFIG_POOL_DEFAULT_TIMEOUT,
                         .fd = -1};
@@ -56,15 +57,17 @@ int parse_worker_pool(load_ctx *x, const ynode *n, const char *path, const char 
         }
         snprintf(sub, sizeof sub, "%s.%s", path, name);
         if (!strcmp(name, "processes")) {
-            bad |= pool_int(x, val, sub, 1, CONFIG_POOL_MAX_PROCESSES, &out->processes) < 0;
+            bad |= pool_int(x, val, sub, 0, CONFIG_POOL_MAX_PROCESSES, &out->processes) < 0;
         } else if (!strcmp(name, "queue_limit")) {
             bad |= pool_int(x, val, sub, 0, 1000000, &out->queue_limit) < 0;
         } else if (!strcmp(name, "timeout")) {
             const char *s = scalar(x, val, sub);
             if (!s || config_parse_duration(s, &out->timeout) < 0) {
                 if (s)
-                    report(x, val, "invalid duration '%s' for '%s' (expected e.g. 500ms, 30s; 0 = "
-                           "no limit)", printable(val, shown, sizeof shown), sub);
+                    report(x, val,
+                           "invalid duration '%s' for '%s' (expected e.g. 500ms, 30s; 0 = "
+                           "no limit)",
+                           printable(val, shown, sizeof shown), sub);
                 bad = 1;
             }
         } else if (!strcmp(name, "handlers")) {
@@ -72,8 +75,10 @@ int parse_worker_pool(load_ctx *x, const ynode *n, const char *path, const char 
             if (!s) {
                 bad = 1;
             } else if (strcmp(kind, "perl") != 0) {
-                report(x, key, "'%s' applies to perl (PAGI) apps only: a PSGI app runs whole in "
-                       "the pool", sub);
+                report(x, key,
+                       "'%s' applies to perl (PAGI) apps only: a PSGI app runs whole in "
+                       "the pool",
+                       sub);
                 bad = 1;
             } else if (access(s, R_OK) < 0) {
                 report(x, val, "handlers file '%s': %s", s, strerror(errno));
@@ -88,14 +93,18 @@ int parse_worker_pool(load_ctx *x, const ynode *n, const char *path, const char 
                 report(x, key, "unknown key '%s' in '%s' (did you mean '%s'?)",
                        printable(key, shown, sizeof shown), path, near);
             else
-                report(x, key, "unknown key '%s' in '%s' (expected processes, queue_limit, "
-                       "timeout or handlers)", printable(key, shown, sizeof shown), path);
+                report(x, key,
+                       "unknown key '%s' in '%s' (expected processes, queue_limit, "
+                       "timeout or handlers)",
+                       printable(key, shown, sizeof shown), path);
             bad = 1;
         }
     }
     if (!bad && !strcmp(kind, "perl") && !out->handlers) {
-        report(x, n, "'%s' of a PAGI app needs 'handlers: FILE' (the named handlers its "
-               "processes run)", path);
+        report(x, n,
+               "'%s' of a PAGI app needs 'handlers: FILE' (the named handlers its "
+               "processes run)",
+               path);
         bad = 1;
     }
     if (bad) {

@@ -39,6 +39,8 @@ void perl_no_loop_yet(pTHX)
 typedef struct perl_app {
     SV *app;   /* the app's coderef */
     SV *state; /* the lifespan state hashref */
+    int relay; /* a PSGI app of the worker pool: http and sse scopes go to
+                * perl_pool_relay.c, no Perl runs for them in the worker */
 } perl_app;
 
 EXTERN_C void boot_DynaLoader(pTHX_ CV *cv);
@@ -294,6 +296,8 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
         }
         SvREFCNT_dec(pa->app);
         pa->app = pooled;
+        SV *relay = get_sv("PAGI::Server::Pagid::Pool::RELAY", 0);
+        pa->relay = !loop->pool->process && relay && SvTRUE(relay);
     }
     pa->state = newRV_noinc((SV *)newHV());
     perl_instances++;
@@ -316,6 +320,13 @@ static void perl_handle_scope(pagi_scope *s, void *instance)
 {
     dPERL;
     perl_app *pa = instance;
+    if (pa->relay) {
+        pagi_scope_type type = pagi_scope_type_of(s);
+        if (type == PAGI_SCOPE_HTTP || type == PAGI_SCOPE_SSE) {
+            perl_pool_relay_handle(s, perl_host_loop);
+            return;
+        }
+    }
     perl_handle *h = NULL;
     SV *hsv = perl_handle_new(aTHX_ s, &h);
     if (!hsv) {

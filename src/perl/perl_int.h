@@ -135,4 +135,8 @@ void perl_child_exit(void);
             perl_child_exit();                                                                     \
     } while (0)
 
+/* perl_pool_relay.c: an http or sse scope of a PSGI app served by the
+ * worker pool, relayed to a pool process (loop->pool) without Perl. */
+void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop);
+
 #endif

@@ -50,13 +50,25 @@ def worker_pid(srv):
 @test(timeout=180)
 def plack_test_suite(ctx):
     """Plack::Test::Suite->run_server_tests with a server callback that execs
-    pagid (-w 2) on the suite's app wrapped in Plack::Middleware::Lint: every
-    Plack subtest must pass; a failing one is named."""
+    pagid (-w 2) on the suite's app wrapped in Plack::Middleware::Lint, run
+    on the workers' loops (worker_pool: {processes: 0}): every Plack subtest
+    must pass; a failing one is named."""
+    run_plack_suite(ctx, "{processes: 0}")
+
+
+@test(timeout=180)
+def plack_test_suite_through_the_pool(ctx):
+    """The same suite with the app in a worker pool of 2 processes: every
+    request relayed to a pool process and its response back."""
+    run_plack_suite(ctx, "{processes: 2, queue_limit: 64}")
+
+
+def run_plack_suite(ctx, pool):
     psgi(ctx, "plack_suite")
     n_tests = int(subprocess.run(
         ["perl", "-MPlack::Test::Suite", "-e", "print scalar @Plack::Test::Suite::TEST"],
         capture_output=True, timeout=30).stdout)
-    env = dict(os.environ, PAGID=ctx.pagid,
+    env = dict(os.environ, PAGID=ctx.pagid, PAGID_POOL=pool, TMPDIR=ctx.tmpdir,
                PAGID_ARGS=" ".join(["-w", "2"] + lib.root_user_args()))
     p = subprocess.run(["perl", os.path.join(PSGI_DIR, "plack_suite.t")], env=env,
                        cwd=ctx.tmpdir, capture_output=True, timeout=150 * SLOW)
@@ -295,7 +307,9 @@ def psgi_errors_and_cleanup(ctx):
 
 @test(timeout=60)
 def harakiri_ends_the_worker_and_the_master_respawns_it(ctx):
-    srv = ctx.start(psgi(ctx, "app"), workers=1)
+    # On the worker's loop (no pool); through a pool: pool.harakiri_*.
+    srv = ctx.start(None, workers=1, config="app: {psgi: %s, worker_pool: {processes: 0}}\n"
+                    % psgi(ctx, "app"))
     first = worker_pid(srv)
     r = request(srv.port, path="/harakiri")
     check_eq(r.body.decode(), "pid=%d harakiri=1" % first, "the response still goes out")

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "common/pool.h"
 #include "common/shm.h"
 #include "worker/core/accept_gate.h"
 
@@ -48,6 +49,24 @@ START_TEST(test_share_bound)
     atomic_store(&r->slots[1].open_connections, 40);
     ck_assert_int_eq(accept_gate_open(r, me, 50, 10000, NOW), 1);
     ck_assert_int_eq(accept_gate_open(r, me, 51, 10000, NOW), 0);
+    shm_destroy(r);
+}
+END_TEST
+
+/* A worker pool's processes have slots but take no client: a lone worker
+ * beside four of them accepts as if alone. */
+START_TEST(test_pool_processes_are_not_peers)
+{
+    shm_region *r = shm_create(8);
+    shm_worker *me = peer(r, 10, 0);
+    for (int i = 1; i <= 4; i++) {
+        shm_worker *p = shm_claim(r, 20 + i, POOL_NUM_BASE + i, 1);
+        ck_assert_ptr_nonnull(p);
+        atomic_store(&p->ready, 1);
+        atomic_store(&p->heartbeat_ms, NOW);
+    }
+    for (size_t mine = 0; mine < 500; mine += 7)
+        ck_assert_int_eq(accept_gate_open(r, me, mine, 10000, NOW), 1);
     shm_destroy(r);
 }
 END_TEST
@@ -178,6 +197,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_alone_always_open);
     tcase_add_test(tc, test_share_bound);
+    tcase_add_test(tc, test_pool_processes_are_not_peers);
     tcase_add_test(tc, test_peers_that_cannot_accept);
     tcase_add_test(tc, test_bursts);
     tcase_add_test(tc, test_peer_accepts);

@@ -4,10 +4,16 @@
  */
 #include "accept_gate.h"
 
+#include "common/pool.h"
+
 static int peer_can_accept(const shm_worker *p, size_t max_conns, uint64_t now_ms)
 {
+    /* A pool process (common/pool.h) has a slot, a heartbeat and no client
+     * connections, but no listener either: counted as a peer it would make
+     * a lone worker hold back its accepts for it (200 ms each). */
     if (atomic_load_explicit(&p->pid, memory_order_relaxed) <= 0 ||
-        !atomic_load_explicit(&p->ready, memory_order_relaxed))
+        !atomic_load_explicit(&p->ready, memory_order_relaxed) ||
+        pool_is_process_num(atomic_load_explicit(&p->worker_num, memory_order_relaxed)))
         return 0;
     uint64_t hb = atomic_load_explicit(&p->heartbeat_ms, memory_order_relaxed);
     if (now_ms > hb && now_ms - hb > ACCEPT_GATE_STALE_MS)
@@ -36,8 +42,8 @@ int accept_gate_open(const shm_region *r, const shm_worker *self, size_t mine, s
     return ACCEPT_GATE_SHARE_DEN * (uint64_t)mine * n <= ACCEPT_GATE_SHARE_NUM * (total + 1);
 }
 
-size_t accept_gate_to_wake(shm_region *r, const shm_worker *self, size_t max_conns,
-                           uint64_t now_ms, int *pids, size_t cap)
+size_t accept_gate_to_wake(shm_region *r, const shm_worker *self, size_t max_conns, uint64_t now_ms,
+                           int *pids, size_t cap)
 {
     size_t n = 0;
     if (!r)

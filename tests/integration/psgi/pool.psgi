@@ -16,8 +16,14 @@ my $app = sub {
     kill 'SEGV', $$ if $p eq '/crash';
     exit 3 if $p eq '/exit';
     die "pool app died\n" if $p eq '/die';
-    if ($p eq '/big') {    # 4 MiB, the same byte throughout
-        return [200, ['Content-Type' => 'application/octet-stream'], ['x' x (4 << 20)]];
+    if ($p eq '/big') {    # 4 MiB (or ?mb=N), the same byte throughout
+        my ($mb) = ($env->{QUERY_STRING} =~ /mb=(\d+)/);
+        return [200, ['Content-Type' => 'application/octet-stream'], ['x' x (($mb // 4) << 20)]];
+    }
+    if ($p eq '/pattern') {    # ?kb=N KiB whose bytes say where they are
+        my ($kb) = ($env->{QUERY_STRING} =~ /kb=(\d+)/);
+        return [200, ['Content-Type' => 'application/octet-stream'],
+            [pack 'N*', 0 .. ($kb // 64) * 256 - 1]];
     }
     if ($p eq '/stream') {
         return sub {

@@ -42,7 +42,6 @@ sub wrap {
             start => "${p}http.response.start", body => "${p}http.response.body",
             done => Future->new,
         }, 'PAGI::Server::Pagid::PSGI::Request';
-        $r->{pool} = $worker->{pool} if $worker->{pool};    # set by Pool.pm
         $r->_read_body;
         return $r->{done};
     };
@@ -141,10 +140,6 @@ sub _read_body {
                 open $input, '<', \$body or return $self->_finish("cannot open psgi.input: $!");
                 binmode $input;
             }
-            # With a worker pool the env and the body go to a pool process
-            # (Pool.pm), whose response comes back as the same events.
-            return PAGI::Server::Pagid::Pool::dispatch_psgi($self, $self->_env($length), $input,
-                $spool ? undef : $body) if $self->{pool};
             $self->_call_app($self->_env($length), $input);
         });
     };

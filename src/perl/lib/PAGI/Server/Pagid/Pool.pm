@@ -14,15 +14,18 @@ use Socket ();
 use Storable ();
 
 our $IN_PROCESS;    # this process is a pool process (exit() then exits)
+our $RELAY;         # a worker: the PSGI app's requests are relayed in C
 my $INFO;           # pool_info(): {process, num, fd, processes, queue_limit, timeout, handlers}
 my $ADDR;           # the pool socket's address (packed sockaddr_un)
 
 # The wire: frames of a type byte, a 32-bit length and the payload, on one
-# connection per request or call. Worker -> process: P (a PSGI env,
-# Storable), D (body bytes), Z (the end of the body), C (a call: {name,
-# args}). Process -> worker: A (taken: its pid), S (the response's status
-# and headers), B (body bytes), E (the end), X (the app failed: why),
-# R (a call's result, Storable), F (a call failed: why).
+# connection per request or call. Worker -> process: Q (a PSGI request's
+# head: the scope's strings, each a 32-bit length and its bytes, in the
+# order of _scope_of; written by perl_pool_relay.c), D (body bytes), Z (the
+# end of the body), C (a call: {name, args}, Storable). Process -> worker:
+# A (taken: its pid), S (the response's status, then header names and
+# values, packed as Q's fields), B (body bytes), E (the end), X (the app
+# failed: why), R (a call's result, Storable), F (a call failed: why).
 sub _frame { pack('a1 N', $_[0], length $_[1]) . $_[1] }
 
 # setup($app): called by the Perl host when the top-level app is created in
@@ -36,12 +39,13 @@ sub _setup {
         PAGI::Server::Pagid::Pool::Process::start($INFO, $psgi);
         return $app;    # never called: a pool process has no listeners
     }
-    open my $lfh, '+<&=', $INFO->{fd} or die "worker pool: the pool socket: $!\n";
-    $ADDR = getsockname($lfh) or die "worker pool: getsockname: $!\n";
-    if ($psgi) {
-        $psgi->[1]{pool} = $INFO;
+    if ($psgi) {    # its http and sse scopes go to perl_pool_relay.c
+        $RELAY = 1;
         return $app;
     }
+    # (The handle closes the socket when it goes: the worker needs only its address.)
+    open my $lfh, '+<&=', $INFO->{fd} or die "worker pool: the pool socket: $!\n";
+    $ADDR = getsockname($lfh) or die "worker pool: getsockname: $!\n";
     return _with_extension($app);
 }
 
@@ -75,119 +79,6 @@ sub _exchange {
     my $fd = fileno $sock;
     $x->{rw} = PAGI::Server::Pagid::Loop::io($fd, 1, sub { $x->_read });
     return $x;
-}
-
-sub _answer {
-    my ($r, $status, $text, @headers) = @_;
-    $r->_send({type => $r->{start}, status => $status,
-               headers => [['content-type', 'text/plain'], ['content-length', length $text], @headers]});
-    $r->_send({type => $r->{body}, body => $text}, 1);
-}
-
-sub _what { "$_[0]{REQUEST_METHOD} $_[0]{REQUEST_URI}" }
-
-# A PSGI request, read whole, to a pool process (PSGI.pm's _read_body).
-sub dispatch_psgi {
-    my ($r, $env, $input, $body) = @_;
-    my $what = _what($env);
-    my $sock = _has_room() ? _connect() : undef;
-    if (!$sock) {
-        PAGI::Server::Pagid::XS::pool_count('rejected', 1);
-        PAGI::Server::Pagid::XS::log(1, "worker pool: queue full ($INFO->{processes} processes, "
-            . "queue_limit $INFO->{queue_limit}): $what answered 503");
-        return _answer($r, 503, "Service Unavailable: the server is busy, retry shortly\n",
-            ['retry-after', '1']);
-    }
-    if (!defined $body) {    # spooled: read back for the process
-        local $/;
-        $body = <$input> // '';
-    }
-    my $out = _frame('P', Storable::nfreeze($env));
-    for (my $at = 0; $at < length $body; $at += 65536) {
-        $out .= _frame('D', substr($body, $at, 65536));
-    }
-    $out .= _frame('Z', '');
-    PAGI::Server::Pagid::XS::pool_count('waiting', 1);
-    my %st = (waiting => 1, started => 0, ended => 0, pid => '?', pending => undef, buf => '', last => 0);
-    my ($x, $timer);
-    my $unwait = sub {
-        PAGI::Server::Pagid::XS::pool_count('waiting', -1) if $st{waiting};
-        $st{waiting} = 0;
-    };
-    # Body bytes go to the client one send at a time; what comes meanwhile
-    # waits here (the process is never made to wait for the client).
-    my $flush;
-    $flush = sub {
-        return if $st{pending} && !$st{pending}->is_ready;
-        return if $r->{done}->is_ready;
-        if (length $st{buf}) {
-            my $chunk = $st{buf};
-            $st{buf} = '';
-            my $f = $r->_send({type => $r->{body}, body => $chunk, more => 1}) or return;
-            if (!$f->is_ready) {
-                $st{pending} = $f;
-                $f->on_done(sub { $flush->() if $flush });
-                return;
-            }
-        }
-        if ($st{last}) {
-            $r->_send({type => $r->{body}}, 1);
-            undef $flush;
-        }
-    };
-    my $end = sub {
-        my ($status, $why) = @_;
-        return if $st{ended}++;
-        $unwait->();
-        undef $timer;
-        $x->close if $x;
-        if (!$st{started}) {
-            _answer($r, $status, $status == 504 ? "Gateway Timeout\n" : "Bad Gateway\n");
-        } else {
-            $r->_finish($why);
-        }
-    };
-    $x = _exchange($sock, $out, sub {
-        my ($type, $payload) = @_;
-        if ($type eq 'A') {
-            $st{pid} = $payload;
-            $unwait->();
-            if ($INFO->{timeout} > 0) {
-                $timer = PAGI::Server::Pagid::Loop::timer($INFO->{timeout}, 0, sub {
-                    PAGI::Server::Pagid::XS::pool_count('timeouts', 1);
-                    PAGI::Server::Pagid::XS::log(0, "worker pool: $what ran past worker_pool.timeout "
-                        . "($INFO->{timeout}s) in pool process pid $st{pid}: "
-                        . ($st{started} ? "connection closed" : "answered 504")
-                        . "; the master kills the process");
-                    $end->(504, "the pool process ran past worker_pool.timeout");
-                });
-            }
-        } elsif ($type eq 'S') {
-            my $h = Storable::thaw($payload);
-            $st{started} = 1;
-            $r->_send({type => $r->{start}, status => $h->{status}, headers => $h->{headers}});
-        } elsif ($type eq 'B') {
-            $st{buf} .= $payload;
-            $flush->() if $flush;
-        } elsif ($type eq 'E') {
-            $st{ended} = 1;
-            undef $timer;
-            $x->close;
-            $st{last} = 1;
-            $flush->() if $flush;
-        } elsif ($type eq 'X') {
-            $st{ended} = 1;
-            undef $timer;
-            $x->close;
-            $r->_finish($payload);    # before the response: the server's 500 and log line
-        }
-    }, sub {
-        return if $st{ended};
-        PAGI::Server::Pagid::XS::log(0, "worker pool: pool process pid $st{pid} died running $what: "
-            . ($st{started} ? "connection closed" : "answered 502"));
-        $end->(502, "the pool process died mid-response");
-    });
-    return;
 }
 
 # ---- the worker_pool extension of PAGI apps ---------------------------------
@@ -350,6 +241,9 @@ package PAGI::Server::Pagid::Pool::Process;
 use Socket ();
 
 my ($LISTEN, $WATCH, $INFO_P, $PSGI, $HANDLERS, $STATE, $SERVED);
+# What every send that went out returns: one done Future, shared (the
+# adapter only asks it is_ready and is_failed).
+my $SENT = Future->done;
 
 sub start {
     my ($info, $psgi) = @_;
@@ -382,44 +276,59 @@ sub _watch {
 }
 
 # Blocking I/O on the accepted connection: this process does nothing else.
-sub _read_full {
-    my ($c, $len) = @_;
-    my $buf = '';
-    while (length $buf < $len) {
-        my $n = sysread $c, $buf, $len - length $buf, length $buf;
-        return if !$n;
-    }
-    return $buf;
-}
+# Reads are buffered: the worker writes a request's frames at once, so one
+# read usually brings them all.
+my $RBUF = '';
 
 sub _read_frame {
     my ($c) = @_;
-    my $head = _read_full($c, 5) or return;
-    my ($type, $len) = unpack 'a1 N', $head;
-    my $payload = $len ? _read_full($c, $len) : '';
-    return unless defined $payload;
-    return ($type, $payload);
+    while (1) {
+        if (length $RBUF >= 5) {
+            my ($type, $len) = unpack 'a1 N', $RBUF;
+            if (length $RBUF >= 5 + $len) {
+                my $payload = substr $RBUF, 5, $len;
+                substr $RBUF, 0, 5 + $len, '';
+                return ($type, $payload);
+            }
+        }
+        my $n = sysread $c, $RBUF, 262144, length $RBUF;
+        return if !$n;
+    }
 }
 
+my $INFLIGHT;    # the request accepted last has not finished yet
+
+# The listening socket is readable: requests waiting in the backlog are
+# taken one after another (at most 64, so the loop still turns for signals)
+# without a loop turn between them.
 sub _accept {
+    for (1 .. 64) {
+        _take_one() or last;
+    }
+}
+
+# One request or call from the backlog, served; 1 when another may be taken.
+sub _take_one {
     my $c;
-    accept($c, $LISTEN) or return;    # another process took it
+    accept($c, $LISTEN) or return 0;    # another process took it, or none waits
     my $cred = getsockopt($c, Socket::SOL_SOCKET(), Socket::SO_PEERCRED());
     my (undef, $uid) = $cred ? unpack('i I I', $cred) : (0, -1);
     if ($uid != $<) {    # not one of our workers
         close $c;
-        return;
+        return 1;
     }
-    $c->blocking(1);
-    binmode $c;
+    # (On Linux the accepted socket is blocking: O_NONBLOCK is not inherited.)
+    $RBUF = '';
+    $INFLIGHT = 1;
     PAGI::Server::Pagid::XS::pool_count('busy', 1);
-    _watch(0);
     my $done = sub {
         close $c;
+        $INFLIGHT = 0;
         PAGI::Server::Pagid::XS::pool_count('busy', 0);
         PAGI::Server::Pagid::XS::pool_count('served', 1);
         my $max = $INFO_P->{max_requests};
         if ($max && ++$SERVED >= $max) {
+            _watch(0);
             PAGI::Server::Pagid::XS::psgi_harakiri("served $SERVED requests (max_requests)");
             return;
         }
@@ -427,10 +336,22 @@ sub _accept {
     };
     _send($c, 'A', $$);
     my ($type, $payload) = _read_frame($c);
-    return $done->() unless defined $type;
-    return _serve_call($c, $payload, $done) if $type eq 'C';
-    return $done->() unless $type eq 'P' && $PSGI;
-    _serve_psgi($c, Storable::thaw($payload), $done);
+    if (!defined $type) {
+        $done->();
+    } elsif ($type eq 'C') {
+        _serve_call($c, $payload, $done);
+    } elsif ($type eq 'Q' && $PSGI) {
+        _serve_psgi($c, $payload, $done);
+    } else {
+        $done->();
+    }
+    # A response still under way (a delayed responder called later, from a
+    # timer): no other request is taken until it ends.
+    if ($INFLIGHT) {
+        _watch(0);
+        return 0;
+    }
+    return $WATCH ? 1 : 0;    # not after a harakiri
 }
 
 sub _send {
@@ -465,15 +386,29 @@ sub _serve_call {
     $done->();
 }
 
+# The scope the worker's Q frame describes, as PSGI.pm's _env reads it.
+sub _scope_of {
+    my ($head) = @_;
+    my ($method, $scheme, $version, $raw, $query, $root, $path, $sh, $sp, $ch, $cp, $len, @h)
+        = unpack '(N/a)*', $head;
+    my @headers;
+    push @headers, [splice @h, 0, 2] while @h >= 2;
+    return ({
+        method => $method, scheme => $scheme, http_version => $version, raw_path => $raw,
+        query_string => $query, root_path => $root, path => $path, headers => \@headers,
+        server => length $sh ? [$sh, length $sp ? $sp : undef] : [],
+        client => length $ch ? [$ch, $cp] : [],
+    }, $len);
+}
+
 sub _serve_psgi {
-    my ($c, $env, $done) = @_;
+    my ($c, $head, $done) = @_;
     # The body, spooled past PSGI.pm's memory bound as the worker would.
-    my ($body, $spool, $len) = ('', undef, 0);
+    my ($body, $spool) = ('', undef);
     while (1) {
         my ($type, $payload) = _read_frame($c);
         return $done->() unless defined $type;
         last if $type eq 'Z';
-        $len += length $payload;
         if ($spool) {
             print {$spool} $payload;
         } else {
@@ -495,46 +430,65 @@ sub _serve_psgi {
         open $input, '<', \$body;
         binmode $input;
     }
+    my ($scope, $len) = _scope_of($head);
     my $conn = bless {ok => 1, complete => [], gone => []}, 'PAGI::Server::Pagid::Pool::Conn';
+    $scope->{'pagi.connection'} = $conn;
+    # Frames wait in $out and go in one write: a start and a whole body
+    # with the end frame; a streamed body part goes at once (each write of
+    # a streaming app reaches the client as it is written).
+    my $out = '';
+    my $flush = sub {
+        while ($conn->{ok} && length $out) {
+            my $n = syswrite $c, $out;
+            if (!$n) {
+                $conn->{ok} = 0;
+                last;
+            }
+            substr $out, 0, $n, '';
+        }
+        $out = '';
+        return $conn->{ok};
+    };
     my $send = sub {
         my ($ev) = @_;
         return Future->fail("the worker went away\n") unless $conn->{ok};
-        my $ok = 1;
         if ($ev->{type} =~ /response\.start\z/) {
-            $ok = _send($c, 'S', Storable::nfreeze({status => $ev->{status}, headers => $ev->{headers}}));
+            $out .= PAGI::Server::Pagid::Pool::_frame('S',
+                pack('N (N/a)*', $ev->{status}, map { @$_ } @{ $ev->{headers} }));
         } elsif ($ev->{fh}) {    # a file body: read here, sent as bytes
             my $fh = $ev->{fh};
             seek $fh, $ev->{offset}, 0 if $ev->{offset};
-            while ($ok) {
-                my $n = read $fh, my $chunk, 65536;
+            while (1) {
+                my $n = read $fh, my $chunk, 262144;
                 last unless $n;
-                $ok = _send($c, 'B', $chunk);
+                $out .= PAGI::Server::Pagid::Pool::_frame('B', $chunk);
+                $flush->() or last;
             }
         } elsif (defined $ev->{body} && length $ev->{body}) {
             # In frames of 256 KiB: the worker relays each as it comes.
-            for (my $at = 0; $ok && $at < length $ev->{body}; $at += 262144) {
-                $ok = _send($c, 'B', substr $ev->{body}, $at, 262144);
+            for (my $at = 0; $conn->{ok} && $at < length $ev->{body}; $at += 262144) {
+                $out .= PAGI::Server::Pagid::Pool::_frame('B', substr $ev->{body}, $at, 262144);
+                $flush->() if length $out > 262144;
             }
+            $flush->() if $ev->{more};
         }
-        $conn->{ok} = 0 unless $ok;
-        return $ok ? Future->done : Future->fail("the worker went away\n");
+        return $conn->{ok} ? $SENT : Future->fail("the worker went away\n");
     };
     my $r = bless {
-        scope => {'pagi.connection' => $conn}, send => $send, app => $PSGI->[0],
+        scope => $scope, send => $send, app => $PSGI->[0],
         worker => {multiprocess => 1, harakiri => 1}, req_type => 'http.request',
         start => 'http.response.start', body => 'http.response.body', done => Future->new,
     }, 'PAGI::Server::Pagid::PSGI::Request';
     $r->{done}->on_ready(sub {
         my ($f) = @_;
-        if ($f->is_failed) {
-            _send($c, 'X', PAGI::Server::Pagid::_message(($f->failure)[0]));
-        } else {
-            _send($c, 'E', '');
-        }
+        $out .= $f->is_failed
+            ? PAGI::Server::Pagid::Pool::_frame('X', PAGI::Server::Pagid::_message(($f->failure)[0]))
+            : PAGI::Server::Pagid::Pool::_frame('E', '');
+        $flush->();
         $conn->_ended;
         $done->();
     });
-    $r->_call_app($env, $input);
+    $r->_call_app($r->_env(length $len ? $len : 0), $input);
 }
 
 package PAGI::Server::Pagid::Pool::Conn;
