@@ -478,7 +478,7 @@ def stopped_worker_named_as_in_no_app_call(ctx):
           "no kill line saying the worker was in no app call: %r" % srv.stderr()[-800:])
 
 
-@test(timeout=30)
+@test(timeout=30, serial=True)  # a 1 s heartbeat: a loaded machine can starve a loop that long
 def slow_startup_not_taken_for_a_blocked_loop(ctx):
     # A lifespan startup that blocks the loop 2.5s (heartbeat 1s) is bounded by
     # timeouts.lifespan_startup, not killed by the heartbeat.

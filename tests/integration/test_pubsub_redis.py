@@ -334,10 +334,15 @@ def reload_moves_to_another_redis(ctx):
               "b heard a while they use different redis servers")
         # a's config now names r2; a reload moves it there.
         write_config(ctx, pubsub_conf(a.sport, r2.port), os.path.basename(a.path))
+        old_workers = set(a.srv.workers())
         a.srv.signal(signal.SIGHUP)
         check(wait_for(lambda: "url or prefix changed" in a.srv.stderr(), 20),
               "the reload did not change the backend")
         check(a.wait_up(1, 20), "a not connected after the reload")
+        # A client that lands on an old worker while it drains is closed (1001):
+        # the new clients connect once only the new generation listens.
+        check(wait_for(lambda: (lambda w: len(w) == 2 and not w & old_workers)(
+            set(a.srv.workers())), 20), "the old workers still run: %r" % a.srv.workers())
         ca2, cb2 = spread(a, 2, "/move"), spread(b, 2, "/move")
         sync_all(ca2 + cb2, [by_worker(ca2)[0], by_worker(cb2)[0]], "sync")
         close_all(ca + cb + ca2 + cb2)
