@@ -508,7 +508,10 @@ out:;
     acceptors_free(&r->acc); /* the listening sockets stay the caller's */
     free(r);
     ev_loop_destroy(ev);
-    log_info("worker %d exiting (%d)", worker_num, code);
+    if (pool_is_process_num(worker_num))
+        log_info("pool process %d exiting (%d)", worker_num - POOL_NUM_BASE, code);
+    else
+        log_info("worker %d exiting (%d)", worker_num, code);
     /* The slot stays ours until the master reaps us and frees it. */
     return code;
 }
