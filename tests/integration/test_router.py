@@ -164,3 +164,33 @@ def routes_over_h2c(ctx):
     out = curl("PUT", "/api/polls/7").lower()
     check(out.startswith("http/2 405") and "\r\nallow: get, delete, head\r\n" in out,
           "405 over h2c: %r" % out[:300])
+
+
+@test(timeout=120)
+def what_pagi_router_3_says_of_methods(ctx):
+    """The method rules pagi_router(3) states: an SSE route takes an sse
+    scope of any method (a POST with Accept: text/event-stream streams), a
+    declined stream closes its HTTP/1.1 connection, and a request whose
+    method is in lower case never reaches a route (400)."""
+    srv = start(ctx)
+    p = srv.port
+    c = SSEClient(p, "/api/feed", method="POST", body=b"x=1")
+    c.read_head()
+    check_eq((c.head.status, (c.head.header("content-type") or "").split(";")[0]),
+             (200, "text/event-stream"), "POST with Accept: text/event-stream to an SSE route")
+    ev = c.wait_events(1)[0]
+    check_eq((ev.type, ev.data), ("feed", "feed root=/api"), "the SSE route's event")
+    c.close()
+    # Declined: answered by the GET route, then the connection closes.
+    c = SSEClient(p, "/api/polls/3", headers={"Connection": "keep-alive"})
+    c.read_head()
+    check_eq((c.head.status, (c.head.header("connection") or "").lower()), (200, "close"),
+             "a declined stream's connection header")
+    c.close()
+    # A plain GET on the same path keeps its connection.
+    conn = lib.Conn(p)
+    conn.send(lib.build_request("GET", "/api/polls/3", {"Host": "x"}, "1.1"))
+    r = conn.read_response("GET")
+    check_eq((r.status, r.header("connection")), (200, None), "a plain GET keeps alive")
+    conn.close()
+    check_eq(body(p, "get", "/api/polls/3")[0], 400, "a lower-case method")
