@@ -543,6 +543,7 @@ START_TEST(bad_patterns_are_refused_at_add)
         {"GET", "/:id/*id", "the name \"id\" twice"},
         {"GET", "/a%20b", "'%' in a literal"},
         {"G T", "/a", "is not an HTTP token"},
+        {"get", "/a", "has lower-case letters"},
         {"", "/a", "1-32 bytes"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -442,6 +442,11 @@ static int method_serves(pagi_router *r, const char *method)
     for (size_t i = 0; i < n; i++)
         if (!is_tchar((unsigned char)method[i]))
             return add_fail(r, EINVAL, "method \"%s\" is not an HTTP token", method);
+        else if (method[i] >= 'a' && method[i] <= 'z') /* pagid answers such requests 400 */
+            return add_fail(r, EINVAL,
+                            "method \"%s\" has lower-case letters: methods are case-sensitive "
+                            "and pagid serves upper-case ones only (\"GET\", not \"get\")",
+                            method);
     return ROUTE_HTTP;
 }
 
