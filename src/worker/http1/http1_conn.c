@@ -77,9 +77,7 @@ void h1_conn_free(conn *c)
     sse_stream_free(c->h1.sse);
     c->h1.sse = NULL;
     buf_free(&c->h1.body);
-    free(c->h1.parked);
-    c->h1.parked = NULL;
-    c->h1.n_parked = c->h1.cap_parked = 0;
+    http_exchange_free(&c->h1.x);
 }
 
 void h1_conn_drop_parser(conn *c)
@@ -113,8 +111,8 @@ static int h1_on_request(void *ud, const h1_request *req)
     };
     if (c->tls && !sr.tls)
         return -1; /* out of memory: a TLS scope without its extension would lie */
-    h->log_start = ev_now(c->w->loop.ev);
-    h->log_status = 0;
+    h->x.log_start = ev_now(c->w->loop.ev);
+    h->x.status = 0;
     if (req->upgrade_websocket && !c->status_listener) /* checked there; c then speaks ws_proto */
         return ws_on_upgrade_request(c, req, &sr);
     pagi_scope_type type = PAGI_SCOPE_HTTP;
@@ -155,9 +153,7 @@ void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req)
     h->http_minor = req->http_minor;
     h->head_request = strcmp(req->method, "HEAD") == 0;
     h->continue_pending = req->expect_continue && (req->chunked || req->content_length > 0);
-    h->resp = RESP_NONE;
-    h->body_sent = 0;
-    h->above_high = 0;
+    http_exchange_begin(&h->x, &h1_http_carrier, c, h->x.log_start);
     conn_set_state(c, CONN_ACTIVE);
 }
 
@@ -195,16 +191,6 @@ static void h1_queue_error(conn *c, int status, const char *text)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
 }
 
-/* The access log line of the exchange ending now (reason NULL: completed). */
-static void h1_log_exchange(conn *c, const char *reason)
-{
-    h1_conn *h = &c->h1;
-    uint64_t bytes = h->resp == RESP_NONE || h->plan.no_body || h->body_sent < 0
-                         ? 0
-                         : (uint64_t)h->body_sent;
-    access_log_request(c->w->alog, c, h->scope, h->log_start, h->log_status, bytes, reason);
-}
-
 /* End the current exchange abnormally (on_disconnect with reason) and let go of it. */
 void h1_abort_exchange(conn *c, const char *reason)
 {
@@ -212,10 +198,9 @@ void h1_abort_exchange(conn *c, const char *reason)
     pagi_scope *s = h->scope;
     if (!s)
         return;
-    if (c->w->alog)
-        h1_log_exchange(c, reason);
+    http_exchange_log(&h->x, c, s, reason);
     scope_disconnect(s, reason);
-    h1_exchange_settle_parked(c, NULL);
+    http_exchange_settle_parked(&h->x, s, NULL);
     h1_exchange_release(c);
 }
 
@@ -241,7 +226,7 @@ static void h1_parse_failed(conn *c)
         /* The head was fine; the body was not (bad chunk, or over the size limit). */
         int started = scope_is_started(h->scope);
         if (!started)
-            h->log_status = status; /* the line says what the client got */
+            h->x.status = status; /* the line says what the client got */
         h1_abort_exchange(c, status == 413 ? reason_body_too_large : reason_protocol_error);
         if (started) {
             conn_close(c, NULL);
@@ -370,13 +355,8 @@ void h1_conn_on_written(conn *c)
     h1_conn *h = &c->h1;
     if (!h->scope)
         return;
-    size_t b = outq_buffered(&c->out);
-    if (h->above_high && b < c->w->cfg->low_watermark) {
-        h->above_high = 0;
-        scope_notify_drain(h->scope);
-        h1_exchange_settle_parked(c, NULL);
-    }
-    if (h->resp == RESP_FINAL && b == 0)
+    http_exchange_written(&h->x, h->scope, c->w->cfg->low_watermark);
+    if (h->x.resp == HX_FINAL && outq_buffered(&c->out) == 0)
         h1_exchange_end(c);
 }
 
@@ -385,10 +365,9 @@ void h1_exchange_end(conn *c)
 {
     h1_conn *h = &c->h1;
     pagi_scope *s = h->scope;
-    if (c->w->alog)
-        h1_log_exchange(c, NULL);
+    http_exchange_log(&h->x, c, s, NULL);
     scope_mark_complete(s);
-    h1_exchange_settle_parked(c, NULL);
+    http_exchange_settle_parked(&h->x, s, NULL);
     h1_exchange_release(c);
     c->served++;
     if (c->w->on_request_done)
@@ -407,10 +386,8 @@ void h1_exchange_next(conn *c, int keep)
     /* Between requests the connection keeps nothing but itself. */
     h1_parser_drop(c);
     buf_free(&h->body);
-    free(h->parked);
-    h->parked = NULL;
-    h->n_parked = h->cap_parked = 0;
-    h->resp = RESP_NONE;
+    http_exchange_free(&h->x);
+    h->x.resp = HX_NONE;
     h->msg_complete = 0;
     conn_set_state(c, CONN_WAIT_REQUEST);
     if (buf_size(&c->in) > 0)

@@ -11,20 +11,9 @@
 #include "common/buf.h"
 #include "http1_parser.h"
 #include "http1_response.h"
+#include "worker/http/http_exchange.h"
 
 typedef struct conn conn;
-
-typedef enum h1_resp_state {
-    RESP_NONE,      /* nothing sent */
-    RESP_STARTED,   /* head queued, body may follow */
-    RESP_TRAILERS,  /* last body sent, trailers announced and awaited */
-    RESP_FINAL,     /* everything queued; complete once written */
-} h1_resp_state;
-
-typedef struct h1_parked_send {
-    pagi_send_cb cb;
-    void *ud;
-} h1_parked_send;
 
 typedef struct h1_conn {
     h1_parser *parser;
@@ -40,17 +29,11 @@ typedef struct h1_conn {
     int announce_keep_alive; /* the response says "connection: keep-alive" (sse.start) */
     int http_minor;
     int head_request;
-    h1_resp_state resp;
-    h1_response_plan plan;
-    int64_t body_sent;
-    int above_high;         /* transport hysteresis: high mark engaged */
-    int trailers_announced; /* http.response.start had trailers=1 */
+    h1_response_plan plan;  /* the response's framing (chunked, keep-alive, ...) */
     struct sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
-    h1_parked_send *parked; /* sends waiting for the buffer to drain */
-    size_t n_parked, cap_parked;
-    /* Access log facts of the current exchange (written to only when the log is on, or cheap). */
-    double log_start; /* ev_now when the request head arrived */
-    int log_status;   /* status sent, or the server's error status; 0 = none */
+    /* The exchange's protocol-neutral state: response state, body counts,
+     * parked sends, access log facts (worker/http/http_exchange.h). */
+    http_exchange x;
 } h1_conn;
 
 struct conn_proto;
@@ -81,8 +64,8 @@ void h1_conn_plain_http(conn *c);
 /* Between http1_conn.c and http1_exchange.c. */
 struct scope_ops;
 extern const struct scope_ops h1_exchange_ops;
-void h1_exchange_settle_parked(conn *c, const char *err);
-void h1_exchange_after_append(conn *c, pagi_send_cb cb, void *ud);
+/** HTTP/1.1 as an http_carrier: the exchange's owner is the conn. */
+extern const http_carrier h1_http_carrier;
 void h1_exchange_end(conn *c);
 /** After an exchange that ended with the request read whole: keep-alive
  * (wait for the next request, serve pipelined bytes) or close, as keep says. */

@@ -46,12 +46,13 @@ static int h1_start(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *
         c->h1.close_after = 1; /* the spec: the server closes after a decline */
     else
         c->h1.announce_keep_alive = 1; /* Www.pod: sse.start sends Connection: keep-alive on 1.1 */
-    return h1x_send_start(s, c, ev, cb, ud);
+    return http_exchange_start(&c->h1.x, s, ev, cb, ud, "http.response.start");
 }
 
 static int h1_body(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
-    return h1x_send_body(s, scope_proto(s), ev, cb, ud);
+    conn *c = scope_proto(s);
+    return http_exchange_body(&c->h1.x, s, ev, cb, ud);
 }
 
 static int h1_next(pagi_scope *s, pagi_event *ev, int take)

@@ -77,7 +77,7 @@ static void ws_reject(conn *c, int status, const char *text)
     }
     outq_append(&c->out, buf_head(tmp), buf_size(tmp));
     if (c->w->alog) /* no scope: the line has the status only */
-        access_log_request(c->w->alog, c, NULL, c->h1.log_start, status, 0, NULL);
+        access_log_request(c->w->alog, c, NULL, c->h1.x.log_start, status, 0, NULL);
     conn_close_after_write(c);
 }
 
@@ -148,7 +148,7 @@ static int h1_accept(ws_conn *ws, const pagi_event *ev, const char *extensions)
         rc = buf_append(tmp, "\r\n", 2);
     if (rc < 0 || outq_append(&c->out, buf_head(tmp), buf_size(tmp)) < 0)
         return scope_fail(ws->s, "websocket.accept: out of memory");
-    c->h1.log_status = 101;
+    c->h1.x.status = 101;
     return 0;
 }
 
@@ -160,7 +160,7 @@ static void h1_refuse(ws_conn *ws, int status)
     const char *text = status == 403 ? "Forbidden" : "Internal Server Error";
     if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
-    c->h1.log_status = status;
+    c->h1.x.status = status;
     conn_close_after_write(c);
 }
 
@@ -182,10 +182,10 @@ static int h1_deny_start(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, voi
     if (outq_append(&c->out, buf_head(head), buf_size(head)) < 0)
         return scope_fail(s, "websocket.http.response.start: out of memory");
     ws->state = WS_DENYING;
-    c->h1.body_sent = 0;
-    c->h1.log_status = ev->status;
+    c->h1.x.body_sent = 0;
+    c->h1.x.status = ev->status;
     scope_mark_started(s);
-    h1_exchange_after_append(c, cb, ud);
+    http_exchange_after_append(&c->h1.x, ws->s, cb, ud);
     return 0;
 }
 
@@ -194,7 +194,7 @@ static int h1_deny_body(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void
     conn *c = ws_c(ws);
     pagi_scope *s = ws->s;
     int64_t cl = ws->plan.content_length;
-    if (cl >= 0 && c->h1.body_sent + (int64_t)ev->body.len > cl)
+    if (cl >= 0 && c->h1.x.body_sent + (int64_t)ev->body.len > cl)
         return scope_fail(s, "websocket.http.response.body: body exceeds content-length");
     int rc = 0;
     if (!ws->plan.no_body && ev->body.len) {
@@ -207,14 +207,14 @@ static int h1_deny_body(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void
     }
     if (rc < 0)
         return scope_fail(s, "websocket.http.response.body: out of memory");
-    c->h1.body_sent += (int64_t)ev->body.len;
+    c->h1.x.body_sent += (int64_t)ev->body.len;
     if (!ev->more) {
         if (ws->plan.chunked && !ws->plan.no_body)
             outq_append(&c->out, "0\r\n\r\n", 5);
         ws->state = WS_DENIED;
         conn_close_after_write(c);
     }
-    h1_exchange_after_append(c, cb, ud);
+    http_exchange_after_append(&c->h1.x, ws->s, cb, ud);
     return 0;
 }
 
@@ -240,7 +240,7 @@ static void h1_kick(ws_conn *ws)
 
 static void h1_after_append(ws_conn *ws, pagi_send_cb cb, void *ud)
 {
-    h1_exchange_after_append(ws_c(ws), cb, ud);
+    http_exchange_after_append(&ws_c(ws)->h1.x, ws->s, cb, ud);
 }
 
 static size_t h1_queued(const ws_conn *ws)
@@ -250,7 +250,7 @@ static size_t h1_queued(const ws_conn *ws)
 
 static int h1_above_high(const ws_conn *ws)
 {
-    return ws_c(ws)->h1.above_high;
+    return ws_c(ws)->h1.x.above_high;
 }
 
 static void h1_refresh(ws_conn *ws)
@@ -272,9 +272,9 @@ static void h1_ended(ws_conn *ws, const char *why)
 {
     conn *c = ws_c(ws);
     if (c->w->alog) /* the scope's access log line, at its end: 101, or the refusal */
-        access_log_request(c->w->alog, c, ws->s, c->h1.log_start, c->h1.log_status,
-                           c->h1.body_sent > 0 ? (uint64_t)c->h1.body_sent : 0, why);
-    h1_exchange_settle_parked(c, NULL);
+        access_log_request(c->w->alog, c, ws->s, c->h1.x.log_start, c->h1.x.status,
+                           c->h1.x.body_sent > 0 ? (uint64_t)c->h1.x.body_sent : 0, why);
+    http_exchange_settle_parked(&c->h1.x, ws->s, NULL);
     c->h1.scope = NULL;
 }
 
@@ -324,11 +324,8 @@ static void ws_on_written(conn *c)
      * the connection never parses HTTP/1 again. */
     if (ws->state >= WS_OPEN && h->parser)
         h1_conn_drop_parser(c);
-    if (h->above_high && outq_buffered(&c->out) < c->w->cfg->low_watermark) {
-        h->above_high = 0;
-        scope_notify_drain(h->scope);
-        h1_exchange_settle_parked(c, NULL);
-    }
+    if (h->scope)
+        http_exchange_written(&h->x, h->scope, c->w->cfg->low_watermark);
     ws_flushed(ws);
     conn_refresh(c);
 }
