@@ -27,6 +27,8 @@
 #include "app_registry.h"
 #include "worker/core/conn.h"
 #include "worker/core/crash.h"
+#include "worker/http1/http1_conn.h"
+#include "worker/http2/h2_conn.h"
 #include "worker/core/log_channel.h"
 #include "worker/scope/lifespan.h"
 #include "worker/core/memtrim.h"
@@ -262,8 +264,8 @@ static int accept_batch(acceptor *a, int force)
             c->status_listener = 1; /* conn_close counts it out again */
             w->n_status_conns++;
         }
-        if (c)
-            c->h2_allowed = a->h2;
+        if (c && a->h2)
+            c->alt_proto = &h2_proto; /* ALPN h2, or an h2c preface, may claim it */
     }
     return taken;
 }

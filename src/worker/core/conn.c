@@ -22,7 +22,6 @@
 #include "reason.h"
 #include "worker/scope/scope.h"
 #include "tls_conn.h"
-#include "worker/http2/h2_conn.h"
 
 #define READ_CHUNK 16384
 #define LINGER_SECONDS 1.0
@@ -310,6 +309,21 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
     }
 }
 
+/*
+ * May the connection's alternative protocol take it over (HTTP/2 by ALPN
+ * after the handshake, or by the h2c preface in the first bytes)? Asked
+ * until it is decided either way; then it is forgotten.
+ */
+static conn_claim conn_ask_claim(conn *c, conn_claim_point point)
+{
+    if (!c->alt_proto)
+        return CONN_CLAIM_DECLINED;
+    conn_claim r = c->alt_proto->claim(c, point);
+    if (r != CONN_CLAIM_UNDECIDED)
+        c->alt_proto = NULL;
+    return r;
+}
+
 /* ---- the TLS handshake ---- */
 
 /* The write watcher runs while output is blocked or while OpenSSL must
@@ -337,7 +351,7 @@ static void conn_tls_step(conn *c)
         if (c->w->stats && tls_conn_session_reused(c->tls))
             shm_add(&c->w->stats->tls_resumed, 1);
         conn_set_state(c, CONN_WAIT_REQUEST);
-        if (c->h2_allowed && tls_conn_alpn_h2(c->tls) && h2_conn_start(c) < 0) {
+        if (conn_ask_claim(c, CONN_CLAIM_AT_HANDSHAKE) == CONN_CLAIM_FAILED) {
             conn_close(c, reason_server_error);
             break;
         }
@@ -477,19 +491,12 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         c->tls_want_write = 1; /* e.g. a KeyUpdate to answer on a full socket */
         conn_update_write_watch(c);
     }
-    if (c->h2_allowed && !c->tls && c->state == CONN_WAIT_REQUEST && !c->served &&
-        buf_size(&c->in) > 0 && c->proto != &h2_proto) {
-        /* h2c with prior knowledge: the preface, or HTTP/1 from here on. */
-        int r = h2_sniff_preface(c);
-        if (r == -2) {
-            conn_close(c, reason_server_error);
-            return;
-        }
-        if (r == 0)
-            c->h2_allowed = 0;
+    if (c->alt_proto && c->state == CONN_WAIT_REQUEST && !c->served && buf_size(&c->in) > 0 &&
+        conn_ask_claim(c, CONN_CLAIM_AT_INPUT) == CONN_CLAIM_FAILED) {
+        conn_close(c, reason_server_error);
+        return;
     }
-    if (c->state != CONN_LINGER && buf_size(&c->in) > 0 &&
-        !(c->h2_allowed && !c->tls && c->proto != &h2_proto))
+    if (c->state != CONN_LINGER && buf_size(&c->in) > 0 && !c->alt_proto)
         c->proto->on_input(c);
     if (c->state == CONN_CLOSED)
         return;

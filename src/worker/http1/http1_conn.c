@@ -16,6 +16,7 @@
 #include "worker/core/access_log.h"
 #include "worker/apps/metrics.h"
 #include "worker/core/conn.h"
+#include "worker/core/loop.h"
 #include "worker/core/reason.h"
 #include "worker/scope/scope.h"
 #include "worker/sse/sse.h"
@@ -35,14 +36,26 @@ static const h1_parser_callbacks h1_callbacks = {
     .on_complete = h1_on_complete,
 };
 
-int h1_conn_init(conn *c)
+/* The state of a request coming in: made at its first byte. NULL when out of memory. */
+static h1_conn *h1_conn_get(conn *c)
 {
-    memset(&c->h1, 0, sizeof c->h1);
-    return 0;
+    if (!c->proto_state)
+        c->proto_state = calloc(1, sizeof(h1_conn));
+    return c->proto_state;
 }
 
 /* The request we answered may still be arriving (its body unread). */
-static int h1_conn_peer_may_send(const conn *c) { return !c->h1.msg_complete; }
+static int h1_conn_peer_may_send(const conn *c)
+{
+    const h1_conn *h = h1_of(c);
+    return !h || !h->msg_complete;
+}
+
+int h1_conn_request_line(const conn *c, pagi_str *method, pagi_str *target)
+{
+    const h1_conn *h = h1_of(c);
+    return h && h->parser && h1_parser_request_line(h->parser, method, target);
+}
 
 /*
  * The parser lives from the first byte of a request to the end of its
@@ -51,7 +64,7 @@ static int h1_conn_peer_may_send(const conn *c) { return !c->h1.msg_complete; }
  */
 static h1_parser *h1_parser_for(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     if (h->parser)
         return h->parser;
     const pagid_limits *l = &c->w->cfg->limits;
@@ -65,25 +78,60 @@ static h1_parser *h1_parser_for(conn *c)
     return h->parser;
 }
 
-static void h1_parser_drop(conn *c)
+static void h1_parser_drop(h1_conn *h)
 {
-    h1_parser_free(c->h1.parser);
-    c->h1.parser = NULL;
+    h1_parser_free(h->parser);
+    h->parser = NULL;
 }
 
+/* Free what the state holds; the struct itself is the caller's to free. */
+static void h1_conn_clear(h1_conn *h)
+{
+    h1_parser_drop(h);
+    sse_stream_free(h->sse);
+    h->sse = NULL;
+    buf_free(&h->body);
+    http_exchange_free(&h->x);
+}
+
+/* Between requests: nothing up the stack holds the state any more. */
+static void h1_conn_free_now(conn *c)
+{
+    h1_conn *h = h1_of(c);
+    if (!h)
+        return;
+    h1_conn_clear(h);
+    free(h);
+    c->proto_state = NULL;
+}
+
+static void h1_conn_free_job(const runq_item *it)
+{
+    free(it->a);
+}
+
+/*
+ * conn_close's release: callers up the stack (the parser loop, an exchange
+ * ending) may still look at the state after a call that closed the
+ * connection, as they may at the conn itself; so the struct goes at the
+ * safe point, with the conn, and what it holds goes now.
+ */
 void h1_conn_free(conn *c)
 {
-    h1_parser_drop(c);
-    sse_stream_free(c->h1.sse);
-    c->h1.sse = NULL;
-    buf_free(&c->h1.body);
-    http_exchange_free(&c->h1.x);
+    h1_conn *h = h1_of(c);
+    if (!h)
+        return;
+    h1_conn_clear(h);
+    c->proto_state = NULL;
+    if (loop_queue(&c->w->loop, h1_conn_free_job, NULL, h, NULL, NULL) < 0)
+        log_error("leaking a connection's HTTP/1.1 state (out of memory)");
 }
 
 void h1_conn_drop_parser(conn *c)
 {
-    h1_parser_drop(c);
-    buf_free(&c->h1.body);
+    h1_conn *h = h1_of(c);
+    h1_parser_drop(h);
+    buf_free(&h->body);
 }
 
 static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermark; }
@@ -93,7 +141,7 @@ static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermar
 static int h1_on_request(void *ud, const h1_request *req)
 {
     conn *c = ud;
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     scope_request sr = {
         .method = req->method,
         .http_version = req->http_minor == 0 ? "1.0" : "1.1",
@@ -141,7 +189,7 @@ static int h1_on_request(void *ud, const h1_request *req)
  */
 void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     h->scope = s;
     h->start_app = 1;
     h->msg_complete = 0;
@@ -160,7 +208,7 @@ void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req)
 static int h1_on_body(void *ud, const char *data, size_t len)
 {
     conn *c = ud;
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     if (buf_append(&h->body, data, len) < 0)
         return -1;
     h->continue_pending = 0; /* the client sent the body without waiting */
@@ -172,7 +220,7 @@ static int h1_on_body(void *ud, const char *data, size_t len)
 static int h1_on_complete(void *ud)
 {
     conn *c = ud;
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     h->msg_complete = 1;
     h->continue_pending = 0;
     if (h->scope)
@@ -194,7 +242,7 @@ static void h1_queue_error(conn *c, int status, const char *text)
 /* End the current exchange abnormally (on_disconnect with reason) and let go of it. */
 void h1_abort_exchange(conn *c, const char *reason)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     pagi_scope *s = h->scope;
     if (!s)
         return;
@@ -207,7 +255,7 @@ void h1_abort_exchange(conn *c, const char *reason)
 /* Whatever way the exchange ended: let go of the scope and the per-request state. */
 void h1_exchange_release(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     pagi_scope *s = h->scope;
     sse_stream_free(h->sse);
     h->sse = NULL;
@@ -218,7 +266,7 @@ void h1_exchange_release(conn *c)
 
 static void h1_parse_failed(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     int status = h1_parser_error_status(h->parser);
     const char *text = h1_parser_error_text(h->parser);
     log_info("%d from %s:%d: %s", status, conn_peer_host(c), c->peer_port, text);
@@ -259,7 +307,14 @@ void h1_conn_header_timeout(conn *c)
 
 void h1_conn_on_input(conn *c)
 {
-    h1_conn *h = &c->h1;
+    if (buf_size(&c->in) == 0 ||
+        (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE))
+        return;
+    h1_conn *h = h1_conn_get(c);
+    if (!h) {
+        conn_close(c, reason_server_error);
+        return;
+    }
     for (;;) {
         if (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE)
             return;
@@ -288,7 +343,7 @@ void h1_conn_on_input(conn *c)
         if (c->state == CONN_WAIT_REQUEST && h1_parser_started(p))
             conn_set_state(c, CONN_READ_HEAD);
         if (st == H1_DONE && h->parser == p)
-            h1_parser_drop(c); /* the message is whole: nothing left to parse */
+            h1_parser_drop(h); /* the message is whole: nothing left to parse */
         if (h->start_app && h->scope) {
             h->start_app = 0;
             pagi_scope *s = h->scope;
@@ -333,18 +388,18 @@ void h1_conn_on_eof(conn *c)
 
 int h1_conn_wants_read(const conn *c)
 {
-    const h1_conn *h = &c->h1;
+    const h1_conn *h = h1_of(c);
     if (buf_size(&c->in) >= PIPELINE_INPUT_MAX)
         return 0;
-    if (h->msg_complete)
+    if (!h || h->msg_complete)
         return 1; /* keep watching, to see a client that leaves */
     return buf_size(&h->body) < body_buffer_limit(c);
 }
 
 int h1_conn_waiting_for_body(const conn *c)
 {
-    const h1_conn *h = &c->h1;
-    return h->scope && !h->msg_complete && !h->continue_pending &&
+    const h1_conn *h = h1_of(c);
+    return h && h->scope && !h->msg_complete && !h->continue_pending &&
            scope_receive_waiting(h->scope) && buf_size(&h->body) == 0;
 }
 
@@ -352,8 +407,8 @@ int h1_conn_waiting_for_body(const conn *c)
 
 void h1_conn_on_written(conn *c)
 {
-    h1_conn *h = &c->h1;
-    if (!h->scope)
+    h1_conn *h = h1_of(c);
+    if (!h || !h->scope)
         return;
     http_exchange_written(&h->x, h->scope, c->w->cfg->low_watermark);
     if (h->x.resp == HX_FINAL && outq_buffered(&c->out) == 0)
@@ -363,7 +418,7 @@ void h1_conn_on_written(conn *c)
 /* The response is fully written: complete the exchange, then keep-alive or close. */
 void h1_exchange_end(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     pagi_scope *s = h->scope;
     http_exchange_log(&h->x, c, s, NULL);
     scope_mark_complete(s);
@@ -377,18 +432,15 @@ void h1_exchange_end(conn *c)
 
 void h1_exchange_next(conn *c, int keep)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     keep = keep && h->msg_complete && !c->w->draining && !c->eof;
     if (!keep) {
         conn_close_after_write(c);
         return;
     }
-    /* Between requests the connection keeps nothing but itself. */
-    h1_parser_drop(c);
-    buf_free(&h->body);
-    http_exchange_free(&h->x);
-    h->x.resp = HX_NONE;
-    h->msg_complete = 0;
+    /* Between requests the connection keeps nothing but itself: its
+     * HTTP/1.1 state is made again by the next request's first byte. */
+    h1_conn_free_now(c);
     conn_set_state(c, CONN_WAIT_REQUEST);
     if (buf_size(&c->in) > 0)
         h1_conn_on_input(c);
@@ -396,7 +448,8 @@ void h1_exchange_next(conn *c, int keep)
 
 void h1_conn_on_close(conn *c, const char *reason)
 {
-    if (c->h1.scope)
+    h1_conn *h = h1_of(c);
+    if (h && h->scope)
         h1_abort_exchange(c, reason ? reason : reason_server_error);
 }
 
@@ -411,6 +464,6 @@ const conn_proto h1_proto = {
     .on_header_timeout = h1_conn_header_timeout,
     .on_plain_http = h1_conn_plain_http,
     .peer_may_send = h1_conn_peer_may_send,
-    .init = h1_conn_init,
     .release = h1_conn_free,
+    .request_line = h1_conn_request_line,
 };

@@ -13,7 +13,7 @@
 #include "http1_response.h"
 #include "worker/http/http_exchange.h"
 
-typedef struct conn conn;
+#include "worker/core/conn.h"
 
 typedef struct h1_conn {
     h1_parser *parser;
@@ -31,6 +31,7 @@ typedef struct h1_conn {
     int head_request;
     h1_response_plan plan;  /* the response's framing (chunked, keep-alive, ...) */
     struct sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
+    struct ws_conn *ws;     /* set once the connection is a WebSocket (owned) */
     /* The exchange's protocol-neutral state: response state, body counts,
      * parked sends, access log facts (worker/http/http_exchange.h). */
     http_exchange x;
@@ -40,8 +41,22 @@ struct conn_proto;
 /** HTTP/1.1 as a connection protocol (the one every connection starts with). */
 extern const struct conn_proto h1_proto;
 
-int h1_conn_init(conn *c);
+/**
+ * c's HTTP/1.1 state (c->proto_state): made at the first byte of a request
+ * (h1_conn_on_input), freed when the connection waits for the next one
+ * (h1_exchange_next) and by release; NULL while it holds none, so an idle
+ * keep-alive connection costs only its conn.
+ */
+static inline h1_conn *h1_of(const conn *c)
+{
+    return (h1_conn *)c->proto_state;
+}
+/** Release c's HTTP/1.1 state (h1_proto's and ws_proto's release): what it
+ *  holds now, the struct at the next safe point (stale pointers up the
+ *  stack stay readable until then, as the conn does). */
 void h1_conn_free(conn *c);
+/** The request line read so far, for a log line of a request refused before any scope. */
+int h1_conn_request_line(const conn *c, pagi_str *method, pagi_str *target);
 /** The connection left HTTP/1 for good (a WebSocket): free the request parser. Safe point only. */
 void h1_conn_drop_parser(conn *c);
 /** New input is in c->in: parse and act. */

@@ -32,7 +32,8 @@ static conn *exchange_conn(const pagi_scope *s) { return scope_proto(s); }
 static http_exchange *h1_exchange_of(const pagi_scope *s)
 {
     conn *c = exchange_conn(s);
-    return c && c->h1.scope == s ? &c->h1.x : NULL;
+    h1_conn *h = c ? h1_of(c) : NULL;
+    return h && h->scope == s ? &h->x : NULL;
 }
 
 static conn *x_conn(const http_exchange *x)
@@ -43,7 +44,7 @@ static conn *x_conn(const http_exchange *x)
 static int h1c_start(http_exchange *x, pagi_scope *s, const pagi_event *ev, const char *what)
 {
     conn *c = x_conn(x);
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     h1_response_ctx ctx = {
         .http_minor = h->http_minor,
         .head_request = h->head_request,
@@ -78,7 +79,7 @@ int h1x_append_chunk_header(conn *c, size_t n)
 static int h1c_body_file(http_exchange *x, pagi_scope *s, int fd, off_t off, size_t len)
 {
     conn *c = x_conn(x);
-    int chunked = c->h1.plan.chunked;
+    int chunked = h1_of(c)->plan.chunked;
     int rc = chunked ? h1x_append_chunk_header(c, len) : 0;
     if (rc == 0)
         rc = outq_append_file(&c->out, fd, off, len);
@@ -92,7 +93,7 @@ static int h1c_body_file(http_exchange *x, pagi_scope *s, int fd, off_t off, siz
 static int h1c_body_mem(http_exchange *x, pagi_scope *s, const char *p, size_t len)
 {
     conn *c = x_conn(x);
-    int chunked = c->h1.plan.chunked;
+    int chunked = h1_of(c)->plan.chunked;
     /* pagi_send_buf: the body goes out from the app's buffer, framed by the
      * chunk lines around it. */
     pagi_buf *lent = scope_send_buf(s, p, len);
@@ -107,7 +108,7 @@ static int h1c_body_mem(http_exchange *x, pagi_scope *s, const char *p, size_t l
 static int h1c_body_end(http_exchange *x, pagi_scope *s, int trailers_follow, int short_of_length)
 {
     conn *c = x_conn(x);
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     if (trailers_follow)
         return 0;
     if (h->plan.chunked && !h->plan.no_body)
@@ -128,7 +129,7 @@ static int h1c_trailers(http_exchange *x, pagi_scope *s, const pagi_event *ev)
     const char *err = NULL;
     if (h1_chunk_last(tmp, ev->headers, ev->header_count, &err) < 0)
         return scope_fail(s, "http.response.trailers: %s", err ? err : "invalid trailer");
-    if (!c->h1.plan.no_body && outq_append(&c->out, buf_head(tmp), buf_size(tmp)) < 0)
+    if (!h1_of(c)->plan.no_body && outq_append(&c->out, buf_head(tmp), buf_size(tmp)) < 0)
         return scope_fail(s, "http.response.trailers: out of memory");
     return 0;
 }
@@ -155,7 +156,7 @@ static void h1c_answer(http_exchange *x, pagi_scope *s, int status, const char *
 {
     (void)s;
     conn *c = x_conn(x);
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     int keep = may_keep && h->msg_complete && h->req_keep_alive && h->http_minor == 1 &&
                !h->close_after && !c->w->draining && !c->eof;
     h1_abort_exchange(c, reason);
@@ -216,7 +217,7 @@ int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type
         }
         return 1;
     }
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     if (buf_size(&h->body) == 0 && !(h->msg_complete && !h->body_end_delivered))
         return 0; /* more body to come, or the body is done and only a disconnect is left */
     if (!take)
@@ -237,7 +238,7 @@ void h1x_receive_wanted(pagi_scope *s)
     conn *c = exchange_conn(s);
     if (!c)
         return;
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     if (h->continue_pending && h->x.resp == HX_NONE) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         outq_append(&c->out, cont, sizeof cont - 1);
@@ -305,7 +306,7 @@ int h1x_write_now(pagi_scope *s, int block)
 int h1x_above_high(const pagi_scope *s)
 {
     conn *c = exchange_conn(s);
-    return c ? c->h1.x.above_high : 0;
+    return c && h1_of(c) ? h1_of(c)->x.above_high : 0;
 }
 
 static int h1x_next_event(pagi_scope *s, pagi_event *ev, int take)

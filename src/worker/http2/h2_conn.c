@@ -13,6 +13,7 @@
 #include "common/shm.h"
 #include "h2_int.h"
 #include "worker/core/reason.h"
+#include "worker/core/tls_conn.h"
 
 /* Streams at once, the receive windows and the rapid-reset rate
  * (CVE-2023-44487) are limits.http2_* (config.h). */
@@ -41,7 +42,7 @@ static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 static h2_session *sess(const conn *c)
 {
-    return c->h2;
+    return c->proto_state;
 }
 
 /* ---- output ---- */
@@ -526,7 +527,7 @@ static int h2_session_new(conn *c)
         free(h);
         return -1;
     }
-    c->h2 = h;
+    c->proto_state = h;
     return 0;
 }
 
@@ -539,19 +540,30 @@ int h2_conn_start(conn *c)
         return -1;
     if (c->w->stats)
         shm_add(&c->w->stats->h2_connections, 1);
-    h2_session_kick(c->h2); /* our SETTINGS go first */
+    h2_session_kick(sess(c)); /* our SETTINGS go first */
     return 0;
 }
 
-int h2_sniff_preface(conn *c)
+/*
+ * HTTP/2 as a connection's alt_proto (conn.c asks, knowing no protocol):
+ * after the TLS handshake when ALPN chose h2; on cleartext with prior
+ * knowledge when the first bytes are the client preface (a prefix of it:
+ * undecided; anything else: HTTP/1.1 keeps the connection).
+ */
+static conn_claim h2_claim(conn *c, conn_claim_point point)
 {
-    size_t n = buf_size(&c->in), k = sizeof preface - 1;
-    size_t m = n < k ? n : k;
-    if (memcmp(buf_head(&c->in), preface, m) != 0)
-        return 0;
-    if (n < k)
-        return -1;
-    return h2_conn_start(c) < 0 ? -2 : 1;
+    if (point == CONN_CLAIM_AT_HANDSHAKE) {
+        if (!c->tls || !tls_conn_alpn_h2(c->tls))
+            return CONN_CLAIM_DECLINED;
+    } else {
+        size_t n = buf_size(&c->in), k = sizeof preface - 1;
+        size_t m = n < k ? n : k;
+        if (c->tls || memcmp(buf_head(&c->in), preface, m) != 0)
+            return CONN_CLAIM_DECLINED;
+        if (n < k)
+            return CONN_CLAIM_UNDECIDED;
+    }
+    return h2_conn_start(c) < 0 ? CONN_CLAIM_FAILED : CONN_CLAIM_TAKEN;
 }
 
 /* ---- conn_proto ---- */
@@ -725,7 +737,7 @@ static void h2_release(conn *c)
     h2_stream_free_all(h);
     nghttp2_session_del(h->ng);
     free(h);
-    c->h2 = NULL;
+    c->proto_state = NULL;
 }
 
 const conn_proto h2_proto = {
@@ -744,4 +756,5 @@ const conn_proto h2_proto = {
     .release = h2_release,
     .on_drain = h2_on_drain,
     .on_idle_timeout = h2_on_idle_timeout,
+    .claim = h2_claim,
 };
