@@ -485,7 +485,7 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         conn_close(c, errno == ECONNRESET ? reason_client_closed : reason_read_error);
         return;
     }
-    if (c->state == CONN_CLOSED)
+    if (conn_fate_of(c) == CONN_GONE)
         return;
     if (c->tls && tls_conn_wants_write(c->tls) && !c->tls_want_write) {
         c->tls_want_write = 1; /* e.g. a KeyUpdate to answer on a full socket */
@@ -496,9 +496,8 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         conn_close(c, reason_server_error);
         return;
     }
-    if (c->state != CONN_LINGER && buf_size(&c->in) > 0 && !c->alt_proto)
-        c->proto->on_input(c);
-    if (c->state == CONN_CLOSED)
+    if (c->state != CONN_LINGER && buf_size(&c->in) > 0 && !c->alt_proto &&
+        c->proto->on_input(c) == CONN_GONE)
         return;
     if (conn_return_input(c) < 0) {
         conn_close(c, reason_server_error);
@@ -506,11 +505,8 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     if (c->state == CONN_LINGER)
         return;
-    if (c->eof) {
-        c->proto->on_eof(c);
-        if (c->state == CONN_CLOSED)
-            return;
-    }
+    if (c->eof && c->proto->on_eof(c) == CONN_GONE)
+        return;
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_READ);
     /* What the app answered while this input was read goes out now, as
@@ -522,8 +518,7 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     if (c->in_flush_list && c->w->flush_list == c) {
         c->w->flush_list = c->flush_next;
         c->in_flush_list = 0;
-        conn_flush(c);
-        if (c->state == CONN_CLOSED)
+        if (conn_flush(c) == CONN_GONE)
             return;
     }
     /* Records read ahead (or the rest of a big one) wait inside OpenSSL
@@ -584,10 +579,10 @@ void conn_write_last(conn *c)
         ;
 }
 
-void conn_flush(conn *c)
+conn_fate conn_flush(conn *c)
 {
     if (c->state == CONN_CLOSED)
-        return;
+        return CONN_GONE;
     size_t written = 0;
     outq_result r = OUTQ_DONE;
     if (outq_buffered(&c->out) && c->tls) {
@@ -600,7 +595,7 @@ void conn_flush(conn *c)
         shm_add(&c->w->stats->bytes_out, written);
     if (r == OUTQ_ERROR) {
         conn_close(c, reason_write_error);
-        return;
+        return CONN_GONE;
     }
     if (r == OUTQ_AGAIN && !c->write_blocked) {
         c->write_blocked = 1;
@@ -612,18 +607,20 @@ void conn_flush(conn *c)
     if (c->state == CONN_CLOSING) {
         if (r == OUTQ_DONE) {
             /* Linger only when the client may still be sending: else a plain close. */
-            if (c->eof || (buf_size(&c->in) == 0 && !c->proto->peer_may_send(c)))
+            if (c->eof || (buf_size(&c->in) == 0 && !c->proto->peer_may_send(c))) {
                 conn_close(c, NULL);
-            else
-                conn_set_state(c, CONN_LINGER);
+                return CONN_GONE;
+            }
+            conn_set_state(c, CONN_LINGER);
         } else {
             conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
         }
-        return;
+        return CONN_ALIVE;
     }
-    c->proto->on_written(c);
-    if (c->state != CONN_CLOSED)
-        conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
+    if (c->proto->on_written(c) == CONN_GONE)
+        return CONN_GONE;
+    conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
+    return CONN_ALIVE;
 }
 
 static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
@@ -635,10 +632,11 @@ static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
     }
     int read_waited = c->tls_want_write;
     c->tls_want_write = 0;
-    conn_flush(c);
+    if (conn_flush(c) == CONN_GONE)
+        return;
     /* A TLS read that had to write first (a key update) is retried now; it
      * sets tls_want_write again if the socket is still full. */
-    if (read_waited && c->state != CONN_CLOSED) {
+    if (read_waited) {
         conn_update_write_watch(c);
         conn_update_read(c);
         if (c->reading)
@@ -652,7 +650,8 @@ void conn_flush_all(worker_ctx *w)
         conn *c = w->flush_list;
         w->flush_list = c->flush_next;
         c->in_flush_list = 0;
-        conn_flush(c);
+        if (conn_flush(c) == CONN_GONE)
+            continue; /* closed: freed at the safe point, off the list already */
     }
 }
 

@@ -40,6 +40,18 @@ typedef enum conn_timeout {
     TMO_HANDSHAKE
 } conn_timeout;
 
+/*
+ * Calls that may close the connection say whether it is still there, and
+ * the compiler makes every caller look (CONN_MUST_CHECK: warn_unused_result,
+ * an error under -Werror; a (void) cast does not silence it). After
+ * CONN_GONE the connection is closed: its protocol state is released, its
+ * memory stays readable until the safe point; the caller touches neither
+ * and returns CONN_GONE (or stops) in turn. docs/ARCHITECTURE.md,
+ * "Calls that may close a connection", has the rule.
+ */
+typedef enum conn_fate { CONN_ALIVE, CONN_GONE } conn_fate;
+#define CONN_MUST_CHECK __attribute__((warn_unused_result))
+
 /* What an alternative protocol says when asked to take a connection over. */
 typedef enum conn_claim {
     CONN_CLAIM_DECLINED,  /* not this protocol: the connection keeps its own */
@@ -59,9 +71,12 @@ typedef enum conn_claim_point { CONN_CLAIM_AT_HANDSHAKE, CONN_CLAIM_AT_INPUT } c
  */
 typedef struct conn_proto {
     const char *name;
-    void (*on_input)(conn *c);                       /* bytes are in c->in */
-    void (*on_eof)(conn *c);                         /* the peer closed its side */
-    void (*on_written)(conn *c);                     /* output made progress */
+    /* Bytes are in c->in. */
+    conn_fate (*on_input)(conn *c) CONN_MUST_CHECK;
+    /* The peer closed its side. */
+    conn_fate (*on_eof)(conn *c) CONN_MUST_CHECK;
+    /* Output made progress. */
+    conn_fate (*on_written)(conn *c) CONN_MUST_CHECK;
     int (*wants_read)(const conn *c);                /* flow control, while active */
     int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
     void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
@@ -138,6 +153,12 @@ struct conn {
     const conn_proto *alt_proto;
 };
 
+/** CONN_GONE once conn_close ran on c (it may have, inside the last call). */
+static inline conn_fate conn_fate_of(const conn *c)
+{
+    return c->state == CONN_CLOSED ? CONN_GONE : CONN_ALIVE;
+}
+
 /** Take an accepted socket speaking proto first, through TLS when tls is
  * set (the handshake comes first); returns NULL (socket closed) on failure. */
 conn *conn_new(worker_ctx *w, int fd, const struct sockaddr *peer, const char *server_host,
@@ -155,8 +176,8 @@ void conn_set_state(conn *c, conn_state s);
 void conn_refresh(conn *c);
 /** Queue the connection for writing at the next safe point. */
 void conn_schedule_flush(conn *c);
-/** Write now; may complete responses and start pipelined requests. */
-void conn_flush(conn *c);
+/** Write now; may complete responses and start pipelined requests, or close. */
+CONN_MUST_CHECK conn_fate conn_flush(conn *c);
 /** Inside on_close: one best-effort non-blocking write of the queued
  * output (no callbacks, errors ignored), and the input waiting read away:
  * last words before the close. */

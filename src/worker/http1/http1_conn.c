@@ -264,7 +264,7 @@ void h1_exchange_release(conn *c)
         scope_detach(s);
 }
 
-static void h1_parse_failed(conn *c)
+static conn_fate h1_parse_failed(conn *c)
 {
     h1_conn *h = h1_of(c);
     int status = h1_parser_error_status(h->parser);
@@ -278,13 +278,14 @@ static void h1_parse_failed(conn *c)
         h1_abort_exchange(c, status == 413 ? reason_body_too_large : reason_protocol_error);
         if (started) {
             conn_close(c, NULL);
-            return;
+            return CONN_GONE;
         }
     } else if (c->w->alog) {
         access_log_request(c->w->alog, c, NULL, 0, status, 0, NULL);
     }
     h1_queue_error(c, status, text);
     conn_close_after_write(c);
+    return CONN_ALIVE; /* until the answer is written */
 }
 
 void h1_conn_plain_http(conn *c)
@@ -305,25 +306,25 @@ void h1_conn_header_timeout(conn *c)
 
 /* ---- input ---- */
 
-void h1_conn_on_input(conn *c)
+conn_fate h1_conn_on_input(conn *c)
 {
     if (buf_size(&c->in) == 0 ||
         (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE))
-        return;
+        return conn_fate_of(c);
     h1_conn *h = h1_conn_get(c);
     if (!h) {
         conn_close(c, reason_server_error);
-        return;
+        return CONN_GONE;
     }
     for (;;) {
         if (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE)
-            return;
+            return CONN_ALIVE; /* closing or lingering: still there */
         if (c->state == CONN_ACTIVE &&
             (h->msg_complete || buf_size(&h->body) >= body_buffer_limit(c)))
-            return; /* pipelined bytes wait; or the app has not taken the body yet */
+            return CONN_ALIVE; /* pipelined bytes wait; or the app has not taken the body yet */
         size_t avail = buf_size(&c->in);
         if (avail == 0)
-            return;
+            return CONN_ALIVE;
         /* A body is fed no further than the buffer's room: the body buffer
          * never holds more than the high watermark, whatever one read brought. */
         int capped = 0;
@@ -336,7 +337,7 @@ void h1_conn_on_input(conn *c)
         h1_parser *p = h1_parser_for(c);
         if (!p) {
             conn_close(c, reason_server_error);
-            return;
+            return CONN_GONE;
         }
         h1_state st = h1_parser_feed(p, buf_head(&c->in), avail, &used);
         buf_consume(&c->in, used);
@@ -352,37 +353,38 @@ void h1_conn_on_input(conn *c)
                 app_metrics.handle(s, c->w); /* never the app: only metrics here */
             else
                 scope_start_app(s);
-            int gone = (c->state == CONN_CLOSED || h->scope != s);
+            /* The app ran: it may have closed the connection (h is then
+             * released: not looked at), or ended this exchange. */
+            conn_fate fate = conn_fate_of(c);
+            int ended = fate == CONN_GONE || h->scope != s;
             scope_unref(s);
-            if (gone && st != H1_ERROR)
-                return;
+            if (fate == CONN_GONE)
+                return CONN_GONE;
+            if (ended && st != H1_ERROR)
+                return CONN_ALIVE;
         }
-        if (c->state == CONN_CLOSED)
-            return;
-        if (st == H1_ERROR) {
-            h1_parse_failed(c);
-            return;
-        }
+        if (st == H1_ERROR)
+            return h1_parse_failed(c);
         if (st == H1_NEED_MORE && !capped)
-            return;
+            return CONN_ALIVE;
         /* H1_DONE: loop once more, which returns as the message is complete;
          * a capped feed: once more, which feeds on if the body left room. */
     }
 }
 
-void h1_conn_on_eof(conn *c)
+conn_fate h1_conn_on_eof(conn *c)
 {
     switch (c->state) {
     case CONN_WAIT_REQUEST:
     case CONN_READ_HEAD:
         conn_close(c, NULL);
-        break;
+        return CONN_GONE;
     case CONN_ACTIVE:
         /* The client left while its request was being served. */
         conn_close(c, reason_client_closed);
-        break;
+        return CONN_GONE;
     default:
-        break; /* closing: finish writing what we have */
+        return conn_fate_of(c); /* closing: finish writing what we have */
     }
 }
 
@@ -405,18 +407,19 @@ int h1_conn_waiting_for_body(const conn *c)
 
 /* ---- output side ---- */
 
-void h1_conn_on_written(conn *c)
+conn_fate h1_conn_on_written(conn *c)
 {
     h1_conn *h = h1_of(c);
     if (!h || !h->scope)
-        return;
+        return CONN_ALIVE;
     http_exchange_written(&h->x, h->scope, c->w->cfg->low_watermark);
     if (h->x.resp == HX_FINAL && outq_buffered(&c->out) == 0)
-        h1_exchange_end(c);
+        return h1_exchange_end(c);
+    return CONN_ALIVE;
 }
 
 /* The response is fully written: complete the exchange, then keep-alive or close. */
-void h1_exchange_end(conn *c)
+conn_fate h1_exchange_end(conn *c)
 {
     h1_conn *h = h1_of(c);
     pagi_scope *s = h->scope;
@@ -427,23 +430,24 @@ void h1_exchange_end(conn *c)
     c->served++;
     if (c->w->on_request_done)
         c->w->on_request_done(c->w); /* may start a drain: read draining after it */
-    h1_exchange_next(c, h->plan.keep_alive);
+    return h1_exchange_next(c, h->plan.keep_alive);
 }
 
-void h1_exchange_next(conn *c, int keep)
+conn_fate h1_exchange_next(conn *c, int keep)
 {
     h1_conn *h = h1_of(c);
     keep = keep && h->msg_complete && !c->w->draining && !c->eof;
     if (!keep) {
         conn_close_after_write(c);
-        return;
+        return CONN_ALIVE;
     }
     /* Between requests the connection keeps nothing but itself: its
      * HTTP/1.1 state is made again by the next request's first byte. */
     h1_conn_free_now(c);
     conn_set_state(c, CONN_WAIT_REQUEST);
     if (buf_size(&c->in) > 0)
-        h1_conn_on_input(c);
+        return h1_conn_on_input(c);
+    return CONN_ALIVE;
 }
 
 void h1_conn_on_close(conn *c, const char *reason)

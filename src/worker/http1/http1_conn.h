@@ -60,11 +60,11 @@ int h1_conn_request_line(const conn *c, pagi_str *method, pagi_str *target);
 /** The connection left HTTP/1 for good (a WebSocket): free the request parser. Safe point only. */
 void h1_conn_drop_parser(conn *c);
 /** New input is in c->in: parse and act. */
-void h1_conn_on_input(conn *c);
+CONN_MUST_CHECK conn_fate h1_conn_on_input(conn *c);
 /** The peer closed its side (read returned 0). */
-void h1_conn_on_eof(conn *c);
+CONN_MUST_CHECK conn_fate h1_conn_on_eof(conn *c);
 /** Bytes were written; settle watermarks, completions, response end. */
-void h1_conn_on_written(conn *c);
+CONN_MUST_CHECK conn_fate h1_conn_on_written(conn *c);
 /** Should the connection read now (flow control)? */
 int h1_conn_wants_read(const conn *c);
 /** Is a body read pending for a waiting app (request timeout applies)? */
@@ -81,10 +81,10 @@ struct scope_ops;
 extern const struct scope_ops h1_exchange_ops;
 /** HTTP/1.1 as an http_carrier: the exchange's owner is the conn. */
 extern const http_carrier h1_http_carrier;
-void h1_exchange_end(conn *c);
+CONN_MUST_CHECK conn_fate h1_exchange_end(conn *c);
 /** After an exchange that ended with the request read whole: keep-alive
  * (wait for the next request, serve pipelined bytes) or close, as keep says. */
-void h1_exchange_next(conn *c, int keep);
+CONN_MUST_CHECK conn_fate h1_exchange_next(conn *c, int keep);
 /** End the exchange abnormally: on_disconnect(reason), then detach the scope. */
 void h1_abort_exchange(conn *c, const char *reason);
 /** Start serving s for req: reset the per-request state, enter CONN_ACTIVE. */

@@ -165,12 +165,14 @@ static void h1c_answer(http_exchange *x, pagi_scope *s, int status, const char *
     shm_count_request(c->w->stats, status);
     if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), keep) == 0)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
-    if (keep) {
-        conn_schedule_flush(c);
-        c->served++; /* answered: the keep-alive timeout applies now */
-        h1_exchange_next(c, 1);
-    } else
+    if (!keep) {
         conn_close_after_write(c);
+        return;
+    }
+    conn_schedule_flush(c);
+    c->served++; /* answered: the keep-alive timeout applies now */
+    if (h1_exchange_next(c, 1) == CONN_GONE)
+        return; /* a pipelined request behind it closed the connection: nothing left to do */
 }
 
 static void h1c_abort(http_exchange *x, pagi_scope *s, const char *reason)
@@ -226,10 +228,8 @@ int h1x_next_body_event(pagi_scope *s, pagi_event *ev, int take, pagi_event_type
     if (h->msg_complete)
         h->body_end_delivered = 1;
     conn_refresh(c); /* room again: resume reading */
-    if (!h->msg_complete && buf_size(&c->in) > 0) {
-        h1_conn_on_input(c);
+    if (!h->msg_complete && buf_size(&c->in) > 0 && h1_conn_on_input(c) == CONN_ALIVE)
         conn_refresh(c);
-    }
     return 1;
 }
 
@@ -284,8 +284,8 @@ int h1x_write_now(pagi_scope *s, int block)
         limit = cfg->timeouts.heartbeat / 2;
     double deadline = mono_now() + limit;
     for (;;) {
-        conn_flush(c); /* mid-response: it completes nothing, so starts no next request */
-        if (c->state == CONN_CLOSED || !scope_is_connected(s))
+        /* Mid-response: it completes nothing, so starts no next request. */
+        if (conn_flush(c) == CONN_GONE || !scope_is_connected(s))
             return -1; /* a write error closed it */
         if (!block || outq_buffered(&c->out) <= cfg->high_watermark)
             return 0;

@@ -568,7 +568,7 @@ static conn_claim h2_claim(conn *c, conn_claim_point point)
 
 /* ---- conn_proto ---- */
 
-static void h2_on_input(conn *c)
+static conn_fate h2_on_input(conn *c)
 {
     h2_session *h = sess(c);
     h2_session_prune_gone(h);
@@ -591,39 +591,41 @@ static void h2_on_input(conn *c)
         h->goaway = 1;
         h->end_reason = reason_protocol_error;
         h2_pump(h);
-        if (c->state != CONN_CLOSED)
-            conn_close_after_write(c);
-        return;
+        if (conn_fate_of(c) == CONN_GONE)
+            return CONN_GONE;
+        conn_close_after_write(c);
+        return CONN_ALIVE;
     }
     if (h->end_reason) {
         /* We ended the session in this read (rapid reset): start no app. */
         h2_pump(h);
-        return;
+        return conn_fate_of(c);
     }
-    h2_stream_start_ready(h);
-    if (c->state == CONN_CLOSED)
-        return;
+    h2_stream_start_ready(h); /* apps run: any of them may close the connection */
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     h2_session_arm_deadlines(h);
-    if (c->state == CONN_CLOSED)
-        return;
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     if (c->w->draining)
         h2_goaway(h, NGHTTP2_NO_ERROR);
     h2_pump(h);
+    return conn_fate_of(c);
 }
 
 /* A half-close is not a cancel: requests already whole are answered (the
  * client reads on), GOAWAY says no more, and the connection closes when
  * the last stream ends; unless the client turns out to have gone for good,
  * or the answers take longer than timeouts.write (peer_look). */
-static void h2_on_eof(conn *c)
+static conn_fate h2_on_eof(conn *c)
 {
     h2_session *h = sess(c);
     if (h->eof_at)
-        return;
+        return CONN_ALIVE;
     h->eof_at = ev_now(c->w->loop.ev);
     h2_stream_peer_eof(h);
-    if (c->state == CONN_CLOSED)
-        return;
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     h2_goaway(h, NGHTTP2_NO_ERROR);
     if (h->n_streams) {
         nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, NULL); /* the first look's probe */
@@ -632,17 +634,22 @@ static void h2_on_eof(conn *c)
         ev_timer_start(c->w->loop.ev, &h->peer);
     }
     h2_pump(h);
-    if (c->state != CONN_CLOSED && !h->n_streams)
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
+    if (!h->n_streams)
         conn_close_after_write(c);
+    return CONN_ALIVE;
 }
 
-static void h2_on_written(conn *c)
+static conn_fate h2_on_written(conn *c)
 {
     h2_pump(sess(c));
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     /* Reading stopped while the output was full (h2_wants_read): it resumes
      * once the socket took it, or a WINDOW_UPDATE would never be read. */
-    if (c->state != CONN_CLOSED)
-        conn_refresh(c);
+    conn_refresh(c);
+    return CONN_ALIVE;
 }
 
 static int h2_wants_read(const conn *c)

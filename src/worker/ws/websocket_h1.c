@@ -307,17 +307,20 @@ static const ws_carrier ws_h1_carrier = {
 
 /* ---- ws_proto ---- */
 
-static void ws_on_input(conn *c)
+/* The websocket engine may end the transport (conn_close) in any of these. */
+static conn_fate ws_on_input(conn *c)
 {
     ws_input(h1_of(c)->ws);
+    return conn_fate_of(c);
 }
 
-static void ws_on_eof(conn *c)
+static conn_fate ws_on_eof(conn *c)
 {
     ws_peer_gone(h1_of(c)->ws);
+    return conn_fate_of(c);
 }
 
-static void ws_on_written(conn *c)
+static conn_fate ws_on_written(conn *c)
 {
     ws_conn *ws = h1_of(c)->ws;
     h1_conn *h = h1_of(c);
@@ -328,7 +331,10 @@ static void ws_on_written(conn *c)
     if (h->scope)
         http_exchange_written(&h->x, h->scope, c->w->cfg->low_watermark);
     ws_flushed(ws);
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     conn_refresh(c);
+    return CONN_ALIVE;
 }
 
 static int ws_wants_read(const conn *c)
