@@ -27,7 +27,7 @@ static const char *const state_names[] = {"none", "started", "trailers", "final"
 void http_exchange_begin(http_exchange *x, const http_carrier *car, void *owner, double log_start)
 {
     http_parked_send *parked = x->parked;
-    size_t cap = x->cap_parked;
+    uint32_t cap = x->cap_parked;
     memset(x, 0, sizeof *x);
     x->car = car;
     x->owner = owner;
@@ -68,8 +68,8 @@ void http_exchange_set_state(http_exchange *x, http_resp_state to)
 static void park_send(http_exchange *x, pagi_scope *s, pagi_send_cb cb, void *ud)
 {
     if (x->n_parked == x->cap_parked) {
-        size_t ncap = x->cap_parked ? x->cap_parked * 2 : 4;
-        http_parked_send *v = realloc(x->parked, ncap * sizeof *v);
+        uint32_t ncap = x->cap_parked ? x->cap_parked * 2 : 4;
+        http_parked_send *v = ncap > x->cap_parked ? realloc(x->parked, ncap * sizeof *v) : NULL;
         if (!v) {
             /* Cannot park: complete now rather than lose the completion. */
             scope_complete_send(s, cb, ud, NULL);
@@ -85,7 +85,7 @@ static void park_send(http_exchange *x, pagi_scope *s, pagi_send_cb cb, void *ud
 
 void http_exchange_settle_parked(http_exchange *x, pagi_scope *s, const char *err)
 {
-    for (size_t i = 0; i < x->n_parked; i++)
+    for (uint32_t i = 0; i < x->n_parked; i++)
         scope_complete_send(s, x->parked[i].cb, x->parked[i].ud, err);
     x->n_parked = 0;
 }

@@ -74,21 +74,22 @@ typedef struct http_parked_send {
     void *ud;
 } http_parked_send;
 
-/* The exchange's state, embedded in the carrier's object (h1_conn, h2_stream). */
+/* The exchange's state, embedded in the carrier's object (h1_conn,
+ * h2_stream); packed, as every busy HTTP/1.1 connection holds one. */
 struct http_exchange {
     const http_carrier *car;
     void *owner;
-    http_resp_state resp;
-    int status;               /* sent, or the server's own (413, 500, 504); 0 none: access log */
-    int trailers_announced;   /* http.response.start had trailers => 1 */
-    int framed;               /* the response can carry trailers (chunked, HTTP/2) */
-    int no_body;              /* HEAD, 204, 304: body bytes are counted, not sent */
-    int above_high;           /* transport hysteresis: the high mark is engaged */
     int64_t content_length;   /* the head's, or -1 */
     int64_t body_sent;        /* body bytes the app sent (the access log's bytes) */
     double log_start;         /* ev_now when the request head began */
     http_parked_send *parked; /* sends waiting for the buffer to drain (owned) */
-    size_t n_parked, cap_parked;
+    uint32_t n_parked, cap_parked;
+    int status; /* sent, or the server's own (413, 500, 504); 0 none: access log */
+    http_resp_state resp;
+    unsigned char trailers_announced; /* http.response.start had trailers => 1 */
+    unsigned char framed;             /* the response can carry trailers (chunked, HTTP/2) */
+    unsigned char no_body;            /* HEAD, 204, 304: body bytes are counted, not sent */
+    unsigned char above_high;         /* transport hysteresis: the high mark is engaged */
 };
 
 /** A new exchange on owner: every field starts over (the parked array is kept). */

@@ -18,17 +18,18 @@
 typedef struct h1_conn {
     h1_parser *parser;
     pagi_scope *scope;      /* the request being served; NULL between requests */
-    int start_app;          /* scope created during a feed: start the app after it */
-    int msg_complete;       /* the parser saw the whole request */
-    int parse_error;        /* status of a parse error after the head (0 = none) */
     buf body;               /* received body bytes not yet delivered to the app */
-    int body_end_delivered; /* the app got more=0 */
-    int continue_pending;   /* Expect: 100-continue not answered yet */
-    int req_keep_alive;
-    int close_after;        /* the server closes after this response whatever the request says */
-    int announce_keep_alive; /* the response says "connection: keep-alive" (sse.start) */
-    int http_minor;
-    int head_request;
+    int parse_error;        /* status of a parse error after the head (0 = none) */
+    /* Flags (0/1), packed: every busy connection holds them. */
+    unsigned char start_app;          /* scope created during a feed: start the app after it */
+    unsigned char msg_complete;       /* the parser saw the whole request */
+    unsigned char body_end_delivered; /* the app got more=0 */
+    unsigned char continue_pending;   /* Expect: 100-continue not answered yet */
+    unsigned char req_keep_alive;
+    unsigned char close_after; /* the server closes after this response whatever the request says */
+    unsigned char announce_keep_alive; /* the response says "connection: keep-alive" (sse.start) */
+    unsigned char http_minor;          /* 0 or 1 */
+    unsigned char head_request;
     h1_response_plan plan;  /* the response's framing (chunked, keep-alive, ...) */
     struct sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
     struct ws_conn *ws;     /* set once the connection is a WebSocket (owned) */
