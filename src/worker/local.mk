@@ -36,6 +36,10 @@ libpagid_worker_a_SOURCES += \
 	src/worker/core/access_log.c src/worker/core/access_log.h \
 	src/worker/core/log_channel.c src/worker/core/log_channel.h
 
+# http/: the protocol-neutral HTTP exchange over an http_carrier.
+libpagid_worker_a_SOURCES += \
+	src/worker/http/http_exchange.c src/worker/http/http_exchange.h
+
 # http1/: the HTTP/1.1 connection protocol and request/response exchange.
 libpagid_worker_a_SOURCES += \
 	src/worker/http1/http1_conn.c src/worker/http1/http1_conn.h \

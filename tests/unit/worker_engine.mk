@@ -3,11 +3,11 @@
 check_PROGRAMS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
 	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_drain \
 	tests/unit/test_scope_debug tests/unit/test_app_registry tests/unit/test_sse \
-	tests/unit/test_http1_exchange tests/unit/test_tls_info
+	tests/unit/test_http_exchange tests/unit/test_tls_info
 TESTS += tests/unit/test_runq tests/unit/test_loop tests/unit/test_outq \
 	tests/unit/test_state_table tests/unit/test_scope tests/unit/test_scope_drain \
 	tests/unit/test_scope_debug tests/unit/test_app_registry tests/unit/test_sse \
-	tests/unit/test_http1_exchange tests/unit/test_tls_info
+	tests/unit/test_http_exchange tests/unit/test_tls_info
 
 tests_unit_test_tls_info_SOURCES = tests/unit/test_tls_info.c
 tests_unit_test_tls_info_CFLAGS = $(UNIT_TEST_CFLAGS)
@@ -41,9 +41,9 @@ tests_unit_test_sse_SOURCES = tests/unit/test_sse.c
 tests_unit_test_sse_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_sse_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
-tests_unit_test_http1_exchange_SOURCES = tests/unit/test_http1_exchange.c
-tests_unit_test_http1_exchange_CFLAGS = $(UNIT_TEST_CFLAGS)
-tests_unit_test_http1_exchange_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+tests_unit_test_http_exchange_SOURCES = tests/unit/test_http_exchange.c
+tests_unit_test_http_exchange_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_http_exchange_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
 tests_unit_test_scope_debug_SOURCES = tests/unit/test_scope_debug.c
 tests_unit_test_scope_debug_CFLAGS = $(UNIT_TEST_CFLAGS)

@@ -20,6 +20,8 @@
 #include "common/shm.h"
 #include "worker/core/accept_gate.h"
 #include "worker/core/conn.h"
+#include "worker/http1/http1_conn.h"
+#include "worker/http2/h2_conn.h"
 #define ACCEPT_BATCH 64
 /* Fair accept (accept_gate.h): a worker past its share is woken by the
  * peer whose accept lets it in again (SIGURG); besides, it looks again this
@@ -201,8 +203,8 @@ static int accept_batch(acceptor *a, int force)
             c->status_listener = 1; /* conn_close counts it out again */
             w->n_status_conns++;
         }
-        if (c)
-            c->h2_allowed = a->h2;
+        if (c && a->h2)
+            c->alt_proto = &h2_proto; /* ALPN h2, or an h2c preface, may claim it */
     }
     return taken;
 }

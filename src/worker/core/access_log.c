@@ -20,7 +20,6 @@
 #include "common/log.h"
 #include "common/shm.h"
 #include "conn.h"
-#include "worker/http1/http1_parser.h"
 #include "worker/scope/scope.h"
 #include "tls_conn.h"
 
@@ -300,7 +299,7 @@ void access_log_request(access_log *al, conn *c, pagi_scope *s, double start, in
         r.type = pagi_scope_type_name(s);
         r.req_header = req_header;
         r.ud = s;
-    } else if (c->h1.parser && h1_parser_request_line(c->h1.parser, &m, &target)) {
+    } else if (c->proto->request_line && c->proto->request_line(c, &m, &target)) {
         /* Refused before any scope (413, 431, a bad handshake ...): what the parser read. */
         snprintf(method, sizeof method, "%.*s", (int)m.len, m.ptr);
         const char *qm = memchr(target.ptr, '?', target.len);

@@ -22,7 +22,6 @@
 #include "reason.h"
 #include "worker/scope/scope.h"
 #include "tls_conn.h"
-#include "worker/http2/h2_conn.h"
 
 #define READ_CHUNK 16384
 #define LINGER_SECONDS 1.0
@@ -310,6 +309,21 @@ static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
     }
 }
 
+/*
+ * May the connection's alternative protocol take it over (HTTP/2 by ALPN
+ * after the handshake, or by the h2c preface in the first bytes)? Asked
+ * until it is decided either way; then it is forgotten.
+ */
+static conn_claim conn_ask_claim(conn *c, conn_claim_point point)
+{
+    if (!c->alt_proto)
+        return CONN_CLAIM_DECLINED;
+    conn_claim r = c->alt_proto->claim(c, point);
+    if (r != CONN_CLAIM_UNDECIDED)
+        c->alt_proto = NULL;
+    return r;
+}
+
 /* ---- the TLS handshake ---- */
 
 /* The write watcher runs while output is blocked or while OpenSSL must
@@ -337,7 +351,7 @@ static void conn_tls_step(conn *c)
         if (c->w->stats && tls_conn_session_reused(c->tls))
             shm_add(&c->w->stats->tls_resumed, 1);
         conn_set_state(c, CONN_WAIT_REQUEST);
-        if (c->h2_allowed && tls_conn_alpn_h2(c->tls) && h2_conn_start(c) < 0) {
+        if (conn_ask_claim(c, CONN_CLAIM_AT_HANDSHAKE) == CONN_CLAIM_FAILED) {
             conn_close(c, reason_server_error);
             break;
         }
@@ -471,27 +485,19 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
         conn_close(c, errno == ECONNRESET ? reason_client_closed : reason_read_error);
         return;
     }
-    if (c->state == CONN_CLOSED)
+    if (conn_fate_of(c) == CONN_GONE)
         return;
     if (c->tls && tls_conn_wants_write(c->tls) && !c->tls_want_write) {
         c->tls_want_write = 1; /* e.g. a KeyUpdate to answer on a full socket */
         conn_update_write_watch(c);
     }
-    if (c->h2_allowed && !c->tls && c->state == CONN_WAIT_REQUEST && !c->served &&
-        buf_size(&c->in) > 0 && c->proto != &h2_proto) {
-        /* h2c with prior knowledge: the preface, or HTTP/1 from here on. */
-        int r = h2_sniff_preface(c);
-        if (r == -2) {
-            conn_close(c, reason_server_error);
-            return;
-        }
-        if (r == 0)
-            c->h2_allowed = 0;
+    if (c->alt_proto && c->state == CONN_WAIT_REQUEST && !c->served && buf_size(&c->in) > 0 &&
+        conn_ask_claim(c, CONN_CLAIM_AT_INPUT) == CONN_CLAIM_FAILED) {
+        conn_close(c, reason_server_error);
+        return;
     }
-    if (c->state != CONN_LINGER && buf_size(&c->in) > 0 &&
-        !(c->h2_allowed && !c->tls && c->proto != &h2_proto))
-        c->proto->on_input(c);
-    if (c->state == CONN_CLOSED)
+    if (c->state != CONN_LINGER && buf_size(&c->in) > 0 && !c->alt_proto &&
+        c->proto->on_input(c) == CONN_GONE)
         return;
     if (conn_return_input(c) < 0) {
         conn_close(c, reason_server_error);
@@ -499,11 +505,8 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     }
     if (c->state == CONN_LINGER)
         return;
-    if (c->eof) {
-        c->proto->on_eof(c);
-        if (c->state == CONN_CLOSED)
-            return;
-    }
+    if (c->eof && c->proto->on_eof(c) == CONN_GONE)
+        return;
     conn_update_read(c);
     conn_update_timer(c, PROGRESS_READ);
     /* What the app answered while this input was read goes out now, as
@@ -515,8 +518,7 @@ static void conn_on_read(struct ev_loop *ev, ev_io *w, int revents)
     if (c->in_flush_list && c->w->flush_list == c) {
         c->w->flush_list = c->flush_next;
         c->in_flush_list = 0;
-        conn_flush(c);
-        if (c->state == CONN_CLOSED)
+        if (conn_flush(c) == CONN_GONE)
             return;
     }
     /* Records read ahead (or the rest of a big one) wait inside OpenSSL
@@ -577,10 +579,10 @@ void conn_write_last(conn *c)
         ;
 }
 
-void conn_flush(conn *c)
+conn_fate conn_flush(conn *c)
 {
     if (c->state == CONN_CLOSED)
-        return;
+        return CONN_GONE;
     size_t written = 0;
     outq_result r = OUTQ_DONE;
     if (outq_buffered(&c->out) && c->tls) {
@@ -593,7 +595,7 @@ void conn_flush(conn *c)
         shm_add(&c->w->stats->bytes_out, written);
     if (r == OUTQ_ERROR) {
         conn_close(c, reason_write_error);
-        return;
+        return CONN_GONE;
     }
     if (r == OUTQ_AGAIN && !c->write_blocked) {
         c->write_blocked = 1;
@@ -605,18 +607,20 @@ void conn_flush(conn *c)
     if (c->state == CONN_CLOSING) {
         if (r == OUTQ_DONE) {
             /* Linger only when the client may still be sending: else a plain close. */
-            if (c->eof || (buf_size(&c->in) == 0 && !c->proto->peer_may_send(c)))
+            if (c->eof || (buf_size(&c->in) == 0 && !c->proto->peer_may_send(c))) {
                 conn_close(c, NULL);
-            else
-                conn_set_state(c, CONN_LINGER);
+                return CONN_GONE;
+            }
+            conn_set_state(c, CONN_LINGER);
         } else {
             conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
         }
-        return;
+        return CONN_ALIVE;
     }
-    c->proto->on_written(c);
-    if (c->state != CONN_CLOSED)
-        conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
+    if (c->proto->on_written(c) == CONN_GONE)
+        return CONN_GONE;
+    conn_update_timer(c, written > 0 ? PROGRESS_WRITE : PROGRESS_NONE);
+    return CONN_ALIVE;
 }
 
 static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
@@ -628,10 +632,11 @@ static void conn_on_write(struct ev_loop *ev, ev_io *w, int revents)
     }
     int read_waited = c->tls_want_write;
     c->tls_want_write = 0;
-    conn_flush(c);
+    if (conn_flush(c) == CONN_GONE)
+        return;
     /* A TLS read that had to write first (a key update) is retried now; it
      * sets tls_want_write again if the socket is still full. */
-    if (read_waited && c->state != CONN_CLOSED) {
+    if (read_waited) {
         conn_update_write_watch(c);
         conn_update_read(c);
         if (c->reading)
@@ -645,7 +650,8 @@ void conn_flush_all(worker_ctx *w)
         conn *c = w->flush_list;
         w->flush_list = c->flush_next;
         c->in_flush_list = 0;
-        conn_flush(c);
+        if (conn_flush(c) == CONN_GONE)
+            continue; /* closed: freed at the safe point, off the list already */
     }
 }
 

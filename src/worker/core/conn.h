@@ -4,17 +4,18 @@
  * (conn_set_state is the one transition function). Whatever ends a
  * connection goes through conn_close, the one release path.
  *
- * The HTTP/1 protocol state (http1_conn.h) is embedded: conn.c moves bytes,
- * http1_conn.c / http1_exchange.c give them meaning.
+ * conn.c moves bytes and knows no protocol: the protocol speaking on the
+ * connection (conn_proto: HTTP/1.1, WebSocket, HTTP/2) gives them meaning
+ * and owns its state behind c->proto_state.
  */
 #ifndef PAGID_CONN_H
 #define PAGID_CONN_H
 
 #include <ev.h>
+#include <pagi/pagi.h>
 #include <sys/socket.h>
 
 #include "common/buf.h"
-#include "worker/http1/http1_conn.h"
 #include "outq.h"
 #include "worker/worker_ctx.h"
 
@@ -40,14 +41,42 @@ typedef enum conn_timeout {
 } conn_timeout;
 
 /*
+ * Calls that may close the connection say whether it is still there, and
+ * the compiler makes every caller look (CONN_MUST_CHECK: warn_unused_result,
+ * an error under -Werror; a (void) cast does not silence it). After
+ * CONN_GONE the connection is closed: its protocol state is released, its
+ * memory stays readable until the safe point; the caller touches neither
+ * and returns CONN_GONE (or stops) in turn. docs/ARCHITECTURE.md,
+ * "Calls that may close a connection", has the rule.
+ */
+typedef enum conn_fate { CONN_ALIVE, CONN_GONE } conn_fate;
+#define CONN_MUST_CHECK __attribute__((warn_unused_result))
+
+/* What an alternative protocol says when asked to take a connection over. */
+typedef enum conn_claim {
+    CONN_CLAIM_DECLINED,  /* not this protocol: the connection keeps its own */
+    CONN_CLAIM_TAKEN,     /* c->proto is the claimant now */
+    CONN_CLAIM_UNDECIDED, /* too few bytes to tell: ask again with more */
+    CONN_CLAIM_FAILED     /* it is this protocol, but it could not start (out of memory) */
+} conn_claim;
+
+/* When the claim is asked: the TLS handshake finished (ALPN chose), or
+ * the first bytes of a cleartext connection came (a preface). */
+typedef enum conn_claim_point { CONN_CLAIM_AT_HANDSHAKE, CONN_CLAIM_AT_INPUT } conn_claim_point;
+
+/*
  * The protocol spoken on a connection. HTTP/1.1 is where every connection
- * starts; a WebSocket upgrade switches c->proto after the 101.
+ * starts; a WebSocket upgrade switches c->proto after the 101, and a
+ * connection's alt_proto (HTTP/2) may claim it before its first request.
  */
 typedef struct conn_proto {
     const char *name;
-    void (*on_input)(conn *c);                       /* bytes are in c->in */
-    void (*on_eof)(conn *c);                         /* the peer closed its side */
-    void (*on_written)(conn *c);                     /* output made progress */
+    /* Bytes are in c->in. */
+    conn_fate (*on_input)(conn *c) CONN_MUST_CHECK;
+    /* The peer closed its side. */
+    conn_fate (*on_eof)(conn *c) CONN_MUST_CHECK;
+    /* Output made progress. */
+    conn_fate (*on_written)(conn *c) CONN_MUST_CHECK;
     int (*wants_read)(const conn *c);                /* flow control, while active */
     int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
     void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
@@ -73,10 +102,16 @@ typedef struct conn_proto {
     /* Free every byte of protocol state. conn_close calls it exactly once,
      * after on_close and after the socket is closed; nothing runs after it. */
     void (*release)(conn *c);
+    /* As a connection's alt_proto: take the connection over at point?
+     * conn.c asks after the TLS handshake, and on cleartext at each read
+     * until the answer is not CONN_CLAIM_UNDECIDED; bytes are given to no
+     * protocol while it is undecided. */
+    conn_claim (*claim)(conn *c, conn_claim_point point);
+    /* For the access log line of a request refused before any scope: the
+     * request line read so far (1), or 0 (NULL: never any). */
+    int (*request_line)(const conn *c, pagi_str *method, pagi_str *target);
 } conn_proto;
 
-struct ws_conn;
-struct h2_session;
 struct tls_conn;
 struct tls_server;
 
@@ -107,14 +142,22 @@ struct conn {
     unsigned char peer_addr[16];
     unsigned short peer_family; /* AF_INET, AF_INET6, or 0 (unix socket) */
     unsigned short peer_port;
-    h1_conn h1;
-    struct ws_conn *ws; /* set once the connection is a WebSocket (owned) */
     struct tls_conn *tls; /* the TLS session on a TLS listener (owned), else NULL */
-    struct h2_session *h2; /* the HTTP/2 session once c speaks h2 (owned by h2_conn.c) */
-    /* HTTP/2 is allowed: ALPN h2 after the handshake, or (cleartext) an h2c
-     * preface as the first bytes; cleared once the first bytes said HTTP/1. */
-    int h2_allowed;
+    /* The protocol's own state (HTTP/1.1's h1_conn, HTTP/2's session), owned
+     * by c->proto: made by it when it needs it, freed by its release (at the
+     * latest in conn_close); NULL when it holds none. */
+    void *proto_state;
+    /* A protocol that may claim the connection before its first request
+     * (HTTP/2 on a listener that allows it: ALPN h2, or an h2c preface);
+     * NULL once it declined or took it. */
+    const conn_proto *alt_proto;
 };
+
+/** CONN_GONE once conn_close ran on c (it may have, inside the last call). */
+static inline conn_fate conn_fate_of(const conn *c)
+{
+    return c->state == CONN_CLOSED ? CONN_GONE : CONN_ALIVE;
+}
 
 /** Take an accepted socket speaking proto first, through TLS when tls is
  * set (the handshake comes first); returns NULL (socket closed) on failure. */
@@ -133,8 +176,8 @@ void conn_set_state(conn *c, conn_state s);
 void conn_refresh(conn *c);
 /** Queue the connection for writing at the next safe point. */
 void conn_schedule_flush(conn *c);
-/** Write now; may complete responses and start pipelined requests. */
-void conn_flush(conn *c);
+/** Write now; may complete responses and start pipelined requests, or close. */
+CONN_MUST_CHECK conn_fate conn_flush(conn *c);
 /** Inside on_close: one best-effort non-blocking write of the queued
  * output (no callbacks, errors ignored), and the input waiting read away:
  * last words before the close. */

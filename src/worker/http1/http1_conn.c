@@ -16,6 +16,7 @@
 #include "worker/core/access_log.h"
 #include "worker/apps/metrics.h"
 #include "worker/core/conn.h"
+#include "worker/core/loop.h"
 #include "worker/core/reason.h"
 #include "worker/scope/scope.h"
 #include "worker/sse/sse.h"
@@ -35,14 +36,26 @@ static const h1_parser_callbacks h1_callbacks = {
     .on_complete = h1_on_complete,
 };
 
-int h1_conn_init(conn *c)
+/* The state of a request coming in: made at its first byte. NULL when out of memory. */
+static h1_conn *h1_conn_get(conn *c)
 {
-    memset(&c->h1, 0, sizeof c->h1);
-    return 0;
+    if (!c->proto_state)
+        c->proto_state = calloc(1, sizeof(h1_conn));
+    return c->proto_state;
 }
 
 /* The request we answered may still be arriving (its body unread). */
-static int h1_conn_peer_may_send(const conn *c) { return !c->h1.msg_complete; }
+static int h1_conn_peer_may_send(const conn *c)
+{
+    const h1_conn *h = h1_of(c);
+    return !h || !h->msg_complete;
+}
+
+int h1_conn_request_line(const conn *c, pagi_str *method, pagi_str *target)
+{
+    const h1_conn *h = h1_of(c);
+    return h && h->parser && h1_parser_request_line(h->parser, method, target);
+}
 
 /*
  * The parser lives from the first byte of a request to the end of its
@@ -51,7 +64,7 @@ static int h1_conn_peer_may_send(const conn *c) { return !c->h1.msg_complete; }
  */
 static h1_parser *h1_parser_for(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     if (h->parser)
         return h->parser;
     const pagid_limits *l = &c->w->cfg->limits;
@@ -65,27 +78,60 @@ static h1_parser *h1_parser_for(conn *c)
     return h->parser;
 }
 
-static void h1_parser_drop(conn *c)
+static void h1_parser_drop(h1_conn *h)
 {
-    h1_parser_free(c->h1.parser);
-    c->h1.parser = NULL;
+    h1_parser_free(h->parser);
+    h->parser = NULL;
 }
 
+/* Free what the state holds; the struct itself is the caller's to free. */
+static void h1_conn_clear(h1_conn *h)
+{
+    h1_parser_drop(h);
+    sse_stream_free(h->sse);
+    h->sse = NULL;
+    buf_free(&h->body);
+    http_exchange_free(&h->x);
+}
+
+/* Between requests: nothing up the stack holds the state any more. */
+static void h1_conn_free_now(conn *c)
+{
+    h1_conn *h = h1_of(c);
+    if (!h)
+        return;
+    h1_conn_clear(h);
+    free(h);
+    c->proto_state = NULL;
+}
+
+static void h1_conn_free_job(const runq_item *it)
+{
+    free(it->a);
+}
+
+/*
+ * conn_close's release: callers up the stack (the parser loop, an exchange
+ * ending) may still look at the state after a call that closed the
+ * connection, as they may at the conn itself; so the struct goes at the
+ * safe point, with the conn, and what it holds goes now.
+ */
 void h1_conn_free(conn *c)
 {
-    h1_parser_drop(c);
-    sse_stream_free(c->h1.sse);
-    c->h1.sse = NULL;
-    buf_free(&c->h1.body);
-    free(c->h1.parked);
-    c->h1.parked = NULL;
-    c->h1.n_parked = c->h1.cap_parked = 0;
+    h1_conn *h = h1_of(c);
+    if (!h)
+        return;
+    h1_conn_clear(h);
+    c->proto_state = NULL;
+    if (loop_queue(&c->w->loop, h1_conn_free_job, NULL, h, NULL, NULL) < 0)
+        log_error("leaking a connection's HTTP/1.1 state (out of memory)");
 }
 
 void h1_conn_drop_parser(conn *c)
 {
-    h1_parser_drop(c);
-    buf_free(&c->h1.body);
+    h1_conn *h = h1_of(c);
+    h1_parser_drop(h);
+    buf_free(&h->body);
 }
 
 static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermark; }
@@ -95,7 +141,7 @@ static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermar
 static int h1_on_request(void *ud, const h1_request *req)
 {
     conn *c = ud;
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     scope_request sr = {
         .method = req->method,
         .http_version = req->http_minor == 0 ? "1.0" : "1.1",
@@ -113,8 +159,8 @@ static int h1_on_request(void *ud, const h1_request *req)
     };
     if (c->tls && !sr.tls)
         return -1; /* out of memory: a TLS scope without its extension would lie */
-    h->log_start = ev_now(c->w->loop.ev);
-    h->log_status = 0;
+    h->x.log_start = ev_now(c->w->loop.ev);
+    h->x.status = 0;
     if (req->upgrade_websocket && !c->status_listener) /* checked there; c then speaks ws_proto */
         return ws_on_upgrade_request(c, req, &sr);
     pagi_scope_type type = PAGI_SCOPE_HTTP;
@@ -143,7 +189,7 @@ static int h1_on_request(void *ud, const h1_request *req)
  */
 void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     h->scope = s;
     h->start_app = 1;
     h->msg_complete = 0;
@@ -155,16 +201,14 @@ void h1_exchange_begin(conn *c, pagi_scope *s, const h1_request *req)
     h->http_minor = req->http_minor;
     h->head_request = strcmp(req->method, "HEAD") == 0;
     h->continue_pending = req->expect_continue && (req->chunked || req->content_length > 0);
-    h->resp = RESP_NONE;
-    h->body_sent = 0;
-    h->above_high = 0;
+    http_exchange_begin(&h->x, &h1_http_carrier, c, h->x.log_start);
     conn_set_state(c, CONN_ACTIVE);
 }
 
 static int h1_on_body(void *ud, const char *data, size_t len)
 {
     conn *c = ud;
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     if (buf_append(&h->body, data, len) < 0)
         return -1;
     h->continue_pending = 0; /* the client sent the body without waiting */
@@ -176,7 +220,7 @@ static int h1_on_body(void *ud, const char *data, size_t len)
 static int h1_on_complete(void *ud)
 {
     conn *c = ud;
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     h->msg_complete = 1;
     h->continue_pending = 0;
     if (h->scope)
@@ -195,34 +239,23 @@ static void h1_queue_error(conn *c, int status, const char *text)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
 }
 
-/* The access log line of the exchange ending now (reason NULL: completed). */
-static void h1_log_exchange(conn *c, const char *reason)
-{
-    h1_conn *h = &c->h1;
-    uint64_t bytes = h->resp == RESP_NONE || h->plan.no_body || h->body_sent < 0
-                         ? 0
-                         : (uint64_t)h->body_sent;
-    access_log_request(c->w->alog, c, h->scope, h->log_start, h->log_status, bytes, reason);
-}
-
 /* End the current exchange abnormally (on_disconnect with reason) and let go of it. */
 void h1_abort_exchange(conn *c, const char *reason)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     pagi_scope *s = h->scope;
     if (!s)
         return;
-    if (c->w->alog)
-        h1_log_exchange(c, reason);
+    http_exchange_log(&h->x, c, s, reason);
     scope_disconnect(s, reason);
-    h1_exchange_settle_parked(c, NULL);
+    http_exchange_settle_parked(&h->x, s, NULL);
     h1_exchange_release(c);
 }
 
 /* Whatever way the exchange ended: let go of the scope and the per-request state. */
 void h1_exchange_release(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     pagi_scope *s = h->scope;
     sse_stream_free(h->sse);
     h->sse = NULL;
@@ -231,9 +264,9 @@ void h1_exchange_release(conn *c)
         scope_detach(s);
 }
 
-static void h1_parse_failed(conn *c)
+static conn_fate h1_parse_failed(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     int status = h1_parser_error_status(h->parser);
     const char *text = h1_parser_error_text(h->parser);
     log_info("%d from %s:%d: %s", status, conn_peer_host(c), c->peer_port, text);
@@ -241,17 +274,18 @@ static void h1_parse_failed(conn *c)
         /* The head was fine; the body was not (bad chunk, or over the size limit). */
         int started = scope_is_started(h->scope);
         if (!started)
-            h->log_status = status; /* the line says what the client got */
+            h->x.status = status; /* the line says what the client got */
         h1_abort_exchange(c, status == 413 ? reason_body_too_large : reason_protocol_error);
         if (started) {
             conn_close(c, NULL);
-            return;
+            return CONN_GONE;
         }
     } else if (c->w->alog) {
         access_log_request(c->w->alog, c, NULL, 0, status, 0, NULL);
     }
     h1_queue_error(c, status, text);
     conn_close_after_write(c);
+    return CONN_ALIVE; /* until the answer is written */
 }
 
 void h1_conn_plain_http(conn *c)
@@ -272,18 +306,25 @@ void h1_conn_header_timeout(conn *c)
 
 /* ---- input ---- */
 
-void h1_conn_on_input(conn *c)
+conn_fate h1_conn_on_input(conn *c)
 {
-    h1_conn *h = &c->h1;
+    if (buf_size(&c->in) == 0 ||
+        (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE))
+        return conn_fate_of(c);
+    h1_conn *h = h1_conn_get(c);
+    if (!h) {
+        conn_close(c, reason_server_error);
+        return CONN_GONE;
+    }
     for (;;) {
         if (c->state != CONN_WAIT_REQUEST && c->state != CONN_READ_HEAD && c->state != CONN_ACTIVE)
-            return;
+            return CONN_ALIVE; /* closing or lingering: still there */
         if (c->state == CONN_ACTIVE &&
             (h->msg_complete || buf_size(&h->body) >= body_buffer_limit(c)))
-            return; /* pipelined bytes wait; or the app has not taken the body yet */
+            return CONN_ALIVE; /* pipelined bytes wait; or the app has not taken the body yet */
         size_t avail = buf_size(&c->in);
         if (avail == 0)
-            return;
+            return CONN_ALIVE;
         /* A body is fed no further than the buffer's room: the body buffer
          * never holds more than the high watermark, whatever one read brought. */
         int capped = 0;
@@ -296,14 +337,14 @@ void h1_conn_on_input(conn *c)
         h1_parser *p = h1_parser_for(c);
         if (!p) {
             conn_close(c, reason_server_error);
-            return;
+            return CONN_GONE;
         }
         h1_state st = h1_parser_feed(p, buf_head(&c->in), avail, &used);
         buf_consume(&c->in, used);
         if (c->state == CONN_WAIT_REQUEST && h1_parser_started(p))
             conn_set_state(c, CONN_READ_HEAD);
         if (st == H1_DONE && h->parser == p)
-            h1_parser_drop(c); /* the message is whole: nothing left to parse */
+            h1_parser_drop(h); /* the message is whole: nothing left to parse */
         if (h->start_app && h->scope) {
             h->start_app = 0;
             pagi_scope *s = h->scope;
@@ -312,114 +353,107 @@ void h1_conn_on_input(conn *c)
                 app_metrics.handle(s, c->w); /* never the app: only metrics here */
             else
                 scope_start_app(s);
-            int gone = (c->state == CONN_CLOSED || h->scope != s);
+            /* The app ran: it may have closed the connection (h is then
+             * released: not looked at), or ended this exchange. */
+            conn_fate fate = conn_fate_of(c);
+            int ended = fate == CONN_GONE || h->scope != s;
             scope_unref(s);
-            if (gone && st != H1_ERROR)
-                return;
+            if (fate == CONN_GONE)
+                return CONN_GONE;
+            if (ended && st != H1_ERROR)
+                return CONN_ALIVE;
         }
-        if (c->state == CONN_CLOSED)
-            return;
-        if (st == H1_ERROR) {
-            h1_parse_failed(c);
-            return;
-        }
+        if (st == H1_ERROR)
+            return h1_parse_failed(c);
         if (st == H1_NEED_MORE && !capped)
-            return;
+            return CONN_ALIVE;
         /* H1_DONE: loop once more, which returns as the message is complete;
          * a capped feed: once more, which feeds on if the body left room. */
     }
 }
 
-void h1_conn_on_eof(conn *c)
+conn_fate h1_conn_on_eof(conn *c)
 {
     switch (c->state) {
     case CONN_WAIT_REQUEST:
     case CONN_READ_HEAD:
         conn_close(c, NULL);
-        break;
+        return CONN_GONE;
     case CONN_ACTIVE:
         /* The client left while its request was being served. */
         conn_close(c, reason_client_closed);
-        break;
+        return CONN_GONE;
     default:
-        break; /* closing: finish writing what we have */
+        return conn_fate_of(c); /* closing: finish writing what we have */
     }
 }
 
 int h1_conn_wants_read(const conn *c)
 {
-    const h1_conn *h = &c->h1;
+    const h1_conn *h = h1_of(c);
     if (buf_size(&c->in) >= PIPELINE_INPUT_MAX)
         return 0;
-    if (h->msg_complete)
+    if (!h || h->msg_complete)
         return 1; /* keep watching, to see a client that leaves */
     return buf_size(&h->body) < body_buffer_limit(c);
 }
 
 int h1_conn_waiting_for_body(const conn *c)
 {
-    const h1_conn *h = &c->h1;
-    return h->scope && !h->msg_complete && !h->continue_pending &&
+    const h1_conn *h = h1_of(c);
+    return h && h->scope && !h->msg_complete && !h->continue_pending &&
            scope_receive_waiting(h->scope) && buf_size(&h->body) == 0;
 }
 
 /* ---- output side ---- */
 
-void h1_conn_on_written(conn *c)
+conn_fate h1_conn_on_written(conn *c)
 {
-    h1_conn *h = &c->h1;
-    if (!h->scope)
-        return;
-    size_t b = outq_buffered(&c->out);
-    if (h->above_high && b < c->w->cfg->low_watermark) {
-        h->above_high = 0;
-        scope_notify_drain(h->scope);
-        h1_exchange_settle_parked(c, NULL);
-    }
-    if (h->resp == RESP_FINAL && b == 0)
-        h1_exchange_end(c);
+    h1_conn *h = h1_of(c);
+    if (!h || !h->scope)
+        return CONN_ALIVE;
+    http_exchange_written(&h->x, h->scope, c->w->cfg->low_watermark);
+    if (h->x.resp == HX_FINAL && outq_buffered(&c->out) == 0)
+        return h1_exchange_end(c);
+    return CONN_ALIVE;
 }
 
 /* The response is fully written: complete the exchange, then keep-alive or close. */
-void h1_exchange_end(conn *c)
+conn_fate h1_exchange_end(conn *c)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     pagi_scope *s = h->scope;
-    if (c->w->alog)
-        h1_log_exchange(c, NULL);
+    http_exchange_log(&h->x, c, s, NULL);
     scope_mark_complete(s);
-    h1_exchange_settle_parked(c, NULL);
+    http_exchange_settle_parked(&h->x, s, NULL);
     h1_exchange_release(c);
     c->served++;
     if (c->w->on_request_done)
         c->w->on_request_done(c->w); /* may start a drain: read draining after it */
-    h1_exchange_next(c, h->plan.keep_alive);
+    return h1_exchange_next(c, h->plan.keep_alive);
 }
 
-void h1_exchange_next(conn *c, int keep)
+conn_fate h1_exchange_next(conn *c, int keep)
 {
-    h1_conn *h = &c->h1;
+    h1_conn *h = h1_of(c);
     keep = keep && h->msg_complete && !c->w->draining && !c->eof;
     if (!keep) {
         conn_close_after_write(c);
-        return;
+        return CONN_ALIVE;
     }
-    /* Between requests the connection keeps nothing but itself. */
-    h1_parser_drop(c);
-    buf_free(&h->body);
-    free(h->parked);
-    h->parked = NULL;
-    h->n_parked = h->cap_parked = 0;
-    h->resp = RESP_NONE;
-    h->msg_complete = 0;
+    /* Between requests the connection keeps nothing but itself: its
+     * HTTP/1.1 state is made again by the next request's first byte. */
+    h1_conn_free_now(c);
     conn_set_state(c, CONN_WAIT_REQUEST);
     if (buf_size(&c->in) > 0)
-        h1_conn_on_input(c);
+        return h1_conn_on_input(c);
+    return CONN_ALIVE;
 }
 
 void h1_conn_on_close(conn *c, const char *reason)
 {
-    if (c->h1.scope)
+    h1_conn *h = h1_of(c);
+    if (h && h->scope)
         h1_abort_exchange(c, reason ? reason : reason_server_error);
 }
 
@@ -434,6 +468,6 @@ const conn_proto h1_proto = {
     .on_header_timeout = h1_conn_header_timeout,
     .on_plain_http = h1_conn_plain_http,
     .peer_may_send = h1_conn_peer_may_send,
-    .init = h1_conn_init,
     .release = h1_conn_free,
+    .request_line = h1_conn_request_line,
 };

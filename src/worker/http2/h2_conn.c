@@ -14,6 +14,7 @@
 #include "h2_int.h"
 #include "h2_mem.h"
 #include "worker/core/reason.h"
+#include "worker/core/tls_conn.h"
 
 /* Streams at once, the receive windows and the rapid-reset rate
  * (CVE-2023-44487) are limits.http2_* (config.h). */
@@ -42,7 +43,7 @@ static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 static h2_session *sess(const conn *c)
 {
-    return c->h2;
+    return c->proto_state;
 }
 
 /* ---- output ---- */
@@ -528,7 +529,7 @@ static int h2_session_new(conn *c)
         free(h);
         return -1;
     }
-    c->h2 = h;
+    c->proto_state = h;
     return 0;
 }
 
@@ -541,24 +542,35 @@ int h2_conn_start(conn *c)
         return -1;
     if (c->w->stats)
         shm_add(&c->w->stats->h2_connections, 1);
-    h2_session_kick(c->h2); /* our SETTINGS go first */
+    h2_session_kick(sess(c)); /* our SETTINGS go first */
     return 0;
 }
 
-int h2_sniff_preface(conn *c)
+/*
+ * HTTP/2 as a connection's alt_proto (conn.c asks, knowing no protocol):
+ * after the TLS handshake when ALPN chose h2; on cleartext with prior
+ * knowledge when the first bytes are the client preface (a prefix of it:
+ * undecided; anything else: HTTP/1.1 keeps the connection).
+ */
+static conn_claim h2_claim(conn *c, conn_claim_point point)
 {
-    size_t n = buf_size(&c->in), k = sizeof preface - 1;
-    size_t m = n < k ? n : k;
-    if (memcmp(buf_head(&c->in), preface, m) != 0)
-        return 0;
-    if (n < k)
-        return -1;
-    return h2_conn_start(c) < 0 ? -2 : 1;
+    if (point == CONN_CLAIM_AT_HANDSHAKE) {
+        if (!c->tls || !tls_conn_alpn_h2(c->tls))
+            return CONN_CLAIM_DECLINED;
+    } else {
+        size_t n = buf_size(&c->in), k = sizeof preface - 1;
+        size_t m = n < k ? n : k;
+        if (c->tls || memcmp(buf_head(&c->in), preface, m) != 0)
+            return CONN_CLAIM_DECLINED;
+        if (n < k)
+            return CONN_CLAIM_UNDECIDED;
+    }
+    return h2_conn_start(c) < 0 ? CONN_CLAIM_FAILED : CONN_CLAIM_TAKEN;
 }
 
 /* ---- conn_proto ---- */
 
-static void h2_on_input(conn *c)
+static conn_fate h2_on_input(conn *c)
 {
     h2_session *h = sess(c);
     h2_session_prune_gone(h);
@@ -581,39 +593,41 @@ static void h2_on_input(conn *c)
         h->goaway = 1;
         h->end_reason = reason_protocol_error;
         h2_pump(h);
-        if (c->state != CONN_CLOSED)
-            conn_close_after_write(c);
-        return;
+        if (conn_fate_of(c) == CONN_GONE)
+            return CONN_GONE;
+        conn_close_after_write(c);
+        return CONN_ALIVE;
     }
     if (h->end_reason) {
         /* We ended the session in this read (rapid reset): start no app. */
         h2_pump(h);
-        return;
+        return conn_fate_of(c);
     }
-    h2_stream_start_ready(h);
-    if (c->state == CONN_CLOSED)
-        return;
+    h2_stream_start_ready(h); /* apps run: any of them may close the connection */
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     h2_session_arm_deadlines(h);
-    if (c->state == CONN_CLOSED)
-        return;
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     if (c->w->draining)
         h2_goaway(h, NGHTTP2_NO_ERROR);
     h2_pump(h);
+    return conn_fate_of(c);
 }
 
 /* A half-close is not a cancel: requests already whole are answered (the
  * client reads on), GOAWAY says no more, and the connection closes when
  * the last stream ends; unless the client turns out to have gone for good,
  * or the answers take longer than timeouts.write (peer_look). */
-static void h2_on_eof(conn *c)
+static conn_fate h2_on_eof(conn *c)
 {
     h2_session *h = sess(c);
     if (h->eof_at)
-        return;
+        return CONN_ALIVE;
     h->eof_at = ev_now(c->w->loop.ev);
     h2_stream_peer_eof(h);
-    if (c->state == CONN_CLOSED)
-        return;
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     h2_goaway(h, NGHTTP2_NO_ERROR);
     if (h->n_streams) {
         nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, NULL); /* the first look's probe */
@@ -622,17 +636,22 @@ static void h2_on_eof(conn *c)
         ev_timer_start(c->w->loop.ev, &h->peer);
     }
     h2_pump(h);
-    if (c->state != CONN_CLOSED && !h->n_streams)
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
+    if (!h->n_streams)
         conn_close_after_write(c);
+    return CONN_ALIVE;
 }
 
-static void h2_on_written(conn *c)
+static conn_fate h2_on_written(conn *c)
 {
     h2_pump(sess(c));
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     /* Reading stopped while the output was full (h2_wants_read): it resumes
      * once the socket took it, or a WINDOW_UPDATE would never be read. */
-    if (c->state != CONN_CLOSED)
-        conn_refresh(c);
+    conn_refresh(c);
+    return CONN_ALIVE;
 }
 
 static int h2_wants_read(const conn *c)
@@ -727,7 +746,7 @@ static void h2_release(conn *c)
     h2_stream_free_all(h);
     nghttp2_session_del(h->ng);
     free(h);
-    c->h2 = NULL;
+    c->proto_state = NULL;
 }
 
 const conn_proto h2_proto = {
@@ -746,4 +765,5 @@ const conn_proto h2_proto = {
     .release = h2_release,
     .on_drain = h2_on_drain,
     .on_idle_timeout = h2_on_idle_timeout,
+    .claim = h2_claim,
 };

@@ -1,7 +1,8 @@
 /*
  * h2_conn.h - HTTP/2 as a connection protocol: what the rest of the worker
- * needs to hand a connection to it (after ALPN h2, or an h2c preface on a
- * listener that allows prior knowledge).
+ * needs to offer a connection to it (h2_proto as the connection's
+ * alt_proto claims it after ALPN h2, or at an h2c preface on a listener
+ * that allows prior knowledge).
  */
 #ifndef PAGID_H2_CONN_H
 #define PAGID_H2_CONN_H
@@ -9,7 +10,8 @@
 typedef struct conn conn;
 struct conn_proto;
 
-/** HTTP/2 (RFC 9113) through nghttp2's framing; streams are PAGI scopes. */
+/** HTTP/2 (RFC 9113) through nghttp2's framing; streams are PAGI scopes.
+ *  As a connection's alt_proto it claims it by ALPN or the h2c preface. */
 extern const struct conn_proto h2_proto;
 
 /**
@@ -18,12 +20,5 @@ extern const struct conn_proto h2_proto;
  * memory (the caller closes it).
  */
 int h2_conn_start(conn *c);
-
-/**
- * h2c with prior knowledge: does c->in begin with the client preface?
- * 1 yes (c speaks HTTP/2 now), 0 no (it stays HTTP/1), -1 not enough bytes
- * yet to say, -2 out of memory.
- */
-int h2_sniff_preface(conn *c);
 
 #endif

@@ -16,6 +16,7 @@
 #include "common/buf.h"
 #include "worker/core/conn.h"
 #include "h2_request.h"
+#include "worker/http/http_exchange.h"
 #include "worker/sse/sse.h"
 
 typedef struct h2_stream h2_stream;
@@ -108,14 +109,6 @@ void h2_session_arm_deadlines(h2_session *h);
 /** A stream count changed: the connection's state (idle or active) follows. */
 void h2_session_streams_changed(h2_session *h);
 
-/* Where a stream's response is. */
-enum { R_NONE, R_STARTED, R_TRAILERS, R_FINAL };
-
-typedef struct h2_parked {
-    pagi_send_cb cb;
-    void *ud;
-} h2_parked;
-
 struct h2_stream {
     h2_session *h;
     int32_t id;
@@ -128,16 +121,17 @@ struct h2_stream {
     int started;    /* its scope was made (or it was refused): no longer waiting to start */
     int refuse;     /* answer this status without the app (431, 400, 501) */
     h2_head head;   /* the request head while it comes */
-    double log_start; /* when its HEADERS began: the header block's deadline counts from it */
     double input_at;  /* its last body bytes, or when its app began waiting for them */
     /* request body */
     buf body;
     int req_end, end_delivered;
     int too_large;       /* past limits.max_body_size: answered 413 or reset */
     uint64_t body_total; /* request body bytes received, for that limit */
-    /* response */
-    int resp, status, no_body, trailers_announced, submitted, deferred, above_high;
-    int64_t content_length, body_sent;
+    /* response: the exchange's protocol-neutral state (response state,
+     * counts, parked sends; x.log_start: when its HEADERS began, which the
+     * header block's deadline counts from too), then the framing's own */
+    http_exchange x;
+    int submitted, deferred;
     char *kept_head; /* a bodiless response's head until its final body (owned) */
     size_t n_kept;
     int kept_status;
@@ -152,8 +146,6 @@ struct h2_stream {
     buf trailers; /* name NUL value NUL ..., once sent by the app */
     size_t n_trailers;
     int trailers_ready;
-    h2_parked *parked;
-    size_t n_parked, cap_parked;
     sse_stream *sse; /* the event stream of an sse scope (owned), else NULL */
     /* a websocket (RFC 8441): its state (released at stream_free), the
      * frames' bytes in body; input received and credited back so far */
@@ -190,20 +182,25 @@ static inline size_t st_pending(const h2_stream *st)
     return buf_size(&st->out) + st->held_left + st->file_left;
 }
 
-/* h2_response.c: the response side of a stream. */
-/** http.response.start / body / trailers semantics; 0, or -1 with the scope's error set. */
-int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
-/** The same, its errors named after the event what (websocket.accept, ...). */
-int h2_resp_start_as(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud,
-                     const char *what);
-int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
-int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud);
+/* h2_response.c: the response side of a stream, h2_http_carrier's
+ * framing half (http_exchange.h says what each does; x->owner is the stream). */
+int h2_resp_start(http_exchange *x, pagi_scope *s, const pagi_event *ev, const char *what);
+int h2_resp_body_mem(http_exchange *x, pagi_scope *s, const char *p, size_t n);
+int h2_resp_body_file(http_exchange *x, pagi_scope *s, int fd, off_t off, size_t n);
+int h2_resp_body_end(http_exchange *x, pagi_scope *s, int trailers_follow, int short_of_length);
+int h2_resp_trailers(http_exchange *x, pagi_scope *s, const pagi_event *ev);
+void h2_resp_pushed(http_exchange *x);
+size_t h2_resp_queued(const http_exchange *x);
 /** Answer status with a short text body without the app (or no longer with it). */
 void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line);
-/** Complete the sends parked under the watermark. */
-void h2_resp_settle_parked(h2_stream *st);
-/** Bytes were queued on st->out: frame them, complete cb now or park it (cb may be NULL). */
-void h2_resp_after_append(h2_stream *st, pagi_send_cb cb, void *ud);
+
+/* h2_stream.c: HTTP/2 as an http_carrier (the exchange's owner is the stream). */
+extern const http_carrier h2_http_carrier;
+/** Bytes were queued on st: frame them, complete cb now or park it (cb may be NULL). */
+static inline void h2_resp_after_append(h2_stream *st, pagi_send_cb cb, void *ud)
+{
+    http_exchange_after_append(&st->x, st->scope, cb, ud);
+}
 
 /* h2_stream.c, for h2_websocket.c */
 /** End st's scope for reason, and reset the stream (CANCEL); the connection goes on. */

@@ -1,9 +1,10 @@
 /*
- * h2_response.c - the response side of an HTTP/2 stream: the head as
- * HPACK fields (lower-cased names, the fields HTTP/2 forbids dropped, a
- * date added), body bytes queued on the stream and handed to nghttp2's
- * data source as the send windows allow (memory, then a file by pread),
- * trailers, and send completion parked under the stream's watermark.
+ * h2_response.c - the response side of an HTTP/2 stream, the carrier half
+ * of its http exchange (worker/http/http_exchange.h; the carrier table is in
+ * h2_stream.c): the head as HPACK fields (lower-cased names, the fields
+ * HTTP/2 forbids dropped, a date added), body bytes queued on the stream
+ * and handed to nghttp2's data source as the send windows allow (memory,
+ * then a file by pread), and trailers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,16 +18,8 @@
 #include "common/shm.h"
 #include "worker/core/access_log.h"
 #include "h2_int.h"
-#include "worker/http1/http1_exchange.h"
 #include "worker/http1/http1_response.h"
 #include "worker/scope/scope.h"
-
-void h2_resp_settle_parked(h2_stream *st)
-{
-    for (size_t i = 0; i < st->n_parked; i++)
-        scope_complete_send(st->scope, st->parked[i].cb, st->parked[i].ud, NULL);
-    st->n_parked = 0;
-}
 
 /* ---- the response ---- */
 
@@ -54,57 +47,29 @@ static int hop_by_hop(pagi_str n)
     }
 }
 
-static void park_send(h2_stream *st, pagi_send_cb cb, void *ud)
+/* The exchange's bytes were queued on the stream: frame them. */
+void h2_resp_pushed(http_exchange *x)
 {
-    if (st->n_parked == st->cap_parked) {
-        size_t ncap = st->cap_parked ? st->cap_parked * 2 : 4;
-        h2_parked *v = realloc(st->parked, ncap * sizeof *v);
-        if (!v) {
-            scope_complete_send(st->scope, cb, ud, NULL);
-            return;
-        }
-        st->parked = v;
-        st->cap_parked = ncap;
-    }
-    st->parked[st->n_parked].cb = cb;
-    st->parked[st->n_parked].ud = ud;
-    st->n_parked++;
-}
-
-/* After a send queued bytes: pump, and complete or park under the
- * stream's own watermark (bytes it holds, not yet framed). A connection-wide
- * mark would let one stream whose window the client keeps shut stall the
- * completions of every other; the connection's share is bounded by the
- * pump, which frames into the output only up to the high watermark. */
-void h2_resp_after_append(h2_stream *st, pagi_send_cb cb, void *ud)
-{
+    h2_stream *st = x->owner;
     h2_session *h = st->h;
     if (st->deferred) {
         st->deferred = 0;
         nghttp2_session_resume_data(h->ng, st->id);
     }
     h2_session_kick(h);
-    if (!st->above_high && st_pending(st) >= st_conn(st)->w->cfg->high_watermark) {
-        st->above_high = 1;
-        scope_notify_high_water(st->scope);
-    }
-    if (!cb)
-        return;
-    if (st->above_high)
-        park_send(st, cb, ud);
-    else
-        scope_complete_send(st->scope, cb, ud, NULL);
+}
+
+size_t h2_resp_queued(const http_exchange *x)
+{
+    return st_pending(x->owner);
 }
 
 void h2_stream_after_write(h2_session *h)
 {
     size_t low = h->c->w->cfg->low_watermark;
     for (h2_stream *st = h->streams; st; st = st->next) {
-        if (st->above_high && st->scope && st_pending(st) < low) {
-            st->above_high = 0;
-            scope_notify_drain(st->scope);
-            h2_resp_settle_parked(st);
-        }
+        if (st->scope)
+            http_exchange_written(&st->x, st->scope, low);
         if (st->ws && st->scope)
             h2_ws_after_write(st);
     }
@@ -187,10 +152,10 @@ void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line)
 {
     conn *c = st_conn(st);
     st->refuse = status;
-    st->status = status;
+    st->x.status = status;
     shm_count_request(c->w->stats, status);
     if (log_line && c->w->alog)
-        access_log_request(c->w->alog, c, NULL, st->log_start, status, 0, NULL);
+        access_log_request(c->w->alog, c, NULL, st->x.log_start, status, 0, NULL);
     /* 426 is only the websocket version refusal: it says which one (RFC 6455 4.4). */
     static const pagi_header hv[] = {{{"content-type", 12}, {"text/plain; charset=utf-8", 25}},
                                      {{"sec-websocket-version", 21}, {"13", 2}}};
@@ -199,7 +164,7 @@ void h2_resp_refuse(h2_stream *st, int status, const char *text, int log_line)
         nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     } else {
         st->h->pending += buf_size(&st->out);
-        st->resp = R_FINAL;
+        http_exchange_set_state(&st->x, HX_FINAL);
         if (submit_head(st, status, hv, status == 426 ? 2 : 1, &err, 1) < 0)
             nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     }
@@ -273,20 +238,11 @@ static int submit_kept_head(h2_stream *st, const char **err)
     return rv;
 }
 
-int h2_resp_start(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
+/* The head's fields as HTTP/2 must have them, then the head submitted (or
+ * kept, for a response without a body, until its end is known). */
+int h2_resp_start(http_exchange *x, pagi_scope *s, const pagi_event *ev, const char *what)
 {
-    return h2_resp_start_as(s, st, ev, cb, ud, "http.response.start");
-}
-
-int h2_resp_start_as(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud,
-                     const char *what)
-{
-    if (st->resp != R_NONE)
-        return scope_fail(s, "%s: a response was already started", what);
-    if (ev->status < 200 || ev->status > 999)
-        return scope_fail(s, "%s: status must be 200-999 (got %d)", what, ev->status);
-    if (ev->header_count && !ev->headers)
-        return scope_fail(s, "%s: header_count without headers", what);
+    h2_stream *st = x->owner;
     const char *err = NULL;
     int64_t clen = -1;
     for (size_t i = 0; i < ev->header_count; i++) {
@@ -305,9 +261,10 @@ int h2_resp_start_as(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_se
         }
     }
     if (ev->status == 204 || ev->status == 304)
-        st->no_body = 1;
-    st->content_length = st->no_body ? -1 : clen;
-    if (st->no_body && !ev->trailers) {
+        x->no_body = 1;
+    x->content_length = x->no_body ? -1 : clen;
+    x->framed = 1; /* HTTP/2 carries trailers on any response */
+    if (x->no_body && !ev->trailers) {
         /* No body (HEAD, 204, 304): the head goes out with END_STREAM once
          * the app's final body says the response is whole; keep a copy. */
         if (keep_head(st, ev) < 0)
@@ -315,42 +272,6 @@ int h2_resp_start_as(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_se
     } else if (submit_head(st, ev->status, ev->headers, ev->header_count, &err, 1) < 0) {
         return scope_fail(s, "%s: %s", what, err);
     }
-    conn *c = st_conn(st);
-    st->resp = R_STARTED;
-    st->status = ev->status;
-    st->trailers_announced = ev->trailers ? 1 : 0;
-    if (c->w->alog)
-        access_log_response_start(c->w->alog, s, ev);
-    shm_count_request(c->w->stats, ev->status);
-    scope_mark_started(s);
-    h2_resp_after_append(st, cb, ud);
-    return 0;
-}
-
-static int open_body_file(pagi_scope *s, const pagi_event *ev, int *fd_out, off_t *off, size_t *len)
-{
-    if (ev->offset < 0 || ev->length < 0)
-        return scope_fail(s, "http.response.body: offset and length must be non-negative");
-    int fd = ev->file ? open(ev->file, O_RDONLY | O_CLOEXEC) : fcntl(ev->fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) {
-        if (ev->file)
-            return scope_fail(s, "http.response.body: cannot open %s: %s", ev->file,
-                              strerror(errno));
-        return scope_fail(s, "http.response.body: invalid fd %d: %s", ev->fd, strerror(errno));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return scope_fail(s, "http.response.body: not a regular file");
-    }
-    int64_t size = sb.st_size;
-    int64_t o = ev->offset > size ? size : ev->offset;
-    int64_t l = size - o;
-    if (ev->length > 0 && ev->length < l)
-        l = ev->length;
-    *fd_out = fd;
-    *off = (off_t)o;
-    *len = (size_t)l;
     return 0;
 }
 
@@ -400,91 +321,54 @@ static int take_file(pagi_scope *s, h2_stream *st, int fd, off_t off, size_t len
     return 0;
 }
 
-int h2_resp_body(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
+int h2_resp_body_file(http_exchange *x, pagi_scope *s, int fd, off_t off, size_t len)
 {
-    if (st->resp == R_NONE)
-        return scope_fail(s, "http.response.body: http.response.start was not sent");
-    if (st->resp != R_STARTED)
-        return scope_fail(s, "http.response.body: the body was already finished");
-    h1x_body_source src = h1x_body_source_of(ev);
-    if (src == H1X_BODY_CONFLICT)
-        return scope_fail(s, "http.response.body: body, file and fd are mutually exclusive");
-    if (ev->body.len && !ev->body.ptr)
-        return scope_fail(s, "http.response.body: body length without data");
-    int64_t cl = st->content_length;
+    h2_stream *st = x->owner;
     size_t before = st_pending(st);
-    int final;
-    if (src != H1X_BODY_MEMORY) {
-        int fd = -1;
-        off_t off = 0;
-        size_t len = 0;
-        if (open_body_file(s, ev, &fd, &off, &len) < 0)
-            return -1;
-        if (cl >= 0 && st->body_sent + (int64_t)len != cl) {
-            close(fd);
-            return scope_fail(s, "http.response.body: body %s content-length",
-                              st->body_sent + (int64_t)len > cl ? "exceeds" : "falls short of");
-        }
-        if (st->no_body || len == 0)
-            close(fd);
-        else if (take_file(s, st, fd, off, len) < 0)
-            return -1;
-        st->body_sent += (int64_t)len;
-        final = 1;
-    } else {
-        size_t len = ev->body.len;
-        if (cl >= 0 && st->body_sent + (int64_t)len > cl)
-            return scope_fail(s, "http.response.body: body exceeds content-length");
-        /* A final body short of the content-length would end the stream as
-         * if whole: the app's error, the stream reset (h2_finished). */
-        if (cl >= 0 && !ev->more && st->body_sent + (int64_t)len < cl)
-            return scope_fail(s, "http.response.body: body falls short of content-length");
-        pagi_buf *lent = st->no_body || !len ? NULL : scope_send_buf(s, ev->body.ptr, len);
-        if (lent && !buf_size(&st->out) && !st->held && st->file_fd < 0) {
-            /* pagi_send_buf's bytes stay the app's buffer until framed. */
-            st->held = pagi_buf_ref(lent);
-            st->held_off = (size_t)(ev->body.ptr - (const char *)pagi_buf_data(lent));
-            st->held_left = len;
-        } else if (!st->no_body && len) {
-            /* Order is kept: what a held buffer has left goes before these bytes. */
-            if (st->held &&
-                buf_append(&st->out, (const char *)pagi_buf_data(st->held) + st->held_off,
-                           st->held_left) < 0)
-                return scope_fail(s, "http.response.body: out of memory");
-            st_release_held(st);
-            if (buf_append(&st->out, ev->body.ptr, len) < 0)
-                return scope_fail(s, "http.response.body: out of memory");
-        }
-        st->body_sent += (int64_t)len;
-        final = !ev->more;
-    }
+    if (take_file(s, st, fd, off, len) < 0)
+        return -1;
     st->h->pending += st_pending(st) - before;
-    if (final)
-        st->resp = st->trailers_announced ? R_TRAILERS : R_FINAL;
-    if (final && st->kept_head) {
-        const char *err = NULL;
-        if (submit_kept_head(st, &err) < 0)
-            return scope_fail(s, "http.response.start: %s", err);
-    }
-    h2_resp_after_append(st, cb, ud);
     return 0;
 }
 
-int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_send_cb cb, void *ud)
+int h2_resp_body_mem(http_exchange *x, pagi_scope *s, const char *p, size_t len)
 {
-    /* Www.pod: after trailers the body is complete, so they also end a body
-     * left open (more => 1), as a final empty body would. */
-    if (st->resp == R_STARTED && st->trailers_announced) {
-        if (st->content_length >= 0 && st->body_sent < st->content_length)
-            return scope_fail(s, "http.response.trailers: the body falls short of content-length");
-        st->resp = R_TRAILERS;
-        const char *err = NULL;
-        if (st->kept_head && submit_kept_head(st, &err) < 0)
-            return scope_fail(s, "http.response.start: %s", err);
+    h2_stream *st = x->owner;
+    size_t before = st_pending(st);
+    pagi_buf *lent = scope_send_buf(s, p, len);
+    if (lent && !buf_size(&st->out) && !st->held && st->file_fd < 0) {
+        /* pagi_send_buf's bytes stay the app's buffer until framed. */
+        st->held = pagi_buf_ref(lent);
+        st->held_off = (size_t)(p - (const char *)pagi_buf_data(lent));
+        st->held_left = len;
+    } else {
+        /* Order is kept: what a held buffer has left goes before these bytes. */
+        if (st->held && buf_append(&st->out, (const char *)pagi_buf_data(st->held) + st->held_off,
+                                   st->held_left) < 0)
+            return scope_fail(s, "http.response.body: out of memory");
+        st_release_held(st);
+        if (buf_append(&st->out, p, len) < 0)
+            return scope_fail(s, "http.response.body: out of memory");
     }
-    if (st->resp != R_TRAILERS)
-        return scope_fail(s, "%s",
-                          h1x_trailers_refusal(st->resp == R_NONE, st->trailers_announced, 1));
+    st->h->pending += st_pending(st) - before;
+    return 0;
+}
+
+/* The body ended: a response without one sends its kept head now. */
+int h2_resp_body_end(http_exchange *x, pagi_scope *s, int trailers_follow, int short_of_length)
+{
+    (void)trailers_follow;
+    (void)short_of_length; /* strict_length: refused before it got here */
+    h2_stream *st = x->owner;
+    const char *err = NULL;
+    if (st->kept_head && submit_kept_head(st, &err) < 0)
+        return scope_fail(s, "http.response.start: %s", err);
+    return 0;
+}
+
+int h2_resp_trailers(http_exchange *x, pagi_scope *s, const pagi_event *ev)
+{
+    h2_stream *st = x->owner;
     const char *err = NULL;
     for (size_t i = 0; i < ev->header_count; i++)
         if (h1_header_check(&ev->headers[i], &err) < 0 || value_padded(ev->headers[i].value))
@@ -507,8 +391,6 @@ int h2_resp_trailers(pagi_scope *s, h2_stream *st, const pagi_event *ev, pagi_se
         st->n_trailers++;
     }
     st->trailers_ready = 1;
-    st->resp = R_FINAL;
-    h2_resp_after_append(st, cb, ud);
     return 0;
 }
 
@@ -552,9 +434,9 @@ ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len
         h->data_at = ev_now(st_conn(st)->w->loop.ev);
     if (st_pending(st))
         return (ssize_t)n;
-    if (st->resp == R_FINAL && !st->trailers_announced) {
+    if (st->x.resp == HX_FINAL && !st->x.trailers_announced) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
-    } else if (st->resp == R_FINAL && st->trailers_ready) {
+    } else if (st->x.resp == HX_FINAL && st->trailers_ready) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (st->n_trailers) {
             *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;

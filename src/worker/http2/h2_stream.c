@@ -29,10 +29,9 @@ h2_stream *h2_stream_new(h2_session *h, int32_t id)
     st->h = h;
     st->id = id;
     st->file_fd = -1;
-    st->content_length = -1;
     h2_head_init(&st->head);
-    st->log_start = ev_now(h->c->w->loop.ev);
-    st->input_at = st->log_start;
+    http_exchange_begin(&st->x, &h2_http_carrier, st, ev_now(h->c->w->loop.ev));
+    st->input_at = st->x.log_start;
     st->next = h->streams;
     if (h->streams)
         h->streams->prev = st;
@@ -200,7 +199,7 @@ static int stream_make_scope(h2_stream *st)
     }
     if ((!c->tls || sr.tls) && (type == PAGI_SCOPE_HTTP || st->sse))
         s = scope_new(c->w, type, ops, st, &sr);
-    st->no_body = !strcmp(r.method, "HEAD");
+    st->x.no_body = !strcmp(r.method, "HEAD");
     h2_request_free(&r);
     if (!s) {
         sse_stream_free(st->sse);
@@ -282,14 +281,14 @@ static void body_too_large(h2_stream *st)
     st->too_large = 1;
     log_info("HTTP/2 stream %d from %s: request body too large", st->id, conn_peer_host(h->c));
     int had_scope = st->scope != NULL;
-    if (st->resp == R_NONE && !st->refuse)
-        st->status = 413; /* for the access log line the scope's end writes */
+    if (st->x.resp == HX_NONE && !st->refuse)
+        st->x.status = 413; /* for the access log line the scope's end writes */
     stream_end_scope(st, reason_body_too_large);
     drop_body(st);
     st->started = 1; /* no scope to make for it any more */
     st->ready = 0;
     h2_head_free(&st->head);
-    if (st->resp == R_NONE && !st->refuse)
+    if (st->x.resp == HX_NONE && !st->refuse)
         h2_resp_refuse(st, 413, "request body too large", !had_scope);
     else
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
@@ -398,7 +397,7 @@ double h2_stream_deadlines(h2_session *h, double now)
              * can carry nothing else meanwhile, so it ends. */
             if (t->header <= 0)
                 continue;
-            due = st->log_start + t->header;
+            due = st->x.log_start + t->header;
             if (now >= due) {
                 log_info("HTTP/2 stream %d from %s: header timeout", st->id, conn_peer_host(h->c));
                 conn_close(h->c, reason_client_timeout);
@@ -454,17 +453,15 @@ static void stream_end_scope(h2_stream *st, const char *reason)
         drop_body(st);
         return;
     }
-    if (c->w->alog)
-        access_log_request(c->w->alog, c, s, st->log_start, st->status,
-                           st->no_body || st->body_sent < 0 ? 0 : (uint64_t)st->body_sent, reason);
+    http_exchange_log(&st->x, c, s, reason);
     if (reason) {
         hold_gone(st->h, s);
         scope_disconnect(s, reason);
-        h2_resp_settle_parked(st);
+        http_exchange_settle_parked(&st->x, s, NULL);
         drop_body(st); /* no app will take it now */
     } else {
         scope_mark_complete(s);
-        h2_resp_settle_parked(st);
+        http_exchange_settle_parked(&st->x, s, NULL);
         c->served++;
         if (c->w->on_request_done)
             c->w->on_request_done(c->w);
@@ -485,7 +482,7 @@ static void drop_body(h2_stream *st)
 
 void h2_stream_response_sent(h2_stream *st)
 {
-    st->resp = R_FINAL;
+    http_exchange_set_state(&st->x, HX_FINAL);
     stream_end_scope(st, NULL);
     drop_body(st);
     /* The answer is whole while the request is not: tell the client to stop
@@ -531,7 +528,7 @@ static void stream_free(h2_stream *st)
     st_release_held(st);
     buf_free(&st->trailers);
     free(st->kept_head);
-    free(st->parked);
+    http_exchange_free(&st->x);
     sse_stream_free(st->sse);
     free(st);
 }
@@ -607,87 +604,77 @@ void h2_stream_free_all(h2_session *h)
     h->n_gone = h->cap_gone = 0;
 }
 
-/* ---- scope ops ---- */
+/* ---- HTTP/2 as the carrier of an http exchange ---- */
 
-static int h2_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
+static http_exchange *h2_exchange_of(const pagi_scope *s)
 {
     h2_stream *st = scope_proto(s);
-    int go = scope_http_send_gate(s, ev, st != NULL, cb, ud);
-    if (go <= 0)
-        return go;
-    switch (ev->type) {
-    case PAGI_EV_HTTP_RESPONSE_START:
-        return h2_resp_start(s, st, ev, cb, ud);
-    case PAGI_EV_HTTP_RESPONSE_BODY:
-        return h2_resp_body(s, st, ev, cb, ud);
-    default:
-        return h2_resp_trailers(s, st, ev, cb, ud);
-    }
+    return st ? &st->x : NULL;
 }
 
-/* A response the server makes for the app (the 500 backstop, the 504 of
- * timeouts.response): the scope ends with reason, the stream with it. */
-static void answer_for_app(h2_stream *st, pagi_scope *s, int status, const char *text,
-                           const char *reason)
+/* The server's answer in the app's place (the 500 backstop, the 504 of
+ * timeouts.response): the scope ends with reason, the stream with the
+ * answer; the connection's other streams go on. */
+static void h2c_answer(http_exchange *x, pagi_scope *s, int status, const char *text,
+                       const char *reason, int may_keep)
 {
-    scope_mark_started(s);
-    st->status = status;
+    (void)s;
+    (void)may_keep;
+    h2_stream *st = x->owner;
     stream_end_scope(st, reason);
     h2_resp_refuse(st, status, text, 0);
 }
 
-/* timeouts.response (scope.c logged it): only this stream is answered. */
+static void h2c_abort(http_exchange *x, pagi_scope *s, const char *reason)
+{
+    (void)s;
+    h2_stream *st = x->owner;
+    stream_end_scope(st, reason);
+    nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    h2_session_kick(st->h);
+}
+
+const http_carrier h2_http_carrier = {
+    .name = "HTTP/2",
+    .strict_length = 1,
+    .abort_says = "stream reset",
+    .exchange = h2_exchange_of,
+    .start = h2_resp_start,
+    .body_mem = h2_resp_body_mem,
+    .body_file = h2_resp_body_file,
+    .body_end = h2_resp_body_end,
+    .trailers = h2_resp_trailers,
+    .pushed = h2_resp_pushed,
+    .queued = h2_resp_queued,
+    .answer = h2c_answer,
+    .abort = h2c_abort,
+};
+
+/* ---- scope ops ---- */
+
+static int h2_send(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
+{
+    return http_exchange_send(&h2_http_carrier, s, ev, cb, ud);
+}
+
 static void h2_response_timeout(pagi_scope *s)
 {
-    h2_stream *st = scope_proto(s);
-    if (st && st->resp == R_NONE)
-        answer_for_app(st, s, 504, "the application did not respond in time",
-                       reason_response_timeout);
+    http_exchange_response_timeout(&h2_http_carrier, s);
 }
 
 static void h2_finished(pagi_scope *s, const char *error)
 {
-    h2_stream *st = scope_proto(s);
-    const char *method = pagi_scope_method(s);
-    pagi_str path = pagi_scope_raw_path(s);
-    int plen = path.len > 200 ? 200 : (int)path.len;
-    if (!st || !scope_is_connected(s)) {
-        if (error)
-            log_info("app error on %s %.*s after the exchange ended: %s", method, plen, path.ptr,
-                     error);
-        return;
-    }
-    if (st->resp == R_NONE) {
-        log_error("app %s before responding to %s %.*s%s%s; sent 500",
-                  error ? "failed" : "finished", method, plen, path.ptr, error ? ": " : "",
-                  error ? error : "");
-        answer_for_app(st, s, 500, "Internal Server Error", reason_server_error);
-        return;
-    }
-    if (st->resp != R_FINAL) {
-        log_error("app %s%s after starting its response to %s %.*s; stream reset",
-                  error ? "failed: " : "finished without completing the body", error ? error : "",
-                  method, plen, path.ptr);
-        stream_end_scope(st, reason_server_error);
-        nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        h2_session_kick(st->h);
-        return;
-    }
-    if (error)
-        log_warn("app error after its response to %s %.*s was sent: %s", method, plen, path.ptr,
-                 error);
+    http_exchange_finished(&h2_http_carrier, s, error);
 }
 
 static size_t h2_buffered(const pagi_scope *s)
 {
-    const h2_stream *st = scope_proto(s);
-    return st ? st_pending(st) : 0;
+    return http_exchange_buffered(&h2_http_carrier, s);
 }
 
 static int h2_above_high(const pagi_scope *s)
 {
-    const h2_stream *st = scope_proto(s);
-    return st ? st->above_high : 0;
+    return http_exchange_above_high(&h2_http_carrier, s);
 }
 
 static const scope_ops h2_scope_ops = {
@@ -705,12 +692,14 @@ static const scope_ops h2_scope_ops = {
 static int sse_start(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud, int decline)
 {
     (void)decline; /* a declined stream simply ends; no connection to close */
-    return h2_resp_start(s, scope_proto(s), ev, cb, ud);
+    h2_stream *st = scope_proto(s);
+    return http_exchange_start(&st->x, s, ev, cb, ud, "http.response.start");
 }
 
 static int sse_body(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
-    return h2_resp_body(s, scope_proto(s), ev, cb, ud);
+    h2_stream *st = scope_proto(s);
+    return http_exchange_body(&st->x, s, ev, cb, ud);
 }
 
 static int sse_next(pagi_scope *s, pagi_event *ev, int take)

@@ -123,7 +123,7 @@ static int h2ws_accept(ws_conn *ws, const pagi_event *ev, const char *extensions
     pagi_event start = {.type = PAGI_EV_HTTP_RESPONSE_START, .status = 200};
     start.headers = hv;
     start.header_count = k;
-    int rc = h2_resp_start_as(ws->s, st, &start, NULL, NULL, "websocket.accept");
+    int rc = http_exchange_start(&st->x, ws->s, &start, NULL, NULL, "websocket.accept");
     free(hv);
     return rc;
 }
@@ -143,7 +143,7 @@ static int h2ws_deny_start(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, v
                           "over HTTP/2 (a 2xx answer opens it, RFC 8441); deny with 300-999",
                           ev->status);
     ws->state = WS_DENYING;
-    int rc = h2_resp_start_as(ws->s, ws_st(ws), ev, cb, ud, "websocket.http.response.start");
+    int rc = http_exchange_start(&ws_st(ws)->x, ws->s, ev, cb, ud, "websocket.http.response.start");
     if (rc < 0)
         ws->state = WS_HANDSHAKE;
     return rc;
@@ -153,7 +153,7 @@ static int h2ws_deny_body(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, vo
 {
     if (!ev->more)
         ws->state = WS_DENIED;
-    int rc = h2_resp_body(ws->s, ws_st(ws), ev, cb, ud);
+    int rc = http_exchange_body(&ws_st(ws)->x, ws->s, ev, cb, ud);
     if (rc < 0)
         ws->state = WS_DENYING;
     return rc;
@@ -190,7 +190,7 @@ static size_t h2ws_queued(const ws_conn *ws)
 
 static int h2ws_above_high(const ws_conn *ws)
 {
-    return ws_st(ws)->above_high;
+    return ws_st(ws)->x.above_high;
 }
 
 /* Credit the windows with the input the frame reader consumed; 1 if there was any. Bytes it
@@ -216,8 +216,8 @@ static void h2ws_refresh(ws_conn *ws)
 static void h2ws_finish(ws_conn *ws)
 {
     h2_stream *st = ws_st(ws);
-    if (st->resp == R_STARTED)
-        st->resp = R_FINAL; /* END_STREAM after the last DATA (h2_stream_read) */
+    if (st->x.resp == HX_STARTED) /* END_STREAM after the last DATA (h2_stream_read) */
+        http_exchange_set_state(&st->x, HX_FINAL);
     h2_resp_after_append(st, NULL, NULL);
 }
 
@@ -236,9 +236,9 @@ static void h2ws_ended(ws_conn *ws, const char *why)
     credit_consumed(st);
     /* Bytes: a denial's body, as over HTTP/1.1 (frames are not counted). */
     if (c->w->alog)
-        access_log_request(c->w->alog, c, ws->s, st->log_start, st->status,
-                           st->body_sent > 0 ? (uint64_t)st->body_sent : 0, why);
-    h2_resp_settle_parked(st);
+        access_log_request(c->w->alog, c, ws->s, st->x.log_start, st->x.status,
+                           st->x.body_sent > 0 ? (uint64_t)st->x.body_sent : 0, why);
+    http_exchange_settle_parked(&st->x, ws->s, NULL);
     st->scope = NULL;
 }
 

@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "worker/core/conn.h"
+#include "worker/http1/http1_conn.h"
 #include "worker/http1/http1_exchange.h"
 #include "worker/core/reason.h"
 #include "worker/scope/scope.h"
@@ -43,15 +44,17 @@ static int h1_start(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *
 {
     conn *c = scope_proto(s);
     if (decline)
-        c->h1.close_after = 1; /* the spec: the server closes after a decline */
+        h1_of(c)->close_after = 1; /* the spec: the server closes after a decline */
     else
-        c->h1.announce_keep_alive = 1; /* Www.pod: sse.start sends Connection: keep-alive on 1.1 */
-    return h1x_send_start(s, c, ev, cb, ud);
+        h1_of(c)->announce_keep_alive =
+            1; /* Www.pod: sse.start sends Connection: keep-alive on 1.1 */
+    return http_exchange_start(&h1_of(c)->x, s, ev, cb, ud, "http.response.start");
 }
 
 static int h1_body(pagi_scope *s, const pagi_event *ev, pagi_send_cb cb, void *ud)
 {
-    return h1x_send_body(s, scope_proto(s), ev, cb, ud);
+    conn *c = scope_proto(s);
+    return http_exchange_body(&h1_of(c)->x, s, ev, cb, ud);
 }
 
 static int h1_next(pagi_scope *s, pagi_event *ev, int take)
@@ -62,15 +65,18 @@ static int h1_next(pagi_scope *s, pagi_event *ev, int take)
 static void h1_end(pagi_scope *s)
 {
     conn *c = scope_proto(s);
-    c->h1.plan.keep_alive = 0; /* an event-stream client reconnects on a new connection */
+    h1_of(c)->plan.keep_alive = 0; /* an event-stream client reconnects on a new connection */
 }
 
-static pagi_scope *h1_scope(void *owner) { return ((conn *)owner)->h1.scope; }
+static pagi_scope *h1_scope(void *owner)
+{
+    return h1_of(owner)->scope;
+}
 
 static sse_stream *h1_stream(const pagi_scope *s)
 {
     conn *c = scope_proto(s);
-    return c ? c->h1.sse : NULL;
+    return c && h1_of(c) ? h1_of(c)->sse : NULL;
 }
 
 static void h1_idle(void *owner) { conn_close(owner, reason_idle_timeout); }

@@ -22,7 +22,7 @@ struct conn_proto;
  */
 int ws_on_upgrade_request(conn *c, const h1_request *req, const scope_request *base);
 
-/** conn_close: release the connection's side of c->ws (idempotent). */
+/** conn_close: release the connection's side of its websocket (h1_of(c)->ws; idempotent). */
 void ws_conn_free(conn *c);
 
 /** The connection protocol of a WebSocket, from the upgrade request on. */

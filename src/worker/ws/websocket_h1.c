@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "worker/core/access_log.h"
+#include "worker/http1/http1_conn.h"
 #include "worker/http1/http1_exchange.h"
 #include "worker/core/memtrim.h"
 #include "worker/core/reason.h"
@@ -77,7 +78,7 @@ static void ws_reject(conn *c, int status, const char *text)
     }
     outq_append(&c->out, buf_head(tmp), buf_size(tmp));
     if (c->w->alog) /* no scope: the line has the status only */
-        access_log_request(c->w->alog, c, NULL, c->h1.log_start, status, 0, NULL);
+        access_log_request(c->w->alog, c, NULL, h1_of(c)->x.log_start, status, 0, NULL);
     conn_close_after_write(c);
 }
 
@@ -114,13 +115,13 @@ int ws_on_upgrade_request(conn *c, const h1_request *req, const scope_request *b
     if (!ws)
         return -1;
     accept_key(hs.key, ws->accept_key);
-    c->ws = ws;
+    h1_of(c)->ws = ws;
 
     /* The HTTP/1 side only starts the app and lends its send-completion parking;
        the connection speaks ws_proto from here (before CONN_ACTIVE sets read interest). */
     c->proto = &ws_proto;
     h1_exchange_begin(c, ws->s, req);
-    c->h1.req_keep_alive = 0; /* the connection never goes back to HTTP/1 requests */
+    h1_of(c)->req_keep_alive = 0; /* the connection never goes back to HTTP/1 requests */
     return 0;
 }
 
@@ -148,7 +149,7 @@ static int h1_accept(ws_conn *ws, const pagi_event *ev, const char *extensions)
         rc = buf_append(tmp, "\r\n", 2);
     if (rc < 0 || outq_append(&c->out, buf_head(tmp), buf_size(tmp)) < 0)
         return scope_fail(ws->s, "websocket.accept: out of memory");
-    c->h1.log_status = 101;
+    h1_of(c)->x.status = 101;
     return 0;
 }
 
@@ -160,7 +161,7 @@ static void h1_refuse(ws_conn *ws, int status)
     const char *text = status == 403 ? "Forbidden" : "Internal Server Error";
     if (h1_error_response(tmp, status, text, h1_date_now((long)ev_now(c->w->loop.ev)), 0) == 0)
         outq_append(&c->out, buf_head(tmp), buf_size(tmp));
-    c->h1.log_status = status;
+    h1_of(c)->x.status = status;
     conn_close_after_write(c);
 }
 
@@ -182,10 +183,10 @@ static int h1_deny_start(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, voi
     if (outq_append(&c->out, buf_head(head), buf_size(head)) < 0)
         return scope_fail(s, "websocket.http.response.start: out of memory");
     ws->state = WS_DENYING;
-    c->h1.body_sent = 0;
-    c->h1.log_status = ev->status;
+    h1_of(c)->x.body_sent = 0;
+    h1_of(c)->x.status = ev->status;
     scope_mark_started(s);
-    h1_exchange_after_append(c, cb, ud);
+    http_exchange_after_append(&h1_of(c)->x, ws->s, cb, ud);
     return 0;
 }
 
@@ -194,7 +195,7 @@ static int h1_deny_body(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void
     conn *c = ws_c(ws);
     pagi_scope *s = ws->s;
     int64_t cl = ws->plan.content_length;
-    if (cl >= 0 && c->h1.body_sent + (int64_t)ev->body.len > cl)
+    if (cl >= 0 && h1_of(c)->x.body_sent + (int64_t)ev->body.len > cl)
         return scope_fail(s, "websocket.http.response.body: body exceeds content-length");
     int rc = 0;
     if (!ws->plan.no_body && ev->body.len) {
@@ -207,14 +208,14 @@ static int h1_deny_body(ws_conn *ws, const pagi_event *ev, pagi_send_cb cb, void
     }
     if (rc < 0)
         return scope_fail(s, "websocket.http.response.body: out of memory");
-    c->h1.body_sent += (int64_t)ev->body.len;
+    h1_of(c)->x.body_sent += (int64_t)ev->body.len;
     if (!ev->more) {
         if (ws->plan.chunked && !ws->plan.no_body)
             outq_append(&c->out, "0\r\n\r\n", 5);
         ws->state = WS_DENIED;
         conn_close_after_write(c);
     }
-    h1_exchange_after_append(c, cb, ud);
+    http_exchange_after_append(&h1_of(c)->x, ws->s, cb, ud);
     return 0;
 }
 
@@ -240,7 +241,7 @@ static void h1_kick(ws_conn *ws)
 
 static void h1_after_append(ws_conn *ws, pagi_send_cb cb, void *ud)
 {
-    h1_exchange_after_append(ws_c(ws), cb, ud);
+    http_exchange_after_append(&h1_of(ws_c(ws))->x, ws->s, cb, ud);
 }
 
 static size_t h1_queued(const ws_conn *ws)
@@ -250,7 +251,7 @@ static size_t h1_queued(const ws_conn *ws)
 
 static int h1_above_high(const ws_conn *ws)
 {
-    return ws_c(ws)->h1.above_high;
+    return h1_of(ws_c(ws))->x.above_high;
 }
 
 static void h1_refresh(ws_conn *ws)
@@ -272,10 +273,10 @@ static void h1_ended(ws_conn *ws, const char *why)
 {
     conn *c = ws_c(ws);
     if (c->w->alog) /* the scope's access log line, at its end: 101, or the refusal */
-        access_log_request(c->w->alog, c, ws->s, c->h1.log_start, c->h1.log_status,
-                           c->h1.body_sent > 0 ? (uint64_t)c->h1.body_sent : 0, why);
-    h1_exchange_settle_parked(c, NULL);
-    c->h1.scope = NULL;
+        access_log_request(c->w->alog, c, ws->s, h1_of(c)->x.log_start, h1_of(c)->x.status,
+                           h1_of(c)->x.body_sent > 0 ? (uint64_t)h1_of(c)->x.body_sent : 0, why);
+    http_exchange_settle_parked(&h1_of(c)->x, ws->s, NULL);
+    h1_of(c)->scope = NULL;
 }
 
 static const char *h1_peer(const ws_conn *ws, int *port)
@@ -306,36 +307,39 @@ static const ws_carrier ws_h1_carrier = {
 
 /* ---- ws_proto ---- */
 
-static void ws_on_input(conn *c)
+/* The websocket engine may end the transport (conn_close) in any of these. */
+static conn_fate ws_on_input(conn *c)
 {
-    ws_input(c->ws);
+    ws_input(h1_of(c)->ws);
+    return conn_fate_of(c);
 }
 
-static void ws_on_eof(conn *c)
+static conn_fate ws_on_eof(conn *c)
 {
-    ws_peer_gone(c->ws);
+    ws_peer_gone(h1_of(c)->ws);
+    return conn_fate_of(c);
 }
 
-static void ws_on_written(conn *c)
+static conn_fate ws_on_written(conn *c)
 {
-    ws_conn *ws = c->ws;
-    h1_conn *h = &c->h1;
+    ws_conn *ws = h1_of(c)->ws;
+    h1_conn *h = h1_of(c);
     /* Called from a flush (a safe point, never inside the HTTP/1 parser): once the 101 is out
      * the connection never parses HTTP/1 again. */
     if (ws->state >= WS_OPEN && h->parser)
         h1_conn_drop_parser(c);
-    if (h->above_high && outq_buffered(&c->out) < c->w->cfg->low_watermark) {
-        h->above_high = 0;
-        scope_notify_drain(h->scope);
-        h1_exchange_settle_parked(c, NULL);
-    }
+    if (h->scope)
+        http_exchange_written(&h->x, h->scope, c->w->cfg->low_watermark);
     ws_flushed(ws);
+    if (conn_fate_of(c) == CONN_GONE)
+        return CONN_GONE;
     conn_refresh(c);
+    return CONN_ALIVE;
 }
 
 static int ws_wants_read(const conn *c)
 {
-    return ws_wants_input(c->ws);
+    return ws_wants_input(h1_of(c)->ws);
 }
 
 static int ws_waiting_for_input(const conn *c)
@@ -351,7 +355,7 @@ static void ws_on_header_timeout(conn *c)
 /* The connection ends (conn_close): turn how it ended into the scope's end. */
 static void ws_on_close(conn *c, const char *reason)
 {
-    ws_conn *ws = c->ws;
+    ws_conn *ws = h1_of(c)->ws;
     if (!ws || ws->state == WS_GONE)
         return;
     if (reason == reason_server_shutdown && ws->state == WS_OPEN && outq_buffered(&c->out) == 0) {
@@ -364,10 +368,11 @@ static void ws_on_close(conn *c, const char *reason)
 
 void ws_conn_free(conn *c)
 {
-    ws_conn *ws = c->ws;
+    h1_conn *h = h1_of(c);
+    ws_conn *ws = h ? h->ws : NULL;
     if (!ws)
         return;
-    c->ws = NULL;
+    h->ws = NULL;
     ws_detach(ws);
 }
 

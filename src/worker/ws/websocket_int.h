@@ -20,6 +20,7 @@
 
 #include "worker/core/conn.h"
 #include "worker/core/pagi_buf.h"
+#include "worker/http1/http1_response.h"
 #include "utf8.h"
 #include "websocket.h"
 #include "ws_deflate.h"
