@@ -240,6 +240,7 @@ package PAGI::Server::Pagid::Pool::Process;
 
 use Socket ();
 
+my $PID;    # $$ read once ($$ is a getpid(2) call)
 my ($LISTEN, $WATCH, $INFO_P, $PSGI, $HANDLERS, $STATE, $SERVED);
 # What every send that went out returns: one done Future, shared (the
 # adapter only asks it is_ready and is_failed).
@@ -249,6 +250,7 @@ sub start {
     my ($info, $psgi) = @_;
     $INFO_P = $info;
     $PSGI = $psgi;
+    $PID = $$;
     if (!$psgi) {
         my $file = $info->{handlers} or die "worker pool: no handlers file\n";
         $file = "./$file" unless $file =~ m{^\.{0,2}/};
@@ -292,27 +294,16 @@ sub _accept {
 # The connection is a bare descriptor, read and written blocking in C
 # (perl_pool_serve.c): this process does nothing else meanwhile.
 sub _take_one {
-    my ($fd, $type, @req) = PAGI::Server::Pagid::XS::pool_take($$);
+    my ($fd, $type, @req) = PAGI::Server::Pagid::XS::pool_take($PID);
     return 0 unless defined $fd;    # another process took it, or none waits
     return 1 if $fd < 0;            # not one of our workers: refused
     $INFLIGHT = 1;
-    my $done = sub {
-        PAGI::Server::Pagid::XS::pool_close($fd);
-        $INFLIGHT = 0;
-        my $max = $INFO_P->{max_requests};
-        if ($max && ++$SERVED >= $max) {
-            _watch(0);
-            PAGI::Server::Pagid::XS::psgi_harakiri("served $SERVED requests (max_requests)");
-            return;
-        }
-        _watch(1);
-    };
     if ($type eq 'C') {
-        _serve_call($fd, $req[0], $done);
+        _serve_call($fd, $req[0]);
     } elsif ($type eq 'Q' && $PSGI) {
-        _serve_psgi($fd, @req, $done);
+        _serve_psgi($fd, @req);
     } else {
-        $done->();
+        _done($fd);
     }
     # A response still under way (a delayed responder called later, from a
     # timer): no other request is taken until it ends.
@@ -323,19 +314,34 @@ sub _take_one {
     return $WATCH ? 1 : 0;    # not after a harakiri
 }
 
+# The request on $fd is over: the connection closed, this process idle
+# again (or replaced after max_requests).
+sub _done {
+    my ($fd) = @_;
+    PAGI::Server::Pagid::XS::pool_close($fd);
+    $INFLIGHT = 0;
+    my $max = $INFO_P->{max_requests};
+    if ($max && ++$SERVED >= $max) {
+        _watch(0);
+        PAGI::Server::Pagid::XS::psgi_harakiri("served $SERVED requests (max_requests)");
+        return;
+    }
+    _watch(1);
+}
+
 sub _send {
     my ($fd, $type, $payload) = @_;
     return PAGI::Server::Pagid::XS::pool_write($fd, PAGI::Server::Pagid::Pool::_frame($type, $payload));
 }
 
 sub _serve_call {
-    my ($fd, $payload, $done) = @_;
+    my ($fd, $payload) = @_;
     my $job = eval { Storable::thaw($payload) } || {};
     my $name = $job->{name} // '';
     my $h = $HANDLERS->{$name};
     if (!$h) {
         _send($fd, 'F', "worker_pool: no handler named '$name'\n");
-        return $done->();
+        return _done($fd);
     }
     my @ret = eval { ($h->($STATE, @{ $job->{args} || [] })) };
     if (my $e = $@) {
@@ -346,16 +352,16 @@ sub _serve_call {
             ? _send($fd, 'R', $frozen)
             : _send($fd, 'F', "worker_pool: the result of '$name' cannot be serialized: $@");
     }
-    $done->();
+    _done($fd);
 }
 
 # A PSGI request: its env built from the Q frame in C, its body in memory
 # or, past 64 KiB, in the unlinked file $spool_fd.
 sub _serve_psgi {
-    my ($fd, $env, $body, $spool_fd, $done) = @_;
+    my ($fd, $env, $body, $spool_fd) = @_;
     my $input;
     if ($spool_fd >= 0) {
-        open $input, '+<&=', $spool_fd or do { require POSIX; POSIX::close($spool_fd); return $done->() };
+        open $input, '+<&=', $spool_fd or do { require POSIX; POSIX::close($spool_fd); return _done($fd) };
     } else {
         open $input, '<', \$body;
     }
@@ -368,7 +374,7 @@ sub _serve_psgi {
     # once; the cleanup handlers run after it, as after any response.
     if (!$e && ref $res eq 'ARRAY' && PAGI::Server::Pagid::XS::pool_respond($fd, $res)) {
         PAGI::Server::Pagid::PSGI::Request::_cleanup($env);
-        return $done->();
+        return _done($fd);
     }
     my $conn = bless {ok => 1, complete => [], gone => []}, 'PAGI::Server::Pagid::Pool::Conn';
     my $scope = {'pagi.connection' => $conn};
@@ -419,7 +425,7 @@ sub _serve_psgi {
             : PAGI::Server::Pagid::Pool::_frame('E', '');
         $flush->();
         $conn->_ended;
-        $done->();
+        _done($fd);
     });
     $r->_after_response;
     $r->_result($res, $e);
