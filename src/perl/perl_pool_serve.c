@@ -455,7 +455,7 @@ XS_INTERNAL(xs_pool_close)
 static int is_token_char(unsigned char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           strchr("!#$%&'*+.^_`|~-", c) != NULL;
+           (c && strchr("!#$%&'*+.^_`|~-", c) != NULL);
 }
 
 /* The response frames of [status, headers, body] (an array body of byte
