@@ -79,6 +79,7 @@ static const char *start_interpreter(void)
     perl_pubsub_boot(aTHX);
     perl_shared_boot(aTHX);
     perl_pool_boot(aTHX);
+    perl_pool_serve_boot(aTHX);
     eval_pv(perl_glue_source, FALSE);
     if (SvTRUE(ERRSV)) {
         pagi_log(perl_host_loop, 0, "perl: the pagid glue failed to load: %s", SvPV_nolen(ERRSV));

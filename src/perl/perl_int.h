@@ -99,6 +99,10 @@ void perl_pubsub_unready(pTHX);
 
 /* perl_pool_xs.c: the worker pool's facts and counters for Pool.pm. */
 void perl_pool_boot(pTHX);
+/* perl_pool_serve.c: a pool process's per-request I/O and PSGI env. */
+void perl_pool_serve_boot(pTHX);
+/* An unlinked temporary file in TMPDIR for a spooled body, or -1. */
+int perl_pool_spool_open(void);
 
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
 extern const char perl_glue_source[];

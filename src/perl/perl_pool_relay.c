@@ -132,7 +132,7 @@ static int put_cstr(bytes *b, const char *p)
 }
 
 /* An unlinked temporary file in TMPDIR (as PSGI.pm's open '+>', undef). */
-static int spool_open(void)
+int perl_pool_spool_open(void)
 {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir)
@@ -327,7 +327,7 @@ static void pump(relay *r)
 static int take_body(relay *r, const char *p, size_t n)
 {
     if (r->spool_w > r->spool_r || r->mem.len + n > RESP_MEM_MAX) {
-        if (r->resp_spool < 0 && (r->resp_spool = spool_open()) < 0)
+        if (r->resp_spool < 0 && (r->resp_spool = perl_pool_spool_open()) < 0)
             return -1;
         if (pwrite_all(r->resp_spool, p, n, r->spool_w) < 0)
             return -1;
@@ -685,7 +685,7 @@ static void on_body(pagi_scope *s, const pagi_event *ev, void *ud)
     if (ev->body.len) {
         r->body_len += (int64_t)ev->body.len;
         if (r->req_spool < 0 && r->body.len + ev->body.len > REQ_MEM_MAX) {
-            if ((r->req_spool = spool_open()) < 0 ||
+            if ((r->req_spool = perl_pool_spool_open()) < 0 ||
                 pwrite_all(r->req_spool, r->body.p, r->body.len, 0) < 0) {
                 relay_finish(r, "cannot spool the request body");
                 return;

@@ -95,7 +95,20 @@ def run_plack_suite(ctx, pool):
 
 @test()
 def env_is_complete(ctx):
-    srv = ctx.start(psgi(ctx, "app"), workers=0)
+    check_env(ctx, ctx.start(psgi(ctx, "app"), workers=0), pooled=False)
+
+
+@test()
+def env_is_complete_through_the_pool(ctx):
+    """The same env from a pool process (built there in C from the worker's
+    frames, perl_pool_serve.c): multiprocess and harakiri are 1."""
+    check_env(ctx, ctx.start(None, workers=1, config=POOL_1 % psgi(ctx, "app")), pooled=True)
+
+
+POOL_1 = "app: {psgi: %s, worker_pool: {processes: 1}}\n"
+
+
+def check_env(ctx, srv, pooled):
     r = request(srv.port, method="POST", path="/env/a%2cb//c%E3%81%82?x=1&y=%20",
                 headers={"Foo": "one", "Content-Type": "text/plain", "X_Under": "dropped",
                          "Cookie": "a=1"}, body=b"hello")
@@ -109,9 +122,9 @@ def env_is_complete(ctx):
             "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1",
             "CONTENT_LENGTH": "5", "CONTENT_TYPE": "text/plain", "HTTP_FOO": "one",
             "HTTP_COOKIE": "a=1", "psgi.version": "1,1", "psgi.url_scheme": "http",
-            "psgi.multithread": "0", "psgi.multiprocess": "0", "psgi.run_once": "0",
+            "psgi.multithread": "0", "psgi.multiprocess": "%d" % pooled, "psgi.run_once": "0",
             "psgi.nonblocking": "0", "psgi.streaming": "1", "psgix.input.buffered": "1",
-            "psgix.cleanup": "1", "psgix.harakiri": "0", "input.length": "5",
+            "psgix.cleanup": "1", "psgix.harakiri": "%d" % pooled, "input.length": "5",
             "input.reread": "1", "input.file": "0", "errors.ok": "1"}
     # The app prints PATH_INFO's bytes; the body decoded as UTF-8 gives the
     # characters back: compare the raw bytes instead.
@@ -135,8 +148,18 @@ def env_is_complete(ctx):
 
 @test()
 def body_read_whole_spooled_and_bounded(ctx):
-    srv = ctx.start(psgi(ctx, "app"), workers=0,
-                    config="limits: {max_body_size: 2m}\n")
+    check_body(ctx.start(psgi(ctx, "app"), workers=0, config="limits: {max_body_size: 2m}\n"))
+
+
+@test()
+def body_read_whole_spooled_and_bounded_through_the_pool(ctx):
+    """The same in a pool process, which reads the body frames in C and
+    spools past 64 KiB again (perl_pool_serve.c)."""
+    check_body(ctx.start(None, workers=1, config=POOL_1 % psgi(ctx, "app")
+                         + "limits: {max_body_size: 2m}\n"))
+
+
+def check_body(srv):
     big = os.urandom(1024 * 1024)
     r = request(srv.port, method="POST", path="/env", body=big,
                 headers={"Content-Type": "application/octet-stream"}, timeout=20)
@@ -253,12 +276,26 @@ def streaming_stops_when_client_leaves(ctx):
 
 @test()
 def errors_are_500_naming_the_request(ctx):
-    srv = ctx.start(psgi(ctx, "app"), workers=0)
+    check_errors(ctx.start(psgi(ctx, "app"), workers=0))
+
+
+@test()
+def errors_are_500_through_the_pool(ctx):
+    """The same from a pool process, where an array response is checked and
+    written in C (perl_pool_serve.c) and anything it declines goes through
+    PSGI.pm's adapter."""
+    check_errors(ctx.start(None, workers=1, config=POOL_1 % psgi(ctx, "app")))
+
+
+def check_errors(srv):
     cases = {"/dies": "PSGI app died: the app broke on purpose",
              "/bad-status": "the status is not a 3-digit code",
              "/odd-headers": "the headers are not an array reference of name/value pairs",
              "/bad-body": "the body is not an array reference, a file handle",
-             "/wide": "wide characters"}
+             "/wide": "wide characters",
+             "/nul-in-name": "is not a valid header name",
+             "/cr-in-value": "has CR, LF or NUL in its value",
+             "/undef-value": "has an undefined value"}
     for path, why in cases.items():
         r = request(srv.port, path=path)
         check_eq(r.status, 500, path)

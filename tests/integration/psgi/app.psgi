@@ -96,6 +96,9 @@ my %routes = (
     '/odd-headers' => sub { return [200, ['X-One'], ['x']] },
     '/bad-body' => sub { return [200, [], 'a string body'] },
     '/wide' => sub { return [200, [], ["caf\x{e9} \x{263a}"]] },
+    '/nul-in-name' => sub { return [200, ["X-A\0B" => 1], ['x']] },
+    '/cr-in-value' => sub { return [200, ['X-A' => "1\r\nX-B: 2"], ['x']] },
+    '/undef-value' => sub { return [200, ['X-A' => undef], ['x']] },
     '/cookies' => sub {
         my $env = shift;
         return [200, ['Content-Type' => 'text/plain', 'Set-Cookie' => 'a=1; Path=/', 'Set-Cookie' => 'b=2; Path=/'],

@@ -224,16 +224,28 @@ sub _env {
 
 sub _call_app {
     my ($self, $env, $input) = @_;
-    my $cleanup = [];
-    $env->{'psgi.input'} = $input;
-    $env->{'psgi.errors'} = PAGI::Server::Pagid::PSGI::Errors::handle();
-    $env->{'psgix.cleanup'} = 1;
-    $env->{'psgix.cleanup.handlers'} = $cleanup;
+    _prepare_env($env, $input);
     $self->{env} = $env;
     $self->_after_response;
     my $res = eval { $self->{app}->($env) };
+    my $e = $@;
     PAGI::Server::Pagid::PSGI::Errors::flush_pending();    # a last line without its newline
-    if (my $e = $@) {
+    $self->_result($res, $e);
+}
+
+# What the env gets in the process that runs the app (PSGI 1.1).
+sub _prepare_env {
+    my ($env, $input) = @_;
+    $env->{'psgi.input'} = $input;
+    $env->{'psgi.errors'} = PAGI::Server::Pagid::PSGI::Errors::handle();
+    $env->{'psgix.cleanup'} = 1;
+    $env->{'psgix.cleanup.handlers'} = [];
+}
+
+# The app returned $res, or died with $e.
+sub _result {
+    my ($self, $res, $e) = @_;
+    if ($e) {
         return $self->_gone if Scalar::Util::blessed($e) && $e->isa('PAGI::Server::Pagid::PSGI::Gone');
         return $self->_fail("died: " . PAGI::Server::Pagid::_message($e));
     }
@@ -264,20 +276,22 @@ sub _after_response {
     my $conn = $self->{scope}{'pagi.connection'} or return;
     my $env = $self->{env};
     my $ran = 0;
-    my $run = sub {
-        return if $ran++;
-        for my $handler (@{ $env->{'psgix.cleanup.handlers'} || [] }) {
-            eval { $handler->($env); 1 }
-                or PAGI::Server::Pagid::XS::log(0, "perl: a psgix.cleanup handler died on "
-                    . "$env->{REQUEST_METHOD} $env->{REQUEST_URI}: " . PAGI::Server::Pagid::_message($@));
-        }
-        if ($env->{'psgix.harakiri.commit'} && $env->{'psgix.harakiri'}) {
-            PAGI::Server::Pagid::XS::psgi_harakiri(
-                "$env->{REQUEST_METHOD} $env->{REQUEST_URI} set psgix.harakiri.commit");
-        }
-    };
+    my $run = sub { _cleanup($env) unless $ran++ };
     $conn->on_complete($run);
     $conn->on_disconnect($run);
+}
+
+sub _cleanup {
+    my ($env) = @_;
+    for my $handler (@{ $env->{'psgix.cleanup.handlers'} || [] }) {
+        eval { $handler->($env); 1 }
+            or PAGI::Server::Pagid::XS::log(0, "perl: a psgix.cleanup handler died on "
+                . "$env->{REQUEST_METHOD} $env->{REQUEST_URI}: " . PAGI::Server::Pagid::_message($@));
+    }
+    if ($env->{'psgix.harakiri.commit'} && $env->{'psgix.harakiri'}) {
+        PAGI::Server::Pagid::XS::psgi_harakiri(
+            "$env->{REQUEST_METHOD} $env->{REQUEST_URI} set psgix.harakiri.commit");
+    }
 }
 
 # The client left while the app streamed: nothing to report.

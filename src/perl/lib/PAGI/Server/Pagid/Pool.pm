@@ -240,6 +240,7 @@ package PAGI::Server::Pagid::Pool::Process;
 
 use Socket ();
 
+my $PID;    # $$ read once ($$ is a getpid(2) call)
 my ($LISTEN, $WATCH, $INFO_P, $PSGI, $HANDLERS, $STATE, $SERVED);
 # What every send that went out returns: one done Future, shared (the
 # adapter only asks it is_ready and is_failed).
@@ -249,6 +250,7 @@ sub start {
     my ($info, $psgi) = @_;
     $INFO_P = $info;
     $PSGI = $psgi;
+    $PID = $$;
     if (!$psgi) {
         my $file = $info->{handlers} or die "worker pool: no handlers file\n";
         $file = "./$file" unless $file =~ m{^\.{0,2}/};
@@ -260,8 +262,10 @@ sub start {
         $HANDLERS = $spec->{handlers};
         $STATE = $spec->{init} ? $spec->{init}->() : {};
     }
-    open $LISTEN, '+<&=', $info->{fd} or die "worker pool: the pool socket: $!\n";
+    # The socket is non-blocking (pool_take's accept4 returns at once when
+    # another process took the request).
     require IO::Handle;
+    open $LISTEN, '+<&=', $info->{fd} or die "worker pool: the pool socket: $!\n";
     $LISTEN->blocking(0);
     _watch(1);
 }
@@ -272,27 +276,6 @@ sub _watch {
         $WATCH //= PAGI::Server::Pagid::Loop::io($INFO_P->{fd}, 1, \&_accept);
     } else {
         undef $WATCH;
-    }
-}
-
-# Blocking I/O on the accepted connection: this process does nothing else.
-# Reads are buffered: the worker writes a request's frames at once, so one
-# read usually brings them all.
-my $RBUF = '';
-
-sub _read_frame {
-    my ($c) = @_;
-    while (1) {
-        if (length $RBUF >= 5) {
-            my ($type, $len) = unpack 'a1 N', $RBUF;
-            if (length $RBUF >= 5 + $len) {
-                my $payload = substr $RBUF, 5, $len;
-                substr $RBUF, 0, 5 + $len, '';
-                return ($type, $payload);
-            }
-        }
-        my $n = sysread $c, $RBUF, 262144, length $RBUF;
-        return if !$n;
     }
 }
 
@@ -308,42 +291,19 @@ sub _accept {
 }
 
 # One request or call from the backlog, served; 1 when another may be taken.
+# The connection is a bare descriptor, read and written blocking in C
+# (perl_pool_serve.c): this process does nothing else meanwhile.
 sub _take_one {
-    my $c;
-    accept($c, $LISTEN) or return 0;    # another process took it, or none waits
-    my $cred = getsockopt($c, Socket::SOL_SOCKET(), Socket::SO_PEERCRED());
-    my (undef, $uid) = $cred ? unpack('i I I', $cred) : (0, -1);
-    if ($uid != $<) {    # not one of our workers
-        close $c;
-        return 1;
-    }
-    # (On Linux the accepted socket is blocking: O_NONBLOCK is not inherited.)
-    $RBUF = '';
+    my ($fd, $type, @req) = PAGI::Server::Pagid::XS::pool_take($PID);
+    return 0 unless defined $fd;    # another process took it, or none waits
+    return 1 if $fd < 0;            # not one of our workers: refused
     $INFLIGHT = 1;
-    PAGI::Server::Pagid::XS::pool_count('busy', 1);
-    my $done = sub {
-        close $c;
-        $INFLIGHT = 0;
-        PAGI::Server::Pagid::XS::pool_count('busy', 0);
-        PAGI::Server::Pagid::XS::pool_count('served', 1);
-        my $max = $INFO_P->{max_requests};
-        if ($max && ++$SERVED >= $max) {
-            _watch(0);
-            PAGI::Server::Pagid::XS::psgi_harakiri("served $SERVED requests (max_requests)");
-            return;
-        }
-        _watch(1);
-    };
-    _send($c, 'A', $$);
-    my ($type, $payload) = _read_frame($c);
-    if (!defined $type) {
-        $done->();
-    } elsif ($type eq 'C') {
-        _serve_call($c, $payload, $done);
+    if ($type eq 'C') {
+        _serve_call($fd, $req[0]);
     } elsif ($type eq 'Q' && $PSGI) {
-        _serve_psgi($c, $payload, $done);
+        _serve_psgi($fd, @req);
     } else {
-        $done->();
+        _done($fd);
     }
     # A response still under way (a delayed responder called later, from a
     # timer): no other request is taken until it ends.
@@ -354,98 +314,77 @@ sub _take_one {
     return $WATCH ? 1 : 0;    # not after a harakiri
 }
 
-sub _send {
-    my ($c, $type, $payload) = @_;
-    my $out = PAGI::Server::Pagid::Pool::_frame($type, $payload);
-    while (length $out) {
-        my $n = syswrite $c, $out;
-        return 0 unless $n;
-        substr $out, 0, $n, '';
+# The request on $fd is over: the connection closed, this process idle
+# again (or replaced after max_requests).
+sub _done {
+    my ($fd) = @_;
+    PAGI::Server::Pagid::XS::pool_close($fd);
+    $INFLIGHT = 0;
+    my $max = $INFO_P->{max_requests};
+    if ($max && ++$SERVED >= $max) {
+        _watch(0);
+        PAGI::Server::Pagid::XS::psgi_harakiri("served $SERVED requests (max_requests)");
+        return;
     }
-    return 1;
+    _watch(1);
+}
+
+sub _send {
+    my ($fd, $type, $payload) = @_;
+    return PAGI::Server::Pagid::XS::pool_write($fd, PAGI::Server::Pagid::Pool::_frame($type, $payload));
 }
 
 sub _serve_call {
-    my ($c, $payload, $done) = @_;
+    my ($fd, $payload) = @_;
     my $job = eval { Storable::thaw($payload) } || {};
     my $name = $job->{name} // '';
     my $h = $HANDLERS->{$name};
     if (!$h) {
-        _send($c, 'F', "worker_pool: no handler named '$name'\n");
-        return $done->();
+        _send($fd, 'F', "worker_pool: no handler named '$name'\n");
+        return _done($fd);
     }
     my @ret = eval { ($h->($STATE, @{ $job->{args} || [] })) };
     if (my $e = $@) {
-        _send($c, 'F', ref $e ? "$e" : $e);
+        _send($fd, 'F', ref $e ? "$e" : $e);
     } else {
         my $frozen = eval { Storable::nfreeze([@ret == 1 ? $ret[0] : @ret]) };
         defined $frozen
-            ? _send($c, 'R', $frozen)
-            : _send($c, 'F', "worker_pool: the result of '$name' cannot be serialized: $@");
+            ? _send($fd, 'R', $frozen)
+            : _send($fd, 'F', "worker_pool: the result of '$name' cannot be serialized: $@");
     }
-    $done->();
+    _done($fd);
 }
 
-# The scope the worker's Q frame describes, as PSGI.pm's _env reads it.
-sub _scope_of {
-    my ($head) = @_;
-    my ($method, $scheme, $version, $raw, $query, $root, $path, $sh, $sp, $ch, $cp, $len, @h)
-        = unpack '(N/a)*', $head;
-    my @headers;
-    push @headers, [splice @h, 0, 2] while @h >= 2;
-    return ({
-        method => $method, scheme => $scheme, http_version => $version, raw_path => $raw,
-        query_string => $query, root_path => $root, path => $path, headers => \@headers,
-        server => length $sh ? [$sh, length $sp ? $sp : undef] : [],
-        client => length $ch ? [$ch, $cp] : [],
-    }, $len);
-}
-
+# A PSGI request: its env built from the Q frame in C, its body in memory
+# or, past 64 KiB, in the unlinked file $spool_fd.
 sub _serve_psgi {
-    my ($c, $head, $done) = @_;
-    # The body, spooled past PSGI.pm's memory bound as the worker would.
-    my ($body, $spool) = ('', undef);
-    while (1) {
-        my ($type, $payload) = _read_frame($c);
-        return $done->() unless defined $type;
-        last if $type eq 'Z';
-        if ($spool) {
-            print {$spool} $payload;
-        } else {
-            $body .= $payload;
-            if (length $body > $PAGI::Server::Pagid::PSGI::MEMORY_MAX) {
-                open $spool, '+>', undef or return $done->();
-                binmode $spool;
-                print {$spool} $body;
-                $body = '';
-            }
-        }
-    }
+    my ($fd, $env, $body, $spool_fd) = @_;
     my $input;
-    if ($spool) {
-        $spool->flush;
-        seek $spool, 0, 0;
-        $input = $spool;
+    if ($spool_fd >= 0) {
+        open $input, '+<&=', $spool_fd or do { require POSIX; POSIX::close($spool_fd); return _done($fd) };
     } else {
         open $input, '<', \$body;
-        binmode $input;
     }
-    my ($scope, $len) = _scope_of($head);
+    binmode $input;
+    PAGI::Server::Pagid::PSGI::Request::_prepare_env($env, $input);
+    my $res = eval { $PSGI->[0]->($env) };
+    my $e = $@;
+    PAGI::Server::Pagid::PSGI::Errors::flush_pending();    # a last line without its newline
+    # The common response, [status, [headers], [strings]], goes out in C at
+    # once; the cleanup handlers run after it, as after any response.
+    if (!$e && ref $res eq 'ARRAY' && PAGI::Server::Pagid::XS::pool_respond($fd, $res)) {
+        PAGI::Server::Pagid::PSGI::Request::_cleanup($env);
+        return _done($fd);
+    }
     my $conn = bless {ok => 1, complete => [], gone => []}, 'PAGI::Server::Pagid::Pool::Conn';
-    $scope->{'pagi.connection'} = $conn;
+    my $scope = {'pagi.connection' => $conn};
     # Frames wait in $out and go in one write: a start and a whole body
     # with the end frame; a streamed body part goes at once (each write of
     # a streaming app reaches the client as it is written).
     my $out = '';
     my $flush = sub {
-        while ($conn->{ok} && length $out) {
-            my $n = syswrite $c, $out;
-            if (!$n) {
-                $conn->{ok} = 0;
-                last;
-            }
-            substr $out, 0, $n, '';
-        }
+        $conn->{ok} = 0
+            if $conn->{ok} && length $out && !PAGI::Server::Pagid::XS::pool_write($fd, $out);
         $out = '';
         return $conn->{ok};
     };
@@ -475,7 +414,7 @@ sub _serve_psgi {
         return $conn->{ok} ? $SENT : Future->fail("the worker went away\n");
     };
     my $r = bless {
-        scope => $scope, send => $send, app => $PSGI->[0],
+        scope => $scope, send => $send, app => $PSGI->[0], env => $env,
         worker => {multiprocess => 1, harakiri => 1}, req_type => 'http.request',
         start => 'http.response.start', body => 'http.response.body', done => Future->new,
     }, 'PAGI::Server::Pagid::PSGI::Request';
@@ -486,9 +425,10 @@ sub _serve_psgi {
             : PAGI::Server::Pagid::Pool::_frame('E', '');
         $flush->();
         $conn->_ended;
-        $done->();
+        _done($fd);
     });
-    $r->_call_app($r->_env(length $len ? $len : 0), $input);
+    $r->_after_response;
+    $r->_result($res, $e);
 }
 
 package PAGI::Server::Pagid::Pool::Conn;
