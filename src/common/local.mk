@@ -24,7 +24,7 @@ libpagid_common_a_SOURCES += \
 	src/common/path.c src/common/path.h \
 	src/common/proctitle.c src/common/proctitle.h \
 	src/common/pubsub_msg.c src/common/pubsub_msg.h \
-	src/common/exitcodes.h
+	src/common/exitcodes.h src/common/hexdigit.h
 
 # TLS server contexts: built by the master, used by the workers.
 libpagid_common_a_SOURCES += src/common/tls_server.c src/common/tls_server.h \

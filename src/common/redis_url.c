@@ -3,21 +3,11 @@
  * into fixed arrays of the result, so it owns nothing and needs no free.
  */
 #include "redis_url.h"
+#include "hexdigit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 /* Percent-decode s[0..n) into out (size cap): 0, or -1 with *msg. */
 static int decode(const char *s, size_t n, char *out, size_t cap, const char **msg)
@@ -30,7 +20,8 @@ static int decode(const char *s, size_t n, char *out, size_t cap, const char **m
                 *msg = "a '%' in the user or password is not followed by two hex digits";
                 return -1;
             }
-            int a = hexval(s[i + 1]), b = hexval(s[i + 2]);
+            int a = hex_digit_value((unsigned char)s[i + 1]),
+                b = hex_digit_value((unsigned char)s[i + 2]);
             if (a < 0 || b < 0) {
                 *msg = "a '%' in the user or password is not followed by two hex digits";
                 return -1;

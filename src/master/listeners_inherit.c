@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/hexdigit.h"
 
 /* Append spec to out at *j: ';' separates entries and '%' escapes, so both
  * are written %XX. 0, or -1 when out is too small. */
@@ -62,17 +63,6 @@ int listeners_env_format(const listener_set *ls, char *out, size_t outlen)
     return (int)j;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Ours from now on: close-on-exec, and non-blocking like the sockets we
  * bind (workers accept in batches until EAGAIN; systemd's are blocking). */
 static void adopt_fd(int fd)
@@ -101,8 +91,8 @@ static char *unescape(const char *s, size_t n, char *err, size_t errlen)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            int hi = i + 2 < n ? hex_digit_value((unsigned char)s[i + 1]) : -1;
+            int lo = i + 2 < n ? hex_digit_value((unsigned char)s[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 free(name);
                 snprintf(err, errlen, "bad %%-escape in '%.*s'", (int)n, s);

@@ -19,6 +19,7 @@
 #include "common/pool.h"
 #include "common/proctitle.h"
 #include "worker/core/loop.h"
+#include "common/hexdigit.h"
 
 /* A request body up to this stays in memory (PSGI.pm's $MEMORY_MAX). */
 #define BODY_MEM_MAX (64 * 1024)
@@ -142,17 +143,6 @@ static SV *field_sv(pTHX_ field f)
     return newSVpvn(f.p, f.n);
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* PATH_INFO's source: the raw path %XX-decoded once (RFC 3875). */
 static SV *percent_decoded(pTHX_ field raw)
 {
@@ -162,8 +152,9 @@ static SV *percent_decoded(pTHX_ field raw)
     size_t o = 0;
     for (size_t i = 0; i < raw.n; i++) {
         int hi, lo;
-        if (raw.p[i] == '%' && i + 2 < raw.n && (hi = hex_digit(raw.p[i + 1])) >= 0 &&
-            (lo = hex_digit(raw.p[i + 2])) >= 0) {
+        if (raw.p[i] == '%' && i + 2 < raw.n &&
+            (hi = hex_digit_value((unsigned char)raw.p[i + 1])) >= 0 &&
+            (lo = hex_digit_value((unsigned char)raw.p[i + 2])) >= 0) {
             d[o++] = (char)(hi << 4 | lo);
             i += 2;
         } else

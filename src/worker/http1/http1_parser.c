@@ -10,6 +10,7 @@
  * (framing, Host, Connection, target forms) live in http1_parser_head.c.
  */
 #include "http1_parser_int.h"
+#include "common/hexdigit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,16 +39,6 @@ static inline int is_vchar(unsigned char c)
 static inline int is_target_char(unsigned char c)
 {
     return c > 0x20 && c != 0x7f && c != '#';
-}
-
-static inline int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -579,7 +570,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             break;
         }
         case PS_CHUNK_SIZE_START:
-            if (hexval(c) < 0) {
+            if (hex_digit_value((unsigned char)c) < 0) {
                 h1_fail(p, 400, "invalid chunk size");
                 return i;
             }
@@ -589,7 +580,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             p->st = PS_CHUNK_SIZE;
             break;
         case PS_CHUNK_SIZE: {
-            int h = hexval(c);
+            int h = hex_digit_value((unsigned char)c);
             if (h >= 0) {
                 /* leading zeros are legal but bounded, like everything else */
                 if (++p->chunk_digits > 16) {
@@ -774,8 +765,8 @@ size_t h1_percent_decode(char *dst, const char *src, size_t len)
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
         if (src[i] == '%' && i + 2 < len) {
-            int hi = hexval((unsigned char)src[i + 1]);
-            int lo = hexval((unsigned char)src[i + 2]);
+            int hi = hex_digit_value((unsigned char)src[i + 1]);
+            int lo = hex_digit_value((unsigned char)src[i + 2]);
             if (hi >= 0 && lo >= 0) {
                 dst[o++] = (char)(hi << 4 | lo);
                 i += 2;

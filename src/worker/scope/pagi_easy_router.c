@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "scope.h"
+#include "common/hexdigit.h"
 
 #define NAME_MAX_LEN 63
 #define METHOD_MAX_LEN 32
@@ -72,24 +73,14 @@ struct pagi_route_params {
     const req_path *path;
 };
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The decoded byte at raw[i] and the raw bytes it took, decoding as the
  * server decoded the path (a "%XX" of two hex digits, any other byte as it
  * is: h1_percent_decode). */
 static size_t raw_step(const char *raw, size_t i, size_t len, char *out)
 {
     if (raw[i] == '%' && i + 2 < len) {
-        int hi = hexval((unsigned char)raw[i + 1]), lo = hexval((unsigned char)raw[i + 2]);
+        int hi = hex_digit_value((unsigned char)raw[i + 1]),
+            lo = hex_digit_value((unsigned char)raw[i + 2]);
         if (hi >= 0 && lo >= 0) {
             *out = (char)(hi << 4 | lo);
             return 3;
