@@ -439,6 +439,18 @@ def a_psgi_app_in_a_pl_file_is_named_as_one(ctx):
     check_eq(p.returncode, 3, "exit status")
     check(re.search(r"myapp\.pl:2: did not return a code reference but '1' .*"
                     r"a PSGI app.* must be named FILE\.psgi", err), err[-600:])
+    # Under a master the same file stops the zygote, which counts what will
+    # not start as -w said (workers) and the pool apart.
+    port = lib.free_port()
+    p = subprocess.run([ctx.pagid, "-w", "2", "-l", "127.0.0.1:%d" % port, "-c",
+                        lib.write_config(ctx, "app: {psgi: %s, worker_pool: {processes: 3}}\n"
+                                         % os.path.join(PSGI_DIR, "no_coderef.psgi"), "nc.yaml")]
+                       + lib.root_user_args(), stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=60 * SLOW)
+    err = p.stderr.decode("utf-8", "replace")
+    check_eq(p.returncode, 3, "exit status under a master")
+    check("could not load the apps; 2 workers and 3 pool processes will not start" in err,
+          err[-800:])
 
 
 @test()
