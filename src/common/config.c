@@ -484,6 +484,23 @@ int config_pool_default_processes(void)
     return (int)(n > CONFIG_POOL_MAX_PROCESSES ? CONFIG_POOL_MAX_PROCESSES : n);
 }
 
+int config_unpooled_psgi_mount(const pagid_config *c, size_t i, char *msg, size_t msglen)
+{
+    if (i >= c->n_mounts || c->workers == 0 ||
+        config_perl_app_kind(c->mounts[i].app) != CONFIG_PERL_PSGI)
+        return 0;
+    /* Starman runs every app of a Plack::Builder in its processes; a mount
+     * here does not, and nothing else would tell: a blocking request there
+     * stalls every connection of its worker, the top-level app's too. */
+    snprintf(msg, msglen,
+             "mount %s: the PSGI app %s runs on the workers' event loops, not in a worker "
+             "pool (only the top-level app has one): a request that blocks holds its "
+             "worker and every connection on it; to pool it, mount it in the top-level "
+             ".psgi with Plack::Builder (docs/psgi.md)",
+             c->mounts[i].path, c->mounts[i].app);
+    return 1;
+}
+
 int config_finalize(pagid_config *c, FILE *err)
 {
     const char *msg = NULL;

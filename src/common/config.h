@@ -314,10 +314,17 @@ size_t config_module_path_len(const char *spec);
 /**
  * Does spec name a Perl app the Perl host runs? CONFIG_PERL_PAGI for a PAGI
  * app file (FILE.pl), CONFIG_PERL_PSGI for a PSGI one (FILE.psgi, by its
- * extension as plackup decides), else 0.
+ * extension; plackup takes any name), else 0.
  */
 enum { CONFIG_PERL_PAGI = 1, CONFIG_PERL_PSGI = 2 };
 int config_perl_app_kind(const char *spec);
+/**
+ * Is mounts[i] a PSGI app that runs on the workers' loops while a master
+ * runs workers (a pool serves the top-level app only)? Then 1, with a
+ * warning saying so and what to do in msg (for the start's log and -t);
+ * else 0.
+ */
+int config_unpooled_psgi_mount(const pagid_config *c, size_t i, char *msg, size_t msglen);
 /**
  * PATH.so of a module spec, copied NUL-terminated into path: its length, 0
  * when spec names no module, -1 when it does not fit in size bytes.

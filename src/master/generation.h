@@ -57,9 +57,9 @@ typedef struct generation {
     listener_set ls;    /* this generation's copies (dups) of the sockets */
     worker_slot *slots; /* n used, cap allocated */
     int n, cap;
-    double deadline;         /* STARTING: give up; DRAINING/FAILED: SIGKILL (then give up) */
-    int killed;              /* SIGKILL already sent */
-    int preload;             /* workers come from the zygote (config_preload_wanted) */
+    double deadline; /* STARTING: give up; DRAINING/FAILED: SIGKILL (then give up) */
+    int killed;      /* SIGKILL already sent */
+    int preload;     /* workers come from the zygote (config_preload_wanted) */
     zygote zy;
     int access_fd;           /* its access log, opened by the master (gen_logs.h), or -1 */
     int pool_fd;             /* the worker pool's listening socket, or -1 (generation_pool.c) */
@@ -70,8 +70,8 @@ typedef struct generation {
 typedef struct gen_env {
     pid_t master_pid;
     shm_region *shm;
-    generation *all; /* every live generation: the child closes their sockets */
-    int subreaper;   /* the master adopts orphans (PR_SET_CHILD_SUBREAPER): preload works */
+    generation *all;   /* every live generation: the child closes their sockets */
+    int subreaper;     /* the master adopts orphans (PR_SET_CHILD_SUBREAPER): preload works */
     pid_t upgrade_pid; /* the new master of a binary upgrade: a child, never a worker */
     struct pubsub_broker *broker; /* pub/sub between workers, or NULL */
 } gen_env;
@@ -148,6 +148,9 @@ int gen_pool_open(generation *g);
 void gen_pool_close(generation *g);
 /** The pool's slots after the workers' (gen_new); 0 or -1 (out of memory). */
 int gen_pool_add_slots(generation *g);
+/** "N workers", or "N workers and M pool processes" when pool > 0, in buf
+ * (the master's messages count the two apart: -w 2 is 2 workers). */
+const char *gen_describe_counts(int workers, int pool, char *buf, size_t len);
 /** Running workers of g, pool processes not counted. */
 int gen_count_workers(const generation *g);
 /** A draining g whose workers are all gone: SIGTERM its pool processes. */

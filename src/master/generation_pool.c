@@ -20,7 +20,10 @@
 #include "common/log.h"
 #include "common/pool.h"
 
-int gen_is_pool_slot(const worker_slot *w) { return pool_is_process_num(w->num); }
+int gen_is_pool_slot(const worker_slot *w)
+{
+    return pool_is_process_num(w->num);
+}
 
 const char *gen_slot_label(const worker_slot *w, char *buf, size_t len)
 {
@@ -91,6 +94,14 @@ int gen_pool_add_slots(generation *g)
     return 0;
 }
 
+const char *gen_describe_counts(int workers, int pool, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%d worker%s", workers, workers == 1 ? "" : "s");
+    if (pool > 0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " and %d pool process%s", pool, pool == 1 ? "" : "es");
+    return buf;
+}
+
 int gen_count_workers(const generation *g)
 {
     int c = 0;
@@ -112,7 +123,7 @@ void gen_pool_drain_step(generation *g)
             continue;
         w->draining = 1;
         if (kill(w->pid, SIGTERM) < 0 && errno != ESRCH)
-            log_error("cannot send SIGTERM to pool process %d (pid %d): %s",
-                      w->num - POOL_NUM_BASE, (int)w->pid, strerror(errno));
+            log_error("cannot send SIGTERM to pool process %d (pid %d): %s", w->num - POOL_NUM_BASE,
+                      (int)w->pid, strerror(errno));
     }
 }

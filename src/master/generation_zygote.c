@@ -271,12 +271,15 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
         g->zy.fallback = 1; /* it said why; its requests are forked directly below */
     int stopping = !respawn_ok || g->state == GEN_DRAINING || g->state == GEN_FAILED;
 
-    int lost = 0;
+    int lost = 0, lost_pool = 0;
     for (int i = 0; i < g->n; i++) {
         worker_slot *w = &g->slots[i];
         if (!pending(w))
             continue;
-        lost++;
+        if (gen_is_pool_slot(w))
+            lost_pool++;
+        else
+            lost++;
         gen_slot_pubsub_close(e, w);
         gen_slot_logs_close(w);
         switch (respawn_after_zygote(fatal, !stopping && w->respawn)) {
@@ -293,9 +296,9 @@ void gen_zygote_exited(const gen_env *e, generation *g, int status, double now, 
         }
     }
     if (fatal) {
-        log_error("zygote (pid %d, generation %u) could not load the apps; %d worker%s will "
-                  "not start",
-                  (int)pid, g->id, lost, lost == 1 ? "" : "s");
+        char counts[96];
+        log_error("zygote (pid %d, generation %u) could not load the apps; %s will not start",
+                  (int)pid, g->id, gen_describe_counts(lost, lost_pool, counts, sizeof counts));
         return;
     }
     if (stopping || g->zy.fallback) {

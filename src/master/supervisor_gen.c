@@ -75,7 +75,12 @@ static void activate(supervisor *s, generation *g)
         if (o->state == GEN_STARTING && o->id < g->id)
             gen_drain(o, supervisor_now());
     if (old) {
-        log_info("generation %u ready (%d workers): draining generation %u", g->id, g->n, old->id);
+        int pool = 0;
+        for (int i = 0; i < g->n; i++)
+            pool += gen_is_pool_slot(&g->slots[i]);
+        char counts[96];
+        log_info("generation %u ready (%s): draining generation %u", g->id,
+                 gen_describe_counts(g->n - pool, pool, counts, sizeof counts), old->id);
         gen_drain(old, supervisor_now());
         if (s->env.shm)
             atomic_fetch_add(&s->env.shm->reloads, 1);

@@ -51,7 +51,9 @@ END_LOAD
     }
     die _last_line($file) . ": did not return a code reference but "
         . (ref $app ? 'a ' . ref($app) . ' reference' : defined $app ? "'$app'" : 'undef')
-        . " (a PAGI app file ends with its app, e.g. `my \$app = async sub { ... }; \$app;`)\n"
+        . " (a PAGI app file ends with its app, e.g. `my \$app = async sub { ... }; \$app;`;"
+        . " a PSGI app, which plackup runs whatever its name, as a Mojolicious::Lite myapp.pl,"
+        . " must be named FILE.psgi here)\n"
         unless ref $app eq 'CODE';
     return $app;
 }
@@ -123,7 +125,10 @@ sub _message {
 sub _settle {
     my ($h, $f) = @_;
     if (!(Scalar::Util::blessed($f) && $f->can('on_ready'))) {
-        PAGI::Server::Pagid::XS::finish($h, undef);
+        PAGI::Server::Pagid::XS::finish($h, _psgi_response($f)
+            ? "the app returned a PSGI response ([$f->[0], ...]), not a Future: it is a PSGI app,"
+              . " which pagid runs only from a file named FILE.psgi (docs/psgi.md)"
+            : undef);
         return;
     }
     if ($f->is_ready) {
@@ -137,6 +142,15 @@ sub _settle {
         PAGI::Server::Pagid::XS::finish($h, _failure($_[0]));
     });
     return;
+}
+
+# [STATUS, [HEADERS], ...]: what a PSGI app (Dancer2, Mojolicious, Catalyst)
+# returns when a .pl file holding it is run as a PAGI app; otherwise its
+# scope would end with only "app finished without responding".
+sub _psgi_response {
+    my ($r) = @_;
+    return ref $r eq 'ARRAY' && @$r >= 2 && defined $r->[0] && !ref $r->[0]
+        && $r->[0] =~ /\A\d{3}\z/ && ref $r->[1] eq 'ARRAY';
 }
 
 sub _failure {

@@ -377,7 +377,11 @@ def bad_psgi_files_fail_with_file_and_line(ctx):
         err = p.stderr.decode("utf-8", "replace")
         check_eq(p.returncode, 3, "%s: exit status" % name)
         check(re.search(pattern, err), "%s: %r in %s" % (name, pattern, err[-600:]))
-    # -t checks that the file is there (it does not compile Perl apps).
+    # -t loads the app as a zygote would (docs/psgi.md), and names a missing file.
+    p = subprocess.run([ctx.pagid, "-t", "-a", os.path.join(PSGI_DIR, "syntax_error.psgi")]
+                       + lib.root_user_args(), capture_output=True, timeout=60 * SLOW)
+    check_eq(p.returncode, 1, "-t on a .psgi that does not compile")
+    check(re.search(rb"syntax_error\.psgi:4: syntax error", p.stderr), p.stderr.decode()[-300:])
     p = subprocess.run([ctx.pagid, "-t", "-a", os.path.join(ctx.tmpdir, "absent.psgi")],
                        capture_output=True, timeout=30)
     check_eq(p.returncode, 1, "-t on a missing .psgi")
@@ -407,3 +411,69 @@ def yaml_psgi_mounted_beside_a_pagi_app(ctx):
         f.write("app: {psgi: %s, lib: [/tmp]}\n" % app)
     p = subprocess.run([ctx.pagid, "-T", "-c", conf], capture_output=True, timeout=30)
     check(re.search(rb"psgi: .*app\.psgi", p.stdout), "-T shows the psgi key: %s" % p.stdout[-400:])
+
+
+@test()
+def a_psgi_app_in_a_pl_file_is_named_as_one(ctx):
+    """plackup runs a PSGI app whatever its file's name (Mojolicious::Lite's
+    is myapp.pl); pagid picks the PSGI adapter by .psgi, so a PSGI app in a
+    .pl runs as a PAGI app. Both ways that can go say so: a request gets a
+    500 whose log line says the app returned a PSGI response, and a file
+    ending in something other than a code reference names FILE.psgi."""
+    psgi(ctx, "app")
+    app_pl = os.path.join(ctx.tmpdir, "psgi_app.pl")
+    with open(app_pl, "w") as f:
+        f.write("my $app = sub { [200, ['Content-Type' => 'text/plain'], ['psgi']] };\n")
+    srv = ctx.start(app_pl, workers=0)
+    check_eq(request(srv.port, path="/x").status, 500, "a PSGI app called as a PAGI app")
+    check(wait_for(lambda: re.search(r"error: .*GET /x: the app returned a PSGI response "
+                                     r"\(\[200, \.\.\.\]\).*FILE\.psgi", srv.stderr()), 3),
+          "the error log says it is a PSGI app: %s" % srv.stderr()[-600:])
+    ends_with_one = os.path.join(ctx.tmpdir, "myapp.pl")
+    with open(ends_with_one, "w") as f:
+        f.write("my $app = sub { [200, [], ['x']] };\n1;\n")
+    p = subprocess.run([ctx.pagid, "-w", "0", "-l", "127.0.0.1:%d" % lib.free_port(),
+                        "-a", ends_with_one] + lib.root_user_args(), stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=30 * SLOW)
+    err = p.stderr.decode("utf-8", "replace")
+    check_eq(p.returncode, 3, "exit status")
+    check(re.search(r"myapp\.pl:2: did not return a code reference but '1' .*"
+                    r"a PSGI app.* must be named FILE\.psgi", err), err[-600:])
+    # Under a master the same file stops the zygote, which counts what will
+    # not start as -w said (workers) and the pool apart.
+    port = lib.free_port()
+    p = subprocess.run([ctx.pagid, "-w", "2", "-l", "127.0.0.1:%d" % port, "-c",
+                        lib.write_config(ctx, "app: {psgi: %s, worker_pool: {processes: 3}}\n"
+                                         % os.path.join(PSGI_DIR, "no_coderef.psgi"), "nc.yaml")]
+                       + lib.root_user_args(), stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=60 * SLOW)
+    err = p.stderr.decode("utf-8", "replace")
+    check_eq(p.returncode, 3, "exit status under a master")
+    check("could not load the apps; 2 workers and 3 pool processes will not start" in err,
+          err[-800:])
+
+
+@test()
+def a_psgi_mount_under_a_master_is_said_to_run_on_the_loops(ctx):
+    """Only the top-level app has a worker pool: a PSGI app under `mounts`
+    runs on the workers' loops even under a master, where Starman would run
+    it in its processes. The start's log and -t warn of each such mount and
+    point to Plack::Builder; with workers: 0 (no pool anyway) nothing is
+    said."""
+    app = psgi(ctx, "app")
+    conf = "app: hello\nmounts:\n  - {path: /psgi, app: {psgi: %s}}\n" % app
+    srv = ctx.start(None, workers=1, config=conf)
+    check_eq(env_of(request(srv.port, path="/psgi/env").body).get("SCRIPT_NAME"), "/psgi",
+             "the mount serves")
+    warning = r"warn: mount /psgi: the PSGI app .*app\.psgi runs on the workers' event loops, " \
+              r"not in a worker pool .*Plack::Builder"
+    check(re.search(warning, srv.stderr()), "the start warns: %s" % srv.stderr()[-800:])
+    path = lib.write_config(ctx, conf, "mount.yaml")
+    p = subprocess.run([ctx.pagid, "-t", "-w", "2", "-c", path] + lib.root_user_args(),
+                       capture_output=True, timeout=60 * SLOW)
+    err = p.stderr.decode("utf-8", "replace")
+    check_eq(p.returncode, 0, "a warning does not fail -t: %s" % err[-400:])
+    check(re.search(r"warning: mount /psgi: .*not in a worker pool", err), err[-600:])
+    single = ctx.start(None, workers=0, config=conf)
+    check_eq(request(single.port, path="/psgi/env").status, 200, "served alone")
+    check("not in a worker pool" not in single.stderr(), "no warning without a master")

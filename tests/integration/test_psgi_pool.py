@@ -349,6 +349,9 @@ def pool_drains_on_reload_after_its_workers(ctx):
                    len(pool_procs(srv)) == 2, 10 * SLOW), "the old pool gone, a new one")
     check(all("(generation 2" in cmd for _, cmd in pool_procs(srv)), "generation 2's")
     check_eq(request(srv.port, path="/x").status, 200, "served")
+    # The master counts workers and pool processes apart (-w 1 is 1 worker).
+    check("generation 2 ready (1 worker and 2 pool processes): draining generation 1"
+          in srv.stderr(), srv.stderr()[-800:])
 
 
 # ---- the worker_pool extension of PAGI apps ----
