@@ -371,6 +371,7 @@ static ssize_t batch_write(tls_conn *t, const struct iovec *iov, int cnt)
     }
     size_t ends[TLS_BATCH_RECORDS + 1], plains[TLS_BATCH_RECORDS + 1];
     int nrec = 0;
+    int nbig = 0, small = 0; /* records over TLS_BATCH_TAIL, and the one under it */
     int i = 0;
     size_t in_seg = 0; /* bytes of iov[i] already encrypted */
     ssize_t failed = 0;
@@ -382,9 +383,11 @@ static ssize_t batch_write(tls_conn *t, const struct iovec *iov, int cnt)
             i++;
             in_seg = 0;
         }
-        if (i == cnt || nrec > TLS_BATCH_RECORDS)
+        if (i == cnt)
             break;
-        if (nrec == TLS_BATCH_RECORDS) {
+        if (nbig == TLS_BATCH_RECORDS) {
+            if (small)
+                break;
             size_t rest = iov[i].iov_len - in_seg;
             for (int j = i + 1; j < cnt && rest <= TLS_BATCH_TAIL; j++)
                 rest += iov[j].iov_len;
@@ -402,6 +405,11 @@ static ssize_t batch_write(tls_conn *t, const struct iovec *iov, int cnt)
             for (int j = i; j < cnt && len < TLS_GATHER; j++) {
                 size_t off = j == i ? in_seg : 0;
                 size_t take = iov[j].iov_len - off;
+                /* A segment that holds a record (an HTTP/2 DATA frame, a
+                 * body) starts one: gathered into this one, its records
+                 * and every later one would each be copied first. */
+                if (len && take >= TLS_GATHER)
+                    break;
                 if (take > TLS_GATHER - len)
                     take = TLS_GATHER - len;
                 memcpy(tls_gather_buf + len, (const char *)iov[j].iov_base + off, take);
@@ -420,6 +428,12 @@ static ssize_t batch_write(tls_conn *t, const struct iovec *iov, int cnt)
         }
         ends[nrec] = t->batch_len; /* where this record's bytes end */
         plains[nrec++] = len;
+        /* One small record (a response head before its body, or the tail)
+         * rides beside the full ones: the buffer has room for it. */
+        if (len <= TLS_BATCH_TAIL && !small)
+            small = 1;
+        else
+            nbig++;
         /* Advance past the record's bytes. */
         for (size_t left = len; left;) {
             size_t k = iov[i].iov_len - in_seg < left ? iov[i].iov_len - in_seg : left;
