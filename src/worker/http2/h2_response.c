@@ -78,34 +78,42 @@ void h2_stream_after_write(h2_session *h)
 /* Fields a response head holds without an allocation for its field list. */
 #define H2_HEAD_STACK_FIELDS 16
 
-/* Submit the response head with the stream's data source behind it.
- * nghttp2_submit_response copies every name and value before it returns,
- * so names already in lower case are passed as the app wrote them. */
+/* Every status as three digits, so :status points here and nghttp2 does
+ * not copy it (NGHTTP2_NV_FLAG_NO_COPY_VALUE needs it to outlive the frame). */
+static char status_digits[3 * 600];
+
+static const uint8_t *status_text(int status)
+{
+    if (!status_digits[0])
+        for (int i = 0; i < 600; i++) {
+            status_digits[3 * i] = (char)('0' + i / 100);
+            status_digits[3 * i + 1] = (char)('0' + i / 10 % 10);
+            status_digits[3 * i + 2] = (char)('0' + i % 10);
+        }
+    return (const uint8_t *)status_digits + 3 * (status >= 100 && status < 600 ? status : 500);
+}
+
+/*
+ * Submit the response head with the stream's data source behind it.
+ * nghttp2_submit_response copies the app's names and values before it
+ * returns, and lower-cases the names it copies (HTTP/2 wants them so; the
+ * app may have written Content-Type). :status and date live on, so they
+ * are not copied: the status table, and h1_date_now's buffer (a frame
+ * framed a second later says the later second, the same length).
+ */
 static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t n,
                        const char **err, int with_body)
 {
     conn *c = st_conn(st);
     nghttp2_nv on_stack[H2_HEAD_STACK_FIELDS];
     nghttp2_nv *nva = n + 2 <= H2_HEAD_STACK_FIELDS ? on_stack : calloc(n + 2, sizeof *nva);
-    char code[4] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
-                    (char)('0' + status % 10), 0};
-    buf *names = &c->w->scratch;
-    buf_reset(names);
     if (!nva) {
         *err = "out of memory";
         return -1;
     }
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += hdr[i].name.len;
-    if (buf_reserve(names, total + 1) == NULL) {
-        if (nva != on_stack)
-            free(nva);
-        *err = "out of memory";
-        return -1;
-    }
+    const uint8_t kept = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
     size_t k = 0;
-    nva[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    nva[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status_text(status), 7, 3, kept};
     int have_date = 0;
     for (size_t i = 0; i < n; i++) {
         pagi_str nm = hdr[i].name;
@@ -113,28 +121,13 @@ static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t
             continue;
         if (nm.len == 4 && name_is(nm, "date"))
             have_date = 1;
-        size_t j = 0;
-        while (j < nm.len && !(nm.ptr[j] >= 'A' && nm.ptr[j] <= 'Z'))
-            j++;
-        const char *name = nm.ptr;
-        if (j < nm.len) {
-            /* HTTP/2 field names are lower case; the app may have written Content-Type. */
-            char *lower = buf_reserve(names, nm.len);
-            memcpy(lower, nm.ptr, j);
-            for (; j < nm.len; j++) {
-                char ch = nm.ptr[j];
-                lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
-            }
-            buf_commit(names, nm.len);
-            name = lower;
-        }
-        nva[k++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)hdr[i].value.ptr, nm.len,
+        nva[k++] = (nghttp2_nv){(uint8_t *)nm.ptr, (uint8_t *)hdr[i].value.ptr, nm.len,
                                 hdr[i].value.len, NGHTTP2_NV_FLAG_NONE};
     }
-    const char *date = h1_date_now((long)ev_now(c->w->loop.ev));
     if (!have_date)
         nva[k++] =
-            (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, strlen(date), NGHTTP2_NV_FLAG_NONE};
+            (nghttp2_nv){(uint8_t *)"date", (uint8_t *)h1_date_now((long)ev_now(c->w->loop.ev)), 4,
+                         H1_DATE_LEN, kept};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_stream_read};
     int rv = nghttp2_submit_response(st->h->ng, st->id, nva, k, with_body ? &prd : NULL);
     if (nva != on_stack)
