@@ -84,9 +84,8 @@ static const char *const key_markers[] = {"PRIVATE KEY-----", NULL};
 static const char *const crl_markers[] = {"-----BEGIN X509 CRL-----", NULL};
 
 /* ssl_error_text, unless the file explains it better. */
-static const char *load_error_text(const char *file, const char *kind,
-                                   const char *const *markers, char *out, size_t outlen,
-                                   const char *fallback)
+static const char *load_error_text(const char *file, const char *kind, const char *const *markers,
+                                   char *out, size_t outlen, const char *fallback)
 {
     if (pem_file_problem(file, kind, markers, out, outlen)) {
         ERR_clear_error();
@@ -113,8 +112,7 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
     const unsigned char *ours = arg ? both : h1;
     unsigned int ours_len = arg ? sizeof both - 1 : sizeof h1 - 1;
     unsigned char *sel = NULL;
-    if (SSL_select_next_proto(&sel, outlen, ours, ours_len, in, inlen) ==
-        OPENSSL_NPN_NEGOTIATED) {
+    if (SSL_select_next_proto(&sel, outlen, ours, ours_len, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
         *out = sel;
         return SSL_TLSEXT_ERR_OK;
     }
@@ -184,9 +182,9 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
 {
     char why[256];
     if (SSL_CTX_use_certificate_chain_file(ctx, pc->cert) != 1) {
-        config_report(c, pc->pos, err, "cannot load certificate '%s': %s", pc->cert,
-                      load_error_text(pc->cert, "CERTIFICATE", cert_markers, why, sizeof why,
-                                      "unreadable"));
+        config_report(
+            c, pc->pos, err, "cannot load certificate '%s': %s", pc->cert,
+            load_error_text(pc->cert, "CERTIFICATE", cert_markers, why, sizeof why, "unreadable"));
         return -1;
     }
     /* Read here (not by SSL_CTX_use_PrivateKey_file) to tell an unreadable
@@ -203,9 +201,9 @@ static int tls_load_cert(const pagid_config *c, SSL_CTX *ctx, const pagid_tls_ce
         return -1;
     }
     if (!pkey) {
-        config_report(c, pc->key_pos, err, "cannot load private key '%s': %s", pc->key,
-                      load_error_text(pc->key, "PRIVATE KEY", key_markers, why, sizeof why,
-                                      "unreadable"));
+        config_report(
+            c, pc->key_pos, err, "cannot load private key '%s': %s", pc->key,
+            load_error_text(pc->key, "PRIVATE KEY", key_markers, why, sizeof why, "unreadable"));
         return -1;
     }
     int rc = 0;
@@ -353,7 +351,7 @@ static SSL_CTX *tls_ctx_new(const pagid_config *c, const pagid_listen *l, const 
     SSL_CTX_set_max_proto_version(ctx, max);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                 SSL_OP_ENABLE_KTLS);
+                                 SSL_OP_ENABLE_KTLS | SSL_OP_PRIORITIZE_CHACHA);
     /* Partial writes: the output queue hands over what the socket may take
      * and keeps the rest; moving buffers: a retry may come from another
      * address with the same bytes. Release buffers: an idle connection
@@ -493,7 +491,7 @@ static X509 *read_leaf(const char *file)
 
 /* Each certificate of ctx in turn (ctx's current one moves). */
 #define FOR_EACH_CERT(ctx)                                                                         \
-    for (int more_ = SSL_CTX_set_current_cert((ctx), SSL_CERT_SET_FIRST) == 1; more_;             \
+    for (int more_ = SSL_CTX_set_current_cert((ctx), SSL_CERT_SET_FIRST) == 1; more_;              \
          more_ = SSL_CTX_set_current_cert((ctx), SSL_CERT_SET_NEXT) == 1)
 
 /* Whether ctx already has a certificate of key type kt. */

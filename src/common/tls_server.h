@@ -12,15 +12,18 @@
 
 #include "config.h"
 
-/* Mozilla's "intermediate" TLS 1.2 list, forward-secret AEAD only, and
- * OpenSSL's TLS 1.3 suites (all AEAD): what a listener offers unless its
- * ciphers / ciphersuites say otherwise (config_dump shows them). */
+/* Mozilla's "intermediate" TLS 1.2 list, forward-secret AEAD only, and its
+ * TLS 1.3 suites in its order (AES-128-GCM first, as h2o and nginx end up
+ * with for the usual client): what a listener offers unless its ciphers /
+ * ciphersuites say otherwise (config_dump shows them). The server's order
+ * wins, except that a client preferring ChaCha20 (no AES instructions)
+ * gets it (SSL_OP_PRIORITIZE_CHACHA). */
 #define PAGID_TLS_DEFAULT_CIPHERS                                                                  \
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                                   \
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                                   \
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 #define PAGID_TLS_DEFAULT_SUITES                                                                   \
-    "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 /* Mozilla's "intermediate" key exchange groups, for TLS 1.2's ECDHE and
  * TLS 1.3's key shares alike: what a listener offers unless its groups or

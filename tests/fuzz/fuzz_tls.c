@@ -91,7 +91,7 @@ typedef struct run {
     const uint8_t *p, *end; /* the script */
     uint64_t c_sent, s_got; /* client -> server plaintext: sent, received */
     uint64_t s_sent, c_got; /* server -> client */
-    size_t must_offer;      /* after EAGAIN: the next write offers at least this */
+    size_t must_offer;      /* after EAGAIN or a short count: the next write offers at least this */
     int retry_kind;         /* 1 writev, 2 sendfile: what the retry must be */
     int spliced;            /* raw bytes went into the client's record stream */
     int s_dead, c_dead, fin;
@@ -202,9 +202,10 @@ static void server_write(run *r, int kind, size_t len, unsigned cuts)
         n = tls_conn_sendfile(r->sv, stream_fd, &off, len);
         if (n > 0)
             CHECK((uint64_t)off == r->s_sent + (uint64_t)n);
-        /* sendfile offers what one record holds: the retry needs no more */
-        if (len > 16384)
-            len = 16384;
+        /* sendfile reads what one batch of records holds (four, without
+         * kernel TLS): the retry needs no more */
+        if (len > 4 * 16384)
+            len = 4 * 16384;
     } else {
         for (size_t i = 0; i < len; i++)
             buf[i] = stream_byte(r->s_sent + i, 1);
@@ -229,8 +230,11 @@ static void server_write(run *r, int kind, size_t len, unsigned cuts)
     CHECK(n <= (ssize_t)len);
     if (n > 0) {
         r->s_sent += (uint64_t)n;
-        r->must_offer = 0;
-        r->retry_kind = 0;
+        /* A short count may leave records of the rest on their way (the
+         * batch's ciphertext the socket did not take): the rest is offered
+         * again first, as the output queue does. */
+        r->must_offer = (size_t)n < len ? len - (size_t)n : 0;
+        r->retry_kind = r->must_offer ? kind : 0;
     } else if (n < 0 && errno == EAGAIN) {
         if (len > r->must_offer)
             r->must_offer = len;

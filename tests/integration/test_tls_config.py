@@ -189,6 +189,32 @@ def ciphers_and_ciphersuites(ctx):
         pass
 
 
+@test(timeout=30)
+def tls13_default_suite_order(ctx):
+    """By default the server's order picks AES-128-GCM even for a client
+    listing AES-256-GCM first (Mozilla's order; what h2o and nginx end up
+    with), and a client listing ChaCha20 first (no AES instructions) gets
+    ChaCha20."""
+    pki = TestPKI(ctx)
+    cert, key = pki.issue("srv")
+    p = free_port()
+    start(ctx, "listen:\n" + tls_listen(p, cert, key) + "app: hello\nworkers: 1\n", p)
+
+    def suite(offer):
+        r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % p,
+                            "-servername", "localhost", "-tls1_3", "-ciphersuites", offer],
+                           input=b"", capture_output=True, timeout=20 * SLOW)
+        m = re.search(r"Cipher is (TLS_\w+)", r.stdout.decode("utf-8", "replace"))
+        return m.group(1) if m else r.stdout.decode("utf-8", "replace")[-400:]
+
+    check_eq(suite("TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256"), "TLS_AES_128_GCM_SHA256",
+             "suite for a client preferring AES-256")
+    check_eq(suite("TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"),
+             "TLS_CHACHA20_POLY1305_SHA256", "suite for a client preferring ChaCha20")
+    check_eq(suite("TLS_AES_256_GCM_SHA384"), "TLS_AES_256_GCM_SHA384",
+             "suite for a client offering only AES-256")
+
+
 # ---------------------------------------------------------------------------
 # Config errors (pagid -t)
 # ---------------------------------------------------------------------------

@@ -40,8 +40,10 @@ int tls_conn_no_protocol(const tls_conn *t);
  * a TLS error).
  */
 ssize_t tls_conn_read(tls_conn *t, void *p, size_t n);
-/** writev(2)'s contract, through TLS records. A retry after EAGAIN must
- * offer at least the same bytes first (the output queue does). */
+/** writev(2)'s contract, through TLS records (up to four and a small tail
+ * per write(2)); bytes count as written once their records went whole. A
+ * retry after EAGAIN, or after a short count, must offer at least the same
+ * bytes first (the output queue does). */
 ssize_t tls_conn_writev(tls_conn *t, const struct iovec *iov, int cnt);
 /** sendfile(2)'s contract: kernel TLS when the kernel has it, else read
  * and encrypted in user space. */

@@ -14,19 +14,19 @@
 
 /** What the request says about how the response may be framed. */
 typedef struct h1_response_ctx {
-    int http_minor;     /* of the request */
-    int head_request;   /* HEAD: headers only */
-    int keep_alive;     /* the request allows keep-alive */
-    int trailers;       /* app announced trailers: forces chunked */
+    int http_minor;          /* of the request */
+    int head_request;        /* HEAD: headers only */
+    int keep_alive;          /* the request allows keep-alive */
+    int trailers;            /* app announced trailers: forces chunked */
     int announce_keep_alive; /* say "connection: keep-alive" on HTTP/1.1 too (event streams) */
-    const char *date;   /* current HTTP-date (from the date cache) */
+    const char *date;        /* current HTTP-date (from the date cache) */
 } h1_response_ctx;
 
 /** The framing decided for the response. */
 typedef struct h1_response_plan {
-    int chunked;          /* body is chunk-framed */
-    int keep_alive;       /* connection stays open after the response */
-    int no_body;          /* HEAD, 1xx, 204, 304: no body bytes are written */
+    int chunked;            /* body is chunk-framed */
+    int keep_alive;         /* connection stays open after the response */
+    int no_body;            /* HEAD, 1xx, 204, 304: no body bytes are written */
     int64_t content_length; /* from the app's header, -1 if none */
 } h1_response_plan;
 
@@ -59,7 +59,9 @@ int h1_error_response(buf *out, int status, const char *text, const char *date, 
 /** Reason phrase for a status code ("OK"); "Unknown" when none. */
 const char *h1_reason_phrase(int status);
 
-/** Current HTTP-date, rebuilt at most once a second. now = time(NULL). */
+/** Current HTTP-date, rebuilt at most once a second. now = time(NULL).
+ * One buffer for the worker's life, always H1_DATE_LEN characters. */
 const char *h1_date_now(long now);
+#define H1_DATE_LEN 29 /* "Sun, 06 Nov 1994 08:49:37 GMT" (years 1000-9999) */
 
 #endif

@@ -76,6 +76,10 @@ static void h2_pump(h2_session *h)
             conn_close(c, reason_protocol_error);
             return;
         }
+        if (n == 0 && h->send_paused) {
+            h->send_paused = 0; /* a DATA frame filled the queue: the loop's test stops */
+            continue;
+        }
         if (n == 0)
             break;
         if (outq_append(&c->out, data, (size_t)n) < 0) {
@@ -459,6 +463,24 @@ static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *f, int err
     return 0;
 }
 
+/*
+ * Over TLS a DATA frame is one record's worth (16384 bytes with its 9-byte
+ * header), so the output queue's frames line up with TLS records and each
+ * is encrypted where it lies, not gathered across two frames first.
+ */
+static ssize_t data_length(nghttp2_session *ng, uint8_t type, int32_t id, int32_t conn_window,
+                           int32_t stream_window, uint32_t max_frame, void *ud)
+{
+    (void)ng;
+    (void)type;
+    (void)id;
+    (void)conn_window;
+    (void)stream_window;
+    h2_session *h = ud;
+    /* nghttp2 clamps the answer to the windows and the peer's frame size. */
+    return h->c->tls ? 16384 - 9 : (ssize_t)max_frame;
+}
+
 /* ---- the session ---- */
 
 static int h2_session_new(conn *c)
@@ -492,6 +514,9 @@ static int h2_session_new(conn *c)
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame);
+    /* DATA payloads go to c->out without nghttp2's copy (h2_stream_send_data). */
+    nghttp2_session_callbacks_set_send_data_callback(cb, h2_stream_send_data);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(cb, data_length);
     /* WINDOW_UPDATEs follow the app's receives (nghttp2_session_consume). */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_settings(opt, H2_MAX_SETTINGS);

@@ -25,13 +25,14 @@ struct ws_conn;
 typedef struct h2_session {
     conn *c;
     nghttp2_session *ng;
-    h2_stream *streams; /* every stream nghttp2 still knows of */
+    h2_stream *streams;                 /* every stream nghttp2 still knows of */
     h2_stream *ready_head, *ready_tail; /* heads whole, to start after the read, oldest first */
     size_t n_streams;
-    size_t pending; /* response bytes the streams hold, not yet framed */
+    size_t pending;    /* response bytes the streams hold, not yet framed */
     size_t open_files; /* streams' file bodies open (limits.http2_max_open_files) */
-    int goaway;     /* a GOAWAY was queued: no new streams, close when idle */
+    int goaway;        /* a GOAWAY was queued: no new streams, close when idle */
     int in_pump;
+    int send_paused;        /* h2_stream_send_data stopped mem_send at the high watermark */
     int calm_counted;       /* pagid_http2_calm_total has this connection */
     ev_timer deadline;      /* the earliest stream deadline (timeouts.header, .request) */
     ev_timer stall;         /* timeouts.write while streams hold bytes and none are framed */
@@ -40,12 +41,12 @@ typedef struct h2_session {
     double eof_at;          /* when the FIN came (0: not yet) */
     double peer_every;      /* the next look's delay (doubles up to PEER_LOOK_MAX) */
     const char *end_reason; /* why we terminated the session (protocol_error), else NULL */
-    double reset_window; /* rapid reset: start of the current second */
-    unsigned resets;     /* client resets of streams not complete in it */
-    int32_t max_stream_id; /* the highest stream the client opened (HEADERS) */
-    double rst_sent_at;    /* when we last sent RST_STREAM: frames in flight may follow it */
-    double idle_window;  /* empty DATA / PRIORITY floods: start of the current second */
-    unsigned idle_frames; /* such frames in it */
+    double reset_window;    /* rapid reset: start of the current second */
+    unsigned resets;        /* client resets of streams not complete in it */
+    int32_t max_stream_id;  /* the highest stream the client opened (HEADERS) */
+    double rst_sent_at;     /* when we last sent RST_STREAM: frames in flight may follow it */
+    double idle_window;     /* empty DATA / PRIORITY floods: start of the current second */
+    unsigned idle_frames;   /* such frames in it */
     /* Scopes whose stream ended (reset) while their app runs on: held (one
      * reference each) so they count against the concurrent stream limit
      * until their apps finish; pruned at each read. */
@@ -104,6 +105,9 @@ void h2_session_kick(h2_session *h);
 /** h2_response.c: the data source reading a stream's response body. */
 ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *flags,
                        nghttp2_data_source *src, void *ud);
+/** h2_response.c: a DATA frame's header and payload (NGHTTP2_DATA_FLAG_NO_COPY) into c->out. */
+int h2_stream_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *src, void *ud);
 /** A stream's deadline may have changed: run h2_stream_deadlines, arm the timer. */
 void h2_session_arm_deadlines(h2_session *h);
 /** A stream count changed: the connection's state (idle or active) follows. */
@@ -116,12 +120,12 @@ struct h2_stream {
     h2_stream *ready_next; /* in the session's ready queue */
     int queued;
     pagi_scope *scope;
-    int ready;      /* the head is whole: start it after the read */
-    int peer_reset; /* the client's RST_STREAM ended it */
-    int started;    /* its scope was made (or it was refused): no longer waiting to start */
-    int refuse;     /* answer this status without the app (431, 400, 501) */
-    h2_head head;   /* the request head while it comes */
-    double input_at;  /* its last body bytes, or when its app began waiting for them */
+    int ready;       /* the head is whole: start it after the read */
+    int peer_reset;  /* the client's RST_STREAM ended it */
+    int started;     /* its scope was made (or it was refused): no longer waiting to start */
+    int refuse;      /* answer this status without the app (431, 400, 501) */
+    h2_head head;    /* the request head while it comes */
+    double input_at; /* its last body bytes, or when its app began waiting for them */
     /* request body */
     buf body;
     int req_end, end_delivered;
@@ -135,7 +139,7 @@ struct h2_stream {
     char *kept_head; /* a bodiless response's head until its final body (owned) */
     size_t n_kept;
     int kept_status;
-    buf out;     /* body bytes not yet framed */
+    buf out; /* body bytes not yet framed */
     /* after them: an app's pagi_buf body (pagi_send_buf), held by reference,
      * not copied, so N streams sending one cached file hold it once */
     pagi_buf *held;

@@ -23,7 +23,8 @@ void h2_head_init(h2_head *hd)
 static void drop_fields(h2_head *hd)
 {
     buf_free(&hd->bytes);
-    free(hd->fv);
+    if (hd->fv != hd->fv_inline)
+        free(hd->fv);
     hd->fv = NULL;
     hd->nf = hd->capf = 0;
     for (int i = 0; i < H2_P__COUNT; i++)
@@ -77,11 +78,17 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
             return 0;
         }
     }
-    if (hd->nf == hd->capf) {
-        size_t ncap = hd->capf ? hd->capf * 2 : 16;
-        h2_field *v = realloc(hd->fv, ncap * sizeof *v);
+    if (!hd->fv) {
+        hd->fv = hd->fv_inline;
+        hd->capf = H2_HEAD_INLINE_FIELDS;
+    } else if (hd->nf == hd->capf) {
+        size_t ncap = hd->capf * 2;
+        h2_field *v =
+            hd->fv == hd->fv_inline ? malloc(ncap * sizeof *v) : realloc(hd->fv, ncap * sizeof *v);
         if (!v)
             return -1;
+        if (hd->fv == hd->fv_inline)
+            memcpy(v, hd->fv_inline, sizeof hd->fv_inline);
         hd->fv = v;
         hd->capf = ncap;
     }
@@ -110,9 +117,7 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
  * (RFC 9113 8.2.3), :authority as host (replacing one the client sent). */
 static int build_headers(const h2_head *hd, h2_request *r)
 {
-    pagi_header *hv = calloc(hd->nf + 1, sizeof *hv);
-    if (!hv)
-        return -1;
+    pagi_header *hv = r->headers;
     size_t k = 0;
     int have_auth = hd->pseudo[H2_P_AUTHORITY] >= 0;
     if (have_auth) {
@@ -149,11 +154,9 @@ static int build_headers(const h2_head *hd, h2_request *r)
         hv[cookie_at].value = buf_size(&r->cookies)
                                   ? (pagi_str){buf_head(&r->cookies), buf_size(&r->cookies)}
                                   : (pagi_str){"", 0};
-    r->headers = hv;
     r->header_count = k;
     return 0;
 oom:
-    free(hv);
     return -1;
 }
 
@@ -183,8 +186,11 @@ int h2_head_request(const h2_head *hd, h2_request *r)
     const char *target = fvalue(hd, pf);
     const char *qm = memchr(target, '?', pf->vlen);
     size_t rawlen = qm ? (size_t)(qm - target) : pf->vlen;
-    if (!(r->path_mem = malloc(rawlen + 1)))
+    /* One block: the scope's header array, then the decoded path. */
+    size_t hbytes = (hd->nf + 1) * sizeof(pagi_header);
+    if (!(r->headers = calloc(1, hbytes + rawlen + 1)))
         return 500;
+    r->path_mem = (char *)r->headers + hbytes;
     size_t plen = h1_percent_decode(r->path_mem, target, rawlen);
     r->path_mem[plen] = 0;
     if (memchr(r->path_mem, 0, plen))
@@ -204,8 +210,7 @@ int h2_head_request(const h2_head *hd, h2_request *r)
 
 void h2_request_free(h2_request *r)
 {
-    free(r->path_mem);
-    r->path_mem = NULL;
+    r->path_mem = NULL; /* in the headers' block */
     free(r->headers);
     r->headers = NULL;
     buf_free(&r->cookies);

@@ -20,10 +20,14 @@ typedef struct h2_field {
     uint32_t name, nlen, value, vlen;
 } h2_field;
 
+/* Fields a head holds without an allocation (a browser sends 10 to 20). */
+#define H2_HEAD_INLINE_FIELDS 16
+
 typedef struct h2_head {
     buf bytes;
-    h2_field *fv;
+    h2_field *fv; /* fv_inline, or (past it) owned */
     size_t nf, capf;
+    h2_field fv_inline[H2_HEAD_INLINE_FIELDS];
     size_t list_size;        /* RFC 9113's size of the header list so far */
     int pseudo[H2_P__COUNT]; /* index in fv, or -1 */
     int refuse;              /* status to answer instead (431, 400), 0 = none */
@@ -51,11 +55,11 @@ typedef struct h2_request {
     const char *method; /* NUL-terminated */
     const char *scheme; /* "http" or "https" as the client said, else NULL */
     pagi_str path, raw_path, query;
-    pagi_header *headers; /* owned array */
+    pagi_header *headers; /* owned: the array, and the decoded path after it */
     size_t header_count;
     int event_stream; /* Accept: text/event-stream */
     int websocket;    /* an extended CONNECT with :protocol websocket (RFC 8441) */
-    char *path_mem;   /* owned: the decoded path */
+    char *path_mem;   /* the decoded path, in the headers' block */
     buf cookies;      /* owned: the joined cookie value */
 } h2_request;
 

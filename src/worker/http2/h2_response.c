@@ -78,34 +78,42 @@ void h2_stream_after_write(h2_session *h)
 /* Fields a response head holds without an allocation for its field list. */
 #define H2_HEAD_STACK_FIELDS 16
 
-/* Submit the response head with the stream's data source behind it.
- * nghttp2_submit_response copies every name and value before it returns,
- * so names already in lower case are passed as the app wrote them. */
+/* Every status as three digits, so :status points here and nghttp2 does
+ * not copy it (NGHTTP2_NV_FLAG_NO_COPY_VALUE needs it to outlive the frame). */
+static char status_digits[3 * 600];
+
+static const uint8_t *status_text(int status)
+{
+    if (!status_digits[0])
+        for (int i = 0; i < 600; i++) {
+            status_digits[3 * i] = (char)('0' + i / 100);
+            status_digits[3 * i + 1] = (char)('0' + i / 10 % 10);
+            status_digits[3 * i + 2] = (char)('0' + i % 10);
+        }
+    return (const uint8_t *)status_digits + 3 * (status >= 100 && status < 600 ? status : 500);
+}
+
+/*
+ * Submit the response head with the stream's data source behind it.
+ * nghttp2_submit_response copies the app's names and values before it
+ * returns, and lower-cases the names it copies (HTTP/2 wants them so; the
+ * app may have written Content-Type). :status and date live on, so they
+ * are not copied: the status table, and h1_date_now's buffer (a frame
+ * framed a second later says the later second, the same length).
+ */
 static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t n,
                        const char **err, int with_body)
 {
     conn *c = st_conn(st);
     nghttp2_nv on_stack[H2_HEAD_STACK_FIELDS];
     nghttp2_nv *nva = n + 2 <= H2_HEAD_STACK_FIELDS ? on_stack : calloc(n + 2, sizeof *nva);
-    char code[4] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
-                    (char)('0' + status % 10), 0};
-    buf *names = &c->w->scratch;
-    buf_reset(names);
     if (!nva) {
         *err = "out of memory";
         return -1;
     }
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += hdr[i].name.len;
-    if (buf_reserve(names, total + 1) == NULL) {
-        if (nva != on_stack)
-            free(nva);
-        *err = "out of memory";
-        return -1;
-    }
+    const uint8_t kept = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
     size_t k = 0;
-    nva[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    nva[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status_text(status), 7, 3, kept};
     int have_date = 0;
     for (size_t i = 0; i < n; i++) {
         pagi_str nm = hdr[i].name;
@@ -113,28 +121,13 @@ static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t
             continue;
         if (nm.len == 4 && name_is(nm, "date"))
             have_date = 1;
-        size_t j = 0;
-        while (j < nm.len && !(nm.ptr[j] >= 'A' && nm.ptr[j] <= 'Z'))
-            j++;
-        const char *name = nm.ptr;
-        if (j < nm.len) {
-            /* HTTP/2 field names are lower case; the app may have written Content-Type. */
-            char *lower = buf_reserve(names, nm.len);
-            memcpy(lower, nm.ptr, j);
-            for (; j < nm.len; j++) {
-                char ch = nm.ptr[j];
-                lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
-            }
-            buf_commit(names, nm.len);
-            name = lower;
-        }
-        nva[k++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)hdr[i].value.ptr, nm.len,
+        nva[k++] = (nghttp2_nv){(uint8_t *)nm.ptr, (uint8_t *)hdr[i].value.ptr, nm.len,
                                 hdr[i].value.len, NGHTTP2_NV_FLAG_NONE};
     }
-    const char *date = h1_date_now((long)ev_now(c->w->loop.ev));
     if (!have_date)
         nva[k++] =
-            (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, strlen(date), NGHTTP2_NV_FLAG_NONE};
+            (nghttp2_nv){(uint8_t *)"date", (uint8_t *)h1_date_now((long)ev_now(c->w->loop.ev)), 4,
+                         H1_DATE_LEN, kept};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_stream_read};
     int rv = nghttp2_submit_response(st->h->ng, st->id, nva, k, with_body ? &prd : NULL);
     if (nva != on_stack)
@@ -394,45 +387,31 @@ int h2_resp_trailers(http_exchange *x, pagi_scope *s, const pagi_event *ev)
     return 0;
 }
 
-/* nghttp2 asks for the next DATA payload of st's response. */
+/*
+ * nghttp2 asks for the next DATA payload of st's response. The bytes are
+ * not copied here (NGHTTP2_DATA_FLAG_NO_COPY): h2_stream_send_data puts
+ * the frame's header and its payload into the output queue itself, in the
+ * same mem_send call, from the one source this picks (memory, a held
+ * buffer, then the file), so a file is read once, straight into the queue,
+ * and a held buffer goes by reference. Here only the length is decided,
+ * and whether the stream ends with it.
+ */
 ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *flags,
                        nghttp2_data_source *src, void *ud)
 {
     (void)ud;
+    (void)dst;
     h2_stream *st = src->ptr;
-    h2_session *h = st->h;
     size_t n = 0;
-    if (buf_size(&st->out)) {
+    if (buf_size(&st->out))
         n = buf_size(&st->out) < len ? buf_size(&st->out) : len;
-        memcpy(dst, buf_head(&st->out), n);
-        buf_consume(&st->out, n);
-        if (!buf_size(&st->out))
-            buf_free(&st->out);
-    } else if (st->held_left) {
+    else if (st->held_left)
         n = st->held_left < len ? st->held_left : len;
-        memcpy(dst, (const char *)pagi_buf_data(st->held) + st->held_off, n);
-        st->held_off += n;
-        st->held_left -= n;
-        if (!st->held_left)
-            st_release_held(st);
-    } else if (st->file_left) {
-        size_t want = st->file_left < len ? st->file_left : len;
-        ssize_t r = pread(st->file_fd, dst, want, st->file_off);
-        if (r <= 0) {
-            log_error("HTTP/2 stream %d: reading the response file: %s", id,
-                      r < 0 ? strerror(errno) : "file shrank");
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        }
-        n = (size_t)r;
-        st->file_off += (off_t)n;
-        st->file_left -= n;
-        if (!st->file_left)
-            st_close_file(st);
-    }
-    h->pending -= n;
+    else if (st->file_left)
+        n = st->file_left < len ? st->file_left : len;
     if (n)
-        h->data_at = ev_now(st_conn(st)->w->loop.ev);
-    if (st_pending(st))
+        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (st_pending(st) > n)
         return (ssize_t)n;
     if (st->x.resp == HX_FINAL && !st->x.trailers_announced) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -461,4 +440,101 @@ ssize_t h2_stream_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len
         return NGHTTP2_ERR_DEFERRED;
     }
     return (ssize_t)n;
+}
+
+/* A held buffer's payload of at least this many bytes is queued by
+ * reference (a segment of its own); a smaller one is cheaper copied. */
+#define H2_BY_REF_MIN 1024
+
+static void held_release(void *ud)
+{
+    pagi_buf_unref(ud);
+}
+
+/* pread exactly n bytes of the stream's file at its offset into p: 0, or -1 (logged). */
+static int read_file_into(h2_stream *st, char *p, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(st->file_fd, p + got, n - got, st->file_off + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            log_error("HTTP/2 stream %d: reading the response file: %s", st->id,
+                      r < 0 ? strerror(errno) : "file shrank");
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/*
+ * The DATA frame h2_stream_read sized: its 9-byte header (and padding,
+ * were any asked for) and length bytes from the stream's first source,
+ * straight into the connection's output queue. What is not queued is not
+ * taken from the stream: a failure resets the stream (nghttp2 sends
+ * RST_STREAM) with nothing half-written. Past the high watermark the
+ * session is paused, so mem_send returns and h2_pump looks at the queue.
+ */
+int h2_stream_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *src, void *ud)
+{
+    (void)ng;
+    h2_session *h = ud;
+    h2_stream *st = src->ptr;
+    conn *c = st_conn(st);
+    outq *q = &c->out;
+    size_t padlen = frame->data.padlen; /* 0: pagid asks for no padding */
+    size_t head = 9 + (padlen ? 1 : 0), tail = padlen ? padlen - 1 : 0;
+    if (!buf_size(&st->out) && st->held_left && length >= H2_BY_REF_MIN && !padlen) {
+        const char *p = (const char *)pagi_buf_data(st->held) + st->held_off;
+        if (outq_append(q, framehd, 9) < 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        if (outq_append_ext(q, p, length, held_release, pagi_buf_ref(st->held)) < 0) {
+            pagi_buf_unref(st->held);            /* the reference the segment did not take */
+            return NGHTTP2_ERR_CALLBACK_FAILURE; /* a header without its payload went */
+        }
+    } else {
+        char *w = outq_reserve(q, head + length + tail);
+        if (!w)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        memcpy(w, framehd, 9);
+        if (padlen)
+            w[9] = (char)(padlen - 1);
+        char *payload = w + head;
+        if (buf_size(&st->out))
+            memcpy(payload, buf_head(&st->out), length);
+        else if (st->held_left)
+            memcpy(payload, (const char *)pagi_buf_data(st->held) + st->held_off, length);
+        else if (read_file_into(st, payload, length) < 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        if (tail)
+            memset(payload + length, 0, tail);
+        outq_commit(q, head + length + tail);
+    }
+    /* The bytes are queued: the stream lets them go. */
+    if (buf_size(&st->out)) {
+        buf_consume(&st->out, length);
+        if (!buf_size(&st->out))
+            buf_free(&st->out);
+    } else if (st->held_left) {
+        st->held_off += length;
+        st->held_left -= length;
+        if (!st->held_left)
+            st_release_held(st);
+    } else {
+        st->file_off += (off_t)length;
+        st->file_left -= length;
+        if (!st->file_left)
+            st_close_file(st);
+    }
+    h->pending -= length;
+    if (length)
+        h->data_at = ev_now(c->w->loop.ev);
+    if (outq_buffered(q) >= c->w->cfg->high_watermark) {
+        h->send_paused = 1;
+        return NGHTTP2_ERR_PAUSE;
+    }
+    return 0;
 }
