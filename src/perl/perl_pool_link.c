@@ -56,6 +56,11 @@ static int start_on(pool_link *l, pool_job *j);
 
 static shm_worker *my_slot(void) { return side.pool ? side.pool->self : NULL; }
 
+static int link_connect(pool_link *l);
+
+/* Closes the link and makes it again at once: its process (or the one that
+ * replaces it) takes the new link when it can, and can then tell this
+ * worker when it is idle. */
 static void link_close(pool_link *l)
 {
     if (l->reading) {
@@ -72,6 +77,7 @@ static void link_close(pool_link *l)
     l->fd = -1;
     l->cut = 0;
     buf_free(&l->in);
+    (void)link_connect(l); /* else at its next claim */
 }
 
 /* The job leaves its link (its end frame came, or the link broke). */
