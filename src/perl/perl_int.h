@@ -160,6 +160,9 @@ typedef struct pool_job_ops {
     /* More frames into j->out (a spooled body); set j->out_done with the
      * last; -1 on an error. */
     int (*refill)(pool_job *j);
+    /* Optional: the frames of one read were handed over (the job is still
+     * on its link): a response can go on in one send, not one per frame. */
+    void (*after_read)(pool_job *j);
 } pool_job_ops;
 struct pool_job {
     const pool_job_ops *ops;

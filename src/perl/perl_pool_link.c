@@ -188,6 +188,8 @@ static void on_link_readable(pagi_io *w, int fd, int events, void *ud)
         buf_consume(&l->in, 5 + (size_t)len);
     }
     l->reading = 0;
+    if (!l->cut && !eof && l->job && l->job->ops->after_read)
+        l->job->ops->after_read(l->job);
     if (l->cut)
         link_close(l);
     else if (eof)

@@ -349,8 +349,7 @@ static int on_frame(pool_job *j, char type, const char *p, size_t n)
             relay_finish(r, "worker pool: cannot keep the response");
             return 0;
         }
-        pump(r);
-        return 0;
+        return 0; /* sent after the read (after_read), or with the end */
     case 'E':
         r->submitted = 0;
         if (r->timer)
@@ -423,8 +422,13 @@ static int refill(pool_job *j)
     return put_frame_head(&j->out, 'Z', 0);
 }
 
-static const pool_job_ops relay_ops = {
-    .on_frame = on_frame, .on_lost = on_lost, .on_started = on_started, .refill = refill};
+static void after_read(pool_job *j) { pump((relay *)j); }
+
+static const pool_job_ops relay_ops = {.on_frame = on_frame,
+                                       .on_lost = on_lost,
+                                       .on_started = on_started,
+                                       .refill = refill,
+                                       .after_read = after_read};
 
 /* The request head: the scope's strings as length-prefixed fields, in the
  * order Pool.pm unpacks them ('(N/a)*'). */
