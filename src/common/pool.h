@@ -16,22 +16,25 @@
  * as a worker's does. */
 #define POOL_NUM_BASE 10000
 
-static inline int pool_is_process_num(int num) { return num > POOL_NUM_BASE; }
+static inline int pool_is_process_num(int num)
+{
+    return num > POOL_NUM_BASE;
+}
 
 /* What a worker (client) or a pool process knows of its generation's pool;
  * reached by the Perl host through pagi_loop.pool. */
 typedef struct pool_info {
-    int process;        /* 1 in a pool process, 0 in a worker */
-    int num;            /* a pool process's number, 1..processes */
-    const int *fds;     /* a listening socket per pool process, [num - 1] (inherited) */
-    int processes;      /* as configured */
+    int process;    /* 1 in a pool process, 0 in a worker */
+    int num;        /* a pool process's number, 1..processes */
+    const int *fds; /* a listening socket per pool process, [num - 1] (inherited) */
+    int processes;  /* as configured */
     int queue_limit;
-    double timeout;     /* seconds, 0 = none */
-    long max_requests;  /* a pool process is replaced after this many; 0 = never */
+    double timeout;       /* seconds, 0 = none */
+    long max_requests;    /* a pool process is replaced after this many; 0 = never */
     const char *handlers; /* the handlers file of a PAGI app, or NULL */
     const char *app;      /* the top-level app's spec: the app the pool serves */
-    shm_region *shm;    /* NULL without the shared region (then no figures) */
-    shm_worker *self;   /* this process's slot, or NULL */
+    shm_region *shm;      /* NULL without the shared region (then no figures) */
+    shm_worker *self;     /* this process's slot, or NULL */
     unsigned generation;
 } pool_info;
 

@@ -21,7 +21,10 @@
 #include "common/log.h"
 #include "common/pool.h"
 
-int gen_is_pool_slot(const worker_slot *w) { return pool_is_process_num(w->num); }
+int gen_is_pool_slot(const worker_slot *w)
+{
+    return pool_is_process_num(w->num);
+}
 
 const char *gen_slot_label(const worker_slot *w, char *buf, size_t len)
 {
@@ -136,7 +139,7 @@ void gen_pool_drain_step(generation *g)
             continue;
         w->draining = 1;
         if (kill(w->pid, SIGTERM) < 0 && errno != ESRCH)
-            log_error("cannot send SIGTERM to pool process %d (pid %d): %s",
-                      w->num - POOL_NUM_BASE, (int)w->pid, strerror(errno));
+            log_error("cannot send SIGTERM to pool process %d (pid %d): %s", w->num - POOL_NUM_BASE,
+                      (int)w->pid, strerror(errno));
     }
 }

@@ -29,13 +29,13 @@ typedef struct pool_link {
     int fd;  /* -1: not connected (made at the next claim) */
     pagi_io *rio, *wio;
     buf in;
-    pool_job *job;  /* the job running on this link's process, or NULL */
-    pool_job *next; /* claimed while job's last frames were still coming
-                       (the process goes idle just before it writes them):
-                       written once they came */
+    pool_job *job;    /* the job running on this link's process, or NULL */
+    pool_job *next;   /* claimed while job's last frames were still coming
+                         (the process goes idle just before it writes them):
+                         written once they came */
     shm_worker *slot; /* the process's slot, at the last claim */
-    int reading;   /* inside on_link_readable: a cut waits for its end */
-    int cut;       /* closed while reading: the reader closes it after */
+    int reading;      /* inside on_link_readable: a cut waits for its end */
+    int cut;          /* closed while reading: the reader closes it after */
 } pool_link;
 
 /* The worker's side of the pool: one per worker process (the Perl host's
@@ -54,7 +54,10 @@ static void link_write(pool_link *l);
 static void queue_push(pool_job *j, int front);
 static int start_on(pool_link *l, pool_job *j);
 
-static shm_worker *my_slot(void) { return side.pool ? side.pool->self : NULL; }
+static shm_worker *my_slot(void)
+{
+    return side.pool ? side.pool->self : NULL;
+}
 
 static int link_connect(pool_link *l);
 

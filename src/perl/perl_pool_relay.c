@@ -285,7 +285,8 @@ static void on_timeout(pagi_timer *t, void *ud)
     pagi_log(r->loop, 0,
              "worker pool: %s ran past worker_pool.timeout (%gs) in pool process %d: %s; "
              "the master kills the process",
-             r->what, r->pool->timeout, r->job.num, r->started ? "connection closed" : "answered 504");
+             r->what, r->pool->timeout, r->job.num,
+             r->started ? "connection closed" : "answered 504");
     pool_close(r);
     if (!r->started)
         answer(r, 504, "Gateway Timeout\n", 0);
@@ -422,7 +423,10 @@ static int refill(pool_job *j)
     return put_frame_head(&j->out, 'Z', 0);
 }
 
-static void after_read(pool_job *j) { pump((relay *)j); }
+static void after_read(pool_job *j)
+{
+    pump((relay *)j);
+}
 
 static const pool_job_ops relay_ops = {.on_frame = on_frame,
                                        .on_lost = on_lost,

@@ -47,10 +47,13 @@ typedef struct peer {
 } peer;
 static peer *peers;
 static size_t n_peers, cap_peers;
-static long served;   /* requests and calls finished: max_requests */
-static int retiring;  /* a harakiri waits for the request claimed meanwhile */
+static long served;  /* requests and calls finished: max_requests */
+static int retiring; /* a harakiri waits for the request claimed meanwhile */
 
-static int buf_add(buf *b, const void *p, size_t n) { return buf_append(b, p, n); }
+static int buf_add(buf *b, const void *p, size_t n)
+{
+    return buf_append(b, p, n);
+}
 
 static int buf_u32(buf *b, uint32_t v)
 {
@@ -449,11 +452,16 @@ XS_INTERNAL(xs_pool_accept)
     if (fd < 0)
         XSRETURN_EMPTY;
     int pid = peer_pid(fd);
-    if (!pid || (n_peers == cap_peers && !(peers = realloc(peers, (cap_peers = cap_peers * 2 + 8) *
-                                                                       sizeof *peers)))) {
+    if (pid && n_peers == cap_peers) {
+        size_t cap = cap_peers * 2 + 8;
+        peer *more = realloc(peers, cap * sizeof *peers);
+        if (more) {
+            peers = more;
+            cap_peers = cap;
+        }
+    }
+    if (!pid || n_peers == cap_peers) { /* another uid's, or no memory for it */
         close(fd);
-        if (!peers)
-            n_peers = cap_peers = 0;
         ST(0) = sv_2mortal(newSViv(-1));
         XSRETURN(1);
     }
@@ -689,9 +697,9 @@ XS_INTERNAL(xs_pool_respond)
     if (!built)
         XSRETURN_IV(0);
     const pool_info *pool = the_pool();
-    int ok, retire = pool ? finish_request(pool, (int)SvIV(ST(0)), buf_head(&wbuf),
-                                           buf_size(&wbuf), &ok)
-                          : 0;
+    int ok = 1, retire = pool ? finish_request(pool, (int)SvIV(ST(0)), buf_head(&wbuf),
+                                               buf_size(&wbuf), &ok)
+                              : 0;
     XSRETURN_IV(1 + retire);
 }
 

@@ -159,7 +159,10 @@ static void call_on_timeout(pagi_timer *t, void *ud)
     call_end(c, 'T', "", 0);
 }
 
-static void call_on_started(pool_job *j) { (void)j; }
+static void call_on_started(pool_job *j)
+{
+    (void)j;
+}
 
 static int call_refill(pool_job *j)
 {
