@@ -172,7 +172,8 @@ struct pool_job {
     pool_job *next;
     struct pool_link *link;
     int queued, sent;
-    int num; /* the pool process's number, once one took it */
+    int num;  /* the pool process's number, once one took it */
+    long pid; /* and its pid (0: unknown), for the log */
 };
 /* 1: a process took it; 0: it waits in the queue; -1: the queue is full. */
 int pool_job_submit(pagi_loop *loop, pool_job *j);

@@ -34,6 +34,7 @@ typedef struct pool_link {
                          (the process goes idle just before it writes them):
                          written once they came */
     shm_worker *slot; /* the process's slot, at the last claim */
+    long pid;         /* its pid then */
     int reading;      /* inside on_link_readable: a cut waits for its end */
     int cut;          /* closed while reading: the reader closes it after */
 } pool_link;
@@ -344,6 +345,7 @@ static pool_link *claim_link(void)
         return NULL;
     pool_link *l = &side.links[num - 1];
     l->slot = slot;
+    l->pid = slot ? atomic_load(&slot->pid) : 0;
     if (l->next || (l->fd < 0 && link_connect(l) < 0)) {
         if (slot)
             atomic_store(&slot->pool_state, POOL_IDLE);
@@ -358,6 +360,7 @@ static int start_on(pool_link *l, pool_job *j)
 {
     j->link = l;
     j->num = l->num;
+    j->pid = l->pid;
     if (l->job) { /* its last frames are still coming */
         l->next = j;
         return 0;

@@ -283,9 +283,9 @@ static void on_timeout(pagi_timer *t, void *ud)
     if (slot_of(r))
         shm_add(&slot_of(r)->pool_timeouts, 1);
     pagi_log(r->loop, 0,
-             "worker pool: %s ran past worker_pool.timeout (%gs) in pool process %d: %s; "
-             "the master kills the process",
-             r->what, r->pool->timeout, r->job.num,
+             "worker pool: %s ran past worker_pool.timeout (%gs) in pool process %d (pid %ld): "
+             "%s; the master kills the process",
+             r->what, r->pool->timeout, r->job.num, r->job.pid,
              r->started ? "connection closed" : "answered 504");
     pool_close(r);
     if (!r->started)
@@ -382,8 +382,8 @@ static void on_lost(pool_job *j)
 {
     relay *r = (relay *)j;
     r->submitted = 0;
-    pagi_log(r->loop, 0, "worker pool: pool process %d died running %s: %s", j->num, r->what,
-             r->started ? "connection closed" : "answered 502");
+    pagi_log(r->loop, 0, "worker pool: pool process %d (pid %ld) died running %s: %s", j->num,
+             j->pid, r->what, r->started ? "connection closed" : "answered 502");
     pool_close(r);
     if (r->done)
         return;
