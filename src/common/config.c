@@ -29,7 +29,6 @@ void config_init_defaults(pagid_config *c)
     c->workers = CONFIG_WORKERS_AUTO;
     c->preload = CONFIG_PRELOAD_AUTO;
     c->app = strdup(CONFIG_DEFAULT_APP);
-    c->worker_pool.fd = -1;
 
     c->limits.max_connections = 10000;
     c->limits.max_request_line = 8 * 1024;
@@ -193,7 +192,7 @@ int config_set_app(pagid_config *c, const char *spec, const char **msg)
     config_static_opts_init(&c->app_static); /* the mapping form sets them after */
     /* So is its worker_pool: another app (-a) does not inherit the file's. */
     free(c->worker_pool.handlers);
-    c->worker_pool = (pagid_pool){.fd = -1};
+    c->worker_pool = (pagid_pool){0};
     return 0;
 }
 
@@ -566,8 +565,7 @@ int config_finalize(pagid_config *c, FILE *err)
         free(c->worker_pool.handlers);
         c->worker_pool = (pagid_pool){.processes = config_pool_default_processes(),
                                       .queue_limit = CONFIG_POOL_DEFAULT_QUEUE,
-                                      .timeout = CONFIG_POOL_DEFAULT_TIMEOUT,
-                                      .fd = -1};
+                                      .timeout = CONFIG_POOL_DEFAULT_TIMEOUT};
     }
     return 0;
 }

@@ -191,8 +191,9 @@ typedef struct pagid_pool {
     int queue_limit; /* requests waiting for a free process beyond `processes` */
     double timeout;  /* one request's or call's limit in a process; 0 = none */
     char *handlers;  /* perl apps: the handlers file (worker_pool extension), or NULL */
-    int fd;          /* set by the master per generation: the pool's listening
-                        socket, inherited by its workers and processes; -1 */
+    int *fds;        /* set by the master per generation: a listening socket per
+                        pool process (processes of them, owned by the
+                        generation), inherited by its workers and processes */
     int set;         /* written in the config (processes 0: no pool); else a
                         PSGI app under a master gets the default pool */
 } pagid_pool;

@@ -437,7 +437,7 @@ void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path)
         x->c->app_static = opts;
         if (x->st->pool_set) { /* the mapping's worker_pool: the config owns it now */
             x->c->worker_pool = x->st->pool;
-            x->st->pool = (pagid_pool){.fd = -1};
+            x->st->pool = (pagid_pool){0};
             x->st->pool_set = 0;
         }
     }

@@ -39,8 +39,7 @@ int parse_worker_pool(load_ctx *x, const ynode *n, const char *path, const char 
     *out = (pagid_pool){.processes = config_pool_default_processes(),
                         .set = 1,
                         .queue_limit = CONFIG_POOL_DEFAULT_QUEUE,
-                        .timeout = CONFIG_POOL_DEFAULT_TIMEOUT,
-                        .fd = -1};
+                        .timeout = CONFIG_POOL_DEFAULT_TIMEOUT};
     if (n->type == YAML_SCALAR_NODE && is_null(n))
         return 0; /* worker_pool: (the defaults) */
     if (n->type != YAML_MAPPING_NODE) {

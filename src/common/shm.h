@@ -93,6 +93,7 @@ typedef struct shm_worker {
      * requests and calls waiting for a free process, those refused (queue
      * full) and those past worker_pool.timeout. */
     _Atomic int pool_busy;
+    _Atomic int pool_state; /* a pool process's POOL_OFF/IDLE/CLAIMED (common/pool.h) */
     _Atomic uint64_t pool_served;
     _Atomic int64_t pool_waiting;
     _Atomic uint64_t pool_rejected, pool_timeouts;

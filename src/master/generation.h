@@ -62,7 +62,7 @@ typedef struct generation {
     int preload;     /* workers come from the zygote (config_preload_wanted) */
     zygote zy;
     int access_fd;           /* its access log, opened by the master (gen_logs.h), or -1 */
-    int pool_fd;             /* the worker pool's listening socket, or -1 (generation_pool.c) */
+    int *pool_fds;           /* the worker pool's sockets, one per process, or NULL (generation_pool.c) */
     struct generation *next; /* older generations follow */
 } generation;
 
@@ -143,7 +143,8 @@ worker_slot *gen_append_slot(generation *g);
 int gen_is_pool_slot(const worker_slot *w);
 /** "worker N" or "pool process N", for messages. */
 const char *gen_slot_label(const worker_slot *w, char *buf, size_t len);
-/** g's pool socket, when its config has a pool (sets cfg->worker_pool.fd); 0 or -1. */
+/** g's pool sockets, one per process, when its config has a pool (sets
+ * cfg->worker_pool.fds); 0 or -1. */
 int gen_pool_open(generation *g);
 void gen_pool_close(generation *g);
 /** The pool's slots after the workers' (gen_new); 0 or -1 (out of memory). */

@@ -12,6 +12,7 @@ libpagid_perl_a_CFLAGS = $(AM_CFLAGS) $(PERL_CFLAGS) -Wno-shadow -Wno-unused-fun
 BUILT_SOURCES = src/perl/perl_glue.c src/perl/perl_modules.c
 # The worker pool's relay of PSGI requests (C, no Perl runs in it).
 libpagid_perl_a_SOURCES += src/perl/perl_pool_relay.c
+libpagid_perl_a_SOURCES += src/perl/perl_pool_link.c
 libpagid_perl_a_SOURCES += src/perl/perl_pool_serve.c
 CLEANFILES = src/perl/perl_glue.c src/perl/perl_modules.c
 src/perl/perl_glue.c: $(srcdir)/src/perl/Pagid.pm

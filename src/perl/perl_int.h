@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "pagi/pagi.h"
 
 extern PerlInterpreter *perl_host_interp;
@@ -103,6 +104,11 @@ void perl_pool_boot(pTHX);
 void perl_pool_serve_boot(pTHX);
 /* An unlinked temporary file in TMPDIR for a spooled body, or -1. */
 int perl_pool_spool_open(void);
+/* A pool process's psgix.harakiri.commit: 1 when it may leave now (its slot
+ * OFF: no worker can claim it any more), 0 when a worker claimed it
+ * meanwhile (it leaves after that request; pool_finish says so). 1 outside
+ * a pool process. */
+int perl_pool_retire(void);
 
 /* perl_glue.c: the Perl half, evaluated once after the interpreter starts. */
 extern const char perl_glue_source[];
@@ -138,6 +144,42 @@ void perl_child_exit(void);
         if (perl_forked_child)                                                                     \
             perl_child_exit();                                                                     \
     } while (0)
+
+/* perl_pool_link.c: a worker's kept links to the pool's processes and its
+ * queue. A job is one request or call: its owner embeds it and says what
+ * to do with the frames that come back. */
+typedef struct pool_job pool_job;
+typedef struct pool_job_ops {
+    /* A frame of the process for the job: -1 for one it never sends. End
+     * frames (E, X, R, F) come after the job left its link. */
+    int (*on_frame)(pool_job *j, char type, const char *p, size_t n);
+    /* The process was lost before the job's end frame (it died). */
+    void (*on_lost)(pool_job *j);
+    /* A process took the job: its frames are being written. */
+    void (*on_started)(pool_job *j);
+    /* More frames into j->out (a spooled body); set j->out_done with the
+     * last; -1 on an error. */
+    int (*refill)(pool_job *j);
+    /* Optional: the frames of one read were handed over (the job is still
+     * on its link): a response can go on in one send, not one per frame. */
+    void (*after_read)(pool_job *j);
+} pool_job_ops;
+struct pool_job {
+    const pool_job_ops *ops;
+    buf out;      /* frames still to write to the process */
+    int out_done; /* out holds the last of them */
+    /* the link's */
+    pool_job *next;
+    struct pool_link *link;
+    int queued, sent;
+    int num;  /* the pool process's number, once one took it */
+    long pid; /* and its pid (0: unknown), for the log */
+};
+/* 1: a process took it; 0: it waits in the queue; -1: the queue is full. */
+int pool_job_submit(pagi_loop *loop, pool_job *j);
+/* The job's owner leaves: out of the queue, or its link cut (the process's
+ * next write fails). Nothing is called back. */
+void pool_job_cancel(pool_job *j);
 
 /* perl_pool_relay.c: an http or sse scope of a PSGI app served by the
  * worker pool, relayed to a pool process (loop->pool) without Perl. */

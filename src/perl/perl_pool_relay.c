@@ -4,7 +4,8 @@
  * request is read whole (spooled to an unlinked file past 64 KiB), its head
  * and body written to a pool process as frames (Pool.pm has the wire), and
  * the process's response is read as fast as the process writes it and sent
- * to the client with flow control. Bytes the client has not taken wait in
+ * to the client with flow control. The link to the process, the claim and
+ * the queue are perl_pool_link.c's. Bytes the client has not taken wait in
  * memory up to RESP_MEM_MAX, past that in an unlinked temporary file, so a
  * client that does not read holds neither a pool process nor the worker's
  * memory. No Perl runs in the worker for such a request.
@@ -18,8 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/pool.h"
@@ -31,83 +30,34 @@
  * past it they go to the spool file (nginx's proxy_buffers, then its
  * proxy_temp_file). */
 #define RESP_MEM_MAX (256 * 1024)
-/* The pool process sends body frames of 256 KiB at most (Pool.pm); a frame
- * much larger is not from it. */
-#define FRAME_MAX (16 * 1024 * 1024)
-#define READ_CHUNK (256 * 1024)
-
-typedef struct bytes {
-    char *p;
-    size_t len, cap;
-} bytes;
-
 typedef struct relay {
+    pool_job job; /* first: the link hands back &job */
     pagi_scope *s;
     pagi_loop *loop;
     const pool_info *pool;
     int sse;        /* an sse scope: its sse.http.response.* events */
     char what[200]; /* "GET /path" for the log */
     /* the request: the body in memory, or in req_spool past REQ_MEM_MAX */
-    bytes body;
+    buf body;
     int req_spool;
     off_t req_spool_len, req_spool_at;
     int64_t body_len;
     int receiving; /* a pagi_receive is pending */
-    /* the connection to the pool process */
-    int fd;
-    pagi_io *rio, *wio;
-    bytes out; /* frames still to write */
-    size_t out_at;
-    int out_done; /* the Z frame is in out */
-    bytes in;
+    int submitted; /* given to the link (queued or sent) */
     pagi_timer *timer;
-    int waiting; /* counted in the slot's pool_waiting */
-    long pid;
     /* the response */
     int started, ended; /* S and E (or X) frames seen */
-    bytes mem;
+    buf mem;
     int resp_spool;
     off_t spool_w, spool_r;
     int sending; /* a body send waits for its completion */
     int done;    /* pagi_scope_finish called */
 } relay;
 
-/* Room for n more bytes after b->len. */
-static int bytes_reserve(bytes *b, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n)
-            cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q)
-            return -1;
-        b->p = q;
-        b->cap = cap;
-    }
-    return 0;
-}
-
-static int bytes_add(bytes *b, const void *p, size_t n)
-{
-    if (bytes_reserve(b, n) < 0)
-        return -1;
-    if (n)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-static void bytes_free(bytes *b)
-{
-    free(b->p);
-    *b = (bytes){0};
-}
-
-static int put_u32(bytes *b, uint32_t v)
+static int put_u32(buf *b, uint32_t v)
 {
     unsigned char c[4] = {v >> 24, v >> 16, v >> 8, v};
-    return bytes_add(b, c, 4);
+    return buf_append(b, c, 4);
 }
 
 static uint32_t get_u32(const char *p)
@@ -116,17 +66,17 @@ static uint32_t get_u32(const char *p)
     return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
 }
 
-static int put_frame_head(bytes *b, char type, size_t len)
+static int put_frame_head(buf *b, char type, size_t len)
 {
-    return bytes_add(b, &type, 1) || put_u32(b, (uint32_t)len);
+    return buf_append(b, &type, 1) || put_u32(b, (uint32_t)len);
 }
 
-static int put_field(bytes *b, const char *p, size_t n)
+static int put_field(buf *b, const char *p, size_t n)
 {
-    return put_u32(b, (uint32_t)n) || bytes_add(b, p, n);
+    return put_u32(b, (uint32_t)n) || buf_append(b, p, n);
 }
 
-static int put_cstr(bytes *b, const char *p)
+static int put_cstr(buf *b, const char *p)
 {
     return put_field(b, p ? p : "", p ? strlen(p) : 0);
 }
@@ -170,37 +120,24 @@ static shm_worker *slot_of(const relay *r)
     return r->pool->self;
 }
 
-static void unwait(relay *r)
-{
-    if (r->waiting && slot_of(r))
-        atomic_fetch_add_explicit(&slot_of(r)->pool_waiting, -1, memory_order_relaxed);
-    r->waiting = 0;
-}
-
-/* Closes the connection to the pool process (its next write fails). */
+/* Leaves the pool process: out of the queue, or its link cut (its next
+ * write fails); the deadline stops. */
 static void pool_close(relay *r)
 {
-    unwait(r);
-    if (r->rio)
-        pagi_io_stop(r->rio);
-    if (r->wio)
-        pagi_io_stop(r->wio);
-    r->rio = r->wio = NULL;
     if (r->timer)
         pagi_timer_stop(r->timer);
     r->timer = NULL;
-    if (r->fd >= 0)
-        close(r->fd);
-    r->fd = -1;
-    bytes_free(&r->out);
-    bytes_free(&r->in);
+    if (r->submitted)
+        pool_job_cancel(&r->job);
+    r->submitted = 0;
+    buf_free(&r->job.out);
 }
 
 static void relay_cleanup(relay *r)
 {
     pool_close(r);
-    bytes_free(&r->body);
-    bytes_free(&r->mem);
+    buf_free(&r->body);
+    buf_free(&r->mem);
     if (r->req_spool >= 0)
         close(r->req_spool);
     if (r->resp_spool >= 0)
@@ -282,20 +219,21 @@ static void pump(relay *r)
 {
     if (r->done || r->sending || !r->started)
         return;
-    if (!r->mem.len && r->spool_r < r->spool_w) {
+    if (!buf_size(&r->mem) && r->spool_r < r->spool_w) {
         size_t want = (size_t)(r->spool_w - r->spool_r);
         if (want > RESP_MEM_MAX)
             want = RESP_MEM_MAX;
-        if (bytes_reserve(&r->mem, want) < 0) {
+        char *to = buf_reserve(&r->mem, want);
+        if (!to) {
             relay_finish(r, "worker pool: out of memory");
             return;
         }
-        ssize_t n = pread(r->resp_spool, r->mem.p, want, r->spool_r);
+        ssize_t n = pread(r->resp_spool, to, want, r->spool_r);
         if (n <= 0) {
             relay_finish(r, "worker pool: cannot read the response's spool file");
             return;
         }
-        r->mem.len = (size_t)n;
+        buf_commit(&r->mem, (size_t)n);
         r->spool_r += n;
         if (r->spool_r == r->spool_w) { /* all read back: the file starts over */
             r->spool_r = r->spool_w = 0;
@@ -304,13 +242,13 @@ static void pump(relay *r)
         }
     }
     int last = r->ended && r->spool_r == r->spool_w;
-    if (!r->mem.len && !last)
+    if (!buf_size(&r->mem) && !last)
         return;
     pagi_event ev = pagi_event_init(body_type(r));
-    ev.body = (pagi_str){r->mem.p, r->mem.len};
+    ev.body = (pagi_str){buf_head(&r->mem), buf_size(&r->mem)};
     ev.more = !last;
     int rc = pagi_send(r->s, &ev, last ? NULL : on_sent, r);
-    r->mem.len = 0;
+    buf_reset(&r->mem);
     if (rc < 0) {
         relay_finish(r, pagi_scope_error(r->s));
         return;
@@ -321,12 +259,12 @@ static void pump(relay *r)
         r->sending = 1;
     /* A response that was large once gives its memory back. */
     if (r->mem.cap > RESP_MEM_MAX)
-        bytes_free(&r->mem);
+        buf_free(&r->mem);
 }
 
 static int take_body(relay *r, const char *p, size_t n)
 {
-    if (r->spool_w > r->spool_r || r->mem.len + n > RESP_MEM_MAX) {
+    if (r->spool_w > r->spool_r || buf_size(&r->mem) + n > RESP_MEM_MAX) {
         if (r->resp_spool < 0 && (r->resp_spool = perl_pool_spool_open()) < 0)
             return -1;
         if (pwrite_all(r->resp_spool, p, n, r->spool_w) < 0)
@@ -334,7 +272,7 @@ static int take_body(relay *r, const char *p, size_t n)
         r->spool_w += (off_t)n;
         return 0;
     }
-    return bytes_add(&r->mem, p, n);
+    return buf_append(&r->mem, p, n);
 }
 
 static void on_timeout(pagi_timer *t, void *ud)
@@ -345,9 +283,10 @@ static void on_timeout(pagi_timer *t, void *ud)
     if (slot_of(r))
         shm_add(&slot_of(r)->pool_timeouts, 1);
     pagi_log(r->loop, 0,
-             "worker pool: %s ran past worker_pool.timeout (%gs) in pool process pid %ld: %s; "
-             "the master kills the process",
-             r->what, r->pool->timeout, r->pid, r->started ? "connection closed" : "answered 504");
+             "worker pool: %s ran past worker_pool.timeout (%gs) in pool process %d (pid %ld): "
+             "%s; the master kills the process",
+             r->what, r->pool->timeout, r->job.num, r->job.pid,
+             r->started ? "connection closed" : "answered 504");
     pool_close(r);
     if (!r->started)
         answer(r, 504, "Gateway Timeout\n", 0);
@@ -386,218 +325,121 @@ static int on_start(relay *r, const char *p, size_t n)
     return 0;
 }
 
-/* One frame from the pool process; -1 on a frame it would never send, 1
- * when the scope finished. */
-static int on_frame(relay *r, char type, const char *p, size_t n)
+/* The link's: one frame from the pool process; -1 on a frame it would never
+ * send. */
+static int on_frame(pool_job *j, char type, const char *p, size_t n)
 {
+    relay *r = (relay *)j;
     switch (type) {
-    case 'A': {
-        char pid[24];
-        snprintf(pid, sizeof pid, "%.*s", (int)(n < 20 ? n : 20), p);
-        r->pid = strtol(pid, NULL, 10);
-        unwait(r);
-        if (r->pool->timeout > 0)
-            r->timer = pagi_timer_start(r->loop, r->pool->timeout, 0, on_timeout, r);
-        return 0;
-    }
     case 'S':
-        return r->started ? -1 : on_start(r, p, n);
+        if (r->started)
+            return -1;
+        if (on_start(r, p, n) < 0) {
+            relay_finish(r, "worker pool: a malformed response start from the pool process");
+            return 0;
+        }
+        return 0;
     case 'B':
         if (!r->started)
             return -1;
+        if (r->done)
+            return 0;
         if (take_body(r, p, n) < 0) {
             pagi_log(r->loop, 0, "worker pool: %s: cannot keep the response for the client: %s",
                      r->what, strerror(errno));
             relay_finish(r, "worker pool: cannot keep the response");
-            return 1;
+            return 0;
         }
-        return 0;
+        return 0; /* sent after the read (after_read), or with the end */
     case 'E':
-        if (!r->started)
-            return -1;
+        r->submitted = 0;
+        if (r->timer)
+            pagi_timer_stop(r->timer);
+        r->timer = NULL;
+        if (!r->started) {
+            relay_finish(r, "worker pool: the pool process ended a response it never started");
+            return 0;
+        }
         r->ended = 1;
-        pool_close(r);
+        pump(r);
         return 0;
     case 'X': {
         /* The app failed: the server's 500 (or a cut response) and log line. */
         char msg[1024];
         snprintf(msg, sizeof msg, "%.*s", (int)(n < sizeof msg - 1 ? n : sizeof msg - 1), p);
+        r->submitted = 0;
         r->ended = 1;
-        pool_close(r);
         relay_finish(r, msg);
-        return 1;
+        return 0;
     }
     default:
+        r->submitted = 0;
         return -1;
     }
 }
 
-static void pool_gone(relay *r)
+static void on_lost(pool_job *j)
 {
-    pagi_log(r->loop, 0, "worker pool: pool process pid %ld died running %s: %s", r->pid, r->what,
-             r->started ? "connection closed" : "answered 502");
+    relay *r = (relay *)j;
+    r->submitted = 0;
+    pagi_log(r->loop, 0, "worker pool: pool process %d (pid %ld) died running %s: %s", j->num,
+             j->pid, r->what, r->started ? "connection closed" : "answered 502");
     pool_close(r);
+    if (r->done)
+        return;
     if (!r->started)
         answer(r, 502, "Bad Gateway\n", 0);
     else
         relay_finish(r, "the pool process died mid-response");
 }
 
-static void on_readable(pagi_io *w, int fd, int events, void *ud)
+static void on_started(pool_job *j)
 {
-    (void)w;
-    (void)events;
-    relay *r = ud;
-    int eof = 0;
-    for (int round = 0; round < 4 && !eof; round++) {
-        if (bytes_reserve(&r->in, READ_CHUNK) < 0) {
-            relay_finish(r, "worker pool: out of memory");
-            return;
-        }
-        ssize_t n = read(fd, r->in.p + r->in.len, r->in.cap - r->in.len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (n <= 0) {
-            eof = 1;
-            break;
-        }
-        r->in.len += (size_t)n;
-        if ((size_t)n < READ_CHUNK)
-            break;
-    }
-    size_t at = 0;
-    while (r->fd >= 0 && r->in.len - at >= 5) {
-        uint32_t len = get_u32(r->in.p + at + 1);
-        if (len > FRAME_MAX) {
-            pagi_log(r->loop, 0, "worker pool: %s: a malformed frame from pool process pid %ld",
-                     r->what, r->pid);
-            eof = 1;
-            break;
-        }
-        if (r->in.len - at < 5 + (size_t)len)
-            break;
-        int rc = on_frame(r, r->in.p[at], r->in.p + at + 5, len);
-        if (rc > 0)
-            return; /* finished: everything was released */
-        if (rc < 0) {
-            pagi_log(r->loop, 0,
-                     "worker pool: %s: an unexpected frame '%c' from pool process pid %ld", r->what,
-                     r->in.p[at], r->pid);
-            eof = 1;
-            break;
-        }
-        at += 5 + (size_t)len;
-    }
-    if (r->fd >= 0 && at) {
-        memmove(r->in.p, r->in.p + at, r->in.len - at);
-        r->in.len -= at;
-    }
-    if (eof && r->fd >= 0 && !r->ended) {
-        pool_gone(r);
-        return;
-    }
-    pump(r);
+    relay *r = (relay *)j;
+    if (r->pool->timeout > 0)
+        r->timer = pagi_timer_start(r->loop, r->pool->timeout, 0, on_timeout, r);
 }
 
 /* ---- the request, toward the pool process ------------------------------ */
 
-static void write_request(relay *r);
-
-static void on_writable(pagi_io *w, int fd, int events, void *ud)
+/* The link's: refills out from the spooled body, in frames of 64 KiB; the
+ * end frame Z after the last. */
+static int refill(pool_job *j)
 {
-    (void)w;
-    (void)fd;
-    (void)events;
-    write_request(ud);
-}
-
-/* Refills out from the spooled body, in frames of 64 KiB; the end frame Z
- * after the last. */
-static int refill(relay *r)
-{
-    bytes_free(&r->out);
-    r->out_at = 0;
+    relay *r = (relay *)j;
+    buf_reset(&j->out);
     if (r->req_spool >= 0 && r->req_spool_at < r->req_spool_len) {
-        char buf[65536];
+        char chunk[65536];
         size_t want = (size_t)(r->req_spool_len - r->req_spool_at);
-        if (want > sizeof buf)
-            want = sizeof buf;
-        ssize_t n = pread(r->req_spool, buf, want, r->req_spool_at);
+        if (want > sizeof chunk)
+            want = sizeof chunk;
+        ssize_t n = pread(r->req_spool, chunk, want, r->req_spool_at);
         if (n <= 0)
             return -1;
         r->req_spool_at += n;
-        return put_frame_head(&r->out, 'D', (size_t)n) || bytes_add(&r->out, buf, (size_t)n);
+        return put_frame_head(&j->out, 'D', (size_t)n) || buf_append(&j->out, chunk, (size_t)n);
     }
-    r->out_done = 1;
-    return put_frame_head(&r->out, 'Z', 0);
+    j->out_done = 1;
+    return put_frame_head(&j->out, 'Z', 0);
 }
 
-static void write_request(relay *r)
+static void after_read(pool_job *j)
 {
-    while (r->fd >= 0) {
-        if (r->out_at == r->out.len) {
-            if (r->out_done) {
-                if (r->wio)
-                    pagi_io_stop(r->wio);
-                r->wio = NULL;
-                bytes_free(&r->out);
-                if (r->req_spool >= 0)
-                    close(r->req_spool);
-                r->req_spool = -1;
-                return;
-            }
-            if (refill(r) < 0) {
-                relay_finish(r, "worker pool: cannot read the request's spool file");
-                return;
-            }
-        }
-        ssize_t n = send(r->fd, r->out.p + r->out_at, r->out.len - r->out_at, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!r->wio)
-                r->wio = pagi_io_watch(r->loop, r->fd, PAGI_IO_WRITE, on_writable, r);
-            return;
-        }
-        if (n <= 0) { /* the process is gone: the read side sees it */
-            if (r->wio)
-                pagi_io_stop(r->wio);
-            r->wio = NULL;
-            return;
-        }
-        r->out_at += (size_t)n;
-    }
+    pump((relay *)j);
 }
 
-/* The pool socket's address, read once from the inherited socket. */
-static int pool_connect(const pool_info *pool)
-{
-    static struct sockaddr_un addr;
-    static socklen_t addrlen;
-    if (!addrlen) {
-        socklen_t l = sizeof addr;
-        if (getsockname(pool->fd, (struct sockaddr *)&addr, &l) < 0)
-            return -1;
-        addrlen = l;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&addr, addrlen) < 0) { /* EAGAIN: the backlog is full */
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+static const pool_job_ops relay_ops = {.on_frame = on_frame,
+                                       .on_lost = on_lost,
+                                       .on_started = on_started,
+                                       .refill = refill,
+                                       .after_read = after_read};
 
 /* The request head: the scope's strings as length-prefixed fields, in the
  * order Pool.pm unpacks them ('(N/a)*'). */
 static int put_head(relay *r)
 {
     pagi_scope *s = r->s;
-    bytes *b = &r->out;
+    buf *b = &r->job.out;
     size_t at = b->len;
     if (put_frame_head(b, 'Q', 0))
         return -1;
@@ -627,7 +469,7 @@ static int put_head(relay *r)
             put_field(b, h[i].value.ptr, h[i].value.len))
             return -1;
     size_t flen = b->len - at - 5;
-    unsigned char *l = (unsigned char *)b->p + at + 1;
+    unsigned char *l = (unsigned char *)b->data + at + 1;
     l[0] = (unsigned char)(flen >> 24);
     l[1] = (unsigned char)(flen >> 16);
     l[2] = (unsigned char)(flen >> 8);
@@ -638,14 +480,22 @@ static int put_head(relay *r)
 static void dispatch(relay *r)
 {
     const pool_info *pool = r->pool;
-    int room = 1;
-    if (pool->shm) { /* a free process, or room in the queue */
-        pool_figures f;
-        pool_figures_read(pool->shm, pool->generation, &f);
-        room = f.busy + f.queue_depth < (int64_t)f.workers + pool->queue_limit;
+    buf *out = &r->job.out;
+    r->job.ops = &relay_ops;
+    if (put_head(r) < 0 ||
+        (r->req_spool < 0 && (put_frame_head(out, 'D', buf_size(&r->body)) ||
+                              buf_append(out, buf_head(&r->body), buf_size(&r->body)))) ||
+        (r->req_spool < 0 && put_frame_head(out, 'Z', 0))) {
+        relay_finish(r, "worker pool: out of memory");
+        return;
     }
-    r->fd = room ? pool_connect(pool) : -1;
-    if (r->fd < 0) {
+    r->job.out_done = r->req_spool < 0;
+    buf_free(&r->body);
+    r->submitted = 1;
+    int rc = pool_job_submit(r->loop, &r->job);
+    if (rc < 0) {
+        r->submitted = 0;
+        buf_free(out);
         if (slot_of(r))
             shm_add(&slot_of(r)->pool_rejected, 1);
         pagi_log(r->loop, 1,
@@ -654,24 +504,6 @@ static void dispatch(relay *r)
         answer(r, 503, "Service Unavailable: the server is busy, retry shortly\n", 1);
         return;
     }
-    if (slot_of(r))
-        atomic_fetch_add_explicit(&slot_of(r)->pool_waiting, 1, memory_order_relaxed);
-    r->waiting = 1;
-    if (put_head(r) < 0 ||
-        (r->req_spool < 0 && (put_frame_head(&r->out, 'D', r->body.len) ||
-                              bytes_add(&r->out, r->body.p, r->body.len))) ||
-        (r->req_spool < 0 && put_frame_head(&r->out, 'Z', 0))) {
-        relay_finish(r, "worker pool: out of memory");
-        return;
-    }
-    r->out_done = r->req_spool < 0;
-    bytes_free(&r->body);
-    r->rio = pagi_io_watch(r->loop, r->fd, PAGI_IO_READ, on_readable, r);
-    if (!r->rio) {
-        relay_finish(r, "worker pool: cannot watch the pool connection");
-        return;
-    }
-    write_request(r);
 }
 
 static void on_body(pagi_scope *s, const pagi_event *ev, void *ud)
@@ -684,14 +516,14 @@ static void on_body(pagi_scope *s, const pagi_event *ev, void *ud)
     }
     if (ev->body.len) {
         r->body_len += (int64_t)ev->body.len;
-        if (r->req_spool < 0 && r->body.len + ev->body.len > REQ_MEM_MAX) {
+        if (r->req_spool < 0 && buf_size(&r->body) + ev->body.len > REQ_MEM_MAX) {
             if ((r->req_spool = perl_pool_spool_open()) < 0 ||
-                pwrite_all(r->req_spool, r->body.p, r->body.len, 0) < 0) {
+                pwrite_all(r->req_spool, buf_head(&r->body), buf_size(&r->body), 0) < 0) {
                 relay_finish(r, "cannot spool the request body");
                 return;
             }
-            r->req_spool_len = (off_t)r->body.len;
-            bytes_free(&r->body);
+            r->req_spool_len = (off_t)buf_size(&r->body);
+            buf_free(&r->body);
         }
         if (r->req_spool >= 0) {
             if (pwrite_all(r->req_spool, ev->body.ptr, ev->body.len, r->req_spool_len) < 0) {
@@ -699,7 +531,7 @@ static void on_body(pagi_scope *s, const pagi_event *ev, void *ud)
                 return;
             }
             r->req_spool_len += (off_t)ev->body.len;
-        } else if (bytes_add(&r->body, ev->body.ptr, ev->body.len) < 0) {
+        } else if (buf_append(&r->body, ev->body.ptr, ev->body.len) < 0) {
             relay_finish(r, "worker pool: out of memory");
             return;
         }
@@ -737,7 +569,7 @@ void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop)
     r->loop = loop;
     r->pool = loop->pool;
     r->sse = pagi_scope_type_of(s) == PAGI_SCOPE_SSE;
-    r->fd = r->req_spool = r->resp_spool = -1;
+    r->req_spool = r->resp_spool = -1;
     pagi_str raw = pagi_scope_raw_path(s), q = pagi_scope_query_string(s);
     snprintf(r->what, sizeof r->what, "%s %.*s%s%.*s", pagi_scope_method(s), (int)raw.len, raw.ptr,
              q.len ? "?" : "", (int)q.len, q.ptr);

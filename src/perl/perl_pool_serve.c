@@ -1,9 +1,12 @@
 /*
  * perl_pool_serve.c - a pool process's per-request I/O in C (Pool.pm has the
- * wire): taking a connection from the pool's socket, reading the worker's
+ * wire): the links its workers keep to it (accepted once), its pool_state
+ * in the shared region (idle again just before a response's last frames go,
+ * so the worker reading them can claim it at once), reading a request's
  * frames on the raw descriptor, building a PSGI request's env from its Q
- * frame, and writing the frames back, so that no PerlIO handle and no Perl
- * frame parsing runs per request (docs/psgi.md, "The worker pool").
+ * frame, writing the frames back, and telling the workers whose requests
+ * wait that it is idle, so that no PerlIO handle and no Perl frame parsing
+ * runs per request (docs/psgi.md, "The worker pool").
  */
 #include "perl_int.h"
 
@@ -30,48 +33,36 @@
 /* Fields of a Q frame before its header names and values. */
 #define Q_FIXED 12
 
-/* The connection's unread bytes. One per process, reused by every request
- * (a pool process serves one at a time); it lives as long as the process. */
-typedef struct conn_buf {
-    char *p;
-    size_t len, at, cap;
-} conn_buf;
-static conn_buf rbuf;
+/* The link's unread bytes. One per process, reused by every request (a
+ * pool process serves one at a time; a worker sends nothing past a
+ * request's Z before it claims the process again); it lives as long as the
+ * process. */
+static buf rbuf;
 /* The frames of a response, built whole and written at once; reused too. */
-static conn_buf wbuf;
+static buf wbuf;
 
-static int buf_reserve(conn_buf *b, size_t n)
+/* The links: each worker's connection and its pid (SO_PEERCRED), so that
+ * an idle process can tell a worker with waiting requests. */
+typedef struct peer {
+    int fd, pid;
+} peer;
+static peer *peers;
+static size_t n_peers, cap_peers;
+static long served;  /* requests and calls finished: max_requests */
+static int retiring; /* a harakiri waits for the request claimed meanwhile */
+
+static int buf_add(buf *b, const void *p, size_t n)
 {
-    if (b->len + n <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 64 * 1024;
-    while (cap < b->len + n)
-        cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q)
-        return -1;
-    b->p = q;
-    b->cap = cap;
-    return 0;
+    return buf_append(b, p, n);
 }
 
-static int buf_add(conn_buf *b, const void *p, size_t n)
-{
-    if (buf_reserve(b, n) < 0)
-        return -1;
-    if (n)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-static int buf_u32(conn_buf *b, uint32_t v)
+static int buf_u32(buf *b, uint32_t v)
 {
     unsigned char c[4] = {v >> 24, v >> 16, v >> 8, v};
     return buf_add(b, c, 4);
 }
 
-static int buf_frame_head(conn_buf *b, char type, size_t len)
+static int buf_frame_head(buf *b, char type, size_t len)
 {
     return buf_add(b, &type, 1) || buf_u32(b, (uint32_t)len);
 }
@@ -102,34 +93,28 @@ static int send_all(int fd, const char *p, size_t n)
 static int read_frame(int fd, char *type, const char **payload, size_t *plen)
 {
     for (;;) {
-        size_t have = rbuf.len - rbuf.at;
+        size_t have = buf_size(&rbuf);
         if (have >= 5) {
-            uint32_t n = get_u32(rbuf.p + rbuf.at + 1);
+            uint32_t n = get_u32(buf_head(&rbuf) + 1);
             if (n > FRAME_LEN_MAX)
                 return 0;
             if (have >= 5 + (size_t)n) {
-                *type = rbuf.p[rbuf.at];
-                *payload = rbuf.p + rbuf.at + 5;
+                *type = buf_head(&rbuf)[0];
+                *payload = buf_head(&rbuf) + 5;
                 *plen = n;
-                rbuf.at += 5 + (size_t)n;
+                buf_consume(&rbuf, 5 + (size_t)n);
                 return 1;
             }
         }
-        if (rbuf.at && rbuf.at == rbuf.len)
-            rbuf.at = rbuf.len = 0;
-        else if (rbuf.at > rbuf.cap / 2) { /* room at the end again */
-            memmove(rbuf.p, rbuf.p + rbuf.at, rbuf.len - rbuf.at);
-            rbuf.len -= rbuf.at;
-            rbuf.at = 0;
-        }
-        if (buf_reserve(&rbuf, 64 * 1024) < 0)
+        char *to = buf_reserve(&rbuf, 64 * 1024);
+        if (!to)
             return 0;
-        ssize_t r = read(fd, rbuf.p + rbuf.len, rbuf.cap - rbuf.len);
+        ssize_t r = read(fd, to, rbuf.cap - rbuf.len);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             return 0;
-        rbuf.len += (size_t)r;
+        buf_commit(&rbuf, (size_t)r);
     }
 }
 
@@ -289,22 +274,23 @@ static const pool_info *the_pool(void)
     return perl_host_loop ? perl_host_loop->pool : NULL;
 }
 
-/* This process is busy (a request taken) or idle again: its slot and title. */
-static void mark_busy(const pool_info *p, int busy)
+/* This process runs a request now: its slot and title. */
+static void mark_busy(const pool_info *p)
 {
-    proctitle_pool(p->num, p->generation, busy ? "busy" : "idle");
+    proctitle_pool(p->num, p->generation, "busy");
     shm_worker *s = p->self;
     if (!s)
         return;
-    atomic_store_explicit(&s->pool_busy, busy, memory_order_relaxed);
-    if (busy) /* a request starts now: the master's deadline counts from here */
-        atomic_store_explicit(&s->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
-    else
-        shm_add(&s->pool_served, 1);
+    /* Claimed already by the worker that sent it; set for a request that
+     * came with no claim (a worker without the shared region). */
+    atomic_store_explicit(&s->pool_state, POOL_CLAIMED, memory_order_relaxed);
+    atomic_store_explicit(&s->pool_busy, 1, memory_order_relaxed);
+    /* A request starts now: the master's deadline counts from here. */
+    atomic_store_explicit(&s->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
 }
 
-/* A peer of our own uid: one of our workers (see gen_pool_open). */
-static int peer_is_ours(int fd)
+/* A peer of our own uid: one of our workers (see gen_pool_open); its pid. */
+static int peer_pid(int fd)
 {
     static uid_t uid;
     static int have_uid;
@@ -314,7 +300,75 @@ static int peer_is_ours(int fd)
     }
     struct ucred cred;
     socklen_t len = sizeof cred;
-    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == uid;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != uid)
+        return 0;
+    return cred.pid > 0 ? cred.pid : 0;
+}
+
+static int peer_fd_of_pid(int pid)
+{
+    for (size_t i = 0; i < n_peers; i++)
+        if (peers[i].pid == pid)
+            return peers[i].fd;
+    return -1;
+}
+
+static const char idle_frame[5] = {'I', 0, 0, 0, 0};
+
+/* Tells every worker with requests waiting for a process (its pool_waiting)
+ * that this one is idle, but the worker at skip_fd (its response's last
+ * frames just went: it looks at its queue then). Never waits for a worker. */
+static void tell_waiting_workers(const pool_info *p, int skip_fd)
+{
+    if (!p->shm)
+        return;
+    size_t n = shm_slots_used(p->shm);
+    for (size_t i = 0; i < n; i++) {
+        shm_worker *s = &p->shm->slots[i];
+        /* seq_cst: paired with the worker's count before its last claim */
+        if (atomic_load(&s->pool_waiting) <= 0 ||
+            atomic_load_explicit(&s->generation, memory_order_relaxed) != p->generation ||
+            pool_is_process_num(atomic_load_explicit(&s->worker_num, memory_order_relaxed)))
+            continue;
+        int fd = peer_fd_of_pid(atomic_load_explicit(&s->pid, memory_order_relaxed));
+        if (fd >= 0 && fd != skip_fd)
+            (void)send(fd, idle_frame, sizeof idle_frame, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+}
+
+/* The request or call on fd is over; last (n bytes) are its final frames.
+ * The process is idle again before they go (or OFF when it leaves after
+ * this: max_requests, a harakiri asked meanwhile). Returns 0, or 1 when
+ * max_requests was reached, 2 when a deferred harakiri is due; *ok is 0
+ * when the worker was gone. */
+static int finish_request(const pool_info *p, int fd, const char *last, size_t n, int *ok)
+{
+    served++;
+    int retire = retiring ? 2 : (p->max_requests && served >= p->max_requests) ? 1 : 0;
+    shm_worker *s = p->self;
+    if (s) {
+        atomic_store_explicit(&s->pool_busy, 0, memory_order_relaxed);
+        shm_add(&s->pool_served, 1);
+        atomic_store(&s->pool_state, retire ? POOL_OFF : POOL_IDLE);
+    }
+    *ok = send_all(fd, last, n) == 0;
+    proctitle_pool(p->num, p->generation, "idle");
+    if (!retire)
+        tell_waiting_workers(p, *ok ? fd : -1);
+    return retire;
+}
+
+int perl_pool_retire(void)
+{
+    const pool_info *p = perl_host_loop ? perl_host_loop->pool : NULL;
+    if (!p || !p->process || !p->self)
+        return 1;
+    int expected = POOL_IDLE;
+    if (atomic_compare_exchange_strong(&p->self->pool_state, &expected, POOL_OFF) ||
+        expected == POOL_OFF)
+        return 1;
+    retiring = 1; /* claimed: that request is served first */
+    return 0;
 }
 
 /* The body frames after a Q, up to Z: in *mem, or past BODY_MEM_MAX in an
@@ -357,63 +411,115 @@ fail:
     return 0;
 }
 
-/* pool_take($pid): the next connection waiting on the pool's socket, its
- * request read. () when none waits; (-1) when a peer of another uid was
- * refused; else (fd, type, ...) with this process marked busy and the A
- * frame sent: (fd, '') when no whole request came (serve nothing), (fd,
- * 'C', $payload), or (fd, 'Q', \%env, $body, $spool_fd) where $spool_fd
+/* pool_ready(): this process takes requests now (its listener watched): its
+ * listener non-blocking, its slot IDLE. */
+XS_INTERNAL(xs_pool_ready)
+{
+    dXSARGS;
+    PERL_UNUSED_VAR(items);
+    const pool_info *pool = the_pool();
+    if (!pool || !pool->process)
+        XSRETURN_EMPTY;
+    int lfd = pool->fds[pool->num - 1];
+    int fl = fcntl(lfd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
+    if (pool->self)
+        atomic_store(&pool->self->pool_state, POOL_IDLE);
+    XSRETURN_EMPTY;
+}
+
+/* pool_accept(): a worker's new link: its fd, -1 for a peer of another uid
+ * (refused), () when none waits. An idle process says so on it at once (a
+ * worker may have queued requests before this process took its link). */
+XS_INTERNAL(xs_pool_accept)
+{
+    dXSARGS;
+    PERL_UNUSED_VAR(items);
+    const pool_info *pool = the_pool();
+    if (!pool || !pool->process)
+        XSRETURN_EMPTY;
+    int fd = accept4(pool->fds[pool->num - 1], NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        XSRETURN_EMPTY;
+    int pid = peer_pid(fd);
+    if (pid && n_peers == cap_peers) {
+        size_t cap = cap_peers * 2 + 8;
+        peer *more = realloc(peers, cap * sizeof *peers);
+        if (more) {
+            peers = more;
+            cap_peers = cap;
+        }
+    }
+    if (!pid || n_peers == cap_peers) { /* another uid's, or no memory for it */
+        close(fd);
+        ST(0) = sv_2mortal(newSViv(-1));
+        XSRETURN(1);
+    }
+    peers[n_peers++] = (peer){fd, pid};
+    if (pool->self && atomic_load(&pool->self->pool_state) == POOL_IDLE)
+        (void)send(fd, idle_frame, sizeof idle_frame, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ST(0) = sv_2mortal(newSViv(fd));
+    XSRETURN(1);
+}
+
+/* pool_drop($fd): a worker's link ended (the worker left or cut it). */
+XS_INTERNAL(xs_pool_drop)
+{
+    dXSARGS;
+    if (items != 1)
+        croak_xs_usage(cv, "fd");
+    int fd = (int)SvIV(ST(0));
+    for (size_t i = 0; i < n_peers; i++)
+        if (peers[i].fd == fd) {
+            peers[i] = peers[--n_peers];
+            break;
+        }
+    close(fd);
+    XSRETURN_EMPTY;
+}
+
+/* pool_take($fd): the request on link $fd, read whole: () when the link
+ * ended instead (pool_drop it); else (type, ...) with this process marked
+ * busy: ('C', $payload), or ('Q', \%env, $body, $spool_fd) where $spool_fd
  * (-1: the body is in $body) holds a body past 64 KiB. */
 XS_INTERNAL(xs_pool_take)
 {
     dXSARGS;
     if (items != 1)
-        croak_xs_usage(cv, "pid");
+        croak_xs_usage(cv, "fd");
     const pool_info *pool = the_pool();
+    int fd = (int)SvIV(ST(0));
     if (!pool)
         XSRETURN_EMPTY;
-    int fd = accept4(pool->fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) /* another process took it, or none waits */
-        XSRETURN_EMPTY;
-    if (!peer_is_ours(fd)) {
-        close(fd);
-        ST(0) = sv_2mortal(newSViv(-1));
-        XSRETURN(1);
-    }
-    mark_busy(pool, 1);
-    rbuf.at = rbuf.len = 0;
-    STRLEN pidlen;
-    const char *pid = SvPV(ST(0), pidlen);
-    wbuf.len = 0;
-    if (buf_frame_head(&wbuf, 'A', pidlen) || buf_add(&wbuf, pid, pidlen))
-        croak("worker pool: out of memory");
-    (void)send_all(fd, wbuf.p, wbuf.len); /* a worker gone: the read ends it */
+    buf_reset(&rbuf);
     char type;
     const char *p;
     size_t n;
-    ST(0) = sv_2mortal(newSViv(fd));
-    if (!read_frame(fd, &type, &p, &n) || (type != 'C' && type != 'Q')) {
-        ST(1) = sv_2mortal(newSVpvs(""));
-        XSRETURN(2);
-    }
+    if (!read_frame(fd, &type, &p, &n) || (type != 'C' && type != 'Q'))
+        XSRETURN_EMPTY;
+    mark_busy(pool);
     if (type == 'C') {
-        ST(1) = sv_2mortal(newSVpvs("C"));
-        ST(2) = sv_2mortal(newSVpvn(p, n));
-        XSRETURN(3);
+        ST(0) = sv_2mortal(newSVpvs("C"));
+        ST(1) = sv_2mortal(newSVpvn(p, n));
+        XSRETURN(2);
     }
     HV *env = env_of_head(aTHX_ p, n);
     SV *body = sv_2mortal(newSVpvs(""));
     int spool;
     if (!env || !read_body(aTHX_ fd, body, &spool)) {
+        /* The worker cut the link mid-request: nobody to answer. */
         SvREFCNT_dec((SV *)env);
-        ST(1) = sv_2mortal(newSVpvs(""));
-        XSRETURN(2);
+        int ok;
+        (void)finish_request(pool, fd, NULL, 0, &ok);
+        XSRETURN_EMPTY;
     }
-    EXTEND(SP, 5);
-    ST(1) = sv_2mortal(newSVpvs("Q"));
-    ST(2) = sv_2mortal(newRV_noinc((SV *)env));
-    ST(3) = body;
-    ST(4) = sv_2mortal(newSViv(spool));
-    XSRETURN(5);
+    EXTEND(SP, 4);
+    ST(0) = sv_2mortal(newSVpvs("Q"));
+    ST(1) = sv_2mortal(newRV_noinc((SV *)env));
+    ST(2) = body;
+    ST(3) = sv_2mortal(newSViv(spool));
+    XSRETURN(4);
 }
 
 /* pool_write($fd, $bytes): all of it, blocking; false when the worker left. */
@@ -429,18 +535,23 @@ XS_INTERNAL(xs_pool_write)
     XSRETURN_YES;
 }
 
-/* pool_close($fd): the request is over: the connection closed, this process
- * idle again and one more served. */
-XS_INTERNAL(xs_pool_close)
+/* pool_finish($fd, $last): the request is over, $last its final frames:
+ * (retire, ok), retire 0, or 1 (max_requests) / 2 (a harakiri) when this
+ * process leaves now; ok false when the worker was gone. */
+XS_INTERNAL(xs_pool_finish)
 {
     dXSARGS;
-    if (items != 1)
-        croak_xs_usage(cv, "fd");
-    close((int)SvIV(ST(0)));
+    if (items != 2)
+        croak_xs_usage(cv, "fd, last");
     const pool_info *pool = the_pool();
+    STRLEN n;
+    const char *p = SvPVbyte(ST(1), n);
+    int ok = 1, retire = 0;
     if (pool)
-        mark_busy(pool, 0);
-    XSRETURN_EMPTY;
+        retire = finish_request(pool, (int)SvIV(ST(0)), p, n, &ok);
+    ST(0) = sv_2mortal(newSViv(retire));
+    ST(1) = sv_2mortal(newSViv(ok));
+    XSRETURN(2);
 }
 
 static int is_token_char(unsigned char c)
@@ -481,7 +592,7 @@ static int build_simple_response(pTHX_ AV *res)
         (void)SvPV(*c, cl);
         body_len += cl;
     }
-    wbuf.len = 0;
+    buf_reset(&wbuf);
     if (buf_frame_head(&wbuf, 'S', 0) || buf_u32(&wbuf, (uint32_t)status))
         return -1;
     int has_length = 0;
@@ -503,10 +614,10 @@ static int build_simple_response(pTHX_ AV *res)
         if (nl == 17 && !strncasecmp(name, "transfer-encoding", 17))
             return 0; /* the app's own framing: PSGI.pm takes it off */
         has_length |= nl == 14 && !strncasecmp(name, "content-length", 14);
-        if (buf_u32(&wbuf, (uint32_t)nl) || buf_reserve(&wbuf, nl))
+        if (buf_u32(&wbuf, (uint32_t)nl) || !buf_reserve(&wbuf, nl))
             return -1;
         for (STRLEN k = 0; k < nl; k++)
-            wbuf.p[wbuf.len++] = (char)toLOWER(name[k]);
+            wbuf.data[wbuf.len++] = (char)toLOWER(name[k]);
         if (buf_u32(&wbuf, (uint32_t)vl) || buf_add(&wbuf, value, vl))
             return -1;
     }
@@ -520,7 +631,7 @@ static int build_simple_response(pTHX_ AV *res)
     }
     uint32_t slen = (uint32_t)(wbuf.len - 5);
     unsigned char lenb[4] = {slen >> 24, slen >> 16, slen >> 8, slen};
-    memcpy(wbuf.p + 1, lenb, 4);
+    memcpy(wbuf.data + 1, lenb, 4);
     /* The body in frames of 256 KiB at most, then the end. */
     size_t in_frame = 0, frame_at = 0;
     for (SSize_t i = 0; i < nb; i++) {
@@ -534,7 +645,7 @@ static int build_simple_response(pTHX_ AV *res)
                 if (in_frame) {
                     uint32_t fl = (uint32_t)in_frame;
                     unsigned char fb[4] = {fl >> 24, fl >> 16, fl >> 8, fl};
-                    memcpy(wbuf.p + frame_at + 1, fb, 4);
+                    memcpy(wbuf.data + frame_at + 1, fb, 4);
                 }
                 frame_at = wbuf.len;
                 in_frame = 0;
@@ -552,16 +663,17 @@ static int build_simple_response(pTHX_ AV *res)
     if (in_frame) {
         uint32_t fl = (uint32_t)in_frame;
         unsigned char fb[4] = {fl >> 24, fl >> 16, fl >> 8, fl};
-        memcpy(wbuf.p + frame_at + 1, fb, 4);
+        memcpy(wbuf.data + frame_at + 1, fb, 4);
     }
     if (buf_frame_head(&wbuf, 'E', 0))
         return -1;
     return 1;
 }
 
-/* pool_respond($fd, $res): the app's response written at once when it is
- * the common form, [status, [headers], [byte strings]], valid: 1, or 2 when
- * the worker is gone. 0: PSGI.pm's adapter must handle it (nothing written). */
+/* pool_respond($fd, $res): the app's response written at once, the request
+ * finished (pool_finish), when it is the common form, [status, [headers],
+ * [byte strings]], valid: 1 + pool_finish's retire. 0: PSGI.pm's adapter
+ * must handle it (nothing written, nothing finished). */
 XS_INTERNAL(xs_pool_respond)
 {
     dXSARGS;
@@ -575,14 +687,21 @@ XS_INTERNAL(xs_pool_respond)
         croak("worker pool: out of memory");
     if (!built)
         XSRETURN_IV(0);
-    XSRETURN_IV(send_all((int)SvIV(ST(0)), wbuf.p, wbuf.len) < 0 ? 2 : 1);
+    const pool_info *pool = the_pool();
+    int ok = 1, retire = pool ? finish_request(pool, (int)SvIV(ST(0)), buf_head(&wbuf),
+                                               buf_size(&wbuf), &ok)
+                              : 0;
+    XSRETURN_IV(1 + retire);
 }
 
 void perl_pool_serve_boot(pTHX)
 {
     const char *file = __FILE__;
+    newXS("PAGI::Server::Pagid::XS::pool_ready", xs_pool_ready, file);
+    newXS("PAGI::Server::Pagid::XS::pool_accept", xs_pool_accept, file);
+    newXS("PAGI::Server::Pagid::XS::pool_drop", xs_pool_drop, file);
     newXS("PAGI::Server::Pagid::XS::pool_take", xs_pool_take, file);
     newXS("PAGI::Server::Pagid::XS::pool_write", xs_pool_write, file);
-    newXS("PAGI::Server::Pagid::XS::pool_close", xs_pool_close, file);
+    newXS("PAGI::Server::Pagid::XS::pool_finish", xs_pool_finish, file);
     newXS("PAGI::Server::Pagid::XS::pool_respond", xs_pool_respond, file);
 }

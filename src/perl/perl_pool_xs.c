@@ -1,8 +1,9 @@
 /*
  * perl_pool_xs.c - what the worker pool's Perl side (PAGI/Server/Pagid/Pool.pm)
- * needs of C: the pool's facts (pagi_loop.pool: its socket, sizes, timeout,
+ * needs of C: the pool's facts (pagi_loop.pool: its sockets, sizes, timeout,
  * handlers file), its figures from the shared region, the counters a worker
- * or pool process keeps there, and a pool process's title.
+ * or pool process keeps there, a pool process's title, and a worker_pool
+ * call sent through the worker's links (perl_pool_link.c).
  */
 #include "perl_int.h"
 
@@ -32,7 +33,8 @@ XS_INTERNAL(xs_pool_info)
     HV *hv = newHV();
     put_iv(aTHX_ hv, "process", p->process);
     put_iv(aTHX_ hv, "num", p->num);
-    put_iv(aTHX_ hv, "fd", p->fd);
+    if (p->process) /* its own listener: its workers' links come there */
+        put_iv(aTHX_ hv, "fd", p->fds[p->num - 1]);
     put_iv(aTHX_ hv, "processes", p->processes);
     put_iv(aTHX_ hv, "queue_limit", p->queue_limit);
     put_iv(aTHX_ hv, "max_requests", p->max_requests);
@@ -102,10 +104,120 @@ XS_INTERNAL(xs_pool_count)
     XSRETURN_EMPTY;
 }
 
+/* ---- a worker_pool call, from a worker ------------------------------- */
+
+typedef struct pool_call {
+    pool_job job; /* first: the link hands back &job */
+    SV *cb;       /* $cb->([$type, $payload]) once: R, F, D (died), T (timeout) */
+    pagi_timer *timer;
+    int submitted;
+} pool_call;
+
+/* The call ends: its callback told, everything freed. */
+static void call_end(pool_call *c, char type, const char *p, size_t n)
+{
+    dPERL;
+    if (c->timer)
+        pagi_timer_stop(c->timer);
+    c->timer = NULL;
+    if (c->submitted)
+        pool_job_cancel(&c->job);
+    buf_free(&c->job.out);
+    SV *cb = c->cb;
+    free(c);
+    AV *av = newAV();
+    av_push(av, newSVpvn(&type, 1));
+    av_push(av, newSVpvn(p, n));
+    perl_call_cb(aTHX_ cb, newRV_noinc((SV *)av));
+    SvREFCNT_dec(cb);
+}
+
+static int call_on_frame(pool_job *j, char type, const char *p, size_t n)
+{
+    pool_call *c = (pool_call *)j;
+    if (type != 'R' && type != 'F')
+        return -1;
+    c->submitted = 0; /* an end frame: it left its link */
+    call_end(c, type, p, n);
+    return 0;
+}
+
+static void call_on_lost(pool_job *j)
+{
+    pool_call *c = (pool_call *)j;
+    c->submitted = 0;
+    call_end(c, 'D', "", 0);
+}
+
+static void call_on_timeout(pagi_timer *t, void *ud)
+{
+    (void)t;
+    pool_call *c = ud;
+    c->timer = NULL;
+    if (perl_host_loop && perl_host_loop->pool && perl_host_loop->pool->self)
+        shm_add(&perl_host_loop->pool->self->pool_timeouts, 1);
+    call_end(c, 'T', "", 0);
+}
+
+static void call_on_started(pool_job *j)
+{
+    (void)j;
+}
+
+static int call_refill(pool_job *j)
+{
+    j->out_done = 1;
+    return 0;
+}
+
+static const pool_job_ops call_ops = {.on_frame = call_on_frame,
+                                      .on_lost = call_on_lost,
+                                      .on_started = call_on_started,
+                                      .refill = call_refill};
+
+/* pool_call($payload, $timeout, $cb): sends a C frame of $payload (a
+ * Storable {name, args}) to a free pool process, or queues it; false when
+ * the queue is full (nothing will be called). $timeout (seconds, 0: none)
+ * counts from now. */
+XS_INTERNAL(xs_pool_call)
+{
+    dXSARGS;
+    if (items != 3)
+        croak_xs_usage(cv, "payload, timeout, cb");
+    if (!perl_host_loop || !perl_host_loop->pool || perl_host_loop->pool->process)
+        XSRETURN_NO;
+    STRLEN n;
+    const char *p = SvPVbyte(ST(0), n);
+    NV timeout = SvNV(ST(1));
+    pool_call *c = calloc(1, sizeof *c);
+    if (!c)
+        croak("worker pool: out of memory");
+    c->job.ops = &call_ops;
+    unsigned char head[5] = {'C', (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                             (unsigned char)(n >> 8), (unsigned char)n};
+    if (buf_append(&c->job.out, head, 5) || buf_append(&c->job.out, p, n)) {
+        buf_free(&c->job.out);
+        free(c);
+        croak("worker pool: out of memory");
+    }
+    c->job.out_done = 1;
+    c->submitted = 1;
+    if (pool_job_submit(perl_host_loop, &c->job) < 0) {
+        buf_free(&c->job.out);
+        free(c);
+        XSRETURN_NO;
+    }
+    c->cb = newSVsv(ST(2)); /* nothing is called back before the loop turns */
+    if (timeout > 0)
+        c->timer = pagi_timer_start(perl_host_loop, timeout, 0, call_on_timeout, c);
+    XSRETURN_YES;
+}
+
 void perl_pool_boot(pTHX)
 {
     const char *file = __FILE__;
     newXS("PAGI::Server::Pagid::XS::pool_info", xs_pool_info, file);
     newXS("PAGI::Server::Pagid::XS::pool_stats", xs_pool_stats, file);
     newXS("PAGI::Server::Pagid::XS::pool_count", xs_pool_count, file);
+    newXS("PAGI::Server::Pagid::XS::pool_call", xs_pool_call, file);
 }

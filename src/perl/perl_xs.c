@@ -595,6 +595,8 @@ XS_INTERNAL(xs_psgi_harakiri)
     if (items != 1)
         croak_xs_usage(cv, "why");
     perl_child_guard();
+    if (!perl_pool_retire())
+        XSRETURN_YES; /* after the request a worker sent meanwhile */
     if (perl_host_loop && loop_recycle(perl_host_loop, SvPV_nolen(ST(0))) == 0)
         XSRETURN_YES;
     XSRETURN_NO;

@@ -363,11 +363,11 @@ int worker_run(const pagid_config *cfg, const worker_listener *listeners, size_t
     w->loop.recycle = worker_recycle;
     w->loop.shared_dicts = cfg->shared_dicts;
     w->loop.n_shared_dicts = cfg->n_shared_dicts;
-    if (under_master && cfg->worker_pool.processes > 0 && cfg->worker_pool.fd >= 0) {
+    if (under_master && cfg->worker_pool.processes > 0 && cfg->worker_pool.fds) {
         const pagid_pool *p = &cfg->worker_pool;
         r->pool = (pool_info){.process = pool_process,
                               .num = pool_process ? worker_num - POOL_NUM_BASE : 0,
-                              .fd = p->fd,
+                              .fds = p->fds,
                               .processes = p->processes,
                               .queue_limit = p->queue_limit,
                               .timeout = p->timeout,

@@ -58,6 +58,13 @@ tests_unit_test_pidfile_SOURCES = tests/unit/test_pidfile.c
 tests_unit_test_pidfile_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_pidfile_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
 
+# pool.c: a claim of an idle pool process, the queue depth, the figures.
+check_PROGRAMS += tests/unit/test_pool
+TESTS += tests/unit/test_pool
+tests_unit_test_pool_SOURCES = tests/unit/test_pool.c
+tests_unit_test_pool_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_pool_LDADD = $(COMMON_LIBS) $(CHECK_LIBS)
+
 # proctitle.c: process titles over the argv/environ area.
 check_PROGRAMS += tests/unit/test_proctitle
 TESTS += tests/unit/test_proctitle

@@ -1,7 +1,7 @@
 # PAGI/Server/Pagid/Pool.pm - the worker pool's Perl side (docs/psgi.md, "The
-# worker pool"): in a worker, dispatching a PSGI request, or a PAGI app's
-# worker_pool call, to a pool process over the pool's socket and relaying
-# the answer on the worker's loop; in a pool process, serving them.
+# worker pool"): in a worker, a PAGI app's worker_pool calls (sent to a pool
+# process by perl_pool_link.c, as PSGI requests are by perl_pool_relay.c);
+# in a pool process, serving both on the links its workers keep to it.
 use strict;
 use warnings;
 
@@ -16,16 +16,18 @@ use Storable ();
 our $IN_PROCESS;    # this process is a pool process (exit() then exits)
 our $RELAY;         # a worker: the PSGI app's requests are relayed in C
 my $INFO;           # pool_info(): {process, num, fd, processes, queue_limit, timeout, handlers}
-my $ADDR;           # the pool socket's address (packed sockaddr_un)
 
-# The wire: frames of a type byte, a 32-bit length and the payload, on one
-# connection per request or call. Worker -> process: Q (a PSGI request's
-# head: the scope's strings, each a 32-bit length and its bytes, in the
-# order of _scope_of; written by perl_pool_relay.c), D (body bytes), Z (the
-# end of the body), C (a call: {name, args}, Storable). Process -> worker:
-# A (taken: its pid), S (the response's status, then header names and
-# values, packed as Q's fields), B (body bytes), E (the end), X (the app
-# failed: why), R (a call's result, Storable), F (a call failed: why).
+# The wire: frames of a type byte, a 32-bit length and the payload, on the
+# connection each worker keeps to each pool process, one request or call at
+# a time (a worker sends one only to a process it claimed idle in the
+# shared region). Worker -> process: Q (a PSGI request's head: the scope's
+# strings, each a 32-bit length and its bytes, in the order of _scope_of;
+# written by perl_pool_relay.c), D (body bytes), Z (the end of the body), C
+# (a call: {name, args}, Storable). Process -> worker: S (the response's
+# status, then header names and values, packed as Q's fields), B (body
+# bytes), E (the end), X (the app failed: why), R (a call's result,
+# Storable), F (a call failed: why), and I (idle: to a worker whose
+# requests wait, outside any request).
 sub _frame { pack('a1 N', $_[0], length $_[1]) . $_[1] }
 
 # setup($app): called by the Perl host when the top-level app is created in
@@ -43,43 +45,10 @@ sub _setup {
         $RELAY = 1;
         return $app;
     }
-    # (The handle closes the socket when it goes: the worker needs only its address.)
-    open my $lfh, '+<&=', $INFO->{fd} or die "worker pool: the pool socket: $!\n";
-    $ADDR = getsockname($lfh) or die "worker pool: getsockname: $!\n";
     return _with_extension($app);
 }
 
 # ---- the worker's side: dispatch -------------------------------------------
-
-# 1 when a request or call may join the pool: a free process, or room in
-# the queue (busy + waiting < processes + queue_limit).
-sub _has_room {
-    my $s = PAGI::Server::Pagid::XS::pool_stats() or return 1;
-    return $s->{busy} + $s->{queue_depth} < $s->{workers} + $s->{queue_limit};
-}
-
-# A connection to the pool, non-blocking; undef with $! when refused.
-sub _connect {
-    socket(my $s, Socket::AF_UNIX(), Socket::SOCK_STREAM(), 0) or return;
-    require IO::Handle;
-    $s->blocking(0);
-    connect($s, $ADDR) or return;    # EAGAIN: the backlog is full
-    binmode $s;
-    return $s;
-}
-
-# One exchange with a pool process: writes $out, calls $on_frame->($type,
-# $payload) for each frame and $on_end->() at EOF (or on a read error). The
-# reads never wait for the client: whatever the process writes is taken.
-sub _exchange {
-    my ($sock, $out, $on_frame, $on_end) = @_;
-    my $x = bless {sock => $sock, out => $out, in => '', on_frame => $on_frame,
-                   on_end => $on_end}, 'PAGI::Server::Pagid::Pool::Exchange';
-    $x->_write;
-    my $fd = fileno $sock;
-    $x->{rw} = PAGI::Server::Pagid::Loop::io($fd, 1, sub { $x->_read });
-    return $x;
-}
 
 # ---- the worker_pool extension of PAGI apps ---------------------------------
 
@@ -128,110 +97,30 @@ sub call_forget {
 
 sub _call {
     my ($self, $name, $args, $timeout, $f) = @_;
-    my $info = $INFO;
     return $f->fail("worker_pool: the args of '$name' must be an array reference\n")
         unless ref $args eq 'ARRAY';
-    my $sock = PAGI::Server::Pagid::Pool::_has_room() ? PAGI::Server::Pagid::Pool::_connect() : undef;
-    if (!$sock) {
+    my $payload = eval { Storable::nfreeze({name => "$name", args => $args}) };
+    return $f->fail("worker_pool: the args of '$name' cannot be serialized: $@") unless defined $payload;
+    my $limit = $timeout && $timeout > 0 ? $timeout : $INFO->{timeout};
+    my $sent = PAGI::Server::Pagid::XS::pool_call($payload, $limit || 0, sub {
+        my ($type, $p) = @{ $_[0] };
+        return if $f->is_ready;
+        if ($type eq 'R') {
+            my $v = eval { Storable::thaw($p) };
+            $v ? $f->done(@$v) : $f->fail("worker_pool: the result of '$name' could not be read\n");
+        } elsif ($type eq 'F') {
+            $f->fail($p);
+        } elsif ($type eq 'T') {
+            $f->fail("worker_pool: '$name' timed out after ${limit}s\n");
+        } else {
+            $f->fail("worker_pool: the pool process died running '$name'\n");
+        }
+    });
+    if (!$sent) {
         PAGI::Server::Pagid::XS::pool_count('rejected', 1);
         return $f->fail("worker_pool: queue full (backpressure): '$name' refused\n");
     }
-    my $payload = eval { Storable::nfreeze({name => "$name", args => $args}) };
-    return $f->fail("worker_pool: the args of '$name' cannot be serialized: $@") unless defined $payload;
-    PAGI::Server::Pagid::XS::pool_count('waiting', 1);
-    my $waiting = 1;
-    my ($x, $timer);
-    my $settle = sub {
-        my ($ok, @v) = @_;
-        PAGI::Server::Pagid::XS::pool_count('waiting', -1) if $waiting;
-        $waiting = 0;
-        undef $timer;
-        $x->close if $x;
-        return if $f->is_ready;
-        $ok ? $f->done(@v) : $f->fail(@v);
-    };
-    my $limit = $timeout && $timeout > 0 ? $timeout : $info->{timeout};
-    $timer = PAGI::Server::Pagid::Loop::timer($limit, 0, sub {
-        PAGI::Server::Pagid::XS::pool_count('timeouts', 1);
-        $settle->(0, "worker_pool: '$name' timed out after ${limit}s\n");
-    }) if $limit && $limit > 0;
-    $x = PAGI::Server::Pagid::Pool::_exchange($sock, PAGI::Server::Pagid::Pool::_frame('C', $payload), sub {
-        my ($type, $p) = @_;
-        if ($type eq 'A') {
-            PAGI::Server::Pagid::XS::pool_count('waiting', -1) if $waiting;
-            $waiting = 0;
-        } elsif ($type eq 'R') {
-            my $v = eval { Storable::thaw($p) };
-            $settle->($v ? (1, @$v) : (0, "worker_pool: the result of '$name' could not be read\n"));
-        } elsif ($type eq 'F') {
-            $settle->(0, $p);
-        }
-    }, sub {
-        $settle->(0, "worker_pool: the pool process died running '$name'\n");
-    });
-    $f->on_cancel(sub { $settle->(0, 'cancelled') });
     return;
-}
-
-package PAGI::Server::Pagid::Pool::Exchange;
-
-sub _write {
-    my ($x) = @_;
-    return unless $x->{sock};
-    while (length $x->{out}) {
-        my $n = syswrite $x->{sock}, $x->{out};
-        if (!defined $n) {
-            if ($!{EAGAIN} || $!{EWOULDBLOCK}) {
-                $x->{ww} //= PAGI::Server::Pagid::Loop::io(fileno $x->{sock}, 2, sub {
-                    delete $x->{ww};
-                    $x->_write;
-                });
-                return;
-            }
-            return;    # the process is gone: the read side sees it
-        }
-        substr $x->{out}, 0, $n, '';
-    }
-}
-
-sub _read {
-    my ($x) = @_;
-    my $sock = $x->{sock} or return;
-    while (1) {
-        my $n = sysread $sock, my $chunk, 262144;
-        $x->{in} .= $chunk if $n;
-        if (!defined $n) {
-            last if $!{EAGAIN} || $!{EWOULDBLOCK} || $!{EINTR};
-            $n = 0;
-        }
-        if (!$n) {
-            $x->_frames;
-            my $end = $x->{on_end};
-            $x->close;
-            $end->() if $end;
-            return;
-        }
-        last if $n < 262144;
-    }
-    $x->_frames;
-}
-
-sub _frames {
-    my ($x) = @_;
-    while ($x->{sock} && length $x->{in} >= 5) {
-        my ($type, $len) = unpack 'a1 N', $x->{in};
-        last if length $x->{in} < 5 + $len;
-        my $payload = substr $x->{in}, 5, $len;
-        substr $x->{in}, 0, 5 + $len, '';
-        $x->{on_frame}->($type, $payload);
-    }
-}
-
-sub close {
-    my ($x) = @_;
-    delete @$x{qw(rw ww on_frame on_end)};
-    my $s = delete $x->{sock};
-    close $s if $s;
 }
 
 package PAGI::Server::Pagid::Pool::Process;
@@ -241,7 +130,8 @@ package PAGI::Server::Pagid::Pool::Process;
 use Socket ();
 
 my $PID;    # $$ read once ($$ is a getpid(2) call)
-my ($LISTEN, $WATCH, $INFO_P, $PSGI, $HANDLERS, $STATE, $SERVED);
+my ($WATCH, $INFO_P, $PSGI, $HANDLERS, $STATE);
+my %LINKS;    # fd => the watcher of a worker's link
 # What every send that went out returns: one done Future, shared (the
 # adapter only asks it is_ready and is_failed).
 my $SENT = Future->done;
@@ -262,76 +152,58 @@ sub start {
         $HANDLERS = $spec->{handlers};
         $STATE = $spec->{init} ? $spec->{init}->() : {};
     }
-    # The socket is non-blocking (pool_take's accept4 returns at once when
-    # another process took the request).
-    require IO::Handle;
-    open $LISTEN, '+<&=', $info->{fd} or die "worker pool: the pool socket: $!\n";
-    $LISTEN->blocking(0);
-    _watch(1);
+    # Its own listener, where its workers make their links (once each).
+    $WATCH = PAGI::Server::Pagid::Loop::io($info->{fd}, 1, \&_accept);
+    PAGI::Server::Pagid::XS::pool_ready();
 }
 
-sub _watch {
-    my ($on) = @_;
-    if ($on) {
-        $WATCH //= PAGI::Server::Pagid::Loop::io($INFO_P->{fd}, 1, \&_accept);
-    } else {
-        undef $WATCH;
-    }
-}
-
-my $INFLIGHT;    # the request accepted last has not finished yet
-
-# The listening socket is readable: requests waiting in the backlog are
-# taken one after another (at most 64, so the loop still turns for signals)
-# without a loop turn between them.
 sub _accept {
-    for (1 .. 64) {
-        _take_one() or last;
+    while (defined(my $fd = PAGI::Server::Pagid::XS::pool_accept())) {
+        next if $fd < 0;    # not one of our workers: refused
+        $LINKS{$fd} = PAGI::Server::Pagid::Loop::io($fd, 1, sub { _take_one($fd) });
     }
 }
 
-# One request or call from the backlog, served; 1 when another may be taken.
-# The connection is a bare descriptor, read and written blocking in C
-# (perl_pool_serve.c): this process does nothing else meanwhile.
+# A request or call on a worker's link, read whole and served. The link is
+# a bare descriptor, read and written blocking in C (perl_pool_serve.c):
+# this process does nothing else meanwhile. A response still under way when
+# this returns (a delayed responder called later, from a timer) keeps the
+# process claimed: no worker sends it another request until it ends.
 sub _take_one {
-    my ($fd, $type, @req) = PAGI::Server::Pagid::XS::pool_take($PID);
-    return 0 unless defined $fd;    # another process took it, or none waits
-    return 1 if $fd < 0;            # not one of our workers: refused
-    $INFLIGHT = 1;
-    if ($type eq 'C') {
-        _serve_call($fd, $req[0]);
-    } elsif ($type eq 'Q' && $PSGI) {
-        _serve_psgi($fd, @req);
-    } else {
-        _done($fd);
-    }
-    # A response still under way (a delayed responder called later, from a
-    # timer): no other request is taken until it ends.
-    if ($INFLIGHT) {
-        _watch(0);
-        return 0;
-    }
-    return $WATCH ? 1 : 0;    # not after a harakiri
-}
-
-# The request on $fd is over: the connection closed, this process idle
-# again (or replaced after max_requests).
-sub _done {
     my ($fd) = @_;
-    PAGI::Server::Pagid::XS::pool_close($fd);
-    $INFLIGHT = 0;
-    my $max = $INFO_P->{max_requests};
-    if ($max && ++$SERVED >= $max) {
-        _watch(0);
-        PAGI::Server::Pagid::XS::psgi_harakiri("served $SERVED requests (max_requests)");
+    my ($type, @req) = PAGI::Server::Pagid::XS::pool_take($fd);
+    if (!defined $type) {    # the worker left, or cut the link
+        delete $LINKS{$fd};
+        PAGI::Server::Pagid::XS::pool_drop($fd);
         return;
     }
-    _watch(1);
+    if ($type eq 'C') {
+        _serve_call($fd, $req[0]);
+    } elsif ($PSGI) {
+        _serve_psgi($fd, @req);
+    } else {
+        _done(PAGI::Server::Pagid::XS::pool_finish($fd,
+            _frame_x("worker_pool: this pool serves calls, not requests")));
+    }
 }
 
-sub _send {
+sub _frame_x { PAGI::Server::Pagid::Pool::_frame('X', $_[0]) }
+
+# The request is over (pool_finish wrote its last frames and made this
+# process idle again); $retire: it leaves now (1 max_requests, 2 a
+# harakiri asked while a worker claimed it).
+sub _done {
+    my ($retire) = @_;
+    return unless $retire;
+    undef $WATCH;
+    PAGI::Server::Pagid::XS::psgi_harakiri($retire == 1
+        ? "served $INFO_P->{max_requests} requests (max_requests)"
+        : "psgix.harakiri.commit");
+}
+
+sub _last {
     my ($fd, $type, $payload) = @_;
-    return PAGI::Server::Pagid::XS::pool_write($fd, PAGI::Server::Pagid::Pool::_frame($type, $payload));
+    return _done(PAGI::Server::Pagid::XS::pool_finish($fd, PAGI::Server::Pagid::Pool::_frame($type, $payload)));
 }
 
 sub _serve_call {
@@ -339,20 +211,15 @@ sub _serve_call {
     my $job = eval { Storable::thaw($payload) } || {};
     my $name = $job->{name} // '';
     my $h = $HANDLERS->{$name};
-    if (!$h) {
-        _send($fd, 'F', "worker_pool: no handler named '$name'\n");
-        return _done($fd);
-    }
+    return _last($fd, 'F', "worker_pool: no handler named '$name'\n") if !$h;
     my @ret = eval { ($h->($STATE, @{ $job->{args} || [] })) };
     if (my $e = $@) {
-        _send($fd, 'F', ref $e ? "$e" : $e);
-    } else {
-        my $frozen = eval { Storable::nfreeze([@ret == 1 ? $ret[0] : @ret]) };
-        defined $frozen
-            ? _send($fd, 'R', $frozen)
-            : _send($fd, 'F', "worker_pool: the result of '$name' cannot be serialized: $@");
+        return _last($fd, 'F', ref $e ? "$e" : $e);
     }
-    _done($fd);
+    my $frozen = eval { Storable::nfreeze([@ret == 1 ? $ret[0] : @ret]) };
+    defined $frozen
+        ? _last($fd, 'R', $frozen)
+        : _last($fd, 'F', "worker_pool: the result of '$name' cannot be serialized: $@");
 }
 
 # A PSGI request: its env built from the Q frame in C, its body in memory
@@ -361,7 +228,11 @@ sub _serve_psgi {
     my ($fd, $env, $body, $spool_fd) = @_;
     my $input;
     if ($spool_fd >= 0) {
-        open $input, '+<&=', $spool_fd or do { require POSIX; POSIX::close($spool_fd); return _done($fd) };
+        open $input, '+<&=', $spool_fd or do {
+            require POSIX;
+            POSIX::close($spool_fd);
+            return _last($fd, 'X', "worker pool: cannot read the spooled body: $!");
+        };
     } else {
         open $input, '<', \$body;
     }
@@ -372,9 +243,10 @@ sub _serve_psgi {
     PAGI::Server::Pagid::PSGI::Errors::flush_pending();    # a last line without its newline
     # The common response, [status, [headers], [strings]], goes out in C at
     # once; the cleanup handlers run after it, as after any response.
-    if (!$e && ref $res eq 'ARRAY' && PAGI::Server::Pagid::XS::pool_respond($fd, $res)) {
+    my $rc;
+    if (!$e && ref $res eq 'ARRAY' && ($rc = PAGI::Server::Pagid::XS::pool_respond($fd, $res))) {
         PAGI::Server::Pagid::PSGI::Request::_cleanup($env);
-        return _done($fd);
+        return _done($rc - 1);
     }
     my $conn = bless {ok => 1, complete => [], gone => []}, 'PAGI::Server::Pagid::Pool::Conn';
     my $scope = {'pagi.connection' => $conn};
@@ -423,9 +295,11 @@ sub _serve_psgi {
         $out .= $f->is_failed
             ? PAGI::Server::Pagid::Pool::_frame('X', PAGI::Server::Pagid::_message(($f->failure)[0]))
             : PAGI::Server::Pagid::Pool::_frame('E', '');
-        $flush->();
+        my ($retire, $ok) = PAGI::Server::Pagid::XS::pool_finish($fd, $conn->{ok} ? $out : '');
+        $out = '';
+        $conn->{ok} &&= $ok;
         $conn->_ended;
-        _done($fd);
+        _done($retire);
     });
     $r->_after_response;
     $r->_result($res, $e);
