@@ -11,8 +11,9 @@
  *
  * The second opinion is asked only where it can differ. Our parser reads a
  * header section alone first (h1_parser_feed); when that section came whole
- * in one feed, within H1_ALONE_MAX bytes, and has no Content-Length or
- * Transfer-Encoding field, http-parser is not run: on bytes our parser
+ * in one feed, within H1_ALONE_MAX bytes, and has no field whose name
+ * begins with Content-Length or Transfer-Encoding (a prefix: http-parser
+ * reads "Transfer-EncodingX" as one), http-parser is not run: on bytes our parser
  * accepted (tchar names, no CR/LF/NUL/DEL in values, CRLF line ends, no
  * obs-fold), without those two fields and under its 80 KiB ceiling, it
  * reports no error and ends the message with its head, as ours does (its
@@ -305,8 +306,10 @@ static int end_field(h1_parser *p)
         p->arena.len--;
     size_t vlen = p->arena.len - p->val_off;
     const char *name = p->arena.data + p->name_off;
-    if ((p->name_len == 14 && !memcmp(name, "content-length", 14)) ||
-        (p->name_len == 17 && !memcmp(name, "transfer-encoding", 17)))
+    /* By prefix: http-parser takes any name that begins with
+     * transfer-encoding for one (and then refuses a request without chunked). */
+    if ((p->name_len >= 14 && !memcmp(name, "content-length", 14)) ||
+        (p->name_len >= 17 && !memcmp(name, "transfer-encoding", 17)))
         p->framing_field = 1;
     if (h1_arena_put(&p->arena, "", 1) < 0 ||
         h1_fields_push(p, (h1_field){p->name_off, p->name_len, p->val_off, vlen}) < 0)
