@@ -521,14 +521,18 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             if (head_add(p, i - s) < 0)
                 return i;
             if (!p->in_trailers) {
-                size_t at = p->arena.len;
-                if (h1_arena_put(&p->arena, d + s, i - s) < 0) {
+                /* copied lower-cased, in one pass */
+                size_t n = i - s;
+                if (h1_arena_reserve(&p->arena, n) < 0) {
                     h1_fail(p, 500, "out of memory");
                     return i;
                 }
-                for (; at < p->arena.len; at++)
-                    if (p->arena.data[at] >= 'A' && p->arena.data[at] <= 'Z')
-                        p->arena.data[at] |= 0x20;
+                char *to = p->arena.data + p->arena.len;
+                for (size_t k = 0; k < n; k++) {
+                    unsigned char ch = (unsigned char)d[s + k];
+                    to[k] = (char)(ch >= 'A' && ch <= 'Z' ? ch | 0x20 : ch);
+                }
+                p->arena.len += n;
             }
             if (i == len)
                 break;
