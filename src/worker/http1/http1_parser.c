@@ -87,16 +87,31 @@ int h1_fields_push(h1_parser *p, h1_field f)
     return 0;
 }
 
-/* The head was handed over: its strings are copied (the scope owns its own),
- * so nothing of it is kept while the request is served. */
-static void release_head(h1_parser *p)
+/* Head memory kept for the parser's next message (h1_parser_reset) when it
+ * is no bigger than an ordinary head needs. */
+#define KEEP_ARENA_MAX 2048
+#define KEEP_FIELDS_MAX 32
+
+/*
+ * The head was handed over: its strings are copied (the scope owns its own),
+ * so nothing of it is kept while the request is served. Only a message that
+ * ends with its head (no body: the parser is done with it right away) keeps
+ * small blocks, for whoever resets the parser for another message (the
+ * worker keeps one parser for the next request, http1_conn.c).
+ */
+static void release_head(h1_parser *p, int keep)
 {
-    h1_arena_free(&p->arena);
-    free(p->fields);
-    free(p->headers);
-    p->fields = NULL;
-    p->headers = NULL;
-    p->nfields = p->fields_cap = p->headers_cap = 0;
+    if (!keep || p->arena.cap > KEEP_ARENA_MAX || p->fields_cap > KEEP_FIELDS_MAX ||
+        p->headers_cap > KEEP_FIELDS_MAX) {
+        h1_arena_free(&p->arena);
+        free(p->fields);
+        free(p->headers);
+        p->fields = NULL;
+        p->headers = NULL;
+        p->fields_cap = p->headers_cap = 0;
+    }
+    h1_arena_reset(&p->arena);
+    p->nfields = 0;
     p->method_len = p->target_len = 0;
     p->req.method = NULL;
     p->req.headers = NULL;
@@ -192,8 +207,14 @@ void h1_parser_free(h1_parser *p)
 {
     if (!p)
         return;
-    release_head(p);
+    release_head(p, 0);
     free(p);
+}
+
+void h1_parser_reuse(h1_parser *p, void *ud)
+{
+    p->ud = ud;
+    h1_parser_reset(p);
 }
 
 void h1_parser_reset(h1_parser *p)
@@ -222,6 +243,10 @@ void h1_parser_reset(h1_parser *p)
 int h1_parser_started(const h1_parser *p)
 {
     return p->started;
+}
+int h1_parser_is_done(const h1_parser *p)
+{
+    return p->st == PS_DONE;
 }
 int h1_parser_head_done(const h1_parser *p)
 {
@@ -337,7 +362,7 @@ static int head_complete(h1_parser *p, size_t end, size_t len)
     p->head_done = 1;
     if (p->cb.on_request && p->cb.on_request(p->ud, &p->req) < 0)
         return h1_fail(p, 400, "aborted"); /* the head stays: the log line names it */
-    release_head(p);
+    release_head(p, !p->req.chunked && p->req.content_length <= 0);
     if (p->req.chunked) {
         p->st = PS_CHUNK_SIZE_START;
         return 0;
