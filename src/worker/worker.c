@@ -24,6 +24,7 @@
 #include "app_registry.h"
 #include "worker/core/conn.h"
 #include "worker/core/crash.h"
+#include "worker/http1/http1_parser.h"
 #include "worker/core/log_channel.h"
 #include "worker/scope/lifespan.h"
 #include "worker/core/memtrim.h"
@@ -503,6 +504,8 @@ out:;
     scope_quarantine_free(w);
     buf_free(&w->scratch);
     buf_free(&w->rbuf);
+    h1_parser_free(w->h1_spare);
+    w->h1_spare = NULL;
     memtrim_stop();
     loop_destroy(&w->loop);
     acceptors_free(&r->acc); /* the listening sockets stay the caller's */

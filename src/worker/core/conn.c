@@ -119,21 +119,33 @@ const char *conn_peer_host(const conn *c)
 
 /* ---- timer ---- */
 
+/*
+ * The timer is moved lazily, as nginx does and libev's manual advises for
+ * timeouts that move with every request: c->deadline is when the current
+ * timeout (c->tmo) is due, and the ev_timer runs until c->timer_at, never
+ * later than that deadline. A deadline that moves later, or no timeout at
+ * all, leaves the timer alone; when it fires early, conn_on_timer sets it
+ * again for what is left, or lets it stop. Only a deadline sooner than the
+ * running timer moves it. So a keep-alive request (keepalive -> none ->
+ * keepalive) costs no timer heap work; the timer fires about once per
+ * timeout period instead.
+ */
 static void conn_arm(conn *c, conn_timeout kind, double seconds)
 {
     struct ev_loop *ev = c->w->loop.ev;
     if (kind == TMO_NONE || seconds <= 0) {
-        c->tmo = TMO_NONE;
-        ev_timer_stop(ev, &c->timer);
+        c->tmo = TMO_NONE; /* a running timer finds nothing due when it fires */
         return;
     }
     double deadline = ev_now(ev) + seconds;
-    /* Re-arming the same deadline kind only moves it when progress was made. */
     c->tmo = kind;
     c->deadline = deadline;
+    if (ev_is_active(&c->timer) && c->timer_at <= deadline)
+        return; /* it fires first, and is set again for the rest */
     ev_timer_stop(ev, &c->timer);
     ev_timer_set(&c->timer, seconds, 0.);
     ev_timer_start(ev, &c->timer);
+    c->timer_at = deadline;
 }
 
 /* What made progress since the timer was last armed. */
@@ -270,6 +282,16 @@ static void conn_count_handshake(conn *c, enum shm_tls_result r)
 static void conn_on_timer(struct ev_loop *ev, ev_timer *w, int revents)
 {
     conn *c = w->data;
+    if (c->tmo == TMO_NONE)
+        return; /* the timeout it ran for was met: the timer stops here */
+    double left = c->deadline - ev_now(ev);
+    if (left > 0) {
+        /* Early: the deadline moved on since the timer was set (conn_arm). */
+        ev_timer_set(&c->timer, left, 0.);
+        ev_timer_start(ev, &c->timer);
+        c->timer_at = c->deadline;
+        return;
+    }
     conn_timeout kind = c->tmo;
     c->tmo = TMO_NONE;
     switch (kind) {
@@ -392,8 +414,7 @@ static void conn_tls_step(conn *c)
          * speaking another protocol to this port, not broken TLS. */
         conn_count_handshake(c,
                              tls_conn_no_protocol(c->tls) ? SHM_TLS_NO_PROTOCOL : SHM_TLS_FAILED);
-        log_debug("TLS handshake with %s failed: %s", conn_peer_host(c),
-                  tls_conn_failure(c->tls));
+        log_debug("TLS handshake with %s failed: %s", conn_peer_host(c), tls_conn_failure(c->tls));
         conn_close(c, reason_protocol_error);
         break;
     }
@@ -681,7 +702,10 @@ int conn_peer_reset(const conn *c)
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }
 
-static void conn_free_job(const runq_item *it) { free(it->a); }
+static void conn_free_job(const runq_item *it)
+{
+    free(it->a);
+}
 
 void conn_close_after_write(conn *c)
 {

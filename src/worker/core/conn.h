@@ -25,8 +25,8 @@ typedef enum conn_state {
     CONN_READ_HEAD,    /* part of a request head read */
     CONN_ACTIVE,       /* a request is being served */
     CONN_CLOSING,      /* writing the last bytes, then close */
-    CONN_LINGER,       /* write side shut; discarding input for a moment so no RST eats the answer */
-    CONN_CLOSED        /* released; memory freed at the next safe point */
+    CONN_LINGER, /* write side shut; discarding input for a moment so no RST eats the answer */
+    CONN_CLOSED  /* released; memory freed at the next safe point */
 } conn_state;
 
 typedef enum conn_timeout {
@@ -77,9 +77,9 @@ typedef struct conn_proto {
     conn_fate (*on_eof)(conn *c) CONN_MUST_CHECK;
     /* Output made progress. */
     conn_fate (*on_written)(conn *c) CONN_MUST_CHECK;
-    int (*wants_read)(const conn *c);                /* flow control, while active */
-    int (*waiting_for_input)(const conn *c);         /* the request timeout applies */
-    void (*on_close)(conn *c, const char *reason);   /* end whatever is in flight */
+    int (*wants_read)(const conn *c);              /* flow control, while active */
+    int (*waiting_for_input)(const conn *c);       /* the request timeout applies */
+    void (*on_close)(conn *c, const char *reason); /* end whatever is in flight */
     void (*on_header_timeout)(conn *c);
     /* timeouts.request passed while waiting_for_input (NULL: the connection
      * closes with client_timeout; HTTP/2 resets only the streams waiting). */
@@ -117,22 +117,23 @@ struct tls_server;
 
 struct conn {
     worker_ctx *w;
-    conn *prev, *next;  /* worker's list of live connections */
-    conn *flush_next;   /* worker's flush list */
+    conn *prev, *next; /* worker's list of live connections */
+    conn *flush_next;  /* worker's flush list */
     int in_flush_list;
     int fd;
     conn_state state;
-    unsigned served;    /* responses completed on this connection */
+    unsigned served; /* responses completed on this connection */
     ev_io rio, wio;
     ev_timer timer;
     conn_timeout tmo;
-    double deadline;    /* when tmo fires (absolute, ev_now based) */
+    double deadline; /* when tmo fires (absolute, ev_now based) */
+    double timer_at; /* when the running timer fires: <= deadline (moved lazily, conn.c) */
     int reading, write_blocked, eof;
     /* A TLS handshake step or read waits for writability (OpenSSL must send
      * before it can go on): the write watcher serves it as well. */
     int tls_want_write;
-    int in_lent;  /* c->in is the worker's read buffer, lent for this read callback */
-    buf in;       /* unconsumed input only: empty means no memory (see conn_on_read) */
+    int in_lent; /* c->in is the worker's read buffer, lent for this read callback */
+    buf in;      /* unconsumed input only: empty means no memory (see conn_on_read) */
     outq out;
     const char *server_host; /* owned by the config */
     int server_port;

@@ -46,16 +46,6 @@ int h1_arena_reserve(h1_arena *a, size_t n)
     return 0;
 }
 
-int h1_arena_put(h1_arena *a, const void *data, size_t n)
-{
-    if (h1_arena_reserve(a, n) < 0)
-        return -1;
-    if (n)
-        memcpy(a->data + a->len, data, n);
-    a->len += n;
-    return 0;
-}
-
 void h1_arena_free(h1_arena *a)
 {
     free(a->data);

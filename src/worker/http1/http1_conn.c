@@ -67,6 +67,12 @@ static h1_parser *h1_parser_for(conn *c)
     h1_conn *h = h1_of(c);
     if (h->parser)
         return h->parser;
+    if (c->w->h1_spare) {
+        h->parser = c->w->h1_spare;
+        c->w->h1_spare = NULL;
+        h1_parser_reuse(h->parser, c);
+        return h->parser;
+    }
     const pagid_limits *l = &c->w->cfg->limits;
     h1_limits lim = {
         .max_request_line = l->max_request_line,
@@ -78,16 +84,25 @@ static h1_parser *h1_parser_for(conn *c)
     return h->parser;
 }
 
-static void h1_parser_drop(h1_conn *h)
+/* A parser whose message ended is kept by the worker for the next request
+ * (any connection's: the limits and callbacks are the worker's), with its
+ * small head blocks: a new one per request was a calloc and three
+ * allocations of head memory. One is enough: requests are parsed one at a
+ * time. A parser dropped in the middle of a message (an error, a close) is
+ * freed, so the spare never holds a half-read request. */
+static void h1_parser_drop(conn *c, h1_conn *h)
 {
-    h1_parser_free(h->parser);
+    if (h->parser && !c->w->h1_spare && h1_parser_is_done(h->parser))
+        c->w->h1_spare = h->parser;
+    else
+        h1_parser_free(h->parser);
     h->parser = NULL;
 }
 
 /* Free what the state holds; the struct itself is the caller's to free. */
-static void h1_conn_clear(h1_conn *h)
+static void h1_conn_clear(conn *c, h1_conn *h)
 {
-    h1_parser_drop(h);
+    h1_parser_drop(c, h);
     sse_stream_free(h->sse);
     h->sse = NULL;
     buf_free(&h->body);
@@ -100,7 +115,7 @@ static void h1_conn_free_now(conn *c)
     h1_conn *h = h1_of(c);
     if (!h)
         return;
-    h1_conn_clear(h);
+    h1_conn_clear(c, h);
     free(h);
     c->proto_state = NULL;
 }
@@ -121,7 +136,7 @@ void h1_conn_free(conn *c)
     h1_conn *h = h1_of(c);
     if (!h)
         return;
-    h1_conn_clear(h);
+    h1_conn_clear(c, h);
     c->proto_state = NULL;
     if (loop_queue(&c->w->loop, h1_conn_free_job, NULL, h, NULL, NULL) < 0)
         log_error("leaking a connection's HTTP/1.1 state (out of memory)");
@@ -130,11 +145,14 @@ void h1_conn_free(conn *c)
 void h1_conn_drop_parser(conn *c)
 {
     h1_conn *h = h1_of(c);
-    h1_parser_drop(h);
+    h1_parser_drop(c, h);
     buf_free(&h->body);
 }
 
-static size_t body_buffer_limit(const conn *c) { return c->w->cfg->high_watermark; }
+static size_t body_buffer_limit(const conn *c)
+{
+    return c->w->cfg->high_watermark;
+}
 
 /* ---- parser callbacks (run inside h1_parser_feed) ---- */
 
@@ -344,7 +362,7 @@ conn_fate h1_conn_on_input(conn *c)
         if (c->state == CONN_WAIT_REQUEST && h1_parser_started(p))
             conn_set_state(c, CONN_READ_HEAD);
         if (st == H1_DONE && h->parser == p)
-            h1_parser_drop(h); /* the message is whole: nothing left to parse */
+            h1_parser_drop(c, h); /* the message is whole: nothing left to parse */
         if (h->start_app && h->scope) {
             h->start_app = 0;
             pagi_scope *s = h->scope;

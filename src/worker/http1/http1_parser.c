@@ -8,6 +8,19 @@
  * message and agree on where it ends (a smuggling tripwire), and it gives the
  * request head its own hard 80 KiB ceiling. The semantic checks of the head
  * (framing, Host, Connection, target forms) live in http1_parser_head.c.
+ *
+ * The second opinion is asked only where it can differ. Our parser reads a
+ * header section alone first (h1_parser_feed); when that section came whole
+ * in one feed, within H1_ALONE_MAX bytes, and has no field whose name
+ * begins with Content-Length or Transfer-Encoding (a prefix: http-parser
+ * reads "Transfer-EncodingX" as one), http-parser is not run: on bytes our parser
+ * accepted (tchar names, no CR/LF/NUL/DEL in values, CRLF line ends, no
+ * obs-fold), without those two fields and under its 80 KiB ceiling, it
+ * reports no error and ends the message with its head, as ours does (its
+ * other header errors are all about those two fields). Anything else (a
+ * framing field, a head split across reads or longer, an error of ours) is
+ * run in lockstep exactly as before, so which parser answers a bad request
+ * never depends on how its bytes were split.
  */
 #include "http1_parser_int.h"
 #include "common/hexdigit.h"
@@ -65,16 +78,31 @@ int h1_fields_push(h1_parser *p, h1_field f)
     return 0;
 }
 
-/* The head was handed over: its strings are copied (the scope owns its own),
- * so nothing of it is kept while the request is served. */
-static void release_head(h1_parser *p)
+/* Head memory kept for the parser's next message (h1_parser_reset) when it
+ * is no bigger than an ordinary head needs. */
+#define KEEP_ARENA_MAX 2048
+#define KEEP_FIELDS_MAX 32
+
+/*
+ * The head was handed over: its strings are copied (the scope owns its own),
+ * so nothing of it is kept while the request is served. Only a message that
+ * ends with its head (no body: the parser is done with it right away) keeps
+ * small blocks, for whoever resets the parser for another message (the
+ * worker keeps one parser for the next request, http1_conn.c).
+ */
+static void release_head(h1_parser *p, int keep)
 {
-    h1_arena_free(&p->arena);
-    free(p->fields);
-    free(p->headers);
-    p->fields = NULL;
-    p->headers = NULL;
-    p->nfields = p->fields_cap = p->headers_cap = 0;
+    if (!keep || p->arena.cap > KEEP_ARENA_MAX || p->fields_cap > KEEP_FIELDS_MAX ||
+        p->headers_cap > KEEP_FIELDS_MAX) {
+        h1_arena_free(&p->arena);
+        free(p->fields);
+        free(p->headers);
+        p->fields = NULL;
+        p->headers = NULL;
+        p->fields_cap = p->headers_cap = 0;
+    }
+    h1_arena_reset(&p->arena);
+    p->nfields = 0;
     p->method_len = p->target_len = 0;
     p->req.method = NULL;
     p->req.headers = NULL;
@@ -109,6 +137,21 @@ static void hp_start(h1_parser *p)
     http_parser_init(&p->hp, HTTP_REQUEST);
     p->hp.data = p;
     p->hp_done = 0;
+    p->hp_fed = 0;
+    p->framing_field = 0;
+}
+
+/* From here on http-parser runs in lockstep. It only knows its fixed method
+ * list, so it gets a neutral request line (GET never changes how a request
+ * body is framed). */
+static int hp_begin(h1_parser *p)
+{
+    const char *rl = p->req.http_minor ? "GET / HTTP/1.1\r\n" : "GET / HTTP/1.0\r\n";
+    p->hp_fed = 1;
+    http_parser_execute(&p->hp, &p->hs, rl, 16);
+    if (HTTP_PARSER_ERRNO(&p->hp) != HPE_OK)
+        return h1_fail(p, 400, "malformed request line");
+    return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -155,8 +198,14 @@ void h1_parser_free(h1_parser *p)
 {
     if (!p)
         return;
-    release_head(p);
+    release_head(p, 0);
     free(p);
+}
+
+void h1_parser_reuse(h1_parser *p, void *ud)
+{
+    p->ud = ud;
+    h1_parser_reset(p);
 }
 
 void h1_parser_reset(h1_parser *p)
@@ -185,6 +234,10 @@ void h1_parser_reset(h1_parser *p)
 int h1_parser_started(const h1_parser *p)
 {
     return p->started;
+}
+int h1_parser_is_done(const h1_parser *p)
+{
+    return p->st == PS_DONE;
 }
 int h1_parser_head_done(const h1_parser *p)
 {
@@ -268,6 +321,12 @@ static int end_field(h1_parser *p)
            (p->arena.data[p->arena.len - 1] == ' ' || p->arena.data[p->arena.len - 1] == '\t'))
         p->arena.len--;
     size_t vlen = p->arena.len - p->val_off;
+    const char *name = p->arena.data + p->name_off;
+    /* By prefix: http-parser takes any name that begins with
+     * transfer-encoding for one (and then refuses a request without chunked). */
+    if ((p->name_len >= 14 && !memcmp(name, "content-length", 14)) ||
+        (p->name_len >= 17 && !memcmp(name, "transfer-encoding", 17)))
+        p->framing_field = 1;
     if (h1_arena_put(&p->arena, "", 1) < 0 ||
         h1_fields_push(p, (h1_field){p->name_off, p->name_len, p->val_off, vlen}) < 0)
         return h1_fail(p, 500, "out of memory");
@@ -275,10 +334,11 @@ static int end_field(h1_parser *p)
 }
 
 /* The message ended at byte `end` of this slice of length `len`: http-parser
- * must have ended at exactly the same byte, then tell the app. */
+ * (when it was asked) must have ended at exactly the same byte, then tell
+ * the app. */
 static int message_done(h1_parser *p, size_t end, size_t len)
 {
-    if (!p->hp_done || end != len)
+    if (p->hp_fed && (!p->hp_done || end != len))
         return h1_fail(p, 400, "ambiguous message framing");
     p->st = PS_DONE;
     if (p->cb.on_complete && p->cb.on_complete(p->ud) < 0)
@@ -293,7 +353,7 @@ static int head_complete(h1_parser *p, size_t end, size_t len)
     p->head_done = 1;
     if (p->cb.on_request && p->cb.on_request(p->ud, &p->req) < 0)
         return h1_fail(p, 400, "aborted"); /* the head stays: the log line names it */
-    release_head(p);
+    release_head(p, !p->req.chunked && p->req.content_length <= 0);
     if (p->req.chunked) {
         p->st = PS_CHUNK_SIZE_START;
         return 0;
@@ -335,6 +395,9 @@ static int deliver(h1_parser *p, const char *d, size_t n)
 static size_t run(h1_parser *p, const char *d, size_t len)
 {
     size_t i = 0;
+    /* A head read alone is handed over now: the message may end right here. */
+    if (p->st == PS_HEAD_READ && (head_complete(p, 0, len) < 0 || p->st == PS_DONE))
+        return 0;
     while (i < len) {
         unsigned char c = (unsigned char)d[i];
         switch (p->st) {
@@ -474,14 +537,18 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             if (head_add(p, i - s) < 0)
                 return i;
             if (!p->in_trailers) {
-                size_t at = p->arena.len;
-                if (h1_arena_put(&p->arena, d + s, i - s) < 0) {
+                /* copied lower-cased, in one pass */
+                size_t n = i - s;
+                if (h1_arena_reserve(&p->arena, n) < 0) {
                     h1_fail(p, 500, "out of memory");
                     return i;
                 }
-                for (; at < p->arena.len; at++)
-                    if (p->arena.data[at] >= 'A' && p->arena.data[at] <= 'Z')
-                        p->arena.data[at] |= 0x20;
+                char *to = p->arena.data + p->arena.len;
+                for (size_t k = 0; k < n; k++) {
+                    unsigned char ch = (unsigned char)d[s + k];
+                    to[k] = (char)(ch >= 'A' && ch <= 'Z' ? ch | 0x20 : ch);
+                }
+                p->arena.len += n;
             }
             if (i == len)
                 break;
@@ -550,6 +617,10 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             i++;
             if (p->in_trailers) {
                 message_done(p, i, len);
+                return i;
+            }
+            if (!p->hp_fed) {
+                p->st = PS_HEAD_READ; /* the caller decides about http-parser first */
                 return i;
             }
             if (head_complete(p, i, len) < 0 || p->st == PS_DONE)
@@ -685,6 +756,7 @@ static size_t run(h1_parser *p, const char *d, size_t len)
             p->st = PS_CHUNK_SIZE_START;
             i++;
             break;
+        case PS_HEAD_READ: /* handled before the loop */
         case PS_DONE:
         case PS_ERROR:
             return i;
@@ -698,6 +770,28 @@ static size_t run(h1_parser *p, const char *d, size_t len)
 static int hp_error_status(enum http_errno e)
 {
     return e == HPE_HEADER_OVERFLOW ? 431 : 400;
+}
+
+/*
+ * Our parser's state where a header section starts (nothing of it read):
+ * what a lockstep replay starts from when reading it alone ended in an
+ * error. While a section is read, the head's memory only grows (bytes
+ * appended, fields pushed), so offsets taken before stay valid.
+ */
+typedef struct section_mark {
+    size_t arena_len, nfields;
+} section_mark;
+
+static void section_restore(h1_parser *p, section_mark m)
+{
+    p->st = PS_HDR_LINE;
+    p->arena.len = m.arena_len;
+    p->nfields = m.nfields;
+    p->nfields_seen = 0;
+    p->head_bytes = 0;
+    p->framing_field = 0;
+    p->error_status = 0;
+    p->error_text = NULL;
 }
 
 h1_state h1_parser_feed(h1_parser *p, const char *data, size_t len, size_t *consumed)
@@ -718,21 +812,38 @@ h1_state h1_parser_feed(h1_parser *p, const char *data, size_t len, size_t *cons
             return H1_ERROR;
         if (p->st < PS_HDR_LINE)
             return H1_NEED_MORE;
-        /* http-parser only knows its fixed method list; it gets a neutral
-         * request line (GET never changes how a request body is framed). */
-        const char *rl = p->req.http_minor ? "GET / HTTP/1.1\r\n" : "GET / HTTP/1.0\r\n";
-        http_parser_execute(&p->hp, &p->hs, rl, 16);
-        if (HTTP_PARSER_ERRNO(&p->hp) != HPE_OK) {
-            h1_fail(p, 400, "malformed request line");
+    }
+    size_t rest = len - off;
+    if (rest == 0)
+        return H1_NEED_MORE; /* a zero length tells http-parser "EOF" */
+
+    /* The header section, alone (see the comment at the top): until
+     * http-parser is fed, nothing of this section was read before. */
+    size_t ahead = 0;
+    if (!p->hp_fed) {
+        section_mark mark = {p->arena.len, p->nfields};
+        ahead = run(p, data + off, rest < H1_ALONE_MAX ? rest : H1_ALONE_MAX);
+        if (p->st == PS_HEAD_READ && !p->framing_field) {
+            off += ahead;
+            run(p, data + off, 0); /* hands the head over; no body follows */
+            *consumed = off;
+            if (p->st == PS_ERROR)
+                return H1_ERROR;
+            if (p->st == PS_DONE)
+                return H1_DONE;
+            h1_fail(p, 400, "ambiguous message framing"); /* a body without a framing field */
             return H1_ERROR;
         }
+        if (p->st == PS_ERROR) {
+            section_restore(p, mark);
+            ahead = 0;
+        }
+        if (hp_begin(p) < 0)
+            return H1_ERROR;
     }
 
     /* http-parser goes first: it tells how far it accepts the bytes (up to
      * its message end, or its error); ours then runs only that far. */
-    size_t rest = len - off;
-    if (rest == 0)
-        return H1_NEED_MORE; /* a zero length tells http-parser "EOF" */
     size_t hp_n = http_parser_execute(&p->hp, &p->hs, data + off, rest);
     enum http_errno e = HTTP_PARSER_ERRNO(&p->hp);
     int hp_err = e != HPE_OK && !(e == HPE_PAUSED && p->hp_done);
@@ -740,7 +851,9 @@ h1_state h1_parser_feed(h1_parser *p, const char *data, size_t len, size_t *cons
     if (hp_err && limit < rest)
         limit++; /* let ours see the offending byte: its status is more precise */
 
-    size_t n = run(p, data + off, limit);
+    /* Ours already read `ahead` bytes without an error: when http-parser
+     * stopped before them, ours would have accepted all it was allowed. */
+    size_t n = ahead > limit ? limit : ahead + run(p, data + off + ahead, limit - ahead);
     off += n;
     *consumed = off;
     if (p->st == PS_ERROR)
@@ -753,7 +866,7 @@ h1_state h1_parser_feed(h1_parser *p, const char *data, size_t len, size_t *cons
     }
     if (p->st == PS_DONE)
         return H1_DONE;
-    if (p->hp_done || n != limit) {
+    if (p->hp_done || n != limit || p->st == PS_HEAD_READ) {
         h1_fail(p, 400, "ambiguous message framing");
         return H1_ERROR;
     }

@@ -37,11 +37,11 @@ typedef struct h1_request {
     pagi_str query;       /* after '?', without it; empty if none */
     pagi_header *headers; /* names lower-cased; all Cookie lines merged into one "; "-joined */
     size_t header_count;
-    int64_t content_length; /* -1 when absent */
-    int chunked;            /* Transfer-Encoding: chunked */
-    int keep_alive;         /* per version and Connection header */
-    int expect_continue;    /* Expect: 100-continue (HTTP/1.1) */
-    int upgrade_websocket;  /* Upgrade: websocket + Connection: upgrade */
+    int64_t content_length;   /* -1 when absent */
+    int chunked;              /* Transfer-Encoding: chunked */
+    int keep_alive;           /* per version and Connection header */
+    int expect_continue;      /* Expect: 100-continue (HTTP/1.1) */
+    int upgrade_websocket;    /* Upgrade: websocket + Connection: upgrade */
     int accepts_event_stream; /* Accept contains text/event-stream */
 } h1_request;
 
@@ -66,6 +66,11 @@ h1_parser *h1_parser_new(const h1_limits *limits, const h1_parser_callbacks *cb,
 void h1_parser_free(h1_parser *p);
 /** Ready for the next request on the same connection. */
 void h1_parser_reset(h1_parser *p);
+/** 1 once a whole message was parsed (H1_DONE), until a reset. */
+int h1_parser_is_done(const h1_parser *p);
+/** Ready for a request on another connection (same limits and callbacks,
+ * callback data ud): a finished parser reused instead of a new one. */
+void h1_parser_reuse(h1_parser *p, void *ud);
 
 /**
  * Feed bytes. *consumed is set to how many were used; on H1_DONE the

@@ -23,6 +23,9 @@
 /* Chunk extensions are ignored; bound what a client can make us skip. */
 #define H1_MAX_CHUNK_EXT 4096
 #define H1_MAX_CHUNK_EXT_TOTAL (64 * 1024)
+/* How much of a header section our parser reads alone before http-parser
+ * catches up (http1_parser.c): well below http-parser's 80 KiB ceiling. */
+#define H1_ALONE_MAX 8192
 
 typedef enum h1_pstate {
     PS_IDLE,    /* before the request line: empty lines are skipped */
@@ -37,6 +40,7 @@ typedef enum h1_pstate {
     PS_HDR_VALUE,
     PS_HDR_LF,      /* CR ending a field line */
     PS_HEAD_END_LF, /* CR of the empty line (head or trailer section) */
+    PS_HEAD_READ,   /* the head's empty line read alone (no second opinion yet): not handed over */
     PS_BODY_LENGTH,
     PS_CHUNK_SIZE_START,
     PS_CHUNK_SIZE,
@@ -91,6 +95,13 @@ struct h1_parser {
     http_parser hp; /* the second opinion */
     http_parser_settings hs;
     int hp_done;
+    /* http-parser has been given this message's synthetic request line: it
+     * runs in lockstep from here to the message's end. Until then, our
+     * parser reads the header section alone (see h1_parser_feed). */
+    int hp_fed;
+    /* A Content-Length or Transfer-Encoding field was read: the framing is
+     * the parsers' to agree on, so the second opinion is asked. */
+    int framing_field;
 };
 
 extern const unsigned char h1_tchar[256];
