@@ -585,6 +585,9 @@ void gen_poll_recycling(const gen_env *e, generation *g)
         w = &g->slots[i]; /* append_slot may have moved the table */
         *old = *w;
         w->log_chan = 0; /* the old process keeps its log channel; gen_spawn makes another */
+        /* and its pub/sub channel, closed when it exits: gen_spawn would
+         * close it now, and its exit then a peer id reused by the new one */
+        w->pubsub_peer = 0;
         old->retired = 1;
         old->respawn = 0;
         old->draining = 1;

@@ -17,7 +17,7 @@ import struct
 import threading
 import time
 
-from lib import SLOW, TestFailure, check, check_eq, free_port, test, wait_for
+from lib import SLOW, TestFailure, check, check_eq, free_port, request, test, wait_for
 from test_metrics import scrape
 
 
@@ -450,4 +450,40 @@ def slow_subscribers_are_bounded(ctx):
     # It goes on: the stopped worker reads again and later messages arrive.
     sync([reader], pub, "after")
     for x in (pub, sleeper, reader):
+        x.close()
+
+
+@test(timeout=90)
+def recycled_worker_keeps_its_channel(ctx):
+    # A worker recycled by max_requests hands its number to a replacement
+    # while it drains. The old process keeps its own pub/sub channel until
+    # it exits; its exit once closed the channel id the broker had given
+    # again to the replacement, which then published to nobody else.
+    srv = ctx.start("pubsub", workers=2, config="max_requests: 10\n")
+    check(wait_for(lambda: "all workers ready" in srv.stderr(), 10 * SLOW), "workers never all ready")
+    first = set(srv.workers())
+    # Plain requests until both first workers were recycled and are gone.
+    for _ in range(200):
+        if srv.stderr().count("is recycling itself") >= 2:
+            break
+        try:
+            request(srv.port, "GET", "/", headers={"Connection": "close"}, timeout=5 * SLOW)
+        except OSError:
+            time.sleep(0.05)
+    check(srv.stderr().count("is recycling itself") >= 2, "the workers were never recycled")
+    check(wait_for(lambda: not first & set(srv.workers()), 10 * SLOW),
+          "recycled workers still running: %r" % (first & set(srv.workers())))
+    log = srv.stderr()
+    check("pub/sub channel to the master closed" not in log,
+          "a worker lost its pub/sub channel in a recycling: %r"
+          % [ln for ln in log.splitlines() if "channel to the master closed" in ln])
+    # And messages still cross between the replacements (at most 6
+    # connections below: under the 10 that would recycle one again).
+    a = client_on(srv.port, 1, tries=3)
+    b = client_on(srv.port, 2, tries=3)
+    sync([a, b], a, "sync")
+    for k in range(20):
+        a.send("m:%d" % k)
+    check_in_order(collect(b, 20, [b"m:"], 10), ["m"], 20, "the other replacement's client")
+    for x in (a, b):
         x.close()
