@@ -35,6 +35,7 @@ typedef struct pool_link {
                          written once they came */
     shm_worker *slot; /* the process's slot, at the last claim */
     long pid;         /* its pid then */
+    long peer_pid;    /* the process that took this link (its H frame); 0: not yet */
     int reading;      /* inside on_link_readable: a cut waits for its end */
     int cut;          /* closed while reading: the reader closes it after */
 } pool_link;
@@ -80,6 +81,7 @@ static void link_close(pool_link *l)
         close(l->fd);
     l->fd = -1;
     l->cut = 0;
+    l->peer_pid = 0;
     buf_free(&l->in);
     (void)link_connect(l); /* else at its next claim */
 }
@@ -167,7 +169,11 @@ static void on_link_readable(pagi_io *w, int fd, int events, void *ud)
             break;
         char type = (char)h[0];
         const char *payload = (const char *)h + 5;
-        if (type == 'I') { /* the process is idle: the queue is tried below */
+        if (type == 'I') {                    /* the process is idle: the queue is tried below */
+        } else if (type == 'H' && len == 4) { /* who took the link */
+            const unsigned char *q = (const unsigned char *)payload;
+            l->peer_pid =
+                (long)((uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3]);
         } else if (!l->job) {
             pagi_log(side.loop, 0, "worker pool: a frame '%c' for no request from pool process %d",
                      type, l->num);
@@ -326,9 +332,10 @@ static void queue_remove(pool_job *j)
         atomic_fetch_add(&my_slot()->pool_waiting, -1);
 }
 
-/* An idle process claimed: its link, connected (NULL: none is idle, or
- * the one claimed cannot be reached: it is let go). */
-static pool_link *claim_link(void)
+/* One claim: 1 with *out the claimed process's link, connected; 0 when
+ * none is idle or the one claimed cannot be reached (it is let go); -1 when
+ * the one claimed has not taken its link yet (let go: try another). */
+static int claim_one(pool_link **out)
 {
     const pool_info *pool = side.pool;
     int num = 0;
@@ -342,16 +349,41 @@ static pool_link *claim_link(void)
                 num = k + 1;
         }
     if (num <= 0 || num > pool->processes)
-        return NULL;
+        return 0;
     pool_link *l = &side.links[num - 1];
+    long pid = slot ? atomic_load(&slot->pid) : 0;
+    if (slot && l->peer_pid != pid) {
+        /* The process claimed has not taken this link: the link still
+         * reaches the process it replaced (leaving), or the new one has not
+         * said hello yet. Let the claim go; an idle link to the leaving
+         * process is made again, and the new one's H and I come on it. */
+        atomic_store(&slot->pool_state, POOL_IDLE);
+        if (l->peer_pid && !l->job && !l->next && !l->reading)
+            link_close(l);
+        return -1;
+    }
     l->slot = slot;
-    l->pid = slot ? atomic_load(&slot->pid) : 0;
+    l->pid = pid;
     if (l->next || (l->fd < 0 && link_connect(l) < 0)) {
         if (slot)
             atomic_store(&slot->pool_state, POOL_IDLE);
-        return NULL;
+        return 0;
     }
-    return l;
+    *out = l;
+    return 1;
+}
+
+/* An idle process claimed: its link, connected (NULL: none is idle, or
+ * the one claimed cannot be reached: it is let go). */
+static pool_link *claim_link(void)
+{
+    pool_link *l = NULL;
+    for (int tries = 0; tries <= side.pool->processes; tries++) {
+        int got = claim_one(&l);
+        if (got >= 0)
+            return got ? l : NULL;
+    }
+    return NULL;
 }
 
 /* The job goes to the claimed link l: 0, or -1 when the link turned out

@@ -457,6 +457,13 @@ XS_INTERNAL(xs_pool_accept)
         XSRETURN(1);
     }
     peers[n_peers++] = (peer){fd, pid};
+    /* Who took the link: the worker sends a request on it only to the
+     * process it claimed (a link made before a replacement may still reach
+     * the process that is leaving). */
+    uint32_t me = (uint32_t)getpid();
+    const char hello[9] = {'H',     0, 0, 0, 4, (char)(me >> 24), (char)(me >> 16), (char)(me >> 8),
+                           (char)me};
+    (void)send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (pool->self && atomic_load(&pool->self->pool_state) == POOL_IDLE)
         (void)send(fd, idle_frame, sizeof idle_frame, MSG_NOSIGNAL | MSG_DONTWAIT);
     ST(0) = sv_2mortal(newSViv(fd));
