@@ -135,6 +135,33 @@ def pool_harakiri_replaces_the_pool_process(ctx):
     check(workers[0] in srv.workers(), "the worker stays (%d in %s)" % (workers[0], srv.workers()))
 
 
+@test(timeout=90)
+def pool_requests_right_after_harakiris_reach_live_processes(ctx):
+    """A worker's link to a pool process that leaves after a harakiri can
+    outlive it by a moment while the replacement is already idle: a request
+    claimed for the replacement must not go down the old link (it got 502)."""
+    srv = ctx.start(None, workers=1, config="app: {psgi: %s, worker_pool: {processes: 2, "
+                    "queue_limit: 16}}\n" % psgi(ctx, "app"))
+    check(wait_for(lambda: len(pool_procs(srv)) == 2, 10 * SLOW), "two pool processes")
+    bad = []
+
+    def one():
+        try:
+            r = request(srv.port, path="/env", timeout=10 * SLOW)
+            if r.status != 200:
+                bad.append(r.status)
+        except OSError as e:
+            bad.append(str(e))
+
+    for _ in range(12):
+        check_eq(request(srv.port, path="/harakiri").status, 200, "the harakiri's own answer")
+        th = [threading.Thread(target=one) for _ in range(6)]
+        [t.start() for t in th]
+        [t.join(20) for t in th]
+    check(not bad, "requests right after harakiris answered %r" % bad)
+    check(wait_for(lambda: len(pool_procs(srv)) == 2, 10 * SLOW), "the pool refilled")
+
+
 @test(timeout=60)
 def pool_stuck_process_answered_504_and_killed(ctx):
     srv = start_pool(ctx, timeout="1s")
