@@ -352,13 +352,14 @@ static int claim_one(pool_link **out)
         return 0;
     pool_link *l = &side.links[num - 1];
     long pid = slot ? atomic_load(&slot->pid) : 0;
-    if (slot && l->peer_pid != pid) {
-        /* The process claimed has not taken this link: the link still
-         * reaches the process it replaced (leaving), or the new one has not
-         * said hello yet. Let the claim go; an idle link to the leaving
-         * process is made again, and the new one's H and I come on it. */
+    if (slot && l->peer_pid && l->peer_pid != pid) {
+        /* The link was taken by the process this one replaced (leaving
+         * after a harakiri or max_requests). Let the claim go; the idle link
+         * is made again, and the new process's H and I come on it. A link
+         * nobody has taken yet (no H) is used: only a live process of the
+         * slot accepts it, and the request waits in the socket till then. */
         atomic_store(&slot->pool_state, POOL_IDLE);
-        if (l->peer_pid && !l->job && !l->next && !l->reading)
+        if (!l->job && !l->next && !l->reading)
             link_close(l);
         return -1;
     }

@@ -118,6 +118,12 @@ my %routes = (
         $env->{'psgix.harakiri.commit'} = $env->{'psgix.harakiri'};
         return [200, ['Content-Type' => 'text/plain'], ["pid=$$ harakiri=$env->{'psgix.harakiri'}"]];
     },
+    '/harakiri-lingering' => sub { # leaves 0.5 s after its response (a slow cleanup)
+        my $env = shift;
+        $env->{'psgix.harakiri.commit'} = $env->{'psgix.harakiri'};
+        push @{ $env->{'psgix.cleanup.handlers'} }, sub { select(undef, undef, undef, 0.5) };
+        return [200, ['Content-Type' => 'text/plain'], ["pid=$$ harakiri=$env->{'psgix.harakiri'}"]];
+    },
     '/pid' => sub { return [200, ['Content-Type' => 'text/plain'], ["pid=$$"]] },
 );
 
