@@ -8,7 +8,8 @@
 #                   build the .deb once (build-debs/, handed to the tests that
 #                   check the package as PAGID_DEBS); the integration tests;
 #                   the system test (the .deb under a real systemd in a
-#                   container, tests/system) while build-asan/ builds; the
+#                   container, tests/system) while build-asan/ builds and
+#                   the attack battery (tests/attack) runs on build/pagid; the
 #                   unit and integration tests again with ASan+UBSan in
 #                   build-asan/ (the packaging test is skipped there: it
 #                   checks the package, not the binary); then each libFuzzer
@@ -19,7 +20,8 @@
 #                   the tests whose name contains a PATTERN (run.py -k); the
 #                   unit tests still run (they are quick); no .deb is built
 #                   beforehand (the packaging test, if chosen, builds its own);
-#                   the system test and the fuzzers are skipped.
+#                   the system test, the attack battery and the fuzzers are
+#                   skipped.
 #                   PAGID_DEBS=DIR: take the .debs there instead of building.
 #                   -j N (or TEST_JOBS=N): integration tests run at once
 #                   (run.py -j; its default is 3 per CPU; serial-marked tests
@@ -221,6 +223,24 @@ run_fuzz() {
     record "fuzz (smoke)" "$p" "$f"
 }
 
+# tests/attack: the hostile battery (h2 data path, worker pool, HTTP/1.1
+# smuggling and timeouts) against one binary; one test per attack.
+run_attack() {
+    local bin=$1 out p f line
+    say "attack battery: tests/attack/run_all.sh $bin"
+    out=$(mktemp)
+    "$ROOT/tests/attack/run_all.sh" "$bin" 2>&1 | tee "$out"
+    p=$(grep -cE '^PASS ' "$out")
+    f=$(grep -cE '^FAIL ' "$out")
+    line=$(grep -E '^battery: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+    rm -f "$out"
+    if [ -z "$line" ]; then
+        record "attack battery" "$p" $((f + 1)) "run_all.sh did not finish"
+        return
+    fi
+    record "attack battery" "$p" "$f"
+}
+
 # tests/system/run.py: builds the .deb (or takes PAGID_DEBS), boots Debian 12
 # with systemd in a container and checks the package as operators use it; one
 # test per check. run_system prints as it goes; start_system runs it in the
@@ -366,6 +386,10 @@ cmd_test() {
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     local asan_ok=
     stage "asan build" build build-asan --enable-sanitizers && asan_ok=1
+    # The battery (plain build) also runs while the system test waits on its container.
+    if [ -n "$werror_ok" ] && [ -z "$focused" ]; then
+        stage attack run_attack build/pagid
+    fi
     [ -n "$system" ] && finish_system
     if [ -n "$asan_ok" ]; then
         stage "asan unit" run_unit build-asan asan
@@ -384,7 +408,7 @@ cmd_test() {
     say "summary ($((SECONDS - t0))s)"
     local s
     for s in "${SUMMARY[@]}"; do echo "    $s"; done
-    say "wall time of each stage (the system test runs beside the asan build)"
+    say "wall time of each stage (the system test runs beside the asan build and the attack battery)"
     for s in "${STAGES[@]}"; do echo "    $s"; done
     printf '    %-26s %5ds\n' "total:" $((SECONDS - t0))
     echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
