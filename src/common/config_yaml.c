@@ -430,20 +430,13 @@ static const key_def limits_keys[] = {
 };
 
 static const key_def timeouts_keys[] = {
-    DURATION_KEY(header),
-    DURATION_KEY(idle),
-    DURATION_KEY(keepalive),
-    DURATION_KEY(request),
-    DURATION_KEY(response),
-    DURATION_KEY(write),
-    DURATION_KEY(http2_window),
-    DURATION_KEY(ws_queue),
-    DURATION_KEY(ws_idle),
-    DURATION_KEY(sse_idle),
-    DURATION_KEY(ws_close),
-    DURATION_KEY(shutdown),
-    DURATION_KEY(heartbeat),
-    DURATION_KEY(lifespan_startup),
+    DURATION_KEY(header),        DURATION_KEY(idle),
+    DURATION_KEY(keepalive),     DURATION_KEY(request),
+    DURATION_KEY(response),      DURATION_KEY(write),
+    DURATION_KEY(http2_window),  DURATION_KEY(ws_queue),
+    DURATION_KEY(ws_idle),       DURATION_KEY(sse_idle),
+    DURATION_KEY(ws_close),      DURATION_KEY(shutdown),
+    DURATION_KEY(heartbeat),     DURATION_KEY(lifespan_startup),
     {NULL, NULL, 0, NULL, 0, 0},
 };
 
@@ -495,6 +488,7 @@ static const key_def top_keys[] = {
     STRING_KEY(debug, set_debug, debug),
     STRING_KEY(app, set_app, app),
     STRING_KEY(mounts, set_mounts, mounts),
+    STRING_KEY(worker_pool, set_worker_pool, worker_pool),
     SECTION_KEY(limits, limits_keys),
     SECTION_KEY(timeouts, timeouts_keys),
     SECTION_KEY(flow_control, flow_keys),
