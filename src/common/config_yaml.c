@@ -430,13 +430,20 @@ static const key_def limits_keys[] = {
 };
 
 static const key_def timeouts_keys[] = {
-    DURATION_KEY(header),        DURATION_KEY(idle),
-    DURATION_KEY(keepalive),     DURATION_KEY(request),
-    DURATION_KEY(response),      DURATION_KEY(write),
-    DURATION_KEY(http2_window),  DURATION_KEY(ws_queue),
-    DURATION_KEY(ws_idle),       DURATION_KEY(sse_idle),
-    DURATION_KEY(ws_close),      DURATION_KEY(shutdown),
-    DURATION_KEY(heartbeat),     DURATION_KEY(lifespan_startup),
+    DURATION_KEY(header),
+    DURATION_KEY(idle),
+    DURATION_KEY(keepalive),
+    DURATION_KEY(request),
+    DURATION_KEY(response),
+    DURATION_KEY(write),
+    DURATION_KEY(http2_window),
+    DURATION_KEY(ws_queue),
+    DURATION_KEY(ws_idle),
+    DURATION_KEY(sse_idle),
+    DURATION_KEY(ws_close),
+    DURATION_KEY(shutdown),
+    DURATION_KEY(heartbeat),
+    DURATION_KEY(lifespan_startup),
     {NULL, NULL, 0, NULL, 0, 0},
 };
 

@@ -108,9 +108,8 @@ static int parse_http2(load_ctx *x, const ynode *n, int tls, int *out)
         return -1;
     if (strcmp(s, "prior-knowledge") == 0) {
         if (tls) {
-            report(x, n,
-                   "'listen.http2: prior-knowledge' is for cleartext listeners; a TLS "
-                   "listener offers h2 by ALPN (http2: true, the default)");
+            report(x, n, "'listen.http2: prior-knowledge' is for cleartext listeners; a TLS "
+                         "listener offers h2 by ALPN (http2: true, the default)");
             return -1;
         }
         *out = PAGID_H2_PRIOR_KNOWLEDGE;
@@ -131,9 +130,8 @@ static int parse_http2(load_ctx *x, const ynode *n, int tls, int *out)
         return -1;
     }
     if (b && !tls) {
-        report(x, n,
-               "'listen.http2: true' needs TLS (ALPN h2); on a cleartext listener write "
-               "'http2: prior-knowledge' for h2c");
+        report(x, n, "'listen.http2: true' needs TLS (ALPN h2); on a cleartext listener write "
+                     "'http2: prior-knowledge' for h2c");
         return -1;
     }
     *out = b ? PAGID_H2_ON : PAGID_H2_OFF;

@@ -163,8 +163,8 @@ static int replace_source(pagid_config *c, const char *name)
 static int load_main(pagid_config *c, const char *text, size_t len, const char *name,
                      const struct stat *id, FILE *err)
 {
-    load_state st = {
-        .c = c, .err = err, .lib_seen = STRTAB_INIT, .apps_ok = STRTAB_INIT, .perl_lib = BUF_INIT};
+    load_state st = {.c = c, .err = err, .lib_seen = STRTAB_INIT, .apps_ok = STRTAB_INIT,
+                     .perl_lib = BUF_INIT};
     src_pos none = {0, 0, 0};
     if (replace_source(c, name) < 0 || load_add_file(&st, name, -1, none) < 0) {
         fprintf(err, "%s: out of memory\n", name);

@@ -88,9 +88,8 @@ static int tls_verify_depth_parse(load_ctx *x, const ynode *n, pagid_tls *t)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (!*s || *end || errno || v < 0 || v > 100) {
-        report(x, n,
-               "invalid verify_depth '%s' (expected 0 to 100: the intermediate CAs allowed "
-               "between a client's certificate and the CA)",
+        report(x, n, "invalid verify_depth '%s' (expected 0 to 100: the intermediate CAs allowed "
+                     "between a client's certificate and the CA)",
                printable(n, shown, sizeof shown));
         return -1;
     }
@@ -473,7 +472,8 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
     int bad = rc < 0;
     if (!vals[K_CERT] && !vals[K_KEY] && !vals[K_CERTS]) {
         if (!bad) /* else the typo'd key said it (e.g. 'crt') */
-            report(x, n, "'listen.tls' needs both 'cert' and 'key' (PEM files), or 'certificates'");
+            report(x, n,
+                   "'listen.tls' needs both 'cert' and 'key' (PEM files), or 'certificates'");
         bad = 1;
     }
     pagid_tls *t = config_tls_new();
@@ -487,9 +487,8 @@ int config_tls_parse(load_ctx *x, const ynode *n, pagid_tls **out)
         tls_pair_add(x, n, vals[K_CERT], vals[K_KEY], vals[K_OCSP], "listen.tls", t) < 0)
         bad = 1;
     if (vals[K_OCSP] && !vals[K_CERT] && !vals[K_KEY]) {
-        report(x, keys[K_OCSP],
-               "'ocsp' belongs with 'cert' and 'key' (each entry of "
-               "'certificates' takes its own)");
+        report(x, keys[K_OCSP], "'ocsp' belongs with 'cert' and 'key' (each entry of "
+                                "'certificates' takes its own)");
         bad = 1;
     }
     if (vals[K_CERTS] && tls_certificates_parse(x, vals[K_CERTS], t) < 0)
