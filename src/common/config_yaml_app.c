@@ -434,22 +434,26 @@ void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path)
     const char *m;
     if (parse_app(x, n, path, &spec, &opts) < 0)
         return;
+    /* config_set_app drops the pool (another app from -a does not inherit
+     * it); a top-level worker_pool written before app: must stay. */
+    pagid_pool top = x->c->worker_pool;
+    x->c->worker_pool = (pagid_pool){0};
     if (config_set_app(x->c, spec, &m) < 0) {
         report(x, n, "%s", m);
+        x->c->worker_pool = top;
     } else {
         x->c->app_static = opts;
-        if (x->st->pool_set && x->c->worker_pool.set) {
+        x->c->worker_pool = top;
+        if (x->st->pool_set && top.set) {
             report(x, n,
                    "'app.worker_pool' and the top-level 'worker_pool' are one pool: set "
                    "it once");
             free(x->st->pool.handlers);
-            x->st->pool = (pagid_pool){0};
-            x->st->pool_set = 0;
         } else if (x->st->pool_set) { /* the mapping's worker_pool: the config owns it now */
             x->c->worker_pool = x->st->pool;
-            x->st->pool = (pagid_pool){0};
-            x->st->pool_set = 0;
         }
+        x->st->pool = (pagid_pool){0};
+        x->st->pool_set = 0;
     }
     free(spec);
 }
