@@ -483,21 +483,14 @@ int config_pool_default_processes(void)
     return (int)(n > CONFIG_POOL_MAX_PROCESSES ? CONFIG_POOL_MAX_PROCESSES : n);
 }
 
-int config_unpooled_psgi_mount(const pagid_config *c, size_t i, char *msg, size_t msglen)
+int config_has_psgi_app(const pagid_config *c)
 {
-    if (i >= c->n_mounts || c->workers == 0 ||
-        config_perl_app_kind(c->mounts[i].app) != CONFIG_PERL_PSGI)
-        return 0;
-    /* Starman runs every app of a Plack::Builder in its processes; a mount
-     * here does not, and nothing else would tell: a blocking request there
-     * stalls every connection of its worker, the top-level app's too. */
-    snprintf(msg, msglen,
-             "mount %s: the PSGI app %s runs on the workers' event loops, not in a worker "
-             "pool (only the top-level app has one): a request that blocks holds its "
-             "worker and every connection on it; to pool it, mount it in the top-level "
-             ".psgi with Plack::Builder (docs/psgi.md)",
-             c->mounts[i].path, c->mounts[i].app);
-    return 1;
+    if (c->app && config_perl_app_kind(c->app) == CONFIG_PERL_PSGI)
+        return 1;
+    for (size_t i = 0; i < c->n_mounts; i++)
+        if (config_perl_app_kind(c->mounts[i].app) == CONFIG_PERL_PSGI)
+            return 1;
+    return 0;
 }
 
 int config_finalize(pagid_config *c, FILE *err)
@@ -556,12 +549,12 @@ int config_finalize(pagid_config *c, FILE *err)
             n = CONFIG_MAX_WORKERS;
         c->workers = (int)n;
     }
-    /* A PSGI app is synchronous: under a master it runs in a worker pool
-     * unless the config says otherwise (worker_pool: {processes: 0} keeps
-     * it on the workers' loops), so a slow handler never holds a worker's
-     * loop. With -w 0 there is no pool (nobody supervises its processes). */
-    if (!c->worker_pool.set && c->workers != 0 &&
-        config_perl_app_kind(c->app) == CONFIG_PERL_PSGI) {
+    /* A PSGI app is synchronous: under a master every PSGI app of the
+     * config, top-level or mounted, runs in the worker pool unless the
+     * config says otherwise (worker_pool: {processes: 0} keeps them on the
+     * workers' loops), so a slow handler never holds a worker's loop. With
+     * -w 0 there is no pool (nobody supervises its processes). */
+    if (!c->worker_pool.set && c->workers != 0 && config_has_psgi_app(c)) {
         free(c->worker_pool.handlers);
         c->worker_pool = (pagid_pool){.processes = config_pool_default_processes(),
                                       .queue_limit = CONFIG_POOL_DEFAULT_QUEUE,

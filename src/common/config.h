@@ -183,9 +183,10 @@ typedef struct pagid_shared_dict {
      * here, owned by whoever made it. NULL until then. */
     struct pagi_shared *dict;
 } pagid_shared_dict;
-/* `app: {psgi|perl: FILE, worker_pool: {...}}` (docs/psgi.md, "The worker
- * pool"): pool processes per generation, forked from the zygote, that run
- * the PSGI app (or the PAGI app's named handlers) off the workers' loops. */
+/* `app: {psgi|perl: FILE, worker_pool: {...}}` or a top-level `worker_pool:`
+ * (docs/psgi.md, "The worker pool"): pool processes per generation, forked
+ * from the zygote, that run every PSGI app of the config, mounted ones too
+ * (and the PAGI app's named handlers), off the workers' loops. */
 typedef struct pagid_pool {
     int processes;   /* 0 = no pool */
     int queue_limit; /* requests waiting for a free process beyond `processes` */
@@ -230,7 +231,8 @@ typedef struct pagid_config {
     pagid_pubsub pubsub;
     pagid_shared_dict *shared_dicts; /* `shared_dicts`, in file order */
     size_t n_shared_dicts;
-    pagid_pool worker_pool; /* the top-level app's pool; processes 0 = none */
+    pagid_pool worker_pool; /* the pool of every PSGI app (and of a PAGI app's
+                               handlers); processes 0 = none */
     /* tls.groups: the key exchange groups of a TLS listener without its own
      * (OpenSSL's names, ':'-joined); NULL: PAGID_TLS_DEFAULT_GROUPS. */
     char *tls_groups;
@@ -319,13 +321,9 @@ size_t config_module_path_len(const char *spec);
  */
 enum { CONFIG_PERL_PAGI = 1, CONFIG_PERL_PSGI = 2 };
 int config_perl_app_kind(const char *spec);
-/**
- * Is mounts[i] a PSGI app that runs on the workers' loops while a master
- * runs workers (a pool serves the top-level app only)? Then 1, with a
- * warning saying so and what to do in msg (for the start's log and -t);
- * else 0.
- */
-int config_unpooled_psgi_mount(const pagid_config *c, size_t i, char *msg, size_t msglen);
+/** Is the top-level app or a mounted one a PSGI app (then, under a master,
+ * the worker pool serves them all)? */
+int config_has_psgi_app(const pagid_config *c);
 /**
  * PATH.so of a module spec, copied NUL-terminated into path: its length, 0
  * when spec names no module, -1 when it does not fit in size bytes.

@@ -196,6 +196,18 @@ static void perl_lib_list(dumper *d, const char *joined)
     free(copy);
 }
 
+/* A worker_pool mapping: {processes, queue_limit, timeout[, handlers]}. */
+static void pool_map(dumper *d, const pagid_pool *p)
+{
+    map_start(d);
+    key_count(d, "processes", (size_t)p->processes);
+    key_count(d, "queue_limit", (size_t)p->queue_limit);
+    key_duration(d, "timeout", p->timeout);
+    if (p->handlers)
+        key_str(d, "handlers", p->handlers);
+    map_end(d);
+}
+
 /*
  * An app value in the loader's forms: a static app as its mapping (so its
  * options show), a Perl app as {perl, lib} ({psgi, lib}) when it carries the lib list,
@@ -372,11 +384,11 @@ static void dump_body(dumper *d, const pagid_config *c)
     const char *lib = c->perl_lib;
     word(d, "app");
     int top_perl = lib && config_perl_app_kind(c->app);
-    if (c->worker_pool.processes > 0 ||
-        (c->worker_pool.set && config_perl_app_kind(c->app) == CONFIG_PERL_PSGI)) {
-        /* The mapping form, as written: {psgi|perl: FILE, lib, worker_pool};
-         * a PSGI app's {processes: 0} too, or it would read back pooled. */
-        const pagid_pool *p = &c->worker_pool;
+    /* Written where it was: in the top-level app's mapping when that is a
+     * Perl app, else as the top-level worker_pool (mounted PSGI apps). A
+     * PSGI config's {processes: 0} too, or it would read back pooled. */
+    int pool_shown = c->worker_pool.processes > 0 || (c->worker_pool.set && config_has_psgi_app(c));
+    if (pool_shown && config_perl_app_kind(c->app)) {
         map_start(d);
         key_str(d, config_perl_app_kind(c->app) == CONFIG_PERL_PSGI ? "psgi" : "perl", c->app);
         if (top_perl) {
@@ -384,16 +396,14 @@ static void dump_body(dumper *d, const pagid_config *c)
             perl_lib_list(d, lib);
         }
         word(d, "worker_pool");
-        map_start(d);
-        key_count(d, "processes", (size_t)p->processes);
-        key_count(d, "queue_limit", (size_t)p->queue_limit);
-        key_duration(d, "timeout", p->timeout);
-        if (p->handlers)
-            key_str(d, "handlers", p->handlers);
-        map_end(d);
+        pool_map(d, &c->worker_pool);
         map_end(d);
     } else {
         app_value(d, c->app, &c->app_static, top_perl ? lib : NULL);
+        if (pool_shown) {
+            word(d, "worker_pool");
+            pool_map(d, &c->worker_pool);
+        }
     }
     if (top_perl)
         lib = NULL;

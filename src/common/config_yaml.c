@@ -495,6 +495,7 @@ static const key_def top_keys[] = {
     STRING_KEY(debug, set_debug, debug),
     STRING_KEY(app, set_app, app),
     STRING_KEY(mounts, set_mounts, mounts),
+    STRING_KEY(worker_pool, set_worker_pool, worker_pool),
     SECTION_KEY(limits, limits_keys),
     SECTION_KEY(timeouts, timeouts_keys),
     SECTION_KEY(flow_control, flow_keys),

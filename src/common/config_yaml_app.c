@@ -249,9 +249,9 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             pool_val = val;
         } else {
             static const char *const keys[] = {
-                "static",          "module", "perl",          "psgi",        "listing",     "arg",
-                "follow_symlinks", "lib",    "cache_entries", "cache_bytes", "cache_valid",
-                "worker_pool",     NULL};
+                "static",      "module",          "perl", "psgi",          "listing",
+                "arg",         "follow_symlinks", "lib",  "cache_entries", "cache_bytes",
+                "cache_valid", "worker_pool",     NULL};
             const char *near = config_suggest_among(name, strlen(name), keys);
             if (near)
                 report(x, key, "unknown key '%s' in '%s' (did you mean '%s'?)",
@@ -292,7 +292,10 @@ static int parse_app_mapping(load_ctx *x, const ynode *n, const char *path, char
             report(x, pool_key, "'%s' applies to perl and psgi apps only", sub);
             bad = 1;
         } else if (strcmp(path, "app") != 0) {
-            report(x, pool_key, "'%s': a worker pool belongs to the top-level app only", sub);
+            report(x, pool_key,
+                   "'%s': the worker pool serves every PSGI app of the config, mounted ones "
+                   "too; size it with the top-level 'worker_pool' (or app.worker_pool)",
+                   sub);
             bad = 1;
         } else if (parse_worker_pool(x, pool_val, sub, kind, &x->st->pool) < 0) {
             bad = 1;
@@ -431,17 +434,43 @@ void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path)
     const char *m;
     if (parse_app(x, n, path, &spec, &opts) < 0)
         return;
+    /* config_set_app drops the pool (another app from -a does not inherit
+     * it); a top-level worker_pool written before app: must stay. */
+    pagid_pool top = x->c->worker_pool;
+    x->c->worker_pool = (pagid_pool){0};
     if (config_set_app(x->c, spec, &m) < 0) {
         report(x, n, "%s", m);
+        x->c->worker_pool = top;
     } else {
         x->c->app_static = opts;
-        if (x->st->pool_set) { /* the mapping's worker_pool: the config owns it now */
+        x->c->worker_pool = top;
+        if (x->st->pool_set && top.set) {
+            report(x, n,
+                   "'app.worker_pool' and the top-level 'worker_pool' are one pool: set "
+                   "it once");
+            free(x->st->pool.handlers);
+        } else if (x->st->pool_set) { /* the mapping's worker_pool: the config owns it now */
             x->c->worker_pool = x->st->pool;
-            x->st->pool = (pagid_pool){0};
-            x->st->pool_set = 0;
         }
+        x->st->pool = (pagid_pool){0};
+        x->st->pool_set = 0;
     }
     free(spec);
+}
+
+void set_worker_pool(load_ctx *x, const key_def *k, const ynode *n, const char *path)
+{
+    (void)k;
+    pagid_pool pool;
+    if (parse_worker_pool(x, n, path, "top", &pool) < 0)
+        return;
+    if (x->c->worker_pool.set) {
+        report(x, n, "'app.worker_pool' and the top-level 'worker_pool' are one pool: set it once");
+        free(pool.handlers);
+        return;
+    }
+    free(x->c->worker_pool.handlers);
+    x->c->worker_pool = pool;
 }
 
 /* mounts: a list of {path: /prefix, app: SPEC or mapping form}. */

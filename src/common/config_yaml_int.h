@@ -171,6 +171,9 @@ void load_text(load_state *st, unsigned file, unsigned depth, const char *text, 
 /* config_yaml_app.c: the `app` key (spec string or mapping) and `mounts`. */
 void set_app(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_mounts(load_ctx *x, const key_def *k, const ynode *n, const char *path);
+/* The top-level `worker_pool:`: the pool of every PSGI app of the config,
+ * for a config whose top-level app is not one (app.worker_pool's twin). */
+void set_worker_pool(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_preload(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 void set_debug(load_ctx *x, const key_def *k, const ynode *n, const char *path);
 /** Release what the app keys remembered about x's document. */

@@ -1,7 +1,7 @@
 /*
- * config_yaml_pool.c - the YAML loader's `worker_pool:` mapping of the
- * top-level app: processes, queue_limit, timeout and (PAGI apps) the
- * handlers file, each problem reported at its FILE:LINE:COLUMN.
+ * config_yaml_pool.c - the YAML loader's `worker_pool:` mapping (of the
+ * top-level app, or at the top level): processes, queue_limit, timeout and
+ * (PAGI apps) the handlers file, each problem reported at its FILE:LINE:COLUMN.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -75,8 +75,8 @@ int parse_worker_pool(load_ctx *x, const ynode *n, const char *path, const char 
                 bad = 1;
             } else if (strcmp(kind, "perl") != 0) {
                 report(x, key,
-                       "'%s' applies to perl (PAGI) apps only: a PSGI app runs whole in "
-                       "the pool",
+                       "'%s' applies to a perl (PAGI) app's own worker_pool only (app: {perl: "
+                       "FILE, worker_pool: ...}): a PSGI app runs whole in the pool",
                        sub);
                 bad = 1;
             } else if (access(s, R_OK) < 0) {

@@ -372,10 +372,6 @@ int preflight_check(const pagid_config *c, FILE *out, FILE *err)
             fprintf(out, "pagid: %s\n", why);
     }
 
-    for (size_t i = 0; i < c->n_mounts; i++)
-        if (config_unpooled_psgi_mount(c, i, why, sizeof why))
-            say(&p, 0, (pagid_pos){0}, "%s", why);
-
     if (getifaddrs(&p.ifs) < 0)
         p.ifs = NULL;
     for (size_t i = 0; i < c->n_listens; i++) {

@@ -466,10 +466,6 @@ int supervisor_run(const pagid_config *cfg, listener_set *ls, int nworkers, mast
 
     log_info("master started (pid %d), %d worker%s", (int)s.pid, nworkers,
              nworkers == 1 ? "" : "s");
-    char why[1024];
-    for (size_t i = 0; i < cfg->n_mounts; i++)
-        if (config_unpooled_psgi_mount(cfg, i, why, sizeof why))
-            log_warn("%s", why);
     gen_spawn_all(&s.env, g);
     notify_sendf("MAINPID=%d\nSTATUS=starting %d workers", (int)s.pid, nworkers);
 

@@ -6,6 +6,7 @@
 #include "perl_int.h"
 #include "perl_host.h"
 
+#include "common/config.h"
 #include "common/pool.h"
 #include "worker/core/loop.h"
 #include "common/log.h"
@@ -37,10 +38,12 @@ void perl_no_loop_yet(pTHX)
 }
 
 typedef struct perl_app {
-    SV *app;   /* the app's coderef */
-    SV *state; /* the lifespan state hashref */
-    int relay; /* a PSGI app of the worker pool: http and sse scopes go to
-                * perl_pool_relay.c, no Perl runs for them in the worker */
+    SV *app;    /* the app's coderef */
+    SV *state;  /* the lifespan state hashref */
+    int relay;  /* a PSGI app of the worker pool: http and sse scopes go to
+                 * perl_pool_relay.c, no Perl runs for them in the worker */
+    char *spec; /* the app's spec, which names it to the pool processes
+                 * (a Q frame's app field); set with relay */
 } perl_app;
 
 EXTERN_C void boot_DynaLoader(pTHX_ CV *cv);
@@ -246,6 +249,18 @@ static SV *take_preloaded(pTHX_ const char *file)
     return NULL;
 }
 
+/* Does the generation's pool serve app spec? Every PSGI app of the config
+ * (the top-level one and the mounted ones: the pool processes load them
+ * all), and a PAGI app whose worker_pool names its handlers. */
+static int pooled_app(const pool_info *pool, const char *spec)
+{
+    if (!pool)
+        return 0;
+    if (config_perl_app_kind(spec) == CONFIG_PERL_PSGI)
+        return 1;
+    return pool->handlers && pool->app && strcmp(spec, pool->app) == 0;
+}
+
 static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
 {
     static char msg[1024];
@@ -279,11 +294,12 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
             stop_interpreter();
         return NULL;
     }
-    if (loop->pool && loop->pool->app && strcmp(arg, loop->pool->app) == 0) {
+    if (pooled_app(loop->pool, arg)) {
         /* The generation's worker pool serves this app (Pool.pm): a worker
-         * gets the app that dispatches to it, a pool process starts serving. */
-        SV *args[1] = {pa->app};
-        SV *pooled = call_glue(aTHX_ "PAGI::Server::Pagid::Pool::setup", args, 1, msg, sizeof msg);
+         * gets the app that dispatches to it, a pool process serves it. */
+        SV *args[2] = {pa->app, newSVpv(arg, 0)};
+        SV *pooled = call_glue(aTHX_ "PAGI::Server::Pagid::Pool::setup", args, 2, msg, sizeof msg);
+        SvREFCNT_dec(args[1]);
         if (!pooled || !SvROK(pooled)) {
             if (pooled)
                 SvREFCNT_dec(pooled);
@@ -298,7 +314,16 @@ static void *perl_create(const char *arg, pagi_loop *loop, const char **err)
         SvREFCNT_dec(pa->app);
         pa->app = pooled;
         SV *relay = get_sv("PAGI::Server::Pagid::Pool::RELAY", 0);
-        pa->relay = !loop->pool->process && relay && SvTRUE(relay);
+        pa->relay = !loop->pool->process && relay && SvTRUE(relay) &&
+                    config_perl_app_kind(arg) == CONFIG_PERL_PSGI;
+        if (pa->relay && !(pa->spec = strdup(arg))) {
+            SvREFCNT_dec(pa->app);
+            free(pa);
+            *err = "out of memory";
+            if (!perl_instances)
+                stop_interpreter();
+            return NULL;
+        }
     }
     pa->state = newRV_noinc((SV *)newHV());
     perl_instances++;
@@ -324,7 +349,7 @@ static void perl_handle_scope(pagi_scope *s, void *instance)
     if (pa->relay) {
         pagi_scope_type type = pagi_scope_type_of(s);
         if (type == PAGI_SCOPE_HTTP || type == PAGI_SCOPE_SSE) {
-            perl_pool_relay_handle(s, perl_host_loop);
+            perl_pool_relay_handle(s, perl_host_loop, pa->spec);
             return;
         }
     }
@@ -380,6 +405,7 @@ static void perl_destroy(void *instance)
         SvREFCNT_dec(pa->app);
         SvREFCNT_dec(pa->state);
     }
+    free(pa->spec);
     free(pa);
     if (--perl_instances == 0)
         stop_interpreter();

@@ -181,8 +181,9 @@ int pool_job_submit(pagi_loop *loop, pool_job *j);
  * next write fails). Nothing is called back. */
 void pool_job_cancel(pool_job *j);
 
-/* perl_pool_relay.c: an http or sse scope of a PSGI app served by the
- * worker pool, relayed to a pool process (loop->pool) without Perl. */
-void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop);
+/* perl_pool_relay.c: an http or sse scope of PSGI app `app` (its spec,
+ * which names it to the pool process) served by the worker pool, relayed to
+ * a pool process (loop->pool) without Perl. */
+void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop, const char *app);
 
 #endif

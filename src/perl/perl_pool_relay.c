@@ -35,8 +35,9 @@ typedef struct relay {
     pagi_scope *s;
     pagi_loop *loop;
     const pool_info *pool;
-    int sse;        /* an sse scope: its sse.http.response.* events */
-    char what[200]; /* "GET /path" for the log */
+    const char *app; /* its spec, the Q frame's app field (the perl host's) */
+    int sse;         /* an sse scope: its sse.http.response.* events */
+    char what[200];  /* "GET /path" for the log */
     /* the request: the body in memory, or in req_spool past REQ_MEM_MAX */
     buf body;
     int req_spool;
@@ -460,7 +461,7 @@ static int put_head(relay *r)
         return -1;
     char len[24];
     snprintf(len, sizeof len, "%lld", (long long)r->body_len);
-    if (put_cstr(b, len))
+    if (put_cstr(b, len) || put_cstr(b, r->app))
         return -1;
     size_t n = 0;
     const pagi_header *h = pagi_scope_headers(s, &n);
@@ -558,7 +559,7 @@ static void on_disconnect(pagi_scope *s, const char *reason, void *ud)
         relay_finish(r, NULL);
 }
 
-void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop)
+void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop, const char *app)
 {
     relay *r = calloc(1, sizeof *r);
     if (!r) {
@@ -568,6 +569,7 @@ void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop)
     r->s = s;
     r->loop = loop;
     r->pool = loop->pool;
+    r->app = app;
     r->sse = pagi_scope_type_of(s) == PAGI_SCOPE_SSE;
     r->req_spool = r->resp_spool = -1;
     pagi_str raw = pagi_scope_raw_path(s), q = pagi_scope_query_string(s);

@@ -30,8 +30,9 @@
 #define BODY_FRAME_MAX (256 * 1024)
 /* No frame of the worker comes near this: a larger length is not from it. */
 #define FRAME_LEN_MAX (1u << 30)
-/* Fields of a Q frame before its header names and values. */
-#define Q_FIXED 12
+/* Fields of a Q frame before its header names and values; the last names
+ * the app (its spec: every PSGI app of the config is served here). */
+#define Q_FIXED 13
 
 /* The link's unread bytes. One per process, reused by every request (a
  * pool process serves one at a time; a worker sends nothing past a
@@ -190,8 +191,9 @@ static void env_header(pTHX_ HV *env, field name, field value, int *declared)
 }
 
 /* The env of a Q frame (Pool.pm's wire; PSGI.pm's _env for a pool process),
- * without psgi.input, psgi.errors and psgix.cleanup*; NULL when malformed. */
-static HV *env_of_head(pTHX_ const char *p, size_t n)
+ * without psgi.input, psgi.errors and psgix.cleanup*, and in *app the app
+ * it is for; NULL when malformed. */
+static HV *env_of_head(pTHX_ const char *p, size_t n, field *app)
 {
     field f[Q_FIXED];
     size_t at = 0;
@@ -203,6 +205,7 @@ static HV *env_of_head(pTHX_ const char *p, size_t n)
     }
     field method = f[0], scheme = f[1], version = f[2], raw = f[3], query = f[4], root = f[5],
           path = f[6], sh = f[7], sp = f[8], ch = f[9], cp = f[10], len = f[11];
+    *app = f[12];
     HV *env = newHV();
     hv_ksplit(env, 48);
     ENV_PUT(env, "REQUEST_METHOD", field_sv(aTHX_ method));
@@ -488,8 +491,9 @@ XS_INTERNAL(xs_pool_drop)
 
 /* pool_take($fd): the request on link $fd, read whole: () when the link
  * ended instead (pool_drop it); else (type, ...) with this process marked
- * busy: ('C', $payload), or ('Q', \%env, $body, $spool_fd) where $spool_fd
- * (-1: the body is in $body) holds a body past 64 KiB. */
+ * busy: ('C', $payload), or ('Q', \%env, $body, $spool_fd, $app) where
+ * $spool_fd (-1: the body is in $body) holds a body past 64 KiB and $app is
+ * the spec of the PSGI app the request is for. */
 XS_INTERNAL(xs_pool_take)
 {
     dXSARGS;
@@ -511,7 +515,10 @@ XS_INTERNAL(xs_pool_take)
         ST(1) = sv_2mortal(newSVpvn(p, n));
         XSRETURN(2);
     }
-    HV *env = env_of_head(aTHX_ p, n);
+    field app;
+    HV *env = env_of_head(aTHX_ p, n, &app);
+    /* Before the body's frames reuse rbuf, where app points. */
+    SV *app_sv = sv_2mortal(env ? field_sv(aTHX_ app) : newSVpvs(""));
     SV *body = sv_2mortal(newSVpvs(""));
     int spool;
     if (!env || !read_body(aTHX_ fd, body, &spool)) {
@@ -521,12 +528,13 @@ XS_INTERNAL(xs_pool_take)
         (void)finish_request(pool, fd, NULL, 0, &ok);
         XSRETURN_EMPTY;
     }
-    EXTEND(SP, 4);
+    EXTEND(SP, 5);
     ST(0) = sv_2mortal(newSVpvs("Q"));
     ST(1) = sv_2mortal(newRV_noinc((SV *)env));
     ST(2) = body;
     ST(3) = sv_2mortal(newSViv(spool));
-    XSRETURN(4);
+    ST(4) = app_sv;
+    XSRETURN(5);
 }
 
 /* pool_write($fd, $bytes): all of it, blocking; false when the worker left. */

@@ -429,3 +429,56 @@ def worker_pool_extension_calls_and_failures(ctx):
     check(time.monotonic() - t0 < 1.0 * SLOW, "at once, not after a process freed up")
     for t in threads:
         t.join(10)
+
+
+@test(timeout=90, serial=True)
+def pool_serves_mounted_psgi_apps(ctx):
+    """Two PSGI apps mounted at /a and /b beside a C app at /, with 2
+    workers and a pool of 2 (the top-level worker_pool): the pool processes
+    answer both apps, each request reaching its own app with SCRIPT_NAME and
+    PATH_INFO under its mount; a handler of /a blocked in one process does
+    not delay /b requests the other process can take."""
+    conf = ("app: hello\n"
+            "worker_pool: {processes: 2, queue_limit: 8, timeout: 30s}\n"
+            "mounts:\n  - {path: /a, app: {psgi: %s}}\n  - {path: /b, app: {psgi: %s}}\n"
+            % (psgi(ctx, "mount_a"), psgi(ctx, "mount_b")))
+    srv = ctx.start(None, workers=2, config=conf)
+    check(wait_for(lambda: len(pool_procs(srv)) == 2, 10 * SLOW),
+          "2 pool processes: %s" % pool_procs(srv))
+    pids = {p for p, _ in pool_procs(srv)}
+    check("not in a worker pool" not in srv.stderr(), "no warning: %s" % srv.stderr()[-400:])
+
+    def said(path):
+        r = request(srv.port, path=path)
+        check_eq(r.status, 200, path)
+        return dict(kv.split("=", 1) for kv in r.body.decode().split("\n"))
+
+    for mount in ("a", "b"):
+        for tail, path_info in (("/x/y", "/x/y"), ("/sp%20ace", "/sp ace"), ("", "")):
+            got = said("/%s%s" % (mount, tail))
+            check_eq((got["app"], got["script"], got["path"]), (mount, "/" + mount, path_info),
+                     "/%s%s" % (mount, tail))
+            check(int(got["pid"]) in pids, "/%s%s answered by a pool process (%s in %s)"
+                  % (mount, tail, got["pid"], pids))
+            check(int(got["pid"]) not in srv.workers(), "not by a worker")
+    check_eq(request(srv.port, path="/").status, 200, "the C app at /")
+
+    block_s, bound = (4, 0.3) if SLOW == 1 else (12, 6.0)
+    blocked = threading.Thread(
+        target=lambda: request(srv.port, path="/a/sleep?s=%d" % block_s, timeout=60))
+    blocked.start()
+    check(wait_for(lambda: any(cmd.endswith("busy)") for _, cmd in pool_procs(srv)), 5 * SLOW),
+          "a pool process runs /a/sleep: %s" % pool_procs(srv))
+    t_start = time.monotonic()
+    worst, seen = 0.0, set()
+    for i in range(10):
+        t0 = time.monotonic()
+        got = said("/b/quick%d" % i)
+        worst = max(worst, time.monotonic() - t0)
+        check_eq((got["app"], got["path"]), ("b", "/quick%d" % i), "request %d" % i)
+        seen.add(int(got["pid"]))
+    ctx.note("worst /b latency beside a blocked /a handler: %.0f ms" % (worst * 1e3))
+    check(time.monotonic() - t_start < block_s, "all answered while /a was blocked")
+    check(worst < bound, "answered within %.0f ms (worst %.0f ms)" % (bound * 1e3, worst * 1e3))
+    check_eq(len(seen), 1, "by the one free process: %s" % seen)
+    blocked.join(block_s * 3)

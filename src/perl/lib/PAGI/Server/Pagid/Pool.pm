@@ -14,14 +14,15 @@ use Socket ();
 use Storable ();
 
 our $IN_PROCESS;    # this process is a pool process (exit() then exits)
-our $RELAY;         # a worker: the PSGI app's requests are relayed in C
+our $RELAY;         # a worker: its PSGI apps' requests are relayed in C
 my $INFO;           # pool_info(): {process, num, fd, processes, queue_limit, timeout, handlers}
 
 # The wire: frames of a type byte, a 32-bit length and the payload, on the
 # connection each worker keeps to each pool process, one request or call at
 # a time (a worker sends one only to a process it claimed idle in the
 # shared region). Worker -> process: Q (a PSGI request's head: the scope's
-# strings, each a 32-bit length and its bytes, in the order of _scope_of;
+# strings, each a 32-bit length and its bytes, in the order of _scope_of,
+# the last the spec of the app it is for (every PSGI app is served here);
 # written by perl_pool_relay.c), D (body bytes), Z (the end of the body), C
 # (a call: {name, args}, Storable). Process -> worker: S (the response's
 # status, then header names and values, packed as Q's fields), B (body
@@ -30,15 +31,17 @@ my $INFO;           # pool_info(): {process, num, fd, processes, queue_limit, ti
 # requests wait, outside any request).
 sub _frame { pack('a1 N', $_[0], length $_[1]) . $_[1] }
 
-# setup($app): called by the Perl host when the top-level app is created in
-# a process of a generation with a pool; returns the app that process runs.
+# setup($app, $spec): called by the Perl host when an app the pool serves
+# (every PSGI app of the config, top-level or mounted, and a PAGI app with
+# worker_pool handlers) is created in a process of a generation with a
+# pool; returns the app that process runs. $spec names the app in a Q frame.
 sub _setup {
-    my ($app) = @_;
-    $INFO = PAGI::Server::Pagid::XS::pool_info() or return $app;
+    my ($app, $spec) = @_;
+    ($INFO //= PAGI::Server::Pagid::XS::pool_info()) or return $app;
     my $psgi = $PAGI::Server::Pagid::PSGI::PSGI_OF{Scalar::Util::refaddr($app)};
     if ($INFO->{process}) {
         $IN_PROCESS = 1;
-        PAGI::Server::Pagid::Pool::Process::start($INFO, $psgi);
+        PAGI::Server::Pagid::Pool::Process::serve($INFO, $spec, $psgi);
         return $app;    # never called: a pool process has no listeners
     }
     if ($psgi) {    # its http and sse scopes go to perl_pool_relay.c
@@ -130,18 +133,26 @@ package PAGI::Server::Pagid::Pool::Process;
 use Socket ();
 
 my $PID;    # $$ read once ($$ is a getpid(2) call)
-my ($WATCH, $INFO_P, $PSGI, $HANDLERS, $STATE);
+my ($WATCH, $INFO_P, $HANDLERS, $STATE, $STARTED);
+my %PSGI;     # an app's spec (a Q frame's app field) => [$app, $worker] (PSGI.pm's)
 my %LINKS;    # fd => the watcher of a worker's link
 # What every send that went out returns: one done Future, shared (the
 # adapter only asks it is_ready and is_failed).
 my $SENT = Future->done;
 
+# serve($info, $spec, $psgi): app $spec is served here (its requests, when
+# $psgi); the first call starts the process.
+sub serve {
+    my ($info, $spec, $psgi) = @_;
+    $PSGI{$spec} = $psgi if $psgi;
+    start($info) unless $STARTED++;
+}
+
 sub start {
-    my ($info, $psgi) = @_;
+    my ($info) = @_;
     $INFO_P = $info;
-    $PSGI = $psgi;
     $PID = $$;
-    if (!$psgi) {
+    if ($info->{handlers}) {
         my $file = $info->{handlers} or die "worker pool: no handlers file\n";
         $file = "./$file" unless $file =~ m{^\.{0,2}/};
         my $spec = do $file;
@@ -179,11 +190,8 @@ sub _take_one {
     }
     if ($type eq 'C') {
         _serve_call($fd, $req[0]);
-    } elsif ($PSGI) {
-        _serve_psgi($fd, @req);
     } else {
-        _done(PAGI::Server::Pagid::XS::pool_finish($fd,
-            _frame_x("worker_pool: this pool serves calls, not requests")));
+        _serve_psgi($fd, @req);
     }
 }
 
@@ -222,10 +230,18 @@ sub _serve_call {
         : _last($fd, 'F', "worker_pool: the result of '$name' cannot be serialized: $@");
 }
 
-# A PSGI request: its env built from the Q frame in C, its body in memory
-# or, past 64 KiB, in the unlinked file $spool_fd.
+# A PSGI request for app $spec: its env built from the Q frame in C, its
+# body in memory or, past 64 KiB, in the unlinked file $spool_fd.
 sub _serve_psgi {
-    my ($fd, $env, $body, $spool_fd) = @_;
+    my ($fd, $env, $body, $spool_fd, $spec) = @_;
+    my $psgi = $PSGI{$spec};
+    if (!$psgi) {    # the worker's config has an app this process's has not
+        if ($spool_fd >= 0) {
+            require POSIX;
+            POSIX::close($spool_fd);
+        }
+        return _last($fd, 'X', "worker pool: this process serves no PSGI app '$spec'");
+    }
     my $input;
     if ($spool_fd >= 0) {
         open $input, '+<&=', $spool_fd or do {
@@ -238,7 +254,7 @@ sub _serve_psgi {
     }
     binmode $input;
     PAGI::Server::Pagid::PSGI::Request::_prepare_env($env, $input);
-    my $res = eval { $PSGI->[0]->($env) };
+    my $res = eval { $psgi->[0]->($env) };
     my $e = $@;
     PAGI::Server::Pagid::PSGI::Errors::flush_pending();    # a last line without its newline
     # The common response, [status, [headers], [strings]], goes out in C at
@@ -286,7 +302,7 @@ sub _serve_psgi {
         return $conn->{ok} ? $SENT : Future->fail("the worker went away\n");
     };
     my $r = bless {
-        scope => $scope, send => $send, app => $PSGI->[0], env => $env,
+        scope => $scope, send => $send, app => $psgi->[0], env => $env,
         worker => {multiprocess => 1, harakiri => 1}, req_type => 'http.request',
         start => 'http.response.start', body => 'http.response.body', done => Future->new,
     }, 'PAGI::Server::Pagid::PSGI::Request';
