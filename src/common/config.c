@@ -421,16 +421,26 @@ int config_check_app(const char *spec, char *msg, size_t msglen)
         return -1;
 #endif
     }
+    /* `pagid /srv/www` (as one would run a static server): say how. */
+    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
+        one_line(spec, shown, sizeof shown);
+        snprintf(msg, msglen,
+                 "app '%s' is a directory: to serve its files, use static:%s (an app is hello, "
+                 "echo, demo, pubsub, static:DIR, a .so module, a PAGI app FILE.pl or a PSGI "
+                 "app FILE.psgi)",
+                 shown, shown);
+        return -1;
+    }
     static const char *const builtins[] = {"hello", "echo", "demo", "pubsub", NULL};
     const char *near = config_suggest_among(spec, strlen(spec), builtins);
     if (near)
         snprintf(msg, msglen, "unknown app '%s' (did you mean '%s'?)",
                  one_line(spec, shown, sizeof shown), near);
     else
-        snprintf(
-            msg, msglen,
-            "unknown app '%s' (expected hello, echo, demo, pubsub, static:DIR or a .so module)",
-            one_line(spec, shown, sizeof shown));
+        snprintf(msg, msglen,
+                 "unknown app '%s' (expected hello, echo, demo, pubsub, static:DIR, a .so "
+                 "module, a PAGI app FILE.pl or a PSGI app FILE.psgi)",
+                 one_line(spec, shown, sizeof shown));
     return -1;
 }
 

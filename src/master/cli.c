@@ -1,7 +1,7 @@
 /*
  * cli.c - the command line: getopt_long parsing into cli_options, and the
  * effective config: defaults, then -c FILE, then -l/-w/-a/-u and the Perl
- * developer's options (cli_dev.c), then finalize.
+ * developer's options (cli_dev.c, --pool too), then finalize.
  */
 #include "cli.h"
 
@@ -9,6 +9,7 @@
 #include "listeners.h"
 #include "signal_cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@ enum {
     OPT_MAX_REQUESTS,
     OPT_TIMEOUT,
     OPT_LOG_LEVEL,
-    OPT_DEV
+    OPT_DEV,
+    OPT_POOL
 };
 
 static const struct option long_options[] = {
@@ -52,6 +54,7 @@ static const struct option long_options[] = {
     {"max-requests", required_argument, NULL, OPT_MAX_REQUESTS},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"pool", required_argument, NULL, OPT_POOL},
     {NULL, 0, NULL, 0},
 };
 
@@ -105,6 +108,11 @@ void cli_usage(FILE *out)
           "Processes and limits:\n"
           "  -w, --workers N      worker processes: a number, 'auto' (one per CPU) or 0 "
           "(single process, no master)\n"
+          "      --pool N         a PSGI app's worker pool: N processes run the app (0: none, "
+          "on the\n"
+          "                       workers' loops; default two per CPU); Starman's --workers; "
+          "replaces\n"
+          "                       the file's worker_pool.processes\n"
           "  -u, --user USER[:GROUP] run the workers as USER (and GROUP, else USER's own) when "
           "started as root;\n"
           "                       replaces the file's user and group; '-u root' keeps root\n"
@@ -244,6 +252,23 @@ int cli_parse(int argc, char **argv, cli_options *o, FILE *err)
         case OPT_LOG_LEVEL:
             o->log_level = optarg;
             break;
+        case OPT_POOL: {
+            /* Checked here, as -s is: a number is a number in any config. */
+            char *end;
+            errno = 0;
+            long n = strtol(optarg, &end, 10);
+            if (!*optarg || *end || errno || n < 0 || n > CONFIG_POOL_MAX_PROCESSES) {
+                cli_options_free(o);
+                fprintf(err,
+                        "pagid: --pool: expected a number of pool processes from 0 (no pool) to "
+                        "%d, not '%s'\nTry 'pagid --help' for more information.\n",
+                        CONFIG_POOL_MAX_PROCESSES, optarg);
+                return -1;
+            }
+            o->pool = optarg;
+            o->pool_processes = (int)n;
+            break;
+        }
         case OPT_KEY:
             o->key = optarg;
             break;

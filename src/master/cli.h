@@ -38,7 +38,9 @@ typedef struct cli_options {
     const char *eval;         /* -e CODE: the app, a PAGI code reference */
     const char **modules;     /* -M MODULE[=ARGS], repeatable, for -e */
     size_t n_modules;
-    int dev; /* --dev (or -E development): development mode */
+    int dev;            /* --dev (or -E development): development mode */
+    const char *pool;   /* --pool N (Starman's --workers): NULL, else pool_processes is N */
+    int pool_processes; /* 0..CONFIG_POOL_MAX_PROCESSES (checked by cli_parse) */
     /* Not options: the addresses of the sockets systemd passed (or an
      * upgrading master passed on), the listeners when neither the file nor
      * -l names any. Owned. */
@@ -69,8 +71,8 @@ int cli_dev_mode(const cli_options *o);
 const char *cli_dev_listen_spec(const cli_options *o, char *out, size_t len);
 /**
  * Apply --access-log, --access-log-format, --max-requests, --timeout,
- * --log-level, -e/-M and --dev's defaults to c (after the file, before
- * config_finalize). Errors printed to err; returns their count.
+ * --log-level, -e/-M, --dev's defaults and --pool to c (after the file and
+ * -w/-a, before config_finalize). Errors printed to err; returns their count.
  */
 int cli_dev_apply(const cli_options *o, pagid_config *c, FILE *err);
 /** Set PAGI_ENV (and PLACK_ENV when c serves a PSGI app) for the workers; 0 or -1. */

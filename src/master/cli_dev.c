@@ -1,7 +1,8 @@
 /*
  * cli_dev.c - the options a Perl developer brings from pagi-server and
  * plackup (-o/-p, --access-log, --max-requests, --timeout, --log-level,
- * -e/-M, -E, --dev), turned into the same config keys the YAML sets.
+ * -e/-M, -E, --dev) and Starman (--pool, its --workers), turned into the
+ * same config keys the YAML sets.
  */
 #include "cli.h"
 
@@ -125,6 +126,40 @@ static const char *write_eval_app(const cli_options *o, FILE *err)
     return eval_file;
 }
 
+/*
+ * --pool N: the pool's processes (worker_pool.processes, top-level or the
+ * app's: one pool serves every PSGI app of the config, mounted ones too),
+ * whatever app the file or -a named (-a resets the file's pool; its
+ * queue_limit and timeout stay otherwise). Only PSGI apps run whole in a
+ * pool: a PAGI app's pool needs its handlers file, which only the YAML
+ * names. 0, or 1 after saying why.
+ */
+static int apply_pool(const cli_options *o, pagid_config *c, FILE *err)
+{
+    if (!config_has_psgi_app(c)) {
+        fprintf(err,
+                "pagid: --pool: the app '%s' is not a PSGI app (FILE.psgi), nor is any mounted "
+                "one; only PSGI apps run in a worker pool sized by --pool (a PAGI app's pool is "
+                "the YAML's worker_pool: {processes: N, handlers: FILE})\n",
+                c->app ? c->app : "");
+        return 1;
+    }
+    if (c->workers == 0 && o->pool_processes > 0) {
+        fprintf(err,
+                "pagid: --pool %d: -w 0 runs a single process without a master, and so "
+                "without a worker pool\n",
+                o->pool_processes);
+        return 1;
+    }
+    if (!c->worker_pool.set) {
+        c->worker_pool.queue_limit = CONFIG_POOL_DEFAULT_QUEUE;
+        c->worker_pool.timeout = CONFIG_POOL_DEFAULT_TIMEOUT;
+        c->worker_pool.set = 1;
+    }
+    c->worker_pool.processes = o->pool_processes;
+    return 0;
+}
+
 int cli_dev_apply(const cli_options *o, pagid_config *c, FILE *err)
 {
     int errors = 0;
@@ -188,6 +223,8 @@ int cli_dev_apply(const cli_options *o, pagid_config *c, FILE *err)
         if (!c->access_log_path)
             errors += set_string(&c->access_log_path, "-", err);
     }
+    if (o->pool)
+        errors += apply_pool(o, c, err);
     return errors;
 }
 

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 
 static int is_set(const fd_audit *a, int fd)
@@ -65,7 +66,30 @@ static void describe(int fd, const char *link, char *out, size_t len)
     }
 }
 
-size_t fd_audit_report(const fd_audit *before)
+const char *fd_audit_advice(const pagid_config *c)
+{
+    /* A PAGI app (or a module) has a lifespan to open it in; a PSGI app has
+     * none, and neither has a pool process, so it opens it on first use. */
+    int psgi = config_perl_app_kind(c->app) == CONFIG_PERL_PSGI, other = 0;
+    if (!psgi && (config_perl_app_kind(c->app) || config_module_path_len(c->app)))
+        other = 1;
+    for (size_t i = 0; i < c->n_mounts; i++) {
+        int kind = config_perl_app_kind(c->mounts[i].app);
+        if (kind == CONFIG_PERL_PSGI)
+            psgi = 1;
+        else if (kind || config_module_path_len(c->mounts[i].app))
+            other = 1;
+    }
+    if (psgi && !other)
+        return "open it lazily on first use, in each process (a PSGI app has no lifespan), or "
+               "use --no-preload (docs/psgi.md, Preloading)";
+    if (psgi)
+        return "open it in lifespan startup or per worker (a PAGI app), lazily on first use in "
+               "each process (a PSGI app), or use --no-preload (docs/perl.md, Preloading)";
+    return "open it in lifespan startup or per worker (docs/perl.md, Preloading)";
+}
+
+size_t fd_audit_report(const fd_audit *before, const char *advice)
 {
     fd_audit now;
     fd_audit_snapshot(&now);
@@ -81,9 +105,8 @@ size_t fd_audit_report(const fd_audit *before)
         link[k] = '\0';
         describe(fd, link, what, sizeof what);
         log_warn("the app opened %s (fd %d) while it was loaded: the zygote and every worker "
-                 "forked from it share it; open it in lifespan startup or per worker "
-                 "(docs/perl.md, Preloading)",
-                 what, fd);
+                 "forked from it share it; %s",
+                 what, fd, advice);
         n++;
     }
     return n;

@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "common/config.h"
+
 #define FD_AUDIT_MAX 1024 /* descriptors above this are not audited */
 
 typedef struct fd_audit {
@@ -17,9 +19,16 @@ typedef struct fd_audit {
 /** Record the descriptors open now (from /proc/self/fd). */
 void fd_audit_snapshot(fd_audit *a);
 /**
- * Log a warning for each descriptor open now that was not in before, naming
- * what it is (a file's path, a socket's peer). Returns their count.
+ * What the warning tells the app to do, for the apps c serves: a PAGI app
+ * opens it in lifespan startup, a PSGI app (no lifespan) on first use.
+ * A static string.
  */
-size_t fd_audit_report(const fd_audit *before);
+const char *fd_audit_advice(const pagid_config *c);
+/**
+ * Log a warning for each descriptor open now that was not in before, naming
+ * what it is (a file's path, a socket's peer) and then advice
+ * (fd_audit_advice). Returns their count.
+ */
+size_t fd_audit_report(const fd_audit *before, const char *advice);
 
 #endif

@@ -131,7 +131,9 @@ static ssize_t recv_request(int fd, unsigned char *b, size_t len, int *log_chan,
         char space[CMSG_SPACE(4 * sizeof(int))];
     } ctl;
     struct iovec iov = {.iov_base = b, .iov_len = len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.space,
                         .msg_controllen = sizeof ctl.space};
     ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
     if (n < 0)
@@ -204,7 +206,8 @@ zygote_main(const gen_env *e, generation *g, int fd, int log_chan)
     fd_audit_snapshot(&before);
     int loaded = worker_preload(g->cfg, err, sizeof err);
     if (loaded == 0)
-        fd_audit_report(&before); /* a DBI handle, a socket: shared by every worker */
+        /* a DBI handle, a socket: shared by every worker */
+        fd_audit_report(&before, fd_audit_advice(g->cfg));
     install_handlers();
     sigprocmask(SIG_UNBLOCK, &usr1, NULL); /* a reopen asked meanwhile happens now */
     if (loaded == -2) {

@@ -229,6 +229,22 @@ def perl_or_skip(ctx):
 
 
 @test()
+def directory_as_app_suggests_static(ctx):
+    """`pagid -w 2 DIR` (a static server's habit) says static:DIR; an unknown
+    app's message lists every kind, the .pl and .psgi files too."""
+    d = os.path.join(ctx.tmpdir, "www")
+    os.mkdir(d)
+    rc, out, err = run(ctx, "-t", "-w", "2", d)
+    check_eq(rc, 1, "exit status")
+    check("pagid: -a: app '%s' is a directory: to serve its files, use static:%s" % (d, d) in err,
+          "stderr: %s" % err)
+    rc, out, err = run(ctx, "-t", "-w", "2", "bogus")
+    check_eq(rc, 1, "exit status")
+    check("unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR, a .so module, "
+          "a PAGI app FILE.pl or a PSGI app FILE.psgi)" in err, "stderr: %s" % err)
+
+
+@test()
 def positional_app_and_port(ctx):
     """`pagid -p PORT app.pl` serves app.pl on 127.0.0.1:PORT (no -a, no -l)."""
     perl_or_skip(ctx)

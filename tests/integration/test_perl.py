@@ -578,6 +578,9 @@ def preload_names_what_the_app_opened(ctx):
                     err), "no warning naming the socket:\n%s" % err[-1500:])
     check(re.search(r"the app opened the file .*preload_opens\.pl \(fd \d+\)", err),
           "no warning naming the file:\n%s" % err[-1500:])
+    check(re.search(r"preload_opens\.pl \(fd \d+\) while it was loaded: .*; open it in lifespan "
+                    r"startup or per worker \(docs/perl\.md, Preloading\)", err),
+          "a PAGI app's advice (lifespan startup):\n%s" % err[-1500:])
     srv.stop()
     db.close()
     quiet = ctx.start(app(ctx, "hello"), workers=1)

@@ -477,3 +477,27 @@ def a_psgi_mount_under_a_master_runs_in_the_default_pool(ctx):
     check("mount /psgi" not in err, "no warning about the mount from -t: %s" % err[-600:])
     single = ctx.start(None, workers=0, config=conf)
     check_eq(request(single.port, path="/psgi/env").status, 200, "served alone")
+
+
+@test(timeout=60)
+def preload_warning_for_a_psgi_app_says_open_lazily(ctx):
+    """A file a PSGI app opened while the zygote loaded it is named in the
+    zygote's warning, with a PSGI app's advice (no lifespan: open it lazily
+    on first use, or --no-preload); with --no-preload there is no zygote and
+    no warning."""
+    app = psgi(ctx, "preload_opens")
+    srv = ctx.start(app, workers=1)
+    check_eq(request(srv.port).body, b"ok", "served")
+    check(wait_for(lambda: "the app opened the file" in srv.stderr(), 5),
+          "no warning:\n%s" % srv.stderr()[-1500:])
+    line = [ln for ln in srv.stderr().splitlines() if "the app opened the file" in ln][0]
+    check(re.search(r"the app opened the file .*preload_opens\.psgi \(fd \d+\) while it was "
+                    r"loaded: .*; open it lazily on first use, in each process \(a PSGI app has "
+                    r"no lifespan\), or use --no-preload \(docs/psgi\.md, Preloading\)$", line),
+          "the warning: %s" % line)
+    check("lifespan startup" not in line, "a PAGI app's advice: %s" % line)
+    srv.stop()
+    lazy = ctx.start(app, workers=1, args=["--no-preload"])
+    check_eq(request(lazy.port).body, b"ok", "served without preload")
+    check("the app opened" not in lazy.stderr(), "a warning without preload:\n%s"
+          % lazy.stderr()[-1500:])

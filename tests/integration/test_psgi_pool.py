@@ -482,3 +482,42 @@ def pool_serves_mounted_psgi_apps(ctx):
     check(worst < bound, "answered within %.0f ms (worst %.0f ms)" % (bound * 1e3, worst * 1e3))
     check_eq(len(seen), 1, "by the one free process: %s" % seen)
     blocked.join(block_s * 3)
+
+
+@test(timeout=60)
+def pool_option_sizes_the_pool(ctx):
+    """--pool N (Starman's --workers) sizes the PSGI app's pool over -w's
+    event-loop workers: 3 pool processes, or none with --pool 0 (the workers
+    answer); -T shows it; a bad N is a usage error (exit 2) and --pool for an
+    app that is not a PSGI app a configuration error (exit 1), each saying why."""
+    import subprocess
+    app = psgi(ctx, "pool")
+    srv = ctx.start(app, workers=2, args=["--pool", "3"])
+    check(wait_for(lambda: len(pool_procs(srv)) == 3, 10 * SLOW),
+          "3 pool processes: %s" % pool_procs(srv))
+    check_eq(sorted(cmd for _, cmd in pool_procs(srv)),
+             ["pagid: pool process %d (generation 1, idle)" % i for i in (1, 2, 3)], "ps titles")
+    check_eq(len(srv.workers()), 2, "event-loop workers (-w 2)")
+    got = int(request(srv.port, path="/pid").body.decode().split("=")[1])
+    check(got in {p for p, _ in pool_procs(srv)}, "answered by a pool process (%d)" % got)
+    srv.stop()
+    off = ctx.start(app, workers=1, args=["--pool", "0"])
+    got = int(request(off.port, path="/pid").body.decode().split("=")[1])
+    check(got in off.workers(), "--pool 0: answered by the worker (%d)" % got)
+    check_eq(pool_procs(off), [], "--pool 0: no pool process")
+
+    def run(*args):
+        p = subprocess.run([ctx.pagid] + list(args), capture_output=True, timeout=30 * SLOW)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    rc, out, err = run("-T", "-w", "2", "--pool", "5", app)
+    check_eq(rc, 0, "-T --pool 5: %s" % err)
+    check(re.search(r"worker_pool:\n\s+processes: 5\n", out), "-T shows --pool 5: %s" % out)
+    for bad in ("many", "257", "-1"):
+        rc, out, err = run("-t", "--pool", bad, app)
+        check_eq(rc, 2, "exit status of --pool %s" % bad)
+        check("pagid: --pool: expected a number of pool processes from 0 (no pool) to 256, "
+              "not '%s'" % bad in err, "--pool %s: %s" % (bad, err))
+    rc, out, err = run("-t", "--pool", "2", "-a", "hello")
+    check_eq(rc, 1, "exit status of --pool with a built-in app")
+    check("pagid: --pool: the app 'hello' is not a PSGI app" in err, "stderr: %s" % err)

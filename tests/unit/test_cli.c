@@ -157,7 +157,7 @@ START_TEST(test_usage_lists_every_option)
         "-e CODE",           "-M MODULE",
         "--access-log FILE", "--access-log-format FORMAT",
         "--max-requests N",  "--timeout SECONDS",
-        "--log-level LEVEL",
+        "--log-level LEVEL", "--pool N",
     };
     FILE *f = capture();
     cli_usage(f);
@@ -440,8 +440,8 @@ START_TEST(test_build_override_errors)
                      "pagid: -l: invalid listen address 'localhost': missing port (use HOST:PORT)\n"
                      "pagid: -l: invalid listen address '*:80': duplicate listen address\n"
                      "pagid: -w: invalid workers '2000': out of range (0..1024)\n"
-                     "pagid: -a: unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a "
-                     ".so module)\n");
+                     "pagid: -a: unknown app 'bogus' (expected hello, echo, demo, pubsub, "
+                     "static:DIR, a .so module, a PAGI app FILE.pl or a PSGI app FILE.psgi)\n");
     /* The valid -l survived; nothing else was touched. */
     ck_assert_uint_eq(c.n_listens, 1);
     ck_assert_int_eq(c.listens[0].port, 80);
@@ -713,6 +713,83 @@ START_TEST(test_preload_options)
 }
 END_TEST
 
+/* --pool N: the PSGI app's worker_pool.processes over the file's (its other
+ * keys kept); not for other apps nor -w 0; N checked when parsed. */
+START_TEST(test_pool_option)
+{
+    char *b1[] = {"pagid", "--pool", "many", NULL};
+    expect_usage_error(b1, ARGC(b1),
+                       "pagid: --pool: expected a number of pool processes from 0 (no pool) to "
+                       "256, not 'many'");
+    char *b2[] = {"pagid", "--pool", "257", NULL};
+    expect_usage_error(b2, ARGC(b2),
+                       "pagid: --pool: expected a number of pool processes from 0 (no pool) to "
+                       "256, not '257'");
+    char *b3[] = {"pagid", "--pool=-1", NULL};
+    expect_usage_error(b3, ARGC(b3),
+                       "pagid: --pool: expected a number of pool processes from 0 (no pool) to "
+                       "256, not '-1'");
+    char *b4[] = {"pagid", "--pool", "", NULL};
+    expect_usage_error(b4, ARGC(b4),
+                       "pagid: --pool: expected a number of pool processes from 0 (no pool) to "
+                       "256, not ''");
+#ifdef PAGID_WITH_PERL
+    const char *app = TOP_SRCDIR "/tests/integration/psgi/pool.psgi";
+    cli_options o;
+    pagid_config c;
+    char *a1[] = {"pagid", "-w", "2", "--pool", "3", (char *)app, NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a1), a1, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.workers, 2);
+    ck_assert_int_eq(c.worker_pool.processes, 3);
+    ck_assert_int_eq(c.worker_pool.queue_limit, CONFIG_POOL_DEFAULT_QUEUE);
+    ck_assert(c.worker_pool.timeout == CONFIG_POOL_DEFAULT_TIMEOUT);
+    config_free(&c);
+    cli_options_free(&o);
+
+    /* Over the file's pool: processes only. */
+    char path[64], text[512];
+    snprintf(text, sizeof text,
+             "app: {psgi: %s, worker_pool: {processes: 5, queue_limit: 7, timeout: 2s}}\n", app);
+    write_file(path, text);
+    char *a2[] = {"pagid", "-c", path, "--pool", "0", NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a2), a2, &o, stderr), 0);
+    ck_assert_int_eq(cli_build_config(&o, &c, stderr), 0);
+    ck_assert_int_eq(c.worker_pool.processes, 0);
+    ck_assert_int_eq(c.worker_pool.set, 1); /* not the default pool after all */
+    ck_assert_int_eq(c.worker_pool.queue_limit, 7);
+    ck_assert(c.worker_pool.timeout == 2.0);
+    config_free(&c);
+    cli_options_free(&o);
+    unlink(path);
+
+    char *a3[] = {"pagid", "-w", "0", "--pool", "2", (char *)app, NULL};
+    ck_assert_int_eq(cli_parse(ARGC(a3), a3, &o, stderr), 0);
+    FILE *f = capture();
+    ck_assert_int_eq(cli_build_config(&o, &c, f), 1);
+    fclose(f);
+    ck_assert_str_eq(out_text, "pagid: --pool 2: -w 0 runs a single process without a master, "
+                               "and so without a worker pool\n");
+    config_free(&c);
+    cli_options_free(&o);
+#endif
+    char *a4[] = {"pagid", "-a", "hello", "--pool", "2", NULL};
+    cli_options o4;
+    pagid_config c4;
+    ck_assert_int_eq(cli_parse(ARGC(a4), a4, &o4, stderr), 0);
+    FILE *f4 = capture();
+    ck_assert_int_eq(cli_build_config(&o4, &c4, f4), 1);
+    fclose(f4);
+    ck_assert_str_eq(out_text,
+                     "pagid: --pool: the app 'hello' is not a PSGI app (FILE.psgi), nor is any "
+                     "mounted one; only PSGI apps run in a worker pool sized by --pool (a PAGI "
+                     "app's pool is the YAML's worker_pool: {processes: N, handlers: FILE})\n");
+    ck_assert_int_eq(c4.worker_pool.processes, 0);
+    config_free(&c4);
+    cli_options_free(&o4);
+}
+END_TEST
+
 /* debug: in the file, -D/--debug on the command line; a bad value is an
  * error at its FILE:LINE:COLUMN. */
 START_TEST(test_debug_key_and_option)
@@ -793,6 +870,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_build_server_options);
     tcase_add_test(tc, test_build_dev_and_env);
     tcase_add_test(tc, test_build_eval_app);
+    tcase_add_test(tc, test_pool_option);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -454,12 +454,21 @@ START_TEST(test_check_app)
     ck_assert_int_eq(config_check_app(so_path, msg, sizeof msg), 0);
 
     ck_assert_int_eq(config_check_app("bogus", msg, sizeof msg), -1);
-    ck_assert_str_eq(
-        msg, "unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a .so module)");
+    ck_assert_str_eq(msg, "unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR, a "
+                          ".so module, a PAGI app FILE.pl or a PSGI app FILE.psgi)");
     /* A spec is echoed on one line: a folded YAML scalar can hold a newline. */
     ck_assert_int_eq(config_check_app("a\nt.yaml:1:1: forged\x7f", msg, sizeof msg), -1);
     ck_assert_str_eq(msg, "unknown app 'a?t.yaml:1:1: forged?' (expected hello, echo, demo, "
-                          "pubsub, static:DIR or a .so module)");
+                          "pubsub, static:DIR, a .so module, a PAGI app FILE.pl or a PSGI app "
+                          "FILE.psgi)");
+    /* A directory given as the app (`pagid /srv/www`): the message says static:DIR. */
+    char want[1024];
+    ck_assert_int_eq(config_check_app(tmpdir, msg, sizeof msg), -1);
+    snprintf(want, sizeof want,
+             "app '%s' is a directory: to serve its files, use static:%s (an app is hello, echo, "
+             "demo, pubsub, static:DIR, a .so module, a PAGI app FILE.pl or a PSGI app FILE.psgi)",
+             tmpdir, tmpdir);
+    ck_assert_str_eq(msg, want);
     ck_assert_int_eq(config_check_app("static:/nonexistent\n", msg, sizeof msg), -1);
     ck_assert_str_eq(msg, "static directory '/nonexistent?': No such file or directory");
     char longspec[400];

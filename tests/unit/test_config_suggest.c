@@ -89,7 +89,6 @@ END_TEST
 
 /* ---- through the loader ---------------------------------------------------- */
 
-
 START_TEST(test_loader_keys)
 {
     /* The three: top level, a section, a top-level typo. */
@@ -166,7 +165,8 @@ START_TEST(test_loader_enum_values)
     expect_error("app: helo\n", "t.yaml:1:6: unknown app 'helo' (did you mean 'hello'?)");
     expect_error("app: Echo\n", "t.yaml:1:6: unknown app 'Echo' (did you mean 'echo'?)");
     expect_error("app: bogus\n", "t.yaml:1:6: unknown app 'bogus' (expected hello, echo, demo, "
-                                 "pubsub, static:DIR or a .so module)");
+                                 "pubsub, static:DIR, a .so module, a PAGI app FILE.pl or a PSGI "
+                                 "app FILE.psgi)");
 }
 END_TEST
 

@@ -424,8 +424,8 @@ START_TEST(test_load_mounts)
                  "t.yaml:3:12: mount path '/a/' is mounted twice");
     expect_error(
         "mounts:\n  - {path: /a, app: bogus}\n",
-        "t.yaml:2:21: unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a .so "
-        "module)");
+        "t.yaml:2:21: unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR, a .so "
+        "module, a PAGI app FILE.pl or a PSGI app FILE.psgi)");
     expect_error("mounts:\n  - {path: /a, app: {module: x.so, listing: true}}\n",
                  "t.yaml:2:36: 'mounts.app.listing' applies to static apps only");
     expect_error("app: {static: /tmp, listing: maybe}\n",
@@ -749,8 +749,8 @@ END_TEST
 START_TEST(test_err_app_and_enums)
 {
     expect_error("app: bogus\n",
-                 "t.yaml:1:6: unknown app 'bogus' (expected hello, echo, demo, pubsub, static:DIR or a .so "
-                 "module)");
+                 "t.yaml:1:6: unknown app 'bogus' (expected hello, echo, demo, pubsub, "
+                 "static:DIR, a .so module, a PAGI app FILE.pl or a PSGI app FILE.psgi)");
 #ifdef PAGID_WITH_PERL
     expect_error("app: ./app.pl\n", "t.yaml:1:6: Perl app './app.pl': No such file or directory");
 #else

@@ -346,7 +346,8 @@ START_TEST(test_error_location)
                      "flow sequence)\n"
                      "@/conf.d/c.yaml:1:1: the top level must be a mapping of keys, not a list\n"
                      "@/conf.d/d.yaml:1:6: unknown app 'x' (expected hello, echo, demo, "
-                     "pubsub, static:DIR or a .so module)\n"
+                     "pubsub, static:DIR, a .so module, a PAGI app FILE.pl or a PSGI app "
+                     "FILE.psgi)\n"
                      "@/conf.d/d.yaml:3:1: more than one YAML document; a config file holds "
                      "one\n");
     ck_assert_int_eq(cfg.workers, 2);
