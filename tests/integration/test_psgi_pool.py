@@ -518,6 +518,12 @@ def pool_option_sizes_the_pool(ctx):
         check_eq(rc, 2, "exit status of --pool %s" % bad)
         check("pagid: --pool: expected a number of pool processes from 0 (no pool) to 256, "
               "not '%s'" % bad in err, "--pool %s: %s" % (bad, err))
+    # A PSGI app mounted beside a C app at the top: --pool sizes its pool too.
+    conf = lib.write_config(ctx, "app: hello\nmounts:\n  - {path: /p, app: {psgi: %s}}\n" % app,
+                            "pool-mounted.yaml")
+    rc, out, err = run("-T", "-w", "2", "--pool", "4", "-c", conf)
+    check_eq(rc, 0, "-T --pool 4 with a mounted PSGI app: %s" % err)
+    check(re.search(r"worker_pool:\n\s+processes: 4\n", out), "-T shows --pool 4: %s" % out)
     rc, out, err = run("-t", "--pool", "2", "-a", "hello")
     check_eq(rc, 1, "exit status of --pool with a built-in app")
     check("pagid: --pool: the app 'hello' is not a PSGI app" in err, "stderr: %s" % err)
