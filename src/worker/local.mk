@@ -6,7 +6,7 @@
 libpagid_http1_a_SOURCES += \
 	src/worker/http1/h1_arena.c src/worker/http1/h1_arena.h \
 	src/worker/http1/http1_parser.c src/worker/http1/http1_parser.h \
-	src/worker/http1/http1_parser_head.c src/worker/http1/http1_parser_int.h \
+	src/worker/http1/http1_parser_head.c src/worker/http1/http1_parser_feed.c src/worker/http1/http1_parser_int.h \
 	src/worker/http1/http1_response.c src/worker/http1/http1_response.h
 
 # The top: the worker process, its app registry, preload.

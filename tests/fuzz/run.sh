@@ -33,7 +33,7 @@ names=${*:-$all}
 # = only if it exists), then -l flags
 sources() {
     case $1 in
-        http1_parser) echo "src/worker/http1/http1_parser.c src/worker/http1/http1_parser_head.c src/worker/http1/h1_arena.c -lhttp_parser" ;;
+        http1_parser) echo "src/worker/http1/http1_parser.c src/worker/http1/http1_parser_feed.c src/worker/http1/http1_parser_head.c src/worker/http1/h1_arena.c -lhttp_parser" ;;
         # every config*.c: the loader is split across files and may be split further
         config) echo "$(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c ?src/common/redis_url.c ?src/common/origin.c -lyaml" ;;
         ws_frame) echo "src/worker/ws/ws_frame.c src/worker/ws/utf8.c" ;;
@@ -43,7 +43,7 @@ sources() {
         # tls_conn on a context built from a config, as pagid builds it
         tls) echo "src/worker/core/tls_conn.c src/worker/core/tls_info.c src/common/tls_server.c src/common/tls_tickets.c src/common/tls_ocsp.c tests/unit/tls_test_cert.c $(cd "$top" && echo src/common/config*.c) src/common/buf.c src/common/strtab.c src/common/ydoc.c ?src/common/access_format.c ?src/common/redis_url.c ?src/common/origin.c -lyaml -lssl -lcrypto" ;;
         # the HTTP/2 input path: nghttp2's framing and HPACK into h2_request.c
-        h2) echo "src/worker/http2/h2_request.c src/common/buf.c src/worker/http1/http1_parser.c src/worker/http1/http1_parser_head.c src/worker/http1/h1_arena.c -lhttp_parser -lnghttp2" ;;
+        h2) echo "src/worker/http2/h2_request.c src/common/buf.c src/worker/http1/http1_parser.c src/worker/http1/http1_parser_feed.c src/worker/http1/http1_parser_head.c src/worker/http1/h1_arena.c -lhttp_parser -lnghttp2" ;;
         *) return 1 ;;
     esac
 }

@@ -116,5 +116,11 @@ int h1_fields_push(h1_parser *p, h1_field f);
 int h1_fail(h1_parser *p, int status, const char *text);
 /** The head is complete: validate it and fill p->req. 0 or -1 (h1_fail). */
 int h1_head_finish(h1_parser *p);
+/** Run our state machine over len bytes (0: end of the head's bytes, see
+ * h1_parser_feed); the bytes it took (it stops at an error or the end). */
+size_t h1_run(h1_parser *p, const char *d, size_t len);
+/** http-parser's settings (once per parser) and a fresh message. */
+void h1_hp_init(h1_parser *p);
+void h1_hp_start(h1_parser *p);
 
 #endif
