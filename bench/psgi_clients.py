@@ -8,8 +8,14 @@ fails on them (a tool, not a test).
       response), held HOLD seconds, then 20 ordinary requests timed
   psgi_clients.py blocked PORT K SECS   K requests that block their
       process for SECS seconds, then 20 ordinary requests timed meanwhile
+  psgi_clients.py fair PORT N SECS      N keep-alive clients, each sending
+      GET / again as soon as its answer is whole, for SECS seconds: how
+      many got any answer, and the longest any of them waited for its
+      first (wrk's figures count only the answers that came, so a server
+      that serves some connections and starves the rest looks fine there)
 """
 
+import selectors
 import socket
 import sys
 import threading
@@ -91,6 +97,57 @@ def slow_clients(port, n, hold):
     return socks
 
 
+def fair(port, n, secs):
+    """n keep-alive clients in one loop for secs seconds; one line of figures."""
+    req = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+    sel = selectors.DefaultSelector()
+    count, pending, first = [0] * n, [b""] * n, [None] * n
+    t0 = time.monotonic()
+    for i in range(n):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+            s.setblocking(False)
+            s.send(req)
+            sel.register(s, selectors.EVENT_READ, i)
+        except OSError:
+            pass
+    end = t0 + secs
+    while time.monotonic() < end and sel.get_map():
+        for key, _ in sel.select(0.1):
+            i, s = key.data, key.fileobj
+            try:
+                d = s.recv(65536)
+            except OSError:
+                d = b""
+            if not d:  # closed (a server's keepalive limit): this client is done
+                sel.unregister(s)
+                s.close()
+                continue
+            pending[i] += d
+            while b"\r\n\r\n" in pending[i]:
+                head, rest = pending[i].split(b"\r\n\r\n", 1)
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                if len(rest) < length:
+                    break
+                pending[i] = rest[length:]
+                count[i] += 1
+                if first[i] is None:
+                    first[i] = time.monotonic() - t0
+                try:
+                    s.send(req)
+                except OSError:
+                    break
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    served = sum(1 for c in count if c)
+    waits = [f for f in first if f is not None]
+    print("%d/%d %.0f" % (served, n, max(waits) * 1e3 if waits else float("nan")))
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "slow":
@@ -124,8 +181,10 @@ def main():
         report("blocked", measure(port, n=20, gap=0.1), 0.3)
         for t in ts:
             t.join(secs + 5)
+    elif mode == "fair":
+        fair(port, int(sys.argv[3]), float(sys.argv[4]))
     else:
-        sys.exit("usage: psgi_clients.py slow|blocked PORT ...")
+        sys.exit("usage: psgi_clients.py slow|blocked|fair PORT ...")
 
 
 if __name__ == "__main__":
