@@ -70,12 +70,36 @@ START_TEST(test_calloc_and_realloc)
 }
 END_TEST
 
+/* The module's own blocks (streams) come zeroed from the same lists. */
+START_TEST(test_module_blocks)
+{
+    h2_mem_release();
+    unsigned char *p = h2_mem_calloc(744);
+    ck_assert_ptr_nonnull(p);
+    for (int i = 0; i < 744; i++)
+        ck_assert_uint_eq(p[i], 0);
+    memset(p, 0xee, 744);
+    h2_mem_free(p);
+#if !defined(__SANITIZE_ADDRESS__)
+    ck_assert_uint_eq(h2_mem_kept(), 1);
+#endif
+    unsigned char *q = h2_mem_calloc(1000); /* the same 1 KiB class: zeroed again */
+    for (int i = 0; i < 1000; i++)
+        ck_assert_uint_eq(q[i], 0);
+    h2_mem_free(q);
+    h2_mem_free(NULL);
+    h2_mem_release();
+    ck_assert_uint_eq(h2_mem_kept(), 0);
+}
+END_TEST
+
 static Suite *h2_mem_suite(void)
 {
     Suite *s = suite_create("h2_mem");
     TCase *tc = tcase_create("blocks");
     tcase_add_test(tc, test_small_blocks_are_reused_and_bounded);
     tcase_add_test(tc, test_calloc_and_realloc);
+    tcase_add_test(tc, test_module_blocks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,6 +4,7 @@
  * allocates and frees several small blocks for every stream (the stream,
  * its header copies, each outbound item): with ten streams a read, more
  * than glibc's per-size cache keeps, malloc took its slow path for most.
+ * The streams themselves (h2_stream.c) come from the same lists.
  */
 #include "h2_mem.h"
 
@@ -124,6 +125,16 @@ static void *mem_realloc(void *p, size_t size, void *ud)
     memcpy(q, p, capacity);
     mem_free(p, ud);
     return q;
+}
+
+void *h2_mem_calloc(size_t size)
+{
+    return mem_calloc(1, size, NULL);
+}
+
+void h2_mem_free(void *p)
+{
+    mem_free(p, NULL);
 }
 
 nghttp2_mem *h2_mem(void)
