@@ -7,6 +7,7 @@
  */
 #include "h2_request.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -162,7 +163,7 @@ oom:
 
 int h2_head_request(const h2_head *hd, h2_request *r)
 {
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(h2_request, headers_inline));
     if (hd->refuse)
         return hd->refuse;
     if (hd->pseudo[H2_P_METHOD] < 0)
@@ -186,11 +187,18 @@ int h2_head_request(const h2_head *hd, h2_request *r)
     const char *target = fvalue(hd, pf);
     const char *qm = memchr(target, '?', pf->vlen);
     size_t rawlen = qm ? (size_t)(qm - target) : pf->vlen;
-    /* One block: the scope's header array, then the decoded path. */
-    size_t hbytes = (hd->nf + 1) * sizeof(pagi_header);
-    if (!(r->headers = calloc(1, hbytes + rawlen + 1)))
-        return 500;
-    r->path_mem = (char *)r->headers + hbytes;
+    /* The scope's header array and the decoded path: in r itself, or
+     * when either is too large one block, the array then the path. */
+    if (hd->nf + 1 <= H2_REQUEST_INLINE_FIELDS && rawlen + 1 <= H2_REQUEST_INLINE_PATH) {
+        r->headers = r->headers_inline;
+        r->path_mem = r->path_inline;
+    } else {
+        size_t hbytes = (hd->nf + 1) * sizeof(pagi_header);
+        if (!(r->block = malloc(hbytes + rawlen + 1)))
+            return 500;
+        r->headers = r->block;
+        r->path_mem = (char *)r->block + hbytes;
+    }
     size_t plen = h1_percent_decode(r->path_mem, target, rawlen);
     r->path_mem[plen] = 0;
     if (memchr(r->path_mem, 0, plen))
@@ -210,8 +218,9 @@ int h2_head_request(const h2_head *hd, h2_request *r)
 
 void h2_request_free(h2_request *r)
 {
-    r->path_mem = NULL; /* in the headers' block */
-    free(r->headers);
+    free(r->block);
+    r->block = NULL;
     r->headers = NULL;
+    r->path_mem = NULL;
     buf_free(&r->cookies);
 }
