@@ -16,14 +16,17 @@
 
 void h2_head_init(h2_head *hd)
 {
-    memset(hd, 0, sizeof *hd);
+    memset(hd, 0, offsetof(h2_head, bytes_inline));
     for (int i = 0; i < H2_P__COUNT; i++)
         hd->pseudo[i] = -1;
 }
 
 static void drop_fields(h2_head *hd)
 {
-    buf_free(&hd->bytes);
+    if (hd->bytes != hd->bytes_inline)
+        free(hd->bytes);
+    hd->bytes = NULL;
+    hd->used = hd->cap = 0;
     if (hd->fv != hd->fv_inline)
         free(hd->fv);
     hd->fv = NULL;
@@ -42,14 +45,41 @@ int h2_head_has_protocol(const h2_head *hd)
     return hd->pseudo[H2_P_PROTOCOL] >= 0;
 }
 
+/* Room for n more bytes at hd->bytes + hd->used: NULL when out of memory
+ * (or past 4 GiB, which the header limits never allow). */
+static char *head_reserve(h2_head *hd, size_t n)
+{
+    if (!hd->bytes) {
+        hd->bytes = hd->bytes_inline;
+        hd->cap = H2_HEAD_INLINE_BYTES;
+    }
+    if (n > UINT32_MAX - hd->used)
+        return NULL;
+    if (hd->used + n > hd->cap) {
+        size_t ncap = hd->cap;
+        while (ncap < hd->used + n)
+            ncap *= 2;
+        if (ncap > UINT32_MAX)
+            ncap = UINT32_MAX;
+        char *v = hd->bytes == hd->bytes_inline ? malloc(ncap) : realloc(hd->bytes, ncap);
+        if (!v)
+            return NULL;
+        if (hd->bytes == hd->bytes_inline)
+            memcpy(v, hd->bytes_inline, hd->used);
+        hd->bytes = v;
+        hd->cap = (uint32_t)ncap;
+    }
+    return hd->bytes + hd->used;
+}
+
 static const char *fname(const h2_head *hd, const h2_field *f)
 {
-    return buf_head(&hd->bytes) + f->name;
+    return hd->bytes + f->name;
 }
 
 static const char *fvalue(const h2_head *hd, const h2_field *f)
 {
-    return buf_head(&hd->bytes) + f->value;
+    return hd->bytes + f->value;
 }
 
 int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *value, size_t vl,
@@ -94,12 +124,12 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
         hd->capf = ncap;
     }
     h2_field *f = &hd->fv[hd->nf];
-    f->name = (uint32_t)buf_size(&hd->bytes);
+    f->name = hd->used;
     f->nlen = (uint32_t)nl;
     f->value = f->name + (uint32_t)nl + 1;
     f->vlen = (uint32_t)vl;
     /* name NUL value NUL, in one reservation (every field of every request) */
-    char *p = buf_reserve(&hd->bytes, nl + vl + 2);
+    char *p = head_reserve(hd, nl + vl + 2);
     if (!p)
         return -1;
     memcpy(p, name, nl);
@@ -107,7 +137,7 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
     if (vl)
         memcpy(p + nl + 1, value, vl);
     p[nl + 1 + vl] = '\0';
-    buf_commit(&hd->bytes, nl + vl + 2);
+    hd->used += (uint32_t)(nl + vl + 2);
     if (slot >= 0)
         hd->pseudo[slot] = (int)hd->nf;
     hd->nf++;

@@ -23,14 +23,20 @@ typedef struct h2_field {
 /* Fields a head holds without an allocation (a browser sends 10 to 20). */
 #define H2_HEAD_INLINE_FIELDS 16
 
+/* Field bytes a head holds without an allocation (a client like curl or
+ * h2load sends about 150; a browser's cookies go past it). */
+#define H2_HEAD_INLINE_BYTES 512
+
 typedef struct h2_head {
-    buf bytes;
-    h2_field *fv; /* fv_inline, or (past it) owned */
+    char *bytes;        /* bytes_inline, or (past it) owned */
+    uint32_t used, cap; /* of bytes */
+    h2_field *fv;       /* fv_inline, or (past it) owned */
     size_t nf, capf;
     h2_field fv_inline[H2_HEAD_INLINE_FIELDS];
     size_t list_size;        /* RFC 9113's size of the header list so far */
     int pseudo[H2_P__COUNT]; /* index in fv, or -1 */
     int refuse;              /* status to answer instead (431, 400), 0 = none */
+    char bytes_inline[H2_HEAD_INLINE_BYTES];
 } h2_head;
 
 /** An empty head (no memory until the first field). */
