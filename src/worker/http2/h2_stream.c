@@ -507,6 +507,8 @@ static void stream_free(h2_stream *st)
     if (st->next)
         st->next->prev = st->prev;
     h->n_streams--;
+    if (h->in_head == st)
+        h->in_head = NULL;
     if (st->queued) {
         h2_stream **pp = &h->ready_head, *prev = NULL;
         while (*pp != st) {
