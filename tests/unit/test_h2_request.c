@@ -142,6 +142,17 @@ START_TEST(test_refusals)
     ck_assert_int_eq(h2_head_request(&hd, &r), 501);
     h2_request_free(&r);
     h2_head_free(&hd);
+
+    /* an unknown pseudo-header, of a known one's length or not: 400 */
+    const char *unknown[] = {":status", ":methox", ":pathx", ":", ":authoritx", ":protocox"};
+    for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
+        std_head(&hd, "GET", "/");
+        ck_assert_int_eq(add(&hd, unknown[i], "x", 8192, 100), 0);
+        ck_assert_int_eq(hd.refuse, 400);
+        ck_assert_int_eq(h2_head_request(&hd, &r), 400);
+        h2_request_free(&r);
+        h2_head_free(&hd);
+    }
 }
 END_TEST
 

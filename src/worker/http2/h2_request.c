@@ -16,18 +16,18 @@
 
 void h2_head_init(h2_head *hd)
 {
-    memset(hd, 0, offsetof(h2_head, bytes_inline));
+    memset(hd, 0, offsetof(h2_head, fv_inline)); /* the inline arrays are written as used */
     for (int i = 0; i < H2_P__COUNT; i++)
         hd->pseudo[i] = -1;
 }
 
 static void drop_fields(h2_head *hd)
 {
-    if (hd->bytes != hd->bytes_inline)
+    if (hd->bytes && hd->bytes != hd->bytes_inline)
         free(hd->bytes);
     hd->bytes = NULL;
     hd->used = hd->cap = 0;
-    if (hd->fv != hd->fv_inline)
+    if (hd->fv && hd->fv != hd->fv_inline)
         free(hd->fv);
     hd->fv = NULL;
     hd->nf = hd->capf = 0;
@@ -82,6 +82,26 @@ static const char *fvalue(const h2_head *hd, const h2_field *f)
     return hd->bytes + f->value;
 }
 
+/* Which pseudo-header a name is, or -1. Each memcmp has a constant
+ * length: compared in words, no call (four of every request's fields). */
+static int pseudo_slot(const uint8_t *name, size_t nl)
+{
+    switch (nl) {
+    case 5:
+        return !memcmp(name, ":path", 5) ? H2_P_PATH : -1;
+    case 7:
+        return !memcmp(name, ":method", 7)   ? H2_P_METHOD
+               : !memcmp(name, ":scheme", 7) ? H2_P_SCHEME
+                                             : -1;
+    case 9:
+        return !memcmp(name, ":protocol", 9) ? H2_P_PROTOCOL : -1;
+    case 10:
+        return !memcmp(name, ":authority", 10) ? H2_P_AUTHORITY : -1;
+    default:
+        return -1;
+    }
+}
+
 int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *value, size_t vl,
                 size_t max_size, size_t max_count)
 {
@@ -96,12 +116,7 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
     }
     int slot = -1;
     if (nl && name[0] == ':') {
-        static const char *const names[H2_P__COUNT] = {":method", ":path", ":scheme", ":authority",
-                                                       ":protocol"};
-        static const unsigned char lens[H2_P__COUNT] = {7, 5, 7, 10, 9};
-        for (int i = 0; i < H2_P__COUNT && slot < 0; i++)
-            if (lens[i] == nl && !memcmp(names[i], name, nl))
-                slot = i;
+        slot = pseudo_slot(name, nl);
         if (slot < 0) {
             /* :protocol (extended CONNECT) is not enabled; nghttp2 refuses others. */
             hd->refuse = 400;

@@ -32,10 +32,11 @@ typedef struct h2_head {
     uint32_t used, cap; /* of bytes */
     h2_field *fv;       /* fv_inline, or (past it) owned */
     size_t nf, capf;
-    h2_field fv_inline[H2_HEAD_INLINE_FIELDS];
     size_t list_size;        /* RFC 9113's size of the header list so far */
     int pseudo[H2_P__COUNT]; /* index in fv, or -1 */
     int refuse;              /* status to answer instead (431, 400), 0 = none */
+    /* last: not zeroed, written only as far as used */
+    h2_field fv_inline[H2_HEAD_INLINE_FIELDS];
     char bytes_inline[H2_HEAD_INLINE_BYTES];
 } h2_head;
 
