@@ -26,7 +26,10 @@ static int shm_kind(pagi_scope_type t)
 
 /* ---- creation: one allocation holds every request string ---- */
 
-static size_t str_room(const char *s) { return s ? strlen(s) + 1 : 0; }
+static size_t str_room(const char *s)
+{
+    return s ? strlen(s) + 1 : 0;
+}
 
 static char *copy_str(char **p, const char *s)
 {
@@ -135,10 +138,15 @@ pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops,
     return s;
 }
 
-void scope_ref(pagi_scope *s) { s->refs++; }
+void scope_ref(pagi_scope *s)
+{
+    s->refs++;
+}
 
 static void cb_list_free(scope_cb_list *l)
 {
+    if (!l->v)
+        return; /* five lists a scope, most never used: skip the calls */
     free(l->v);
     l->v = NULL;
     l->n = l->cap = 0;
@@ -197,7 +205,10 @@ static void scope_free(pagi_scope *s)
     }
 }
 
-static void scope_free_job(const runq_item *it) { scope_free(it->a); }
+static void scope_free_job(const runq_item *it)
+{
+    scope_free(it->a);
+}
 
 void scope_unref(pagi_scope *s)
 {
@@ -208,7 +219,10 @@ void scope_unref(pagi_scope *s)
         scope_free(s);
 }
 
-void *scope_proto(const pagi_scope *s) { return s->proto; }
+void *scope_proto(const pagi_scope *s)
+{
+    return s->proto;
+}
 
 void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data))
 {
@@ -216,8 +230,14 @@ void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data)
     s->layer_release = release;
 }
 
-void *scope_layer_data(const pagi_scope *s) { return s->layer; }
-buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
+void *scope_layer_data(const pagi_scope *s)
+{
+    return s->layer;
+}
+buf *scope_delivery_buf(pagi_scope *s)
+{
+    return &s->delivery;
+}
 
 void scope_deliver_body(pagi_scope *s, buf *body, int complete, pagi_event_type type,
                         pagi_event *ev)
@@ -237,8 +257,14 @@ buf *scope_log_resp_buf(pagi_scope *s)
 {
     return &s->log_resp;
 }
-worker_ctx *scope_worker(const pagi_scope *s) { return s->w; }
-struct pagi_subscription **scope_subs(pagi_scope *s) { return &s->subs; }
+worker_ctx *scope_worker(const pagi_scope *s)
+{
+    return s->w;
+}
+struct pagi_subscription **scope_subs(pagi_scope *s)
+{
+    return &s->subs;
+}
 
 void scope_set_mount(pagi_scope *s, size_t prefix_len)
 {
@@ -256,7 +282,10 @@ void scope_set_owner(pagi_scope *s, void (*on_finish)(pagi_scope *s, void *ud), 
     s->owner = on_finish ? ud : NULL;
 }
 
-void *scope_owner(const pagi_scope *s) { return s->owner; }
+void *scope_owner(const pagi_scope *s)
+{
+    return s->owner;
+}
 
 void scope_shell_put(pagi_scope *s)
 {
@@ -433,7 +462,10 @@ void scope_poke_receive(pagi_scope *s)
         s->recv_queued = 1;
 }
 
-int scope_receive_waiting(const pagi_scope *s) { return s->recv_waiting; }
+int scope_receive_waiting(const pagi_scope *s)
+{
+    return s->recv_waiting;
+}
 
 static int receive_checked(pagi_scope *s, pagi_receive_cb cb, void *ud)
 {
@@ -658,9 +690,11 @@ void scope_log_unfinished(const worker_ctx *w, const char *what)
                 at += (size_t)k;
         }
     }
-    log_warn("%s %zu request scope(s) not yet released, %zu not finished by the app%s%s%s",
-             what, w->n_scopes, unfinished, unfinished ? " (" : "", list,
-             unfinished > UNFINISHED_NAMED ? ", ...)" : unfinished ? ")" : "");
+    log_warn("%s %zu request scope(s) not yet released, %zu not finished by the app%s%s%s", what,
+             w->n_scopes, unfinished, unfinished ? " (" : "", list,
+             unfinished > UNFINISHED_NAMED ? ", ...)"
+             : unfinished                  ? ")"
+                                           : "");
 }
 
 /* ---- how an exchange ends ---- */
@@ -695,10 +729,22 @@ void scope_mark_started(pagi_scope *s)
     s->started = 1;
     scope_response_timer_stop(s);
 }
-int scope_is_connected(const pagi_scope *s) { return s->connected; }
-int scope_is_finished(const pagi_scope *s) { return s->finished; }
-int scope_is_complete(const pagi_scope *s) { return s->complete; }
-int scope_is_started(const pagi_scope *s) { return s->started; }
+int scope_is_connected(const pagi_scope *s)
+{
+    return s->connected;
+}
+int scope_is_finished(const pagi_scope *s)
+{
+    return s->finished;
+}
+int scope_is_complete(const pagi_scope *s)
+{
+    return s->complete;
+}
+int scope_is_started(const pagi_scope *s)
+{
+    return s->started;
+}
 
 /* The exchange ended and nothing the app waits for will tell it so (no
  * receive, send callback, on_disconnect or on_complete pending): unless
