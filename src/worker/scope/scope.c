@@ -24,77 +24,7 @@ static int shm_kind(pagi_scope_type t)
                                      : SHM_SCOPE_HTTP;
 }
 
-/* ---- creation: one allocation holds every request string ---- */
-
-static size_t str_room(const char *s)
-{
-    return s ? strlen(s) + 1 : 0;
-}
-
-static char *copy_str(char **p, const char *s)
-{
-    if (!s)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    memcpy(*p, s, n);
-    char *r = *p;
-    *p += n;
-    return r;
-}
-
-static pagi_str copy_bytes(char **p, pagi_str s)
-{
-    pagi_str r = {*p, s.len};
-    if (s.len)
-        memcpy(*p, s.ptr, s.len);
-    (*p)[s.len] = '\0';
-    *p += s.len + 1;
-    return r;
-}
-
-static int scope_copy_request(pagi_scope *s, const scope_request *req)
-{
-    size_t need = str_room(req->method) + str_room(req->http_version) + str_room(req->scheme) +
-                  str_room(req->client_host) + str_room(req->server_host) + req->path.len +
-                  req->raw_path.len + req->query.len + 3 + sizeof(pagi_header) * req->header_count +
-                  sizeof(pagi_str) * req->subprotocol_count;
-    for (size_t i = 0; i < req->header_count; i++)
-        need += req->headers[i].name.len + req->headers[i].value.len + 2;
-    for (size_t i = 0; i < req->subprotocol_count; i++)
-        need += req->subprotocols[i].len + 1;
-    char *block = malloc(need);
-    if (!block)
-        return -1;
-    /* The arrays first, so they are suitably aligned; the bytes follow. */
-    pagi_header *hv = (pagi_header *)block;
-    pagi_str *sv = (pagi_str *)(hv + req->header_count);
-    char *p = (char *)(sv + req->subprotocol_count);
-    for (size_t i = 0; i < req->header_count; i++) {
-        hv[i].name = copy_bytes(&p, req->headers[i].name);
-        hv[i].value = copy_bytes(&p, req->headers[i].value);
-    }
-    for (size_t i = 0; i < req->subprotocol_count; i++)
-        sv[i] = copy_bytes(&p, req->subprotocols[i]);
-    s->req.subprotocols = sv;
-    s->req.subprotocol_count = req->subprotocol_count;
-    s->req.extensions = req->extensions;
-    s->req.headers = hv;
-    s->req.header_count = req->header_count;
-    s->req.method = copy_str(&p, req->method);
-    s->req.http_version = copy_str(&p, req->http_version);
-    s->req.scheme = copy_str(&p, req->scheme);
-    s->req.client_host = copy_str(&p, req->client_host);
-    s->req.server_host = copy_str(&p, req->server_host);
-    s->req.client_port = req->client_port;
-    s->req.server_port = req->server_port;
-    s->req.path = copy_bytes(&p, req->path);
-    s->req.raw_path = copy_bytes(&p, req->raw_path);
-    s->req.query = copy_bytes(&p, req->query);
-    s->req_block = block;
-    /* Shared with the connection: the facts are made once, on the first ask. */
-    s->req.tls = req->tls ? tls_info_ref(req->tls) : NULL;
-    return 0;
-}
+/* ---- creation (the request's copy: scope_request.c) ---- */
 
 /* Shells reused only after this many more were released: a handle kept
  * past its release is recognised at least that long. The released shells
@@ -289,8 +219,7 @@ void *scope_owner(const pagi_scope *s)
 
 void scope_shell_put(pagi_scope *s)
 {
-    free(s->req_block);
-    s->req_block = NULL;
+    scope_request_free(s);
     handle_put(s->w->scope_pool, s);
 }
 
