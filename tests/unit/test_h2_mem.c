@@ -93,6 +93,34 @@ START_TEST(test_module_blocks)
 }
 END_TEST
 
+/* Each class holds sizes from just past the one below up to its own: a
+ * block freed at one size is reused for any size of its class, never for
+ * a size of another, and holds every byte asked for (filled here, so
+ * AddressSanitizer would see a block too small). */
+START_TEST(test_class_boundaries)
+{
+    nghttp2_mem *m = h2_mem();
+    h2_mem_release();
+    for (size_t c = 64; c <= 2048; c *= 2) {
+        size_t low = c == 64 ? 1 : c / 2 + 1;
+        void *p = m->malloc(c, m->mem_user_data);
+        memset(p, 0xab, c);
+        m->free(p, m->mem_user_data);
+        void *q = m->malloc(low, m->mem_user_data); /* the same class */
+        memset(q, 0xcd, low);
+        void *r = m->malloc(c + 1, m->mem_user_data); /* the next class, or malloc's */
+        memset(r, 0xef, c + 1);
+#if !defined(__SANITIZE_ADDRESS__)
+        ck_assert_msg(q == p, "class %zu: %zu reuses its block", c, low);
+        ck_assert_msg(r != p, "class %zu: %zu does not", c, c + 1);
+#endif
+        m->free(q, m->mem_user_data);
+        m->free(r, m->mem_user_data);
+        h2_mem_release();
+    }
+}
+END_TEST
+
 static Suite *h2_mem_suite(void)
 {
     Suite *s = suite_create("h2_mem");
@@ -100,6 +128,7 @@ static Suite *h2_mem_suite(void)
     tcase_add_test(tc, test_small_blocks_are_reused_and_bounded);
     tcase_add_test(tc, test_calloc_and_realloc);
     tcase_add_test(tc, test_module_blocks);
+    tcase_add_test(tc, test_class_boundaries);
     suite_add_tcase(s, tc);
     return s;
 }
