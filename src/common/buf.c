@@ -46,7 +46,10 @@ int buf_append(buf *b, const void *p, size_t n)
     return 0;
 }
 
-int buf_append_str(buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
+int buf_append_str(buf *b, const char *s)
+{
+    return buf_append(b, s, strlen(s));
+}
 
 int buf_printf(buf *b, const char *fmt, ...)
 {
@@ -76,11 +79,15 @@ void buf_consume(buf *b, size_t n)
         b->off = b->len = 0;
 }
 
-void buf_reset(buf *b) { b->off = b->len = 0; }
+void buf_reset(buf *b)
+{
+    b->off = b->len = 0;
+}
 
 void buf_free(buf *b)
 {
-    free(b->data);
+    if (b->data) /* most buffers freed were never used: skip the call */
+        free(b->data);
     b->data = NULL;
     b->off = b->len = b->cap = 0;
 }

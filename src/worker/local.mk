@@ -67,6 +67,7 @@ libpagid_worker_a_SOURCES += \
 libpagid_worker_a_SOURCES += \
 	src/worker/scope/scope.c src/worker/scope/scope.h src/worker/scope/scope_api.c \
 	src/worker/scope/scope_internal.h src/worker/scope/scope_debug.c \
+	src/worker/scope/scope_request.c \
 	src/worker/scope/scope_response.c \
 	src/worker/scope/lifespan.c src/worker/scope/lifespan.h \
 	src/worker/scope/mount.c src/worker/scope/mount.h src/worker/scope/mount_lifespan.c \

@@ -36,8 +36,10 @@ typedef struct worker_ctx {
     struct pagi_scope *scopes;  /* those scopes (intrusive list) */
     struct scope_quarantine *quarantine; /* debug mode: released scopes kept (scope_debug.c) */
     struct handle_pool *scope_pool;      /* scope shells (handle.h), made at the first scope */
-    conn *flush_list;                    /* connections with output to write at the safe point */
-    buf scratch;                         /* reusable space for formatting response heads */
+    void *req_blocks; /* request copies' blocks kept for reuse (scope_request.c) */
+    unsigned n_req_blocks;
+    conn *flush_list;           /* connections with output to write at the safe point */
+    buf scratch;                /* reusable space for formatting response heads */
     buf rbuf;                   /* the read buffer, lent to a connection with no buffered input */
     struct h1_parser *h1_spare; /* a finished HTTP/1.1 parser for the next request (http1_conn.c) */
     char peer_text[48];         /* conn_peer_host's answer (INET6_ADDRSTRLEN) */

@@ -330,6 +330,24 @@ def http2_reset_mid_upload(ctx):
 
 
 @test(timeout=60)
+def http2_field_names_lower_case(ctx):
+    """Response field names go out in lower case whatever case the app wrote
+    them in, common ones (given to nghttp2 as static names) or not, each
+    with its own value (python3-h2 refuses an upper-case name)."""
+    s = H2Server(ctx)
+    c = H2Client(s.tls_socket())
+    sid = c.request("/names")
+    status, body, _, ended = c.response(sid)
+    check_eq((status, body, ended), (200, b"names", True), "response")
+    got = [f for e in c.events if isinstance(e, h2.events.ResponseReceived) for f in e.headers]
+    for want in [("content-type", "text/plain"), ("etag", '"v1"'), ("x-custom-name", "a"),
+                 ("cache-control", "no-store"), ("vary", "accept"),
+                 ("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT")]:
+        check(want in got, "%r in %r" % (want, got))
+    c.close()
+
+
+@test(timeout=60)
 def http2_flow_control_holds_client(ctx):
     """A body nobody reads holds the client back: the stream window is not
     given back (no WINDOW_UPDATE for it), so the client can send no more

@@ -70,12 +70,65 @@ START_TEST(test_calloc_and_realloc)
 }
 END_TEST
 
+/* The module's own blocks (streams) come zeroed from the same lists. */
+START_TEST(test_module_blocks)
+{
+    h2_mem_release();
+    unsigned char *p = h2_mem_calloc(744);
+    ck_assert_ptr_nonnull(p);
+    for (int i = 0; i < 744; i++)
+        ck_assert_uint_eq(p[i], 0);
+    memset(p, 0xee, 744);
+    h2_mem_free(p);
+#if !defined(__SANITIZE_ADDRESS__)
+    ck_assert_uint_eq(h2_mem_kept(), 1);
+#endif
+    unsigned char *q = h2_mem_calloc(1000); /* the same 1 KiB class: zeroed again */
+    for (int i = 0; i < 1000; i++)
+        ck_assert_uint_eq(q[i], 0);
+    h2_mem_free(q);
+    h2_mem_free(NULL);
+    h2_mem_release();
+    ck_assert_uint_eq(h2_mem_kept(), 0);
+}
+END_TEST
+
+/* Each class holds sizes from just past the one below up to its own: a
+ * block freed at one size is reused for any size of its class, never for
+ * a size of another, and holds every byte asked for (filled here, so
+ * AddressSanitizer would see a block too small). */
+START_TEST(test_class_boundaries)
+{
+    nghttp2_mem *m = h2_mem();
+    h2_mem_release();
+    for (size_t c = 64; c <= 2048; c *= 2) {
+        size_t low = c == 64 ? 1 : c / 2 + 1;
+        void *p = m->malloc(c, m->mem_user_data);
+        memset(p, 0xab, c);
+        m->free(p, m->mem_user_data);
+        void *q = m->malloc(low, m->mem_user_data); /* the same class */
+        memset(q, 0xcd, low);
+        void *r = m->malloc(c + 1, m->mem_user_data); /* the next class, or malloc's */
+        memset(r, 0xef, c + 1);
+#if !defined(__SANITIZE_ADDRESS__)
+        ck_assert_msg(q == p, "class %zu: %zu reuses its block", c, low);
+        ck_assert_msg(r != p, "class %zu: %zu does not", c, c + 1);
+#endif
+        m->free(q, m->mem_user_data);
+        m->free(r, m->mem_user_data);
+        h2_mem_release();
+    }
+}
+END_TEST
+
 static Suite *h2_mem_suite(void)
 {
     Suite *s = suite_create("h2_mem");
     TCase *tc = tcase_create("blocks");
     tcase_add_test(tc, test_small_blocks_are_reused_and_bounded);
     tcase_add_test(tc, test_calloc_and_realloc);
+    tcase_add_test(tc, test_module_blocks);
+    tcase_add_test(tc, test_class_boundaries);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,9 +4,11 @@
  * max_header_size or max_header_count, a reset far past them, 400 for an
  * unknown pseudo-header), and turned into a scope's facts (decoded path,
  * query, :authority as host, cookies joined, event-stream detection,
- * CONNECT and %00 refused).
+ * CONNECT and %00 refused), held in the request itself or, when too
+ * large, in one block.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +142,17 @@ START_TEST(test_refusals)
     ck_assert_int_eq(h2_head_request(&hd, &r), 501);
     h2_request_free(&r);
     h2_head_free(&hd);
+
+    /* an unknown pseudo-header, of a known one's length or not: 400 */
+    const char *unknown[] = {":status", ":methox", ":pathx", ":", ":authoritx", ":protocox"};
+    for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
+        std_head(&hd, "GET", "/");
+        ck_assert_int_eq(add(&hd, unknown[i], "x", 8192, 100), 0);
+        ck_assert_int_eq(hd.refuse, 400);
+        ck_assert_int_eq(h2_head_request(&hd, &r), 400);
+        h2_request_free(&r);
+        h2_head_free(&hd);
+    }
 }
 END_TEST
 
@@ -180,6 +193,46 @@ START_TEST(test_limits)
 }
 END_TEST
 
+/* The header array and decoded path live in the request itself while
+ * they fit, else in one block: the facts are the same either way. */
+START_TEST(test_inline_and_block_storage)
+{
+    char path[2 * H2_REQUEST_INLINE_PATH + 8];
+    for (int round = 0; round < 3; round++) {
+        /* round 0: fits; 1: too many fields; 2: a path too long */
+        int fields = round == 1 ? H2_REQUEST_INLINE_FIELDS + 3 : 5;
+        size_t plen = round == 2 ? sizeof path - 1 : 20;
+        path[0] = '/';
+        memset(path + 1, 'p', plen - 1);
+        path[plen] = 0;
+        memcpy(path + plen - 3, "%41", 3); /* decoded to 'A' */
+        h2_head hd;
+        std_head(&hd, "GET", path);
+        char name[16];
+        for (int i = 0; i < fields; i++) {
+            snprintf(name, sizeof name, "x-f%d", i);
+            ck_assert_int_eq(add(&hd, name, name + 2, 8192, 100), 0);
+        }
+        h2_request r;
+        ck_assert_int_eq(h2_head_request(&hd, &r), 0);
+        int inline_ok = round == 0;
+        ck_assert_int_eq(r.headers == r.headers_inline, inline_ok);
+        ck_assert_int_eq(r.block == NULL, inline_ok);
+        ck_assert_uint_eq(r.header_count, (size_t)fields + 1);
+        ck_assert(streq(r.headers[0].value, "example.org:8443"));
+        snprintf(name, sizeof name, "x-f%d", fields - 1);
+        ck_assert(streq(r.headers[fields].name, name));
+        ck_assert(streq(r.headers[fields].value, name + 2));
+        ck_assert_uint_eq(r.path.len, plen - 2);
+        ck_assert_int_eq(r.path.ptr[plen - 3], 'A');
+        ck_assert_int_eq(r.path.ptr[r.path.len], 0);
+        h2_request_free(&r);
+        ck_assert_ptr_null(r.block);
+        h2_head_free(&hd);
+    }
+}
+END_TEST
+
 static Suite *h2_request_suite(void)
 {
     Suite *s = suite_create("h2_request");
@@ -189,6 +242,7 @@ static Suite *h2_request_suite(void)
     tcase_add_test(tc, test_empty_cookie);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_limits);
+    tcase_add_test(tc, test_inline_and_block_storage);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -75,6 +75,42 @@ START_TEST(header_check_bad_values)
 }
 END_TEST
 
+/* Every length and every position: the checks go several bytes a step
+ * (names four, values eight, with an overlapping last word), so a bad
+ * byte must be found wherever it falls, in a step or in the tail. */
+START_TEST(header_check_every_position)
+{
+    char name[24], value[24];
+    const char bad_name[] = {' ', ':', '\r', '\0', '\x80', '('};
+    const char bad_value[] = {'\r', '\n', '\0'};
+    for (size_t n = 1; n <= sizeof name; n++) {
+        memset(name, 'a', n);
+        memset(value, 'v', n);
+        const char *err = NULL;
+        pagi_header h = {{name, n}, {value, n}};
+        ck_assert_int_eq(h1_header_check(&h, &err), 0);
+        for (size_t at = 0; at < n; at++) {
+            for (size_t b = 0; b < sizeof bad_name; b++) {
+                name[at] = bad_name[b];
+                err = NULL;
+                ck_assert_msg(h1_header_check(&h, &err) == -1, "name len %zu at %zu", n, at);
+                ck_assert_str_eq(err, "header name is not a token");
+            }
+            name[at] = 'a';
+            for (size_t b = 0; b < sizeof bad_value; b++) {
+                value[at] = bad_value[b];
+                err = NULL;
+                ck_assert_msg(h1_header_check(&h, &err) == -1, "value len %zu at %zu", n, at);
+                ck_assert_str_eq(err, "header value contains CR/LF/NUL");
+            }
+            value[at] = '\x01'; /* below 14 but allowed: a false alarm, then accepted */
+            ck_assert_int_eq(h1_header_check(&h, &err), 0);
+            value[at] = 'v';
+        }
+    }
+}
+END_TEST
+
 START_TEST(head_content_length_11)
 {
     pagi_header h[] = {HDR("content-type", "text/plain"), HDR("content-length", "5")};
@@ -473,6 +509,7 @@ static Suite *suite(void)
     tcase_add_test(t, header_check_ok);
     tcase_add_test(t, header_check_bad_names);
     tcase_add_test(t, header_check_bad_values);
+    tcase_add_test(t, header_check_every_position);
     suite_add_tcase(s, t);
 
     t = tcase_create("head");

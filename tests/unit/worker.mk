@@ -31,6 +31,13 @@ tests_unit_test_accept_gate_SOURCES = tests/unit/test_accept_gate.c
 tests_unit_test_accept_gate_CFLAGS = $(UNIT_TEST_CFLAGS)
 tests_unit_test_accept_gate_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
 
+# scope_request: a scope's copy of its request, small blocks kept for reuse.
+check_PROGRAMS += tests/unit/test_scope_request
+TESTS += tests/unit/test_scope_request
+tests_unit_test_scope_request_SOURCES = tests/unit/test_scope_request.c
+tests_unit_test_scope_request_CFLAGS = $(UNIT_TEST_CFLAGS)
+tests_unit_test_scope_request_LDADD = $(WORKER_LIBS) $(CHECK_LIBS)
+
 # h2_mem: nghttp2's allocator, small blocks kept on bounded free lists.
 check_PROGRAMS += tests/unit/test_h2_mem
 TESTS += tests/unit/test_h2_mem

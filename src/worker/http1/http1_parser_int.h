@@ -1,7 +1,7 @@
 /*
  * http1_parser_int.h - the parser's private state, shared between the byte
  * state machine (http1_parser.c) and the head semantics (http1_parser_head.c);
- * http1_response.c takes only h1_is_tchar from it. Not part of the
+ * http1_response.c takes only h1_tchar from it. Not part of the
  * contract: use http1_parser.h.
  */
 #ifndef PAGID_HTTP1_PARSER_INT_H
@@ -104,8 +104,9 @@ struct h1_parser {
     int framing_field;
 };
 
+/* 1 for an RFC 9110 token character, else 0 (http1_response.c ANDs four
+ * entries a step over every name of every response head). */
 extern const unsigned char h1_tchar[256];
-/* Inline: response heads check every byte of every name with it. */
 static inline int h1_is_tchar(unsigned char c)
 {
     return h1_tchar[c];

@@ -295,6 +295,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     if (!st)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
+    h->in_head = st;
     if (h->c->w->stats)
         shm_add(&h->c->w->stats->h2_streams, 1);
     return 0;
@@ -306,10 +307,14 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
     (void)flags;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0; /* trailers of a request: not passed on (PAGI has no request trailers) */
-    h2_stream *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    h2_session *h = ud;
+    /* A block's fields come one call each, right after on_begin_headers. */
+    h2_stream *st = h->in_head && h->in_head->id == f->hd.stream_id
+                        ? h->in_head
+                        : nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     int rv = st ? h2_stream_header(st, name, nl, value, vl) : 0;
     if (rv)
-        count_provoked_reset(ud); /* nghttp2 resets the stream */
+        count_provoked_reset(h); /* nghttp2 resets the stream */
     return rv;
 }
 

@@ -27,6 +27,8 @@ typedef struct h2_session {
     nghttp2_session *ng;
     h2_stream *streams;                 /* every stream nghttp2 still knows of */
     h2_stream *ready_head, *ready_tail; /* heads whole, to start after the read, oldest first */
+    h2_stream *in_head;                 /* the stream whose header block is being read (on_header's
+                                         * lookup without nghttp2's map), or NULL; cleared when freed */
     size_t n_streams;
     size_t pending;    /* response bytes the streams hold, not yet framed */
     size_t open_files; /* streams' file bodies open (limits.http2_max_open_files) */

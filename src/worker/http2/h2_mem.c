@@ -4,6 +4,7 @@
  * allocates and frees several small blocks for every stream (the stream,
  * its header copies, each outbound item): with ten streams a read, more
  * than glibc's per-size cache keeps, malloc took its slow path for most.
+ * The streams themselves (h2_stream.c) come from the same lists.
  */
 #include "h2_mem.h"
 
@@ -38,16 +39,16 @@ typedef struct free_block {
 static free_block *free_lists[H2_MEM_CLASSES];
 static unsigned free_counts[H2_MEM_CLASSES];
 
+/* The smallest class that holds size (<= H2_MEM_MAX): by the bit length
+ * of size - 1, not a loop (every block of every session comes here). */
 static int class_of(size_t size)
 {
-    int k = 0;
-    size_t cap = H2_MEM_MIN;
-    while (cap < size) {
-        cap <<= 1;
-        k++;
-    }
-    return k;
+    if (size <= H2_MEM_MIN)
+        return 0;
+    int bits = (int)(sizeof(unsigned long) * 8) - __builtin_clzl((unsigned long)(size - 1));
+    return bits - 6; /* 2^6 = H2_MEM_MIN */
 }
+_Static_assert(H2_MEM_MIN == 64, "class_of counts classes from 2^6");
 
 static void *mem_malloc(size_t size, void *ud)
 {
@@ -124,6 +125,16 @@ static void *mem_realloc(void *p, size_t size, void *ud)
     memcpy(q, p, capacity);
     mem_free(p, ud);
     return q;
+}
+
+void *h2_mem_calloc(size_t size)
+{
+    return mem_calloc(1, size, NULL);
+}
+
+void h2_mem_free(void *p)
+{
+    mem_free(p, NULL);
 }
 
 nghttp2_mem *h2_mem(void)

@@ -7,6 +7,7 @@
  */
 #include "h2_request.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,15 +16,18 @@
 
 void h2_head_init(h2_head *hd)
 {
-    memset(hd, 0, sizeof *hd);
+    memset(hd, 0, offsetof(h2_head, fv_inline)); /* the inline arrays are written as used */
     for (int i = 0; i < H2_P__COUNT; i++)
         hd->pseudo[i] = -1;
 }
 
 static void drop_fields(h2_head *hd)
 {
-    buf_free(&hd->bytes);
-    if (hd->fv != hd->fv_inline)
+    if (hd->bytes && hd->bytes != hd->bytes_inline)
+        free(hd->bytes);
+    hd->bytes = NULL;
+    hd->used = hd->cap = 0;
+    if (hd->fv && hd->fv != hd->fv_inline)
         free(hd->fv);
     hd->fv = NULL;
     hd->nf = hd->capf = 0;
@@ -41,14 +45,61 @@ int h2_head_has_protocol(const h2_head *hd)
     return hd->pseudo[H2_P_PROTOCOL] >= 0;
 }
 
+/* Room for n more bytes at hd->bytes + hd->used: NULL when out of memory
+ * (or past 4 GiB, which the header limits never allow). */
+static char *head_reserve(h2_head *hd, size_t n)
+{
+    if (!hd->bytes) {
+        hd->bytes = hd->bytes_inline;
+        hd->cap = H2_HEAD_INLINE_BYTES;
+    }
+    if (n > UINT32_MAX - hd->used)
+        return NULL;
+    if (hd->used + n > hd->cap) {
+        size_t ncap = hd->cap;
+        while (ncap < hd->used + n)
+            ncap *= 2;
+        if (ncap > UINT32_MAX)
+            ncap = UINT32_MAX;
+        char *v = hd->bytes == hd->bytes_inline ? malloc(ncap) : realloc(hd->bytes, ncap);
+        if (!v)
+            return NULL;
+        if (hd->bytes == hd->bytes_inline)
+            memcpy(v, hd->bytes_inline, hd->used);
+        hd->bytes = v;
+        hd->cap = (uint32_t)ncap;
+    }
+    return hd->bytes + hd->used;
+}
+
 static const char *fname(const h2_head *hd, const h2_field *f)
 {
-    return buf_head(&hd->bytes) + f->name;
+    return hd->bytes + f->name;
 }
 
 static const char *fvalue(const h2_head *hd, const h2_field *f)
 {
-    return buf_head(&hd->bytes) + f->value;
+    return hd->bytes + f->value;
+}
+
+/* Which pseudo-header a name is, or -1. Each memcmp has a constant
+ * length: compared in words, no call (four of every request's fields). */
+static int pseudo_slot(const uint8_t *name, size_t nl)
+{
+    switch (nl) {
+    case 5:
+        return !memcmp(name, ":path", 5) ? H2_P_PATH : -1;
+    case 7:
+        return !memcmp(name, ":method", 7)   ? H2_P_METHOD
+               : !memcmp(name, ":scheme", 7) ? H2_P_SCHEME
+                                             : -1;
+    case 9:
+        return !memcmp(name, ":protocol", 9) ? H2_P_PROTOCOL : -1;
+    case 10:
+        return !memcmp(name, ":authority", 10) ? H2_P_AUTHORITY : -1;
+    default:
+        return -1;
+    }
 }
 
 int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *value, size_t vl,
@@ -65,12 +116,7 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
     }
     int slot = -1;
     if (nl && name[0] == ':') {
-        static const char *const names[H2_P__COUNT] = {":method", ":path", ":scheme", ":authority",
-                                                       ":protocol"};
-        static const unsigned char lens[H2_P__COUNT] = {7, 5, 7, 10, 9};
-        for (int i = 0; i < H2_P__COUNT && slot < 0; i++)
-            if (lens[i] == nl && !memcmp(names[i], name, nl))
-                slot = i;
+        slot = pseudo_slot(name, nl);
         if (slot < 0) {
             /* :protocol (extended CONNECT) is not enabled; nghttp2 refuses others. */
             hd->refuse = 400;
@@ -93,12 +139,12 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
         hd->capf = ncap;
     }
     h2_field *f = &hd->fv[hd->nf];
-    f->name = (uint32_t)buf_size(&hd->bytes);
+    f->name = hd->used;
     f->nlen = (uint32_t)nl;
     f->value = f->name + (uint32_t)nl + 1;
     f->vlen = (uint32_t)vl;
     /* name NUL value NUL, in one reservation (every field of every request) */
-    char *p = buf_reserve(&hd->bytes, nl + vl + 2);
+    char *p = head_reserve(hd, nl + vl + 2);
     if (!p)
         return -1;
     memcpy(p, name, nl);
@@ -106,7 +152,7 @@ int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *valu
     if (vl)
         memcpy(p + nl + 1, value, vl);
     p[nl + 1 + vl] = '\0';
-    buf_commit(&hd->bytes, nl + vl + 2);
+    hd->used += (uint32_t)(nl + vl + 2);
     if (slot >= 0)
         hd->pseudo[slot] = (int)hd->nf;
     hd->nf++;
@@ -162,7 +208,7 @@ oom:
 
 int h2_head_request(const h2_head *hd, h2_request *r)
 {
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(h2_request, headers_inline));
     if (hd->refuse)
         return hd->refuse;
     if (hd->pseudo[H2_P_METHOD] < 0)
@@ -186,11 +232,18 @@ int h2_head_request(const h2_head *hd, h2_request *r)
     const char *target = fvalue(hd, pf);
     const char *qm = memchr(target, '?', pf->vlen);
     size_t rawlen = qm ? (size_t)(qm - target) : pf->vlen;
-    /* One block: the scope's header array, then the decoded path. */
-    size_t hbytes = (hd->nf + 1) * sizeof(pagi_header);
-    if (!(r->headers = calloc(1, hbytes + rawlen + 1)))
-        return 500;
-    r->path_mem = (char *)r->headers + hbytes;
+    /* The scope's header array and the decoded path: in r itself, or
+     * when either is too large one block, the array then the path. */
+    if (hd->nf + 1 <= H2_REQUEST_INLINE_FIELDS && rawlen + 1 <= H2_REQUEST_INLINE_PATH) {
+        r->headers = r->headers_inline;
+        r->path_mem = r->path_inline;
+    } else {
+        size_t hbytes = (hd->nf + 1) * sizeof(pagi_header);
+        if (!(r->block = malloc(hbytes + rawlen + 1)))
+            return 500;
+        r->headers = r->block;
+        r->path_mem = (char *)r->block + hbytes;
+    }
     size_t plen = h1_percent_decode(r->path_mem, target, rawlen);
     r->path_mem[plen] = 0;
     if (memchr(r->path_mem, 0, plen))
@@ -210,8 +263,9 @@ int h2_head_request(const h2_head *hd, h2_request *r)
 
 void h2_request_free(h2_request *r)
 {
-    r->path_mem = NULL; /* in the headers' block */
-    free(r->headers);
+    free(r->block);
+    r->block = NULL;
     r->headers = NULL;
+    r->path_mem = NULL;
     buf_free(&r->cookies);
 }

@@ -23,14 +23,21 @@ typedef struct h2_field {
 /* Fields a head holds without an allocation (a browser sends 10 to 20). */
 #define H2_HEAD_INLINE_FIELDS 16
 
+/* Field bytes a head holds without an allocation (a client like curl or
+ * h2load sends about 150; a browser's cookies go past it). */
+#define H2_HEAD_INLINE_BYTES 512
+
 typedef struct h2_head {
-    buf bytes;
-    h2_field *fv; /* fv_inline, or (past it) owned */
+    char *bytes;        /* bytes_inline, or (past it) owned */
+    uint32_t used, cap; /* of bytes */
+    h2_field *fv;       /* fv_inline, or (past it) owned */
     size_t nf, capf;
-    h2_field fv_inline[H2_HEAD_INLINE_FIELDS];
     size_t list_size;        /* RFC 9113's size of the header list so far */
     int pseudo[H2_P__COUNT]; /* index in fv, or -1 */
     int refuse;              /* status to answer instead (431, 400), 0 = none */
+    /* last: not zeroed, written only as far as used */
+    h2_field fv_inline[H2_HEAD_INLINE_FIELDS];
+    char bytes_inline[H2_HEAD_INLINE_BYTES];
 } h2_head;
 
 /** An empty head (no memory until the first field). */
@@ -50,17 +57,27 @@ int h2_head_has_protocol(const h2_head *hd);
 int h2_head_add(h2_head *hd, const uint8_t *name, size_t nl, const uint8_t *value, size_t vl,
                 size_t max_size, size_t max_count);
 
-/** What a scope is made from; strings point into the head and into r's own storage. */
+/* A request's header array and decoded path without an allocation up to
+ * these sizes (the request lives on the stack while its scope is made). */
+#define H2_REQUEST_INLINE_FIELDS 24
+#define H2_REQUEST_INLINE_PATH 256
+
+/** What a scope is made from; strings point into the head and into r's
+ * own storage, so r is never copied (headers may point into r itself). */
 typedef struct h2_request {
     const char *method; /* NUL-terminated */
     const char *scheme; /* "http" or "https" as the client said, else NULL */
     pagi_str path, raw_path, query;
-    pagi_header *headers; /* owned: the array, and the decoded path after it */
+    pagi_header *headers; /* headers_inline, or in block */
     size_t header_count;
     int event_stream; /* Accept: text/event-stream */
     int websocket;    /* an extended CONNECT with :protocol websocket (RFC 8441) */
-    char *path_mem;   /* the decoded path, in the headers' block */
+    char *path_mem;   /* the decoded path: path_inline, or in block after the headers */
+    void *block;      /* owned: headers and path when either did not fit inline, else NULL */
     buf cookies;      /* owned: the joined cookie value */
+    /* last: not zeroed, only written as far as used */
+    pagi_header headers_inline[H2_REQUEST_INLINE_FIELDS];
+    char path_inline[H2_REQUEST_INLINE_PATH];
 } h2_request;
 
 /**

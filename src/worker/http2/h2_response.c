@@ -93,11 +93,60 @@ static const uint8_t *status_text(int status)
     return (const uint8_t *)status_digits + 3 * (status >= 100 && status < 600 ? status : 500);
 }
 
+/* lit when n is exactly its first len bytes, else NULL; inlined where len
+ * is a constant, so memcmp compares words and makes no call. */
+static inline const char *same(pagi_str n, const char *lit, size_t len)
+{
+    return n.len == len && !memcmp(n.ptr, lit, len) ? lit : NULL;
+}
+
+/*
+ * The name as a string that outlives the frame, when it is a common
+ * response field written in lower case: nghttp2 then neither copies nor
+ * lower-cases it (NGHTTP2_NV_FLAG_NO_COPY_NAME: lower case, and alive
+ * until the HEADERS frame is sent). Whatever is returned holds n's very
+ * bytes (same). Any other name, or one with an upper-case letter, NULL:
+ * nghttp2 copies it and lower-cases the copy, so what goes on the wire is
+ * the same either way.
+ */
+static const char *static_name(pagi_str n)
+{
+    const char *r = NULL;
+    switch (n.len) { /* at most three compares */
+    case 4:
+        if ((r = same(n, "etag", 4)) || (r = same(n, "vary", 4)) || (r = same(n, "link", 4)))
+            return r;
+        return NULL;
+    case 6:
+        return same(n, "server", 6);
+    case 7:
+        return same(n, "expires", 7);
+    case 8:
+        return same(n, "location", 8);
+    case 10:
+        return same(n, "set-cookie", 10);
+    case 12:
+        return same(n, "content-type", 12);
+    case 13:
+        if ((r = same(n, "last-modified", 13)) || (r = same(n, "accept-ranges", 13)) ||
+            (r = same(n, "cache-control", 13)))
+            return r;
+        return NULL;
+    case 14:
+        return same(n, "content-length", 14);
+    case 16:
+        return same(n, "content-encoding", 16);
+    default:
+        return NULL;
+    }
+}
+
 /*
  * Submit the response head with the stream's data source behind it.
  * nghttp2_submit_response copies the app's names and values before it
  * returns, and lower-cases the names it copies (HTTP/2 wants them so; the
- * app may have written Content-Type). :status and date live on, so they
+ * app may have written Content-Type); common names are given as static
+ * lower-case strings instead (static_name). :status and date live on, so they
  * are not copied: the status table, and h1_date_now's buffer (a frame
  * framed a second later says the later second, the same length).
  */
@@ -121,8 +170,10 @@ static int submit_head(h2_stream *st, int status, const pagi_header *hdr, size_t
             continue;
         if (nm.len == 4 && name_is(nm, "date"))
             have_date = 1;
-        nva[k++] = (nghttp2_nv){(uint8_t *)nm.ptr, (uint8_t *)hdr[i].value.ptr, nm.len,
-                                hdr[i].value.len, NGHTTP2_NV_FLAG_NONE};
+        const char *fixed = static_name(nm);
+        nva[k++] = (nghttp2_nv){(uint8_t *)(fixed ? fixed : nm.ptr), (uint8_t *)hdr[i].value.ptr,
+                                nm.len, hdr[i].value.len,
+                                fixed ? NGHTTP2_NV_FLAG_NO_COPY_NAME : NGHTTP2_NV_FLAG_NONE};
     }
     if (!have_date)
         nva[k++] =

@@ -13,6 +13,7 @@
 #include "worker/core/access_log.h"
 #include "worker/apps/metrics.h"
 #include "h2_int.h"
+#include "h2_mem.h"
 #include "worker/core/reason.h"
 #include "worker/scope/scope.h"
 #include "worker/core/tls_conn.h"
@@ -23,7 +24,7 @@ static const sse_carrier h2_sse_carrier;
 
 h2_stream *h2_stream_new(h2_session *h, int32_t id)
 {
-    h2_stream *st = calloc(1, sizeof *st);
+    h2_stream *st = h2_mem_calloc(sizeof *st); /* freed by stream_free */
     if (!st)
         return NULL;
     st->h = h;
@@ -506,6 +507,8 @@ static void stream_free(h2_stream *st)
     if (st->next)
         st->next->prev = st->prev;
     h->n_streams--;
+    if (h->in_head == st)
+        h->in_head = NULL;
     if (st->queued) {
         h2_stream **pp = &h->ready_head, *prev = NULL;
         while (*pp != st) {
@@ -530,7 +533,7 @@ static void stream_free(h2_stream *st)
     free(st->kept_head);
     http_exchange_free(&st->x);
     sse_stream_free(st->sse);
-    free(st);
+    h2_mem_free(st);
 }
 
 void h2_stream_reset(h2_stream *st, const char *reason)

@@ -24,74 +24,7 @@ static int shm_kind(pagi_scope_type t)
                                      : SHM_SCOPE_HTTP;
 }
 
-/* ---- creation: one allocation holds every request string ---- */
-
-static size_t str_room(const char *s) { return s ? strlen(s) + 1 : 0; }
-
-static char *copy_str(char **p, const char *s)
-{
-    if (!s)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    memcpy(*p, s, n);
-    char *r = *p;
-    *p += n;
-    return r;
-}
-
-static pagi_str copy_bytes(char **p, pagi_str s)
-{
-    pagi_str r = {*p, s.len};
-    if (s.len)
-        memcpy(*p, s.ptr, s.len);
-    (*p)[s.len] = '\0';
-    *p += s.len + 1;
-    return r;
-}
-
-static int scope_copy_request(pagi_scope *s, const scope_request *req)
-{
-    size_t need = str_room(req->method) + str_room(req->http_version) + str_room(req->scheme) +
-                  str_room(req->client_host) + str_room(req->server_host) + req->path.len +
-                  req->raw_path.len + req->query.len + 3 + sizeof(pagi_header) * req->header_count +
-                  sizeof(pagi_str) * req->subprotocol_count;
-    for (size_t i = 0; i < req->header_count; i++)
-        need += req->headers[i].name.len + req->headers[i].value.len + 2;
-    for (size_t i = 0; i < req->subprotocol_count; i++)
-        need += req->subprotocols[i].len + 1;
-    char *block = malloc(need);
-    if (!block)
-        return -1;
-    /* The arrays first, so they are suitably aligned; the bytes follow. */
-    pagi_header *hv = (pagi_header *)block;
-    pagi_str *sv = (pagi_str *)(hv + req->header_count);
-    char *p = (char *)(sv + req->subprotocol_count);
-    for (size_t i = 0; i < req->header_count; i++) {
-        hv[i].name = copy_bytes(&p, req->headers[i].name);
-        hv[i].value = copy_bytes(&p, req->headers[i].value);
-    }
-    for (size_t i = 0; i < req->subprotocol_count; i++)
-        sv[i] = copy_bytes(&p, req->subprotocols[i]);
-    s->req.subprotocols = sv;
-    s->req.subprotocol_count = req->subprotocol_count;
-    s->req.extensions = req->extensions;
-    s->req.headers = hv;
-    s->req.header_count = req->header_count;
-    s->req.method = copy_str(&p, req->method);
-    s->req.http_version = copy_str(&p, req->http_version);
-    s->req.scheme = copy_str(&p, req->scheme);
-    s->req.client_host = copy_str(&p, req->client_host);
-    s->req.server_host = copy_str(&p, req->server_host);
-    s->req.client_port = req->client_port;
-    s->req.server_port = req->server_port;
-    s->req.path = copy_bytes(&p, req->path);
-    s->req.raw_path = copy_bytes(&p, req->raw_path);
-    s->req.query = copy_bytes(&p, req->query);
-    s->req_block = block;
-    /* Shared with the connection: the facts are made once, on the first ask. */
-    s->req.tls = req->tls ? tls_info_ref(req->tls) : NULL;
-    return 0;
-}
+/* ---- creation (the request's copy: scope_request.c) ---- */
 
 /* Shells reused only after this many more were released: a handle kept
  * past its release is recognised at least that long. The released shells
@@ -135,10 +68,15 @@ pagi_scope *scope_new(worker_ctx *w, pagi_scope_type type, const scope_ops *ops,
     return s;
 }
 
-void scope_ref(pagi_scope *s) { s->refs++; }
+void scope_ref(pagi_scope *s)
+{
+    s->refs++;
+}
 
 static void cb_list_free(scope_cb_list *l)
 {
+    if (!l->v)
+        return; /* five lists a scope, most never used: skip the calls */
     free(l->v);
     l->v = NULL;
     l->n = l->cap = 0;
@@ -197,7 +135,10 @@ static void scope_free(pagi_scope *s)
     }
 }
 
-static void scope_free_job(const runq_item *it) { scope_free(it->a); }
+static void scope_free_job(const runq_item *it)
+{
+    scope_free(it->a);
+}
 
 void scope_unref(pagi_scope *s)
 {
@@ -208,7 +149,10 @@ void scope_unref(pagi_scope *s)
         scope_free(s);
 }
 
-void *scope_proto(const pagi_scope *s) { return s->proto; }
+void *scope_proto(const pagi_scope *s)
+{
+    return s->proto;
+}
 
 void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data))
 {
@@ -216,8 +160,14 @@ void scope_set_layer_data(pagi_scope *s, void *data, void (*release)(void *data)
     s->layer_release = release;
 }
 
-void *scope_layer_data(const pagi_scope *s) { return s->layer; }
-buf *scope_delivery_buf(pagi_scope *s) { return &s->delivery; }
+void *scope_layer_data(const pagi_scope *s)
+{
+    return s->layer;
+}
+buf *scope_delivery_buf(pagi_scope *s)
+{
+    return &s->delivery;
+}
 
 void scope_deliver_body(pagi_scope *s, buf *body, int complete, pagi_event_type type,
                         pagi_event *ev)
@@ -237,8 +187,14 @@ buf *scope_log_resp_buf(pagi_scope *s)
 {
     return &s->log_resp;
 }
-worker_ctx *scope_worker(const pagi_scope *s) { return s->w; }
-struct pagi_subscription **scope_subs(pagi_scope *s) { return &s->subs; }
+worker_ctx *scope_worker(const pagi_scope *s)
+{
+    return s->w;
+}
+struct pagi_subscription **scope_subs(pagi_scope *s)
+{
+    return &s->subs;
+}
 
 void scope_set_mount(pagi_scope *s, size_t prefix_len)
 {
@@ -256,12 +212,14 @@ void scope_set_owner(pagi_scope *s, void (*on_finish)(pagi_scope *s, void *ud), 
     s->owner = on_finish ? ud : NULL;
 }
 
-void *scope_owner(const pagi_scope *s) { return s->owner; }
+void *scope_owner(const pagi_scope *s)
+{
+    return s->owner;
+}
 
 void scope_shell_put(pagi_scope *s)
 {
-    free(s->req_block);
-    s->req_block = NULL;
+    scope_request_free(s);
     handle_put(s->w->scope_pool, s);
 }
 
@@ -433,7 +391,10 @@ void scope_poke_receive(pagi_scope *s)
         s->recv_queued = 1;
 }
 
-int scope_receive_waiting(const pagi_scope *s) { return s->recv_waiting; }
+int scope_receive_waiting(const pagi_scope *s)
+{
+    return s->recv_waiting;
+}
 
 static int receive_checked(pagi_scope *s, pagi_receive_cb cb, void *ud)
 {
@@ -658,9 +619,11 @@ void scope_log_unfinished(const worker_ctx *w, const char *what)
                 at += (size_t)k;
         }
     }
-    log_warn("%s %zu request scope(s) not yet released, %zu not finished by the app%s%s%s",
-             what, w->n_scopes, unfinished, unfinished ? " (" : "", list,
-             unfinished > UNFINISHED_NAMED ? ", ...)" : unfinished ? ")" : "");
+    log_warn("%s %zu request scope(s) not yet released, %zu not finished by the app%s%s%s", what,
+             w->n_scopes, unfinished, unfinished ? " (" : "", list,
+             unfinished > UNFINISHED_NAMED ? ", ...)"
+             : unfinished                  ? ")"
+                                           : "");
 }
 
 /* ---- how an exchange ends ---- */
@@ -695,10 +658,22 @@ void scope_mark_started(pagi_scope *s)
     s->started = 1;
     scope_response_timer_stop(s);
 }
-int scope_is_connected(const pagi_scope *s) { return s->connected; }
-int scope_is_finished(const pagi_scope *s) { return s->finished; }
-int scope_is_complete(const pagi_scope *s) { return s->complete; }
-int scope_is_started(const pagi_scope *s) { return s->started; }
+int scope_is_connected(const pagi_scope *s)
+{
+    return s->connected;
+}
+int scope_is_finished(const pagi_scope *s)
+{
+    return s->finished;
+}
+int scope_is_complete(const pagi_scope *s)
+{
+    return s->complete;
+}
+int scope_is_started(const pagi_scope *s)
+{
+    return s->started;
+}
 
 /* The exchange ended and nothing the app waits for will tell it so (no
  * receive, send callback, on_disconnect or on_complete pending): unless

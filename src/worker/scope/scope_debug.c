@@ -69,14 +69,13 @@ void scope_quarantine_free(worker_ctx *w)
         /* Scopes still live at exit (abandoned, a reference never dropped)
          * go with the pool: their request copy is the one thing of theirs
          * outside it. */
-        for (pagi_scope *s = w->scopes; s; s = s->next) {
-            free(s->req_block);
-            s->req_block = NULL;
-        }
+        for (pagi_scope *s = w->scopes; s; s = s->next)
+            scope_request_free(s);
         handle_pool_free(w->scope_pool);
         free(w->scope_pool);
         w->scope_pool = NULL;
     }
+    scope_request_blocks_release(w);
 }
 
 const char *scope_label(const pagi_scope *s, char *out, size_t n)

@@ -2,7 +2,7 @@
  * scope_internal.h - the layout of pagi_scope, shared only by the files of
  * the scope module (scope.c: engine, scope_api.c: public accessors,
  * scope_debug.c: debug mode's quarantine and misuse lines,
- * scope_response.c: timeouts.response).
+ * scope_request.c: the request's copy, scope_response.c: timeouts.response).
  */
 #ifndef PAGID_SCOPE_INTERNAL_H
 #define PAGID_SCOPE_INTERNAL_H
@@ -37,12 +37,13 @@ struct pagi_scope {
     int refs;
     worker_ctx *w;
     const scope_ops *ops;
-    void *proto; /* the protocol driver's exchange; NULL once detached */
+    void *proto;                    /* the protocol driver's exchange; NULL once detached */
     struct pagi_scope *prev, *next; /* w->scopes (request scopes only) */
 
-    scope_request req; /* strings point into req_block */
-    char *req_block;
-    size_t mount_len;  /* bytes of req.path that are root_path (scope_set_mount) */
+    scope_request req;    /* strings point into req_block */
+    char *req_block;      /* owned (scope_request.c) */
+    int req_block_pooled; /* of the free list's size: back to it when freed */
+    size_t mount_len;     /* bytes of req.path that are root_path (scope_set_mount) */
 
     /* app side */
     int finished;
@@ -57,10 +58,10 @@ struct pagi_scope {
     pagi_receive_cb recv_cb;
     void *recv_ud;
     int recv_waiting;
-    int recv_queued; /* a delivery job is on the run queue */
+    int recv_queued;        /* a delivery job is on the run queue */
     unsigned long recv_gen; /* bumped on disconnect: retires deliveries queued before it */
-    buf delivery;    /* bytes of the event being delivered */
-    buf log_resp;    /* response header values the access log format logs (%{name}o) */
+    buf delivery;           /* bytes of the event being delivered */
+    buf log_resp;           /* response header values the access log format logs (%{name}o) */
 
     /* pagi.connection */
     int connected;
@@ -98,12 +99,18 @@ void scope_queue_server_drain_cb(pagi_scope *s, runq_any_fn fn, void *ud);
 /* Is s a live scope? A NULL test and one comparison (the shell's memory
  * stays mapped after release: handle.h); otherwise the call is logged as
  * on a stale handle and the caller returns its safe value. */
-#define SCOPE_LIVE(s) \
+#define SCOPE_LIVE(s)                                                                              \
     (__builtin_expect((s) != NULL && (s)->h.magic == SCOPE_MAGIC, 1) || scope_stale((s), __func__))
 /* Log fn's use of a handle that is no live scope (NULL included); returns 0. */
 int scope_stale(const pagi_scope *s, const char *fn);
 /* Put a released shell back in the pool (its request copy freed first). */
 void scope_shell_put(pagi_scope *s);
+/* scope_request.c: copy req into s's own block; 0, or -1 out of memory. */
+int scope_copy_request(pagi_scope *s, const scope_request *req);
+/* Free s's request copy (idempotent): its block may wait for the next scope. */
+void scope_request_free(pagi_scope *s);
+/* Give the blocks waiting for reuse back to malloc (the worker's exit). */
+void scope_request_blocks_release(worker_ctx *w);
 static inline int scope_debug(const pagi_scope *s)
 {
     return s->w->loop.debug;

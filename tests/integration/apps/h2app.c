@@ -64,7 +64,8 @@ static void query_param(pagi_scope *s, const char *name, char *out, size_t n)
     size_t nl = strlen(name);
     out[0] = 0;
     for (size_t i = 0; i + nl < q.len; i++) {
-        if ((i == 0 || q.ptr[i - 1] == '&') && !memcmp(q.ptr + i, name, nl) && q.ptr[i + nl] == '=') {
+        if ((i == 0 || q.ptr[i - 1] == '&') && !memcmp(q.ptr + i, name, nl) &&
+            q.ptr[i + nl] == '=') {
             size_t j = i + nl + 1, k = 0;
             while (j < q.len && q.ptr[j] != '&' && k + 1 < n)
                 out[k++] = q.ptr[j++];
@@ -290,6 +291,28 @@ static void handle(pagi_scope *s, void *app_data)
         pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
         body.body.ptr = "abc";
         body.body.len = 3;
+        if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &body, NULL, NULL) < 0) {
+            pagi_scope_finish(s, pagi_scope_error(s));
+            return;
+        }
+        pagi_scope_finish(s, NULL);
+        return;
+    }
+    if (path_is(s, "/names")) {
+        /* Field names as apps write them: common and not, lower and mixed case. */
+        static const pagi_header h[] = {
+            {{"Content-Type", 12}, {"text/plain", 10}},
+            {{"etag", 4}, {"\"v1\"", 4}},
+            {{"X-Custom-Name", 13}, {"a", 1}},
+            {{"cache-control", 13}, {"no-store", 8}},
+            {{"Last-Modified", 13}, {"Mon, 01 Jan 2024 00:00:00 GMT", 29}},
+            {{"vary", 4}, {"accept", 6}}};
+        pagi_event start = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_START);
+        start.status = 200;
+        start.headers = h;
+        start.header_count = sizeof h / sizeof h[0];
+        pagi_event body = PAGI_EVENT_INIT(PAGI_EV_HTTP_RESPONSE_BODY);
+        body.body = (pagi_str){"names", 5};
         if (pagi_send(s, &start, NULL, NULL) < 0 || pagi_send(s, &body, NULL, NULL) < 0) {
             pagi_scope_finish(s, pagi_scope_error(s));
             return;
