@@ -52,11 +52,76 @@ static SV *percent_decoded(pTHX_ field raw)
     return sv;
 }
 
-static void env_put(pTHX_ HV *env, const char *key, size_t klen, SV *v)
+/* The env's fixed keys, made once per interpreter (perl_pool_env_boot) as
+ * shared keys with their hashes: each request's env stores them without
+ * hashing them again. The interpreter owns them. */
+enum env_key {
+    K_REQUEST_METHOD,
+    K_SCRIPT_NAME,
+    K_PATH_INFO,
+    K_REQUEST_URI,
+    K_QUERY_STRING,
+    K_SERVER_NAME,
+    K_SERVER_PORT,
+    K_SERVER_PROTOCOL,
+    K_PSGI_VERSION,
+    K_PSGI_URL_SCHEME,
+    K_PSGI_MULTITHREAD,
+    K_PSGI_MULTIPROCESS,
+    K_PSGI_RUN_ONCE,
+    K_PSGI_NONBLOCKING,
+    K_PSGI_STREAMING,
+    K_PSGIX_INPUT_BUFFERED,
+    K_PSGIX_HARAKIRI,
+    K_REMOTE_ADDR,
+    K_REMOTE_PORT,
+    K_CONTENT_LENGTH,
+    K_PSGI_INPUT,
+    K_PSGI_ERRORS,
+    K_PSGIX_CLEANUP,
+    K_PSGIX_CLEANUP_HANDLERS,
+    K_PSGIX_HARAKIRI_COMMIT,
+    K_COUNT
+};
+static const char *const key_names[K_COUNT] = {
+    [K_REQUEST_METHOD] = "REQUEST_METHOD",
+    [K_SCRIPT_NAME] = "SCRIPT_NAME",
+    [K_PATH_INFO] = "PATH_INFO",
+    [K_REQUEST_URI] = "REQUEST_URI",
+    [K_QUERY_STRING] = "QUERY_STRING",
+    [K_SERVER_NAME] = "SERVER_NAME",
+    [K_SERVER_PORT] = "SERVER_PORT",
+    [K_SERVER_PROTOCOL] = "SERVER_PROTOCOL",
+    [K_PSGI_VERSION] = "psgi.version",
+    [K_PSGI_URL_SCHEME] = "psgi.url_scheme",
+    [K_PSGI_MULTITHREAD] = "psgi.multithread",
+    [K_PSGI_MULTIPROCESS] = "psgi.multiprocess",
+    [K_PSGI_RUN_ONCE] = "psgi.run_once",
+    [K_PSGI_NONBLOCKING] = "psgi.nonblocking",
+    [K_PSGI_STREAMING] = "psgi.streaming",
+    [K_PSGIX_INPUT_BUFFERED] = "psgix.input.buffered",
+    [K_PSGIX_HARAKIRI] = "psgix.harakiri",
+    [K_REMOTE_ADDR] = "REMOTE_ADDR",
+    [K_REMOTE_PORT] = "REMOTE_PORT",
+    [K_CONTENT_LENGTH] = "CONTENT_LENGTH",
+    [K_PSGI_INPUT] = "psgi.input",
+    [K_PSGI_ERRORS] = "psgi.errors",
+    [K_PSGIX_CLEANUP] = "psgix.cleanup",
+    [K_PSGIX_CLEANUP_HANDLERS] = "psgix.cleanup.handlers",
+    [K_PSGIX_HARAKIRI_COMMIT] = "psgix.harakiri.commit",
+};
+static SV *key_svs[K_COUNT];
+
+void perl_pool_env_boot(pTHX)
 {
-    (void)hv_store(env, key, (I32)klen, v, 0);
+    for (int i = 0; i < K_COUNT; i++)
+        key_svs[i] = newSVpvn_share(key_names[i], (I32)strlen(key_names[i]), 0);
 }
-#define ENV_PUT(env, lit, v) env_put(aTHX_ env, "" lit "", sizeof(lit) - 1, v)
+
+static void env_put_key(pTHX_ HV *env, enum env_key k, SV *v)
+{
+    (void)hv_store_ent(env, key_svs[k], v, 0);
+}
 
 /* A header as PSGI.pm's _env puts it: names with '_' dropped, content-length
  * left to the body's length, repeats joined (cookies with '; '). */
@@ -82,13 +147,16 @@ static void env_header(pTHX_ HV *env, field name, field value, int *declared)
         }
         klen = 5 + name.n;
     }
-    SV **old = hv_fetch(env, key, (I32)klen, 0);
-    if (old && *old) {
+    /* One lookup: the entry, made (undef) when the name is new. */
+    SV **slot = hv_fetch(env, key, (I32)klen, 1);
+    if (!slot)
+        return;
+    if (SvOK(*slot)) {
         int cookie = name.n == 6 && !memcmp(name.p, "cookie", 6);
-        sv_catpvn(*old, cookie ? "; " : ", ", 2);
-        sv_catpvn(*old, value.p, value.n);
+        sv_catpvn(*slot, cookie ? "; " : ", ", 2);
+        sv_catpvn(*slot, value.p, value.n);
     } else
-        env_put(aTHX_ env, key, klen, field_sv(aTHX_ value));
+        sv_setpvn(*slot, value.p, value.n);
 }
 
 HV *perl_pool_env_of_head(pTHX_ const char *p, size_t n, const char **app, size_t *app_len)
@@ -107,8 +175,8 @@ HV *perl_pool_env_of_head(pTHX_ const char *p, size_t n, const char **app, size_
     *app_len = f[12].n;
     HV *env = newHV();
     hv_ksplit(env, 48);
-    ENV_PUT(env, "REQUEST_METHOD", field_sv(aTHX_ method));
-    ENV_PUT(env, "SCRIPT_NAME", field_sv(aTHX_ root));
+    env_put_key(aTHX_ env, K_REQUEST_METHOD, field_sv(aTHX_ method));
+    env_put_key(aTHX_ env, K_SCRIPT_NAME, field_sv(aTHX_ root));
     SV *pi = percent_decoded(aTHX_ raw);
     if (root.n) {
         if (SvCUR(pi) >= root.n && !memcmp(SvPVX(pi), root.p, root.n))
@@ -118,36 +186,36 @@ HV *perl_pool_env_of_head(pTHX_ const char *p, size_t n, const char **app, size_
         else
             sv_setsv(pi, &PL_sv_undef); /* substr past the end, as PSGI.pm */
     }
-    ENV_PUT(env, "PATH_INFO", pi);
+    env_put_key(aTHX_ env, K_PATH_INFO, pi);
     SV *uri = field_sv(aTHX_ raw);
     if (query.n) {
         sv_catpvn(uri, "?", 1);
         sv_catpvn(uri, query.p, query.n);
     }
-    ENV_PUT(env, "REQUEST_URI", uri);
-    ENV_PUT(env, "QUERY_STRING", field_sv(aTHX_ query));
+    env_put_key(aTHX_ env, K_REQUEST_URI, uri);
+    env_put_key(aTHX_ env, K_QUERY_STRING, field_sv(aTHX_ query));
     int has_server = sh.n && sp.n;
-    ENV_PUT(env, "SERVER_NAME", has_server ? field_sv(aTHX_ sh) : newSVpvs("localhost"));
-    ENV_PUT(env, "SERVER_PORT", has_server ? field_sv(aTHX_ sp) : newSViv(0));
+    env_put_key(aTHX_ env, K_SERVER_NAME, has_server ? field_sv(aTHX_ sh) : newSVpvs("localhost"));
+    env_put_key(aTHX_ env, K_SERVER_PORT, has_server ? field_sv(aTHX_ sp) : newSViv(0));
     SV *proto = newSVpvs("HTTP/");
     sv_catpvn(proto, version.p, version.n);
-    ENV_PUT(env, "SERVER_PROTOCOL", proto);
+    env_put_key(aTHX_ env, K_SERVER_PROTOCOL, proto);
     AV *pv = newAV();
     av_push(pv, newSViv(1));
     av_push(pv, newSViv(1));
-    ENV_PUT(env, "psgi.version", newRV_noinc((SV *)pv));
+    env_put_key(aTHX_ env, K_PSGI_VERSION, newRV_noinc((SV *)pv));
     int https = scheme.n == 5 && !memcmp(scheme.p, "https", 5);
-    ENV_PUT(env, "psgi.url_scheme", https ? newSVpvs("https") : newSVpvs("http"));
-    ENV_PUT(env, "psgi.multithread", newSViv(0));
-    ENV_PUT(env, "psgi.multiprocess", newSViv(1));
-    ENV_PUT(env, "psgi.run_once", newSViv(0));
-    ENV_PUT(env, "psgi.nonblocking", newSViv(0));
-    ENV_PUT(env, "psgi.streaming", newSViv(1));
-    ENV_PUT(env, "psgix.input.buffered", newSViv(1));
-    ENV_PUT(env, "psgix.harakiri", newSViv(1));
+    env_put_key(aTHX_ env, K_PSGI_URL_SCHEME, https ? newSVpvs("https") : newSVpvs("http"));
+    env_put_key(aTHX_ env, K_PSGI_MULTITHREAD, newSViv(0));
+    env_put_key(aTHX_ env, K_PSGI_MULTIPROCESS, newSViv(1));
+    env_put_key(aTHX_ env, K_PSGI_RUN_ONCE, newSViv(0));
+    env_put_key(aTHX_ env, K_PSGI_NONBLOCKING, newSViv(0));
+    env_put_key(aTHX_ env, K_PSGI_STREAMING, newSViv(1));
+    env_put_key(aTHX_ env, K_PSGIX_INPUT_BUFFERED, newSViv(1));
+    env_put_key(aTHX_ env, K_PSGIX_HARAKIRI, newSViv(1));
     if (ch.n) { /* none on a unix socket */
-        ENV_PUT(env, "REMOTE_ADDR", field_sv(aTHX_ ch));
-        ENV_PUT(env, "REMOTE_PORT", field_sv(aTHX_ cp));
+        env_put_key(aTHX_ env, K_REMOTE_ADDR, field_sv(aTHX_ ch));
+        env_put_key(aTHX_ env, K_REMOTE_PORT, field_sv(aTHX_ cp));
     }
     int declared = 0;
     while (at < n) {
@@ -165,8 +233,28 @@ HV *perl_pool_env_of_head(pTHX_ const char *p, size_t n, const char **app, size_
     /* The body was read whole: its length is known even when it came chunked. */
     int has_len = len.n && !(len.n == 1 && len.p[0] == '0');
     if (has_len)
-        ENV_PUT(env, "CONTENT_LENGTH", field_sv(aTHX_ len));
+        env_put_key(aTHX_ env, K_CONTENT_LENGTH, field_sv(aTHX_ len));
     else if (declared)
-        ENV_PUT(env, "CONTENT_LENGTH", newSViv(0));
+        env_put_key(aTHX_ env, K_CONTENT_LENGTH, newSViv(0));
     return env;
+}
+
+/* What PSGI.pm's _prepare_env adds in the process that runs the app. */
+void perl_pool_env_complete(pTHX_ HV *env, SV *input, SV *errors)
+{
+    env_put_key(aTHX_ env, K_PSGI_INPUT, newSVsv(input));
+    env_put_key(aTHX_ env, K_PSGI_ERRORS, newSVsv(errors));
+    env_put_key(aTHX_ env, K_PSGIX_CLEANUP, newSViv(1));
+    env_put_key(aTHX_ env, K_PSGIX_CLEANUP_HANDLERS, newRV_noinc((SV *)newAV()));
+}
+
+/* Whether PSGI.pm's _cleanup has work after the response: a handler was
+ * pushed (or the list replaced by something else), or a harakiri asked. */
+int perl_pool_env_needs_cleanup(pTHX_ HV *env)
+{
+    HE *h = hv_fetch_ent(env, key_svs[K_PSGIX_CLEANUP_HANDLERS], 0, 0);
+    HE *commit = hv_fetch_ent(env, key_svs[K_PSGIX_HARAKIRI_COMMIT], 0, 0);
+    SV *list = h ? HeVAL(h) : NULL;
+    return !list || !SvROK(list) || SvTYPE(SvRV(list)) != SVt_PVAV || SvRMAGICAL(SvRV(list)) ||
+           av_count((AV *)SvRV(list)) || (commit && SvTRUE(HeVAL(commit)));
 }

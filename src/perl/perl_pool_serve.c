@@ -619,10 +619,7 @@ static int serve_common(pTHX_ const pool_info *pool, int fd, SV *app, SV *envref
                         SV *input, SV **res, SV **err)
 {
     HV *env = (HV *)SvRV(envref);
-    (void)hv_stores(env, "psgi.input", newSVsv(input));
-    (void)hv_stores(env, "psgi.errors", newSVsv(errors));
-    (void)hv_stores(env, "psgix.cleanup", newSViv(1));
-    (void)hv_stores(env, "psgix.cleanup.handlers", newRV_noinc((SV *)newAV()));
+    perl_pool_env_complete(aTHX_ env, input, errors);
     dSP;
     PUSHMARK(SP);
     XPUSHs(envref);
@@ -645,10 +642,7 @@ static int serve_common(pTHX_ const pool_info *pool, int fd, SV *app, SV *envref
         return 0;
     int ok = 1, retire = finish_request(pool, fd, buf_head(&wbuf), buf_size(&wbuf), &ok);
     /* The cleanup handlers run after the response, as after any. */
-    SV **h = hv_fetchs(env, "psgix.cleanup.handlers", 0);
-    SV **commit = hv_fetchs(env, "psgix.harakiri.commit", 0);
-    if (!h || !SvROK(*h) || SvTYPE(SvRV(*h)) != SVt_PVAV || av_count((AV *)SvRV(*h)) ||
-        SvRMAGICAL(SvRV(*h)) || (commit && SvTRUE(*commit)))
+    if (perl_pool_env_needs_cleanup(aTHX_ env))
         call_with_env(aTHX_ "PAGI::Server::Pagid::PSGI::Request::_cleanup", envref);
     return 1 + retire;
 }
@@ -730,6 +724,7 @@ XS_INTERNAL(xs_pool_serve)
 void perl_pool_serve_boot(pTHX)
 {
     const char *file = __FILE__;
+    perl_pool_env_boot(aTHX);
     newXS("PAGI::Server::Pagid::XS::pool_ready", xs_pool_ready, file);
     newXS("PAGI::Server::Pagid::XS::pool_accept", xs_pool_accept, file);
     newXS("PAGI::Server::Pagid::XS::pool_drop", xs_pool_drop, file);
