@@ -197,7 +197,10 @@ sub _take_one {
         PAGI::Server::Pagid::XS::pool_drop($fd);
         return;
     }
-    return _done($req[0]) if $type eq 'D';
+    if ($type eq 'D') {    # served; retire: this process leaves now
+        _done($req[0]) if $req[0];
+        return;
+    }
     if ($type eq 'R') {    # the app ran (pool_serve); its response is answered here
         my ($env, $res, $e, $spec) = @req;
         return _answer($fd, $PSGI{$spec}, $env, $res, $e);
