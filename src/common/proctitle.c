@@ -19,6 +19,7 @@ extern char **environ;
 static char *area;      /* first byte of argv[0]'s original string */
 static size_t area_len; /* up to the end of the last contiguous string */
 static char *cmdline;   /* the original arguments joined by spaces */
+static size_t shown;    /* bytes of the title shown now (the rest is NUL) */
 /* The copies stay reachable from here for LeakSanitizer, whatever libc does
  * to environ (unsetenv drops entries, setenv replaces the array); volatile,
  * or the compiler drops stores nobody reads. */
@@ -110,6 +111,23 @@ int proctitle_init(int argc, char **argv)
     return 0;
 }
 
+/* Shows title (len bytes): only the bytes that change are written, since
+ * a pool process retitles itself twice a request. */
+static void put_title(const char *title, size_t len)
+{
+    if (len > area_len - 1)
+        len = area_len - 1;
+    memcpy(area, title, len);
+    /* NUL padding: the kernel then shows just the title (old arguments
+     * and environment must not leak into ps output); past what was shown
+     * it is NUL already, but for the first title. */
+    if (!shown)
+        shown = area_len;
+    if (shown > len)
+        memset(area + len, '\0', shown - len);
+    shown = len;
+}
+
 void proctitle_set(const char *fmt, ...)
 {
     if (!area || area_len < 2)
@@ -121,13 +139,7 @@ void proctitle_set(const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return;
-    size_t len = (size_t)n < sizeof title ? (size_t)n : sizeof title - 1;
-    if (len > area_len - 1)
-        len = area_len - 1;
-    memcpy(area, title, len);
-    /* NUL padding: the kernel then shows just the title (old arguments
-     * and environment must not leak into ps output). */
-    memset(area + len, '\0', area_len - len);
+    put_title(title, (size_t)n < sizeof title ? (size_t)n : sizeof title - 1);
 }
 
 void proctitle_master(const char *state)
@@ -146,7 +158,32 @@ void proctitle_worker(int num, unsigned generation, int draining)
 
 void proctitle_pool(int num, unsigned generation, const char *state)
 {
-    proctitle_set("pagid: pool process %d (generation %u, %s)", num, generation, state);
+    /* Per request: the part before the state is formatted once. */
+    static char head[96];
+    static size_t head_len;
+    static int head_num = -1;
+    static unsigned head_generation;
+    if (!area || area_len < 2)
+        return;
+    if (num != head_num || generation != head_generation) {
+        int n =
+            snprintf(head, sizeof head, "pagid: pool process %d (generation %u, ", num, generation);
+        if (n < 0 || (size_t)n >= sizeof head)
+            n = 0;
+        head_len = (size_t)n;
+        head_num = num;
+        head_generation = generation;
+    }
+    char title[160];
+    size_t slen = strlen(state);
+    if (!head_len || head_len + slen + 1 > sizeof title) {
+        proctitle_set("pagid: pool process %d (generation %u, %s)", num, generation, state);
+        return;
+    }
+    memcpy(title, head, head_len);
+    memcpy(title + head_len, state, slen);
+    title[head_len + slen] = ')';
+    put_title(title, head_len + slen + 1);
 }
 
 void proctitle_zygote(unsigned generation)

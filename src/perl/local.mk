@@ -14,6 +14,7 @@ BUILT_SOURCES = src/perl/perl_glue.c src/perl/perl_modules.c
 libpagid_perl_a_SOURCES += src/perl/perl_pool_relay.c
 libpagid_perl_a_SOURCES += src/perl/perl_pool_link.c
 libpagid_perl_a_SOURCES += src/perl/perl_pool_serve.c
+libpagid_perl_a_SOURCES += src/perl/perl_pool_env.c
 CLEANFILES = src/perl/perl_glue.c src/perl/perl_modules.c
 src/perl/perl_glue.c: $(srcdir)/src/perl/Pagid.pm
 	$(AM_V_GEN)$(MKDIR_P) src/perl && $(PERL) -e 'local $$/; my $$s = <STDIN>; $$s =~ s/([\\"])/\\$$1/g; $$s =~ s/\n/\\n"\n"/g; print qq{/* generated from src/perl/Pagid.pm */\n#include "perl/perl_int.h"\nconst char perl_glue_source[] = "$$s";\n}' < $(srcdir)/src/perl/Pagid.pm > $@

@@ -102,6 +102,18 @@ void perl_pubsub_unready(pTHX);
 void perl_pool_boot(pTHX);
 /* perl_pool_serve.c: a pool process's per-request I/O and PSGI env. */
 void perl_pool_serve_boot(pTHX);
+/* perl_pool_env.c: the env of a Q frame (n bytes at p), without
+ * psgi.input, psgi.errors and psgix.cleanup*, and in *app the spec of the
+ * app it is for (pointing into p); NULL when malformed. */
+HV *perl_pool_env_of_head(pTHX_ const char *p, size_t n, const char **app, size_t *app_len);
+/* Its keys, made once for each interpreter (perl_pool_serve_boot). */
+void perl_pool_env_boot(pTHX);
+/* psgi.input ($input), psgi.errors and psgix.cleanup* put in env, as
+ * PSGI.pm's _prepare_env does. */
+void perl_pool_env_complete(pTHX_ HV *env, SV *input, SV *errors);
+/* Whether PSGI.pm's _cleanup has work after the response (handlers, or a
+ * psgix.harakiri.commit). */
+int perl_pool_env_needs_cleanup(pTHX_ HV *env);
 /* An unlinked temporary file in TMPDIR for a spooled body, or -1. */
 int perl_pool_spool_open(void);
 /* A pool process's psgix.harakiri.commit: 1 when it may leave now (its slot

@@ -30,6 +30,8 @@
  * past it they go to the spool file (nginx's proxy_buffers, then its
  * proxy_temp_file). */
 #define RESP_MEM_MAX (256 * 1024)
+/* Fields of a Q frame before its header names and values (Pool.pm's wire). */
+#define Q_FIELDS 13
 typedef struct relay {
     pool_job job; /* first: the link hands back &job */
     pagi_scope *s;
@@ -37,7 +39,6 @@ typedef struct relay {
     const pool_info *pool;
     const char *app; /* its spec, the Q frame's app field (the perl host's) */
     int sse;         /* an sse scope: its sse.http.response.* events */
-    char what[200];  /* "GET /path" for the log */
     /* the request: the body in memory, or in req_spool past REQ_MEM_MAX */
     buf body;
     int req_spool;
@@ -72,16 +73,6 @@ static int put_frame_head(buf *b, char type, size_t len)
     return buf_append(b, &type, 1) || put_u32(b, (uint32_t)len);
 }
 
-static int put_field(buf *b, const char *p, size_t n)
-{
-    return put_u32(b, (uint32_t)n) || buf_append(b, p, n);
-}
-
-static int put_cstr(buf *b, const char *p)
-{
-    return put_field(b, p ? p : "", p ? strlen(p) : 0);
-}
-
 /* An unlinked temporary file in TMPDIR (as PSGI.pm's open '+>', undef). */
 int perl_pool_spool_open(void)
 {
@@ -114,6 +105,16 @@ static int pwrite_all(int fd, const char *p, size_t n, off_t at)
         at += w;
     }
     return 0;
+}
+
+/* "GET /path?query" for a log line (only a log line needs it: not made per
+ * request); into out (n bytes). */
+static const char *what_of(const relay *r, char *out, size_t n)
+{
+    pagi_str raw = pagi_scope_raw_path(r->s), q = pagi_scope_query_string(r->s);
+    snprintf(out, n, "%s %.*s%s%.*s", pagi_scope_method(r->s), (int)raw.len, raw.ptr,
+             q.len ? "?" : "", (int)q.len, q.ptr);
+    return out;
 }
 
 static shm_worker *slot_of(const relay *r)
@@ -283,10 +284,11 @@ static void on_timeout(pagi_timer *t, void *ud)
     r->timer = NULL;
     if (slot_of(r))
         shm_add(&slot_of(r)->pool_timeouts, 1);
+    char what[200];
     pagi_log(r->loop, 0,
              "worker pool: %s ran past worker_pool.timeout (%gs) in pool process %d (pid %ld): "
              "%s; the master kills the process",
-             r->what, r->pool->timeout, r->job.num, r->job.pid,
+             what_of(r, what, sizeof what), r->pool->timeout, r->job.num, r->job.pid,
              r->started ? "connection closed" : "answered 504");
     pool_close(r);
     if (!r->started)
@@ -346,8 +348,9 @@ static int on_frame(pool_job *j, char type, const char *p, size_t n)
         if (r->done)
             return 0;
         if (take_body(r, p, n) < 0) {
+            char what[200];
             pagi_log(r->loop, 0, "worker pool: %s: cannot keep the response for the client: %s",
-                     r->what, strerror(errno));
+                     what_of(r, what, sizeof what), strerror(errno));
             relay_finish(r, "worker pool: cannot keep the response");
             return 0;
         }
@@ -383,8 +386,10 @@ static void on_lost(pool_job *j)
 {
     relay *r = (relay *)j;
     r->submitted = 0;
+    char what[200];
     pagi_log(r->loop, 0, "worker pool: pool process %d (pid %ld) died running %s: %s", j->num,
-             j->pid, r->what, r->started ? "connection closed" : "answered 502");
+             j->pid, what_of(r, what, sizeof what),
+             r->started ? "connection closed" : "answered 502");
     pool_close(r);
     if (r->done)
         return;
@@ -435,46 +440,94 @@ static const pool_job_ops relay_ops = {.on_frame = on_frame,
                                        .refill = refill,
                                        .after_read = after_read};
 
+/* n in decimal into out (24 bytes); its length. */
+static size_t decimal(char *out, unsigned long long n)
+{
+    char tmp[24];
+    size_t k = 0;
+    do
+        tmp[k++] = (char)('0' + n % 10);
+    while ((n /= 10));
+    for (size_t i = 0; i < k; i++)
+        out[i] = tmp[k - 1 - i];
+    return k;
+}
+
+static char *put_u32_at(char *to, size_t n)
+{
+    to[0] = (char)(n >> 24);
+    to[1] = (char)(n >> 16);
+    to[2] = (char)(n >> 8);
+    to[3] = (char)n;
+    return to + 4;
+}
+
+static char *put_field_at(char *to, const char *p, size_t n)
+{
+    to = put_u32_at(to, n);
+    if (n)
+        memcpy(to, p, n);
+    return to + n;
+}
+
 /* The request head: the scope's strings as length-prefixed fields, in the
- * order Pool.pm unpacks them ('(N/a)*'). */
+ * order Pool.pm unpacks them ('(N/a)*'): sized first, then written in one
+ * piece (a request's only frame of any size on the common path). */
 static int put_head(relay *r)
 {
     pagi_scope *s = r->s;
     buf *b = &r->job.out;
-    size_t at = b->len;
-    if (put_frame_head(b, 'Q', 0))
-        return -1;
-    pagi_str raw = pagi_scope_raw_path(s), q = pagi_scope_query_string(s),
-             root = pagi_scope_root_path(s), path = pagi_scope_path(s);
     int sport = -1, cport = -1;
     const char *server = pagi_scope_server(s, &sport), *client = pagi_scope_client(s, &cport);
-    char sp[16] = "", cp[16] = "";
-    if (server && sport >= 0)
-        snprintf(sp, sizeof sp, "%d", sport);
-    if (client)
-        snprintf(cp, sizeof cp, "%d", cport);
-    if (put_cstr(b, pagi_scope_method(s)) || put_cstr(b, pagi_scope_scheme(s)) ||
-        put_cstr(b, pagi_scope_http_version(s)) || put_field(b, raw.ptr, raw.len) ||
-        put_field(b, q.ptr, q.len) || put_field(b, root.ptr, root.len) ||
-        put_field(b, path.ptr, path.len) || put_cstr(b, server) || put_cstr(b, sp) ||
-        put_cstr(b, client) || put_cstr(b, cp))
+    char sp[24], cp[24], len[24];
+    size_t spn = server && sport >= 0 ? decimal(sp, (unsigned long long)sport) : 0;
+    size_t cpn = 0;
+    if (client) { /* as "%d" always printed it */
+        if (cport < 0) {
+            cp[0] = '-';
+            cpn = 1 + decimal(cp + 1, (unsigned long long)-(long long)cport);
+        } else
+            cpn = decimal(cp, (unsigned long long)cport);
+    }
+    size_t lenn = decimal(len, (unsigned long long)r->body_len);
+    const char *method = pagi_scope_method(s), *scheme = pagi_scope_scheme(s),
+               *version = pagi_scope_http_version(s);
+    pagi_str f[Q_FIELDS] = {
+        {method ? method : "", method ? strlen(method) : 0},
+        {scheme ? scheme : "", scheme ? strlen(scheme) : 0},
+        {version ? version : "", version ? strlen(version) : 0},
+        pagi_scope_raw_path(s),
+        pagi_scope_query_string(s),
+        pagi_scope_root_path(s),
+        pagi_scope_path(s),
+        {server ? server : "", server ? strlen(server) : 0},
+        {sp, spn},
+        {client ? client : "", client ? strlen(client) : 0},
+        {cp, cpn},
+        {len, lenn},
+        {r->app ? r->app : "", r->app ? strlen(r->app) : 0},
+    };
+    size_t nh = 0;
+    const pagi_header *h = pagi_scope_headers(s, &nh);
+    size_t flen = 0;
+    for (size_t i = 0; i < Q_FIELDS; i++)
+        flen += 4 + f[i].len;
+    for (size_t i = 0; i < nh; i++)
+        flen += 8 + h[i].name.len + h[i].value.len;
+    if (flen > UINT32_MAX)
         return -1;
-    char len[24];
-    snprintf(len, sizeof len, "%lld", (long long)r->body_len);
-    if (put_cstr(b, len) || put_cstr(b, r->app))
+    char *to = buf_reserve(b, 5 + flen);
+    if (!to)
         return -1;
-    size_t n = 0;
-    const pagi_header *h = pagi_scope_headers(s, &n);
-    for (size_t i = 0; i < n; i++)
-        if (put_field(b, h[i].name.ptr, h[i].name.len) ||
-            put_field(b, h[i].value.ptr, h[i].value.len))
-            return -1;
-    size_t flen = b->len - at - 5;
-    unsigned char *l = (unsigned char *)b->data + at + 1;
-    l[0] = (unsigned char)(flen >> 24);
-    l[1] = (unsigned char)(flen >> 16);
-    l[2] = (unsigned char)(flen >> 8);
-    l[3] = (unsigned char)flen;
+    *to = 'Q';
+    to = put_u32_at(to + 1, flen);
+    for (size_t i = 0; i < Q_FIELDS; i++)
+        to = put_field_at(to, f[i].ptr, f[i].len);
+    for (size_t i = 0; i < nh; i++) {
+        to = put_field_at(to, h[i].name.ptr, h[i].name.len);
+        to = put_field_at(to, h[i].value.ptr, h[i].value.len);
+    }
+    buf_commit(b, 5 + flen);
     return 0;
 }
 
@@ -499,9 +552,10 @@ static void dispatch(relay *r)
         buf_free(out);
         if (slot_of(r))
             shm_add(&slot_of(r)->pool_rejected, 1);
+        char what[200];
         pagi_log(r->loop, 1,
                  "worker pool: queue full (%d processes, queue_limit %d): %s answered 503",
-                 pool->processes, pool->queue_limit, r->what);
+                 pool->processes, pool->queue_limit, what_of(r, what, sizeof what));
         answer(r, 503, "Service Unavailable: the server is busy, retry shortly\n", 1);
         return;
     }
@@ -572,9 +626,6 @@ void perl_pool_relay_handle(pagi_scope *s, pagi_loop *loop, const char *app)
     r->app = app;
     r->sse = pagi_scope_type_of(s) == PAGI_SCOPE_SSE;
     r->req_spool = r->resp_spool = -1;
-    pagi_str raw = pagi_scope_raw_path(s), q = pagi_scope_query_string(s);
-    snprintf(r->what, sizeof r->what, "%s %.*s%s%.*s", pagi_scope_method(s), (int)raw.len, raw.ptr,
-             q.len ? "?" : "", (int)q.len, q.ptr);
     pagi_scope_set_userdata(s, r, relay_release);
     pagi_conn_on_disconnect(s, on_disconnect, r);
     if (pagi_receive(s, on_body, r) < 0)

@@ -10,6 +10,8 @@
  */
 #include "perl_int.h"
 
+#include <perliol.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -22,7 +24,6 @@
 #include "common/pool.h"
 #include "common/proctitle.h"
 #include "worker/core/loop.h"
-#include "common/hexdigit.h"
 
 /* A request body up to this stays in memory (PSGI.pm's $MEMORY_MAX). */
 #define BODY_MEM_MAX (64 * 1024)
@@ -30,9 +31,6 @@
 #define BODY_FRAME_MAX (256 * 1024)
 /* No frame of the worker comes near this: a larger length is not from it. */
 #define FRAME_LEN_MAX (1u << 30)
-/* Fields of a Q frame before its header names and values; the last names
- * the app (its spec: every PSGI app of the config is served here). */
-#define Q_FIXED 13
 
 /* The link's unread bytes. One per process, reused by every request (a
  * pool process serves one at a time; a worker sends nothing past a
@@ -117,159 +115,6 @@ static int read_frame(int fd, char *type, const char **payload, size_t *plen)
             return 0;
         buf_commit(&rbuf, (size_t)r);
     }
-}
-
-typedef struct field {
-    const char *p;
-    size_t n;
-} field;
-
-static SV *field_sv(pTHX_ field f)
-{
-    return newSVpvn(f.p, f.n);
-}
-
-/* PATH_INFO's source: the raw path %XX-decoded once (RFC 3875). */
-static SV *percent_decoded(pTHX_ field raw)
-{
-    SV *sv = newSV(raw.n + 1);
-    SvPOK_on(sv);
-    char *d = SvPVX(sv);
-    size_t o = 0;
-    for (size_t i = 0; i < raw.n; i++) {
-        int hi, lo;
-        if (raw.p[i] == '%' && i + 2 < raw.n &&
-            (hi = hex_digit_value((unsigned char)raw.p[i + 1])) >= 0 &&
-            (lo = hex_digit_value((unsigned char)raw.p[i + 2])) >= 0) {
-            d[o++] = (char)(hi << 4 | lo);
-            i += 2;
-        } else
-            d[o++] = raw.p[i];
-    }
-    d[o] = 0;
-    SvCUR_set(sv, o);
-    return sv;
-}
-
-static void env_put(pTHX_ HV *env, const char *key, size_t klen, SV *v)
-{
-    (void)hv_store(env, key, (I32)klen, v, 0);
-}
-#define ENV_PUT(env, lit, v) env_put(aTHX_ env, "" lit "", sizeof(lit) - 1, v)
-
-/* A header as PSGI.pm's _env puts it: names with '_' dropped, content-length
- * left to the body's length, repeats joined (cookies with '; '). */
-static void env_header(pTHX_ HV *env, field name, field value, int *declared)
-{
-    char key[512];
-    size_t klen;
-    if (memchr(name.p, '_', name.n))
-        return;
-    if (name.n == 14 && !memcmp(name.p, "content-length", 14)) {
-        *declared = 1;
-        return;
-    }
-    if (name.n == 12 && !memcmp(name.p, "content-type", 12)) {
-        memcpy(key, "CONTENT_TYPE", klen = 12);
-    } else {
-        if (name.n + 5 > sizeof key)
-            return; /* the worker's header limits keep names far shorter */
-        memcpy(key, "HTTP_", 5);
-        for (size_t i = 0; i < name.n; i++) {
-            char c = name.p[i];
-            key[5 + i] = c == '-' ? '_' : (c >= 'a' && c <= 'z') ? (char)(c - 32) : c;
-        }
-        klen = 5 + name.n;
-    }
-    SV **old = hv_fetch(env, key, (I32)klen, 0);
-    if (old && *old) {
-        int cookie = name.n == 6 && !memcmp(name.p, "cookie", 6);
-        sv_catpvn(*old, cookie ? "; " : ", ", 2);
-        sv_catpvn(*old, value.p, value.n);
-    } else
-        env_put(aTHX_ env, key, klen, field_sv(aTHX_ value));
-}
-
-/* The env of a Q frame (Pool.pm's wire; PSGI.pm's _env for a pool process),
- * without psgi.input, psgi.errors and psgix.cleanup*, and in *app the app
- * it is for; NULL when malformed. */
-static HV *env_of_head(pTHX_ const char *p, size_t n, field *app)
-{
-    field f[Q_FIXED];
-    size_t at = 0;
-    for (int i = 0; i < Q_FIXED; i++) {
-        if (n - at < 4 || n - at - 4 < get_u32(p + at))
-            return NULL;
-        f[i] = (field){p + at + 4, get_u32(p + at)};
-        at += 4 + f[i].n;
-    }
-    field method = f[0], scheme = f[1], version = f[2], raw = f[3], query = f[4], root = f[5],
-          path = f[6], sh = f[7], sp = f[8], ch = f[9], cp = f[10], len = f[11];
-    *app = f[12];
-    HV *env = newHV();
-    hv_ksplit(env, 48);
-    ENV_PUT(env, "REQUEST_METHOD", field_sv(aTHX_ method));
-    ENV_PUT(env, "SCRIPT_NAME", field_sv(aTHX_ root));
-    SV *pi = percent_decoded(aTHX_ raw);
-    if (root.n) {
-        if (SvCUR(pi) >= root.n && !memcmp(SvPVX(pi), root.p, root.n))
-            sv_chop(pi, SvPVX(pi) + root.n);
-        else if (path.n >= root.n)
-            sv_setpvn(pi, path.p + root.n, path.n - root.n);
-        else
-            sv_setsv(pi, &PL_sv_undef); /* substr past the end, as PSGI.pm */
-    }
-    ENV_PUT(env, "PATH_INFO", pi);
-    SV *uri = field_sv(aTHX_ raw);
-    if (query.n) {
-        sv_catpvn(uri, "?", 1);
-        sv_catpvn(uri, query.p, query.n);
-    }
-    ENV_PUT(env, "REQUEST_URI", uri);
-    ENV_PUT(env, "QUERY_STRING", field_sv(aTHX_ query));
-    int has_server = sh.n && sp.n;
-    ENV_PUT(env, "SERVER_NAME", has_server ? field_sv(aTHX_ sh) : newSVpvs("localhost"));
-    ENV_PUT(env, "SERVER_PORT", has_server ? field_sv(aTHX_ sp) : newSViv(0));
-    SV *proto = newSVpvs("HTTP/");
-    sv_catpvn(proto, version.p, version.n);
-    ENV_PUT(env, "SERVER_PROTOCOL", proto);
-    AV *pv = newAV();
-    av_push(pv, newSViv(1));
-    av_push(pv, newSViv(1));
-    ENV_PUT(env, "psgi.version", newRV_noinc((SV *)pv));
-    int https = scheme.n == 5 && !memcmp(scheme.p, "https", 5);
-    ENV_PUT(env, "psgi.url_scheme", https ? newSVpvs("https") : newSVpvs("http"));
-    ENV_PUT(env, "psgi.multithread", newSViv(0));
-    ENV_PUT(env, "psgi.multiprocess", newSViv(1));
-    ENV_PUT(env, "psgi.run_once", newSViv(0));
-    ENV_PUT(env, "psgi.nonblocking", newSViv(0));
-    ENV_PUT(env, "psgi.streaming", newSViv(1));
-    ENV_PUT(env, "psgix.input.buffered", newSViv(1));
-    ENV_PUT(env, "psgix.harakiri", newSViv(1));
-    if (ch.n) { /* none on a unix socket */
-        ENV_PUT(env, "REMOTE_ADDR", field_sv(aTHX_ ch));
-        ENV_PUT(env, "REMOTE_PORT", field_sv(aTHX_ cp));
-    }
-    int declared = 0;
-    while (at < n) {
-        field hf[2];
-        for (int i = 0; i < 2; i++) {
-            if (n - at < 4 || n - at - 4 < get_u32(p + at)) {
-                SvREFCNT_dec((SV *)env);
-                return NULL;
-            }
-            hf[i] = (field){p + at + 4, get_u32(p + at)};
-            at += 4 + hf[i].n;
-        }
-        env_header(aTHX_ env, hf[0], hf[1], &declared);
-    }
-    /* The body was read whole: its length is known even when it came chunked. */
-    int has_len = len.n && !(len.n == 1 && len.p[0] == '0');
-    if (has_len)
-        ENV_PUT(env, "CONTENT_LENGTH", field_sv(aTHX_ len));
-    else if (declared)
-        ENV_PUT(env, "CONTENT_LENGTH", newSViv(0));
-    return env;
 }
 
 static const pool_info *the_pool(void)
@@ -515,10 +360,11 @@ XS_INTERNAL(xs_pool_take)
         ST(1) = sv_2mortal(newSVpvn(p, n));
         XSRETURN(2);
     }
-    field app;
-    HV *env = env_of_head(aTHX_ p, n, &app);
+    const char *app;
+    size_t app_len;
+    HV *env = perl_pool_env_of_head(aTHX_ p, n, &app, &app_len);
     /* Before the body's frames reuse rbuf, where app points. */
-    SV *app_sv = sv_2mortal(env ? field_sv(aTHX_ app) : newSVpvs(""));
+    SV *app_sv = sv_2mortal(env ? newSVpvn(app, app_len) : newSVpvs(""));
     SV *body = sv_2mortal(newSVpvs(""));
     int spool;
     if (!env || !read_body(aTHX_ fd, body, &spool)) {
@@ -709,9 +555,176 @@ XS_INTERNAL(xs_pool_respond)
     XSRETURN_IV(1 + retire);
 }
 
+/* ---- the common PSGI request, served in one call ---------------------- */
+
+/* The shared psgi.input of requests without a body (a handle opened on an
+ * empty string once, Pool.pm's): usable again when it is still what it was,
+ * one read-only scalar layer on nothing, rewound. An app that closed it,
+ * pushed a layer or reopened it spoils it: the request goes to Pool.pm,
+ * which opens a new one (an empty body is the same for every request, so
+ * sharing it is not visible to an app). */
+static int empty_input_ready(pTHX_ SV *in)
+{
+    if (!SvROK(in) || SvTYPE(SvRV(in)) != SVt_PVGV || SvOBJECT(SvRV(in)))
+        return 0;
+    GV *gv = (GV *)SvRV(in);
+    IO *io = isGV_with_GP(gv) ? GvIOp(gv) : NULL;
+    if (!io || SvRMAGICAL(io) || IoOFP(io) || !IoIFP(io) || IoTYPE(io) != IoTYPE_RDONLY)
+        return 0;
+    PerlIO *f = IoIFP(io);
+    PerlIOl *top = PerlIOValid(f) ? PerlIOBase(f) : NULL;
+    if (!top || top->next || !top->tab || strcmp(top->tab->name, "scalar") ||
+        !(top->flags & PERLIO_F_CANREAD) ||
+        (top->flags & (PERLIO_F_CANWRITE | PERLIO_F_UTF8 | PERLIO_F_CRLF)))
+        return 0;
+    if (PerlIO_seek(f, 0, SEEK_SET) != 0 || PerlIO_get_cnt(f) != 0)
+        return 0;
+    PerlIO_clearerr(f);
+    IoLINES(io) = 0;
+    return 1;
+}
+
+/* Whether psgi.errors (Errors.pm's tied handle) holds a line without its
+ * newline yet (then flush_pending logs it); 1 when it cannot tell. */
+static int errors_pending(pTHX_ SV *errors)
+{
+    if (!SvROK(errors) || SvTYPE(SvRV(errors)) != SVt_PVGV)
+        return 1;
+    GV *gv = (GV *)SvRV(errors);
+    IO *io = isGV_with_GP(gv) ? GvIOp(gv) : NULL;
+    MAGIC *mg = io ? mg_find((SV *)io, PERL_MAGIC_tiedscalar) : NULL;
+    if (!mg || !mg->mg_obj || !SvROK(mg->mg_obj))
+        return 1;
+    SV *pending = SvRV(mg->mg_obj);
+    return !SvPOK(pending) || SvCUR(pending) > 0;
+}
+
+static void call_with_env(pTHX_ const char *sub, SV *envref)
+{
+    dSP;
+    PUSHMARK(SP);
+    XPUSHs(envref);
+    PUTBACK;
+    call_pv(sub, G_DISCARD);
+}
+
+/* Runs the PSGI app of a request without a body: the env completed as
+ * PSGI.pm's _prepare_env does, the app called as Pool.pm's _serve_psgi
+ * calls it, and its response, when the common form, written as pool_respond
+ * writes it, then the cleanup handlers (PSGI.pm's _cleanup) when there are
+ * any. Returns 1 + pool_finish's retire when all that was done; 0 with
+ * *res and *err (mortal) when Pool.pm must answer (another response form,
+ * or the app died). */
+static int serve_common(pTHX_ const pool_info *pool, int fd, SV *app, SV *envref, SV *errors,
+                        SV *input, SV **res, SV **err)
+{
+    HV *env = (HV *)SvRV(envref);
+    perl_pool_env_complete(aTHX_ env, input, errors);
+    dSP;
+    PUSHMARK(SP);
+    XPUSHs(envref);
+    PUTBACK;
+    int n = call_sv(app, G_SCALAR | G_EVAL);
+    SPAGAIN;
+    *res = sv_2mortal(newSVsv(n > 0 ? POPs : &PL_sv_undef));
+    PUTBACK;
+    *err = sv_2mortal(newSVsv(ERRSV));
+    if (errors_pending(aTHX_ errors)) { /* a last line without its newline */
+        PUSHMARK(SP);
+        call_pv("PAGI::Server::Pagid::PSGI::Errors::flush_pending", G_DISCARD | G_NOARGS);
+    }
+    if (SvTRUE(*err) || !SvROK(*res) || SvTYPE(SvRV(*res)) != SVt_PVAV || SvRMAGICAL(SvRV(*res)))
+        return 0;
+    int built = build_simple_response(aTHX_(AV *) SvRV(*res));
+    if (built < 0)
+        croak("worker pool: out of memory");
+    if (!built)
+        return 0;
+    int ok = 1, retire = finish_request(pool, fd, buf_head(&wbuf), buf_size(&wbuf), &ok);
+    /* The cleanup handlers run after the response, as after any. */
+    if (perl_pool_env_needs_cleanup(aTHX_ env))
+        call_with_env(aTHX_ "PAGI::Server::Pagid::PSGI::Request::_cleanup", envref);
+    return 1 + retire;
+}
+
+/* pool_serve($fd, \%psgi, $errors, $empty_input): pool_take, and a PSGI
+ * request without a body for an app of %psgi (spec => [$app, ...]) served
+ * here at once: ('D', $retire) when it was answered (pool_respond's
+ * common form; $retire as pool_finish's), ('R', \%env, $res, $err, $app)
+ * when the app ran and Pool.pm answers; else what pool_take returns. */
+XS_INTERNAL(xs_pool_serve)
+{
+    dXSARGS;
+    if (items != 4)
+        croak_xs_usage(cv, "fd, psgi, errors, empty_input");
+    const pool_info *pool = the_pool();
+    int fd = (int)SvIV(ST(0));
+    SV *psgi = ST(1), *errors = ST(2), *input = ST(3);
+    if (!pool || !SvROK(psgi) || SvTYPE(SvRV(psgi)) != SVt_PVHV)
+        XSRETURN_EMPTY;
+    buf_reset(&rbuf);
+    char type;
+    const char *p;
+    size_t n;
+    if (!read_frame(fd, &type, &p, &n) || (type != 'C' && type != 'Q'))
+        XSRETURN_EMPTY;
+    mark_busy(pool);
+    if (type == 'C') {
+        ST(0) = sv_2mortal(newSVpvs("C"));
+        ST(1) = sv_2mortal(newSVpvn(p, n));
+        XSRETURN(2);
+    }
+    const char *app;
+    size_t app_len;
+    HV *env = perl_pool_env_of_head(aTHX_ p, n, &app, &app_len);
+    /* Before the body's frames reuse rbuf, where app points. */
+    SV *app_sv = sv_2mortal(env ? newSVpvn(app, app_len) : newSVpvs(""));
+    SV **entry = env ? hv_fetch((HV *)SvRV(psgi), app, (I32)app_len, 0) : NULL;
+    SV *body = sv_2mortal(newSVpvs(""));
+    int spool;
+    if (!env || !read_body(aTHX_ fd, body, &spool)) {
+        SvREFCNT_dec((SV *)env);
+        int ok;
+        (void)finish_request(pool, fd, NULL, 0, &ok);
+        XSRETURN_EMPTY;
+    }
+    SV *envref = sv_2mortal(newRV_noinc((SV *)env));
+    SV **code = entry && SvROK(*entry) && SvTYPE(SvRV(*entry)) == SVt_PVAV
+                    ? av_fetch((AV *)SvRV(*entry), 0, 0)
+                    : NULL;
+    if (spool < 0 && !SvCUR(body) && code && SvROK(*code) && empty_input_ready(aTHX_ input)) {
+        SV *res, *err;
+        /* The stack may move while the app runs: ST() is written after. */
+        int served = serve_common(aTHX_ pool, fd, *code, envref, errors, input, &res, &err);
+        SPAGAIN;
+        SP = PL_stack_base + ax - 1;
+        if (served) {
+            EXTEND(SP, 2);
+            ST(0) = sv_2mortal(newSVpvs("D"));
+            ST(1) = sv_2mortal(newSViv(served - 1));
+            XSRETURN(2);
+        }
+        EXTEND(SP, 5);
+        ST(0) = sv_2mortal(newSVpvs("R"));
+        ST(1) = envref;
+        ST(2) = res;
+        ST(3) = err;
+        ST(4) = app_sv;
+        XSRETURN(5);
+    }
+    EXTEND(SP, 5);
+    ST(0) = sv_2mortal(newSVpvs("Q"));
+    ST(1) = envref;
+    ST(2) = body;
+    ST(3) = sv_2mortal(newSViv(spool));
+    ST(4) = app_sv;
+    XSRETURN(5);
+}
+
 void perl_pool_serve_boot(pTHX)
 {
     const char *file = __FILE__;
+    perl_pool_env_boot(aTHX);
     newXS("PAGI::Server::Pagid::XS::pool_ready", xs_pool_ready, file);
     newXS("PAGI::Server::Pagid::XS::pool_accept", xs_pool_accept, file);
     newXS("PAGI::Server::Pagid::XS::pool_drop", xs_pool_drop, file);
@@ -719,4 +732,5 @@ void perl_pool_serve_boot(pTHX)
     newXS("PAGI::Server::Pagid::XS::pool_write", xs_pool_write, file);
     newXS("PAGI::Server::Pagid::XS::pool_finish", xs_pool_finish, file);
     newXS("PAGI::Server::Pagid::XS::pool_respond", xs_pool_respond, file);
+    newXS("PAGI::Server::Pagid::XS::pool_serve", xs_pool_serve, file);
 }

@@ -38,6 +38,25 @@ def start_pool(ctx, workers=2, **kw):
 
 
 @test(timeout=60)
+def pool_shares_an_unspoiled_empty_input(ctx):
+    """Requests without a body share one psgi.input in a pool process
+    (perl_pool_serve.c, pool_serve): an app that closes it, pushes a layer on
+    it or leaves it elsewhere than at 0 does not pass that on to the next
+    request, which gets an empty, readable handle at 0."""
+    srv = start_pool(ctx, workers=1, processes=1)
+    fresh = "read=0 tell=0 eof=1 layers=scalar"
+    check_eq(request(srv.port, path="/input").body.decode(), fresh, "the first request")
+    for how in ("close", "crlf", "utf8", "seek", "none"):
+        check_eq(request(srv.port, path="/input?how=" + how).body.decode(), fresh,
+                 "the request that spoils it (%s)" % how)
+        check_eq(request(srv.port, path="/input").body.decode(), fresh,
+                 "the request after one that did %s" % how)
+    r = request(srv.port, "POST", "/echo", body=b"abc")
+    check_eq(r.body.decode(), "len=3 sum=294 multiprocess=1", "a body still has its own")
+    check_eq(request(srv.port, path="/input").body.decode(), fresh, "and after a body")
+
+
+@test(timeout=60)
 def pool_runs_psgi_app_in_pool_processes(ctx):
     srv = start_pool(ctx)
     pids = {p for p, _ in pool_procs(srv)}

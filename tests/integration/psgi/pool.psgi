@@ -39,5 +39,18 @@ my $app = sub {
         return $text->(sprintf "len=%d sum=%d multiprocess=%d", length $body,
             unpack('%32C*', $body), $env->{'psgi.multiprocess'});
     }
+    if ($p eq '/input') {    # psgi.input of a request without a body, then ?how= spoils it
+        my $in = $env->{'psgi.input'};
+        my $n = read $in, my $buf, 10;
+        my $got = sprintf 'read=%s tell=%d eof=%d layers=%s', $n // 'undef', tell $in,
+            eof($in) ? 1 : 0, join ',', PerlIO::get_layers($in);
+        my ($how) = ($env->{QUERY_STRING} =~ /how=(\w+)/);
+        $how //= '';
+        close $in if $how eq 'close';
+        binmode $in, ':crlf' if $how eq 'crlf';
+        binmode $in, ':utf8' if $how eq 'utf8';
+        seek $in, 7, 0 if $how eq 'seek';
+        return $text->($got);
+    }
     return $text->("path=$p");
 };

@@ -175,18 +175,35 @@ sub _accept {
     }
 }
 
+# The psgi.input of every request without a body (pool_serve checks that an
+# app left it as it was, else this makes another), and psgi.errors.
+my $EMPTY_INPUT = _empty_input();
+my $ERRORS;
+sub _empty_input { open my $in, '<', \(my $empty = ''); binmode $in; return $in }
+
 # A request or call on a worker's link, read whole and served. The link is
 # a bare descriptor, read and written blocking in C (perl_pool_serve.c):
 # this process does nothing else meanwhile. A response still under way when
 # this returns (a delayed responder called later, from a timer) keeps the
-# process claimed: no worker sends it another request until it ends.
+# process claimed: no worker sends it another request until it ends. The
+# common request (no body, the app's response an array of strings) is
+# served whole in C (pool_serve: 'D').
 sub _take_one {
     my ($fd) = @_;
-    my ($type, @req) = PAGI::Server::Pagid::XS::pool_take($fd);
+    $ERRORS //= PAGI::Server::Pagid::PSGI::Errors::handle() if %PSGI;    # (PSGI.pm's: loaded then)
+    my ($type, @req) = PAGI::Server::Pagid::XS::pool_serve($fd, \%PSGI, $ERRORS, $EMPTY_INPUT);
     if (!defined $type) {    # the worker left, or cut the link
         delete $LINKS{$fd};
         PAGI::Server::Pagid::XS::pool_drop($fd);
         return;
+    }
+    if ($type eq 'D') {    # served; retire: this process leaves now
+        _done($req[0]) if $req[0];
+        return;
+    }
+    if ($type eq 'R') {    # the app ran (pool_serve); its response is answered here
+        my ($env, $res, $e, $spec) = @req;
+        return _answer($fd, $PSGI{$spec}, $env, $res, $e);
     }
     if ($type eq 'C') {
         _serve_call($fd, $req[0]);
@@ -253,10 +270,18 @@ sub _serve_psgi {
         open $input, '<', \$body;
     }
     binmode $input;
+    # An empty body's shared handle, spoiled by an app: a new one for the next.
+    $EMPTY_INPUT = _empty_input() if $spool_fd < 0 && !length $body;
     PAGI::Server::Pagid::PSGI::Request::_prepare_env($env, $input);
     my $res = eval { $psgi->[0]->($env) };
     my $e = $@;
     PAGI::Server::Pagid::PSGI::Errors::flush_pending();    # a last line without its newline
+    return _answer($fd, $psgi, $env, $res, $e);
+}
+
+# The app ($psgi) answered $res or died with $e: its response goes out.
+sub _answer {
+    my ($fd, $psgi, $env, $res, $e) = @_;
     # The common response, [status, [headers], [strings]], goes out in C at
     # once; the cleanup handlers run after it, as after any response.
     my $rc;
