@@ -57,10 +57,11 @@ def run_group(binary, label, factory, attacks, only):
 def main():
     binary = os.path.abspath(sys.argv[1])
     only = sys.argv[3:] if len(sys.argv) > 2 and sys.argv[2] == "-k" else []
-    import attacks_h2, attacks_pool, attacks_h1
+    import attacks_h2, attacks_pool, attacks_h1, attacks_fields
     groups = [("h2", attacks_h2.H2Target, attacks_h2.ATTACKS),
               ("pool", attacks_pool.PoolTarget, attacks_pool.ATTACKS),
-              ("h1", attacks_h1.H1Target, attacks_h1.ATTACKS)]
+              ("h1", attacks_h1.H1Target, attacks_h1.ATTACKS),
+              ("fields", attacks_fields.FieldsTarget, attacks_fields.ATTACKS)]
     total_ok = total_fail = 0
     for label, factory, attacks in groups:
         ok, fail = run_group(binary, label, factory, attacks, only)

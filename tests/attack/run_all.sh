@@ -1,6 +1,7 @@
 #!/bin/sh
 # run_all.sh PAGID_BINARY [-k NAME...]: the attack battery (HTTP/2 static
-# data path, PSGI worker pool, HTTP/1.1 request path) against one binary.
+# data path, PSGI worker pool, HTTP/1.1 request path, request and response
+# fields) against one binary.
 # One PASS/FAIL line per attack; exit status 1 on any failure.
 set -e
 [ -x "$1" ] || { echo "usage: $0 PAGID_BINARY [-k NAME...]" >&2; exit 2; }
