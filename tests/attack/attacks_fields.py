@@ -36,6 +36,9 @@ class Raw:
 
     def __init__(self, port):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10 * SLOW)
+        # A HEADERS right after a WINDOW_UPDATE would wait for the server's
+        # delayed ACK (Nagle): 40 ms a request otherwise.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.enc, self.dec = hpack.Encoder(), hpack.Decoder()
         self.dec.max_allowed_table_size = 65536
         self.buf = b""
