@@ -57,6 +57,20 @@ def pool_shares_an_unspoiled_empty_input(ctx):
 
 
 @test(timeout=60)
+def pool_env_keeps_long_header_names(ctx):
+    """A header name past 507 bytes is in the env (HTTP_...) as PSGI.pm's
+    _env puts it for an app without a pool; the pool's env builder dropped
+    it (a fixed 512-byte key buffer)."""
+    srv = start_pool(ctx, workers=1, processes=1)
+    for n in (10, 507, 508, 4000):
+        name = "X" + "a" * (n - 1)
+        for method, body in (("GET", b""), ("POST", b"x")):
+            r = request(srv.port, method, "/headers", headers={name: "v" * 3}, body=body)
+            check("HTTP_X%s:3" % ("A" * (n - 1)) in r.body.decode(),
+                  "a %d-byte header name (%s): %s" % (n, method, r.body[:80]))
+
+
+@test(timeout=60)
 def pool_runs_psgi_app_in_pool_processes(ctx):
     srv = start_pool(ctx)
     pids = {p for p, _ in pool_procs(srv)}

@@ -52,5 +52,9 @@ my $app = sub {
         seek $in, 7, 0 if $how eq 'seek';
         return $text->($got);
     }
+    if ($p eq '/headers') {    # HTTP_* keys, as names and lengths
+        return $text->(join ' ', map { "$_:" . length $env->{$_} } sort grep /^HTTP_/, keys %$env);
+    }
     return $text->("path=$p");
 };
+
