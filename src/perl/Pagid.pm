@@ -115,7 +115,10 @@ sub _last_line {
 
 sub _message {
     my ($e) = @_;
-    $e = "$e";
+    # An exception object whose stringification dies must not take the
+    # report (and the request's end, which waits for it) with it.
+    my $text = eval { "$e" };
+    $e = defined $text ? $text : ref($e) . ' object (its stringification died)';
     $e =~ s/\s+\z//;
     return length $e ? $e : 'died';
 }

@@ -6,6 +6,7 @@
 #include "perl_int.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/hexdigit.h"
@@ -127,7 +128,7 @@ static void env_put_key(pTHX_ HV *env, enum env_key k, SV *v)
  * left to the body's length, repeats joined (cookies with '; '). */
 static void env_header(pTHX_ HV *env, field name, field value, int *declared)
 {
-    char key[512];
+    char small[512], *key = small;
     size_t klen;
     if (memchr(name.p, '_', name.n))
         return;
@@ -138,8 +139,10 @@ static void env_header(pTHX_ HV *env, field name, field value, int *declared)
     if (name.n == 12 && !memcmp(name.p, "content-type", 12)) {
         memcpy(key, "CONTENT_TYPE", klen = 12);
     } else {
-        if (name.n + 5 > sizeof key)
-            return; /* the worker's header limits keep names far shorter */
+        /* A name as long as the worker's header limits allow: PSGI.pm's
+         * _env keeps it too. */
+        if (name.n + 5 > sizeof small && !(key = malloc(name.n + 5)))
+            return;
         memcpy(key, "HTTP_", 5);
         for (size_t i = 0; i < name.n; i++) {
             char c = name.p[i];
@@ -149,6 +152,8 @@ static void env_header(pTHX_ HV *env, field name, field value, int *declared)
     }
     /* One lookup: the entry, made (undef) when the name is new. */
     SV **slot = hv_fetch(env, key, (I32)klen, 1);
+    if (key != small)
+        free(key);
     if (!slot)
         return;
     if (SvOK(*slot)) {

@@ -596,6 +596,10 @@ static int errors_pending(pTHX_ SV *errors)
     if (!mg || !mg->mg_obj || !SvROK(mg->mg_obj))
         return 1;
     SV *pending = SvRV(mg->mg_obj);
+    /* Tied by the app to its own class: flush_pending makes it ours again. */
+    if (!SvOBJECT(pending) ||
+        SvSTASH(pending) != gv_stashpvs("PAGI::Server::Pagid::PSGI::Errors", 0))
+        return 1;
     return !SvPOK(pending) || SvCUR(pending) > 0;
 }
 

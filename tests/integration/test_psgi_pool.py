@@ -57,6 +57,42 @@ def pool_shares_an_unspoiled_empty_input(ctx):
 
 
 @test(timeout=60)
+def pool_survives_responses_that_die_outside_the_app(ctx):
+    """A response whose header or body object dies when made a string, an
+    exception object that does, or psgi.errors untied or tied elsewhere by
+    the app: each request is answered 500 (or 200) and the one pool process
+    serves the next; such a die used to escape PSGI.pm outside the app's
+    eval, leaving the process claimed for ever (its loop still beating, so
+    the master never replaced it) and the pool with nothing to serve."""
+    srv = start_pool(ctx, workers=1, processes=1, timeout="3s")
+    for how, status in (("header", 500), ("body", 500), ("die", 500), ("untie", 200),
+                        ("tie", 200)):
+        path = "/spoil?how=" + how
+        for method, body in (("GET", b""), ("POST", b"x")):  # served in C, and by Pool.pm
+            r = request(srv.port, method, path, body=body, timeout=10 * SLOW)
+            check_eq(r.status, status, "%s %s" % (method, path))
+            r = request(srv.port, path="/pid", timeout=10 * SLOW)
+            check_eq(r.status, 200, "the request after %s %s" % (method, path))
+    check(wait_for(lambda: "returned a response that could not be sent: PoolBoom cannot be a "
+                   "string" in srv.stderr(), 5 * SLOW), "the failure logged")
+    check("PoolBoom object (its stringification died)" in srv.stderr(), "the die logged")
+
+
+@test(timeout=60)
+def pool_env_keeps_long_header_names(ctx):
+    """A header name past 507 bytes is in the env (HTTP_...) as PSGI.pm's
+    _env puts it for an app without a pool; the pool's env builder dropped
+    it (a fixed 512-byte key buffer)."""
+    srv = start_pool(ctx, workers=1, processes=1)
+    for n in (10, 507, 508, 4000):
+        name = "X" + "a" * (n - 1)
+        for method, body in (("GET", b""), ("POST", b"x")):
+            r = request(srv.port, method, "/headers", headers={name: "v" * 3}, body=body)
+            check("HTTP_X%s:3" % ("A" * (n - 1)) in r.body.decode(),
+                  "a %d-byte header name (%s): %s" % (n, method, r.body[:80]))
+
+
+@test(timeout=60)
 def pool_runs_psgi_app_in_pool_processes(ctx):
     srv = start_pool(ctx)
     pids = {p for p, _ in pool_procs(srv)}

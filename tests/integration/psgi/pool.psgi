@@ -52,5 +52,24 @@ my $app = sub {
         seek $in, 7, 0 if $how eq 'seek';
         return $text->($got);
     }
+    if ($p eq '/spoil') {    # what used to leave a request unanswered, the process claimed
+        my ($how) = ($env->{QUERY_STRING} =~ /how=(\w+)/);
+        return [200, ['X-Boom' => bless({}, 'PoolBoom')], ['no']] if $how eq 'header';
+        return [200, [], [bless({}, 'PoolBoom')]] if $how eq 'body';
+        die bless {}, 'PoolBoom' if $how eq 'die';
+        untie *{ $env->{'psgi.errors'} } if $how eq 'untie';
+        tie *{ $env->{'psgi.errors'} }, 'PoolBoom' if $how eq 'tie';
+        return $text->("spoiled $how");
+    }
+    if ($p eq '/headers') {    # HTTP_* keys, as names and lengths
+        return $text->(join ' ', map { "$_:" . length $env->{$_} } sort grep /^HTTP_/, keys %$env);
+    }
     return $text->("path=$p");
 };
+
+package PoolBoom;    # an object whose stringification dies
+use overload '""' => sub { die "PoolBoom cannot be a string\n" }, bool => sub { 1 };
+sub TIEHANDLE { bless {}, $_[0] }
+sub PRINT     { 1 }
+
+package main;

@@ -266,7 +266,11 @@ sub _result {
         $self->_send({type => $self->{body}}, 1) if delete $self->{writer_dropped};
         return;
     }
-    $self->_respond($res, 0);
+    # Outside the app's eval: a header or body object whose stringification
+    # dies would leave the request unanswered (a pool process claimed for
+    # ever), so it fails the request instead.
+    eval { $self->_respond($res, 0); 1 }
+        or $self->_fail("returned a response that could not be sent: " . PAGI::Server::Pagid::_message($@));
 }
 
 # psgix.cleanup.handlers run once the response is written (or the client
@@ -646,7 +650,15 @@ sub BINMODE { 1 }
 sub OPEN    { 1 }
 sub EOF     { 1 }
 
-sub flush_pending { (tied *$handle)->_flush if $handle }
+sub flush_pending {
+    return unless $handle;
+    my $tie = tied *$handle;
+    return $tie->_flush if ref $tie eq __PACKAGE__;
+    # An app untied the shared handle (or tied it to its own class): it is
+    # ours again for the next request, which would otherwise die here.
+    eval { untie *$handle } if $tie;
+    tie *$handle, __PACKAGE__;
+}
 
 sub _flush {
     my ($self) = @_;
