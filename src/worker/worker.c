@@ -302,12 +302,17 @@ static void worker_flush(void *ud)
     conn_flush_all(ud);
 }
 
-/* The heartbeat only advances while the loop turns: a blocked loop shows as a stale stamp. */
+/* The heartbeat only advances while the loop turns: a blocked loop shows as a stale stamp.
+ * A pool process's stamp stays at the start of the request it runs (set when
+ * it takes it): its loop can turn while that request never ends (a PSGI
+ * responder kept and never called), and the master's worker_pool.timeout
+ * counts from that start, as the worker's 504 does. */
 static void worker_on_heartbeat(struct ev_loop *ev, ev_timer *t, int revents)
 {
     worker_run_ctx *r = t->data;
     uint64_t now = shm_now_ms();
-    atomic_store_explicit(&r->w.stats->heartbeat_ms, now, memory_order_relaxed);
+    if (!atomic_load_explicit(&r->w.stats->pool_busy, memory_order_relaxed))
+        atomic_store_explicit(&r->w.stats->heartbeat_ms, now, memory_order_relaxed);
     app_call_clock_sync(&r->w.loop, now); /* ev_now drifts from CLOCK_MONOTONIC */
 }
 

@@ -79,6 +79,26 @@ def pool_survives_responses_that_die_outside_the_app(ctx):
 
 
 @test(timeout=60)
+def pool_process_left_with_an_unfinished_request_is_replaced(ctx):
+    """An app that keeps its delayed responder and never calls it leaves its
+    request unfinished while the pool process's loop turns: the worker
+    answers 504 at worker_pool.timeout and the master kills and replaces the
+    process then, as for a blocked one (its loop used to keep the heartbeat
+    fresh, so the one pool process stayed claimed for ever and every later
+    request waited for nothing)."""
+    srv = start_pool(ctx, workers=1, processes=1, timeout="1s")
+    before = {p for p, _ in pool_procs(srv)}
+    r = request(srv.port, path="/hold", timeout=10 * SLOW)
+    check_eq(r.status, 504, "the held request")
+    check(wait_for(lambda: "ran for" in srv.stderr() and "killing it" in srv.stderr(), 10 * SLOW),
+          "the master kills the process: %s" % srv.stderr()[-600:])
+    r = request(srv.port, path="/pid", timeout=10 * SLOW)
+    check_eq(r.status, 200, "the request after it")
+    check(r.body.decode().split("=")[1] not in {str(p) for p in before},
+          "answered by the replacement: %s (before: %s)" % (r.body, before))
+
+
+@test(timeout=60)
 def pool_env_keeps_long_header_names(ctx):
     """A header name past 507 bytes is in the env (HTTP_...) as PSGI.pm's
     _env puts it for an app without a pool; the pool's env builder dropped

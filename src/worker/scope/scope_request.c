@@ -117,7 +117,7 @@ void scope_request_free(pagi_scope *s)
     if (!block)
         return;
     s->req_block = NULL;
-    if (s->req_block_pooled && w->n_req_blocks < REQ_BLOCKS_KEPT) {
+    if (s->req_block_pooled && w->n_req_blocks + 1 <= REQ_BLOCKS_KEPT) { /* 0 under ASan */
         req_block_free *b = (req_block_free *)(void *)block;
         b->next = w->req_blocks;
         w->req_blocks = b;

@@ -61,6 +61,10 @@ my $app = sub {
         tie *{ $env->{'psgi.errors'} }, 'PoolBoom' if $how eq 'tie';
         return $text->("spoiled $how");
     }
+    if ($p eq '/hold') {    # a delayed response whose responder is kept and never called
+        our @HELD;
+        return sub { push @HELD, $_[0] };
+    }
     if ($p eq '/headers') {    # HTTP_* keys, as names and lengths
         return $text->(join ' ', map { "$_:" . length $env->{$_} } sort grep /^HTTP_/, keys %$env);
     }
