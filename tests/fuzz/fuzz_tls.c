@@ -91,6 +91,7 @@ typedef struct run {
     const uint8_t *p, *end; /* the script */
     uint64_t c_sent, s_got; /* client -> server plaintext: sent, received */
     uint64_t s_sent, c_got; /* server -> client */
+    uint64_t s_raw;         /* bytes of records the server wrote (its progress, data or not) */
     size_t must_offer;      /* after EAGAIN or a short count: the next write offers at least this */
     int retry_kind;         /* 1 writev, 2 sendfile: what the retry must be */
     int spliced;            /* raw bytes went into the client's record stream */
@@ -112,9 +113,11 @@ static void from_server(run *r)
 {
     unsigned char b[65536];
     ssize_t n;
-    while ((n = read(r->sp[1], b, sizeof b)) > 0)
+    while ((n = read(r->sp[1], b, sizeof b)) > 0) {
+        r->s_raw += (uint64_t)n;
         if (r->cl && !r->c_dead)
             BIO_write(r->c_in, b, (int)n);
+    }
 }
 
 static void to_server(run *r, size_t max)
@@ -366,12 +369,15 @@ static void scripted(run *r, unsigned mode)
     /* The end: whatever the client sent whole arrives intact. */
     to_server(r, SIZE_MAX);
     /* Records read ahead come out one per read: read on while reads make
-     * progress (a stall of a few rounds means nothing more will come). */
+     * progress (a stall of a few rounds means nothing more will come).
+     * Progress is also the server's writing: a client that asked for many
+     * key updates gets an answer to each before its data is read, and with
+     * a small send buffer that takes many rounds. */
     for (int idle = 0; idle < 8 && !r->s_dead && r->s_got < r->c_sent;) {
-        uint64_t before = r->s_got;
+        uint64_t before = r->s_got, wrote = r->s_raw;
         server_read(r, 20000);
         client_read(r); /* the server may have to write (a key update) to go on */
-        idle = r->s_got > before ? 0 : idle + 1;
+        idle = r->s_got > before || r->s_raw > wrote ? 0 : idle + 1;
     }
     if (!r->spliced && !r->fin && !r->s_dead && !r->c_dead)
         CHECK(r->s_got == r->c_sent);
