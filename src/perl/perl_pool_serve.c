@@ -334,55 +334,6 @@ XS_INTERNAL(xs_pool_drop)
     XSRETURN_EMPTY;
 }
 
-/* pool_take($fd): the request on link $fd, read whole: () when the link
- * ended instead (pool_drop it); else (type, ...) with this process marked
- * busy: ('C', $payload), or ('Q', \%env, $body, $spool_fd, $app) where
- * $spool_fd (-1: the body is in $body) holds a body past 64 KiB and $app is
- * the spec of the PSGI app the request is for. */
-XS_INTERNAL(xs_pool_take)
-{
-    dXSARGS;
-    if (items != 1)
-        croak_xs_usage(cv, "fd");
-    const pool_info *pool = the_pool();
-    int fd = (int)SvIV(ST(0));
-    if (!pool)
-        XSRETURN_EMPTY;
-    buf_reset(&rbuf);
-    char type;
-    const char *p;
-    size_t n;
-    if (!read_frame(fd, &type, &p, &n) || (type != 'C' && type != 'Q'))
-        XSRETURN_EMPTY;
-    mark_busy(pool);
-    if (type == 'C') {
-        ST(0) = sv_2mortal(newSVpvs("C"));
-        ST(1) = sv_2mortal(newSVpvn(p, n));
-        XSRETURN(2);
-    }
-    const char *app;
-    size_t app_len;
-    HV *env = perl_pool_env_of_head(aTHX_ p, n, &app, &app_len);
-    /* Before the body's frames reuse rbuf, where app points. */
-    SV *app_sv = sv_2mortal(env ? newSVpvn(app, app_len) : newSVpvs(""));
-    SV *body = sv_2mortal(newSVpvs(""));
-    int spool;
-    if (!env || !read_body(aTHX_ fd, body, &spool)) {
-        /* The worker cut the link mid-request: nobody to answer. */
-        SvREFCNT_dec((SV *)env);
-        int ok;
-        (void)finish_request(pool, fd, NULL, 0, &ok);
-        XSRETURN_EMPTY;
-    }
-    EXTEND(SP, 5);
-    ST(0) = sv_2mortal(newSVpvs("Q"));
-    ST(1) = sv_2mortal(newRV_noinc((SV *)env));
-    ST(2) = body;
-    ST(3) = sv_2mortal(newSViv(spool));
-    ST(4) = app_sv;
-    XSRETURN(5);
-}
-
 /* pool_write($fd, $bytes): all of it, blocking; false when the worker left. */
 XS_INTERNAL(xs_pool_write)
 {
@@ -651,11 +602,15 @@ static int serve_common(pTHX_ const pool_info *pool, int fd, SV *app, SV *envref
     return 1 + retire;
 }
 
-/* pool_serve($fd, \%psgi, $errors, $empty_input): pool_take, and a PSGI
- * request without a body for an app of %psgi (spec => [$app, ...]) served
- * here at once: ('D', $retire) when it was answered (pool_respond's
- * common form; $retire as pool_finish's), ('R', \%env, $res, $err, $app)
- * when the app ran and Pool.pm answers; else what pool_take returns. */
+/* pool_serve($fd, \%psgi, $errors, $empty_input): the request on link $fd,
+ * read whole, with this process marked busy; a PSGI request without a body
+ * for an app of %psgi (spec => [$app, ...]) is served here at once. Returns
+ * () when the link ended instead (pool_drop it); ('D', $retire) when it was
+ * answered (pool_respond's common form; $retire as pool_finish's);
+ * ('R', \%env, $res, $err, $app) when the app ran and Pool.pm answers;
+ * ('C', $payload) for a worker_pool call; else ('Q', \%env, $body,
+ * $spool_fd, $app) for Pool.pm to serve, where $spool_fd (-1: the body is
+ * in $body) holds a body past 64 KiB and $app is the app's spec. */
 XS_INTERNAL(xs_pool_serve)
 {
     dXSARGS;
@@ -732,7 +687,6 @@ void perl_pool_serve_boot(pTHX)
     newXS("PAGI::Server::Pagid::XS::pool_ready", xs_pool_ready, file);
     newXS("PAGI::Server::Pagid::XS::pool_accept", xs_pool_accept, file);
     newXS("PAGI::Server::Pagid::XS::pool_drop", xs_pool_drop, file);
-    newXS("PAGI::Server::Pagid::XS::pool_take", xs_pool_take, file);
     newXS("PAGI::Server::Pagid::XS::pool_write", xs_pool_write, file);
     newXS("PAGI::Server::Pagid::XS::pool_finish", xs_pool_finish, file);
     newXS("PAGI::Server::Pagid::XS::pool_respond", xs_pool_respond, file);
